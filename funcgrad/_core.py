@@ -1,0 +1,522 @@
+"""The core: immutable arrays, primitives, ``bind`` and the trace stack.
+
+Every operation funcgrad performs is a :class:`Primitive` applied with
+:func:`bind`.  ``bind`` looks at its arguments: if none is a tracer it runs
+the primitive's implementation on numpy buffers right away (eager mode);
+otherwise it hands the primitive to the trace of the highest-level tracer,
+which may differentiate it (jvp/vjp), batch it (vmap) or record it into the
+IR (jit/make_jaxpr).  Transforms nest by levels, as in JAX's Autodidax: each
+active transform owns a :class:`MainTrace` on a stack, and a tracer belongs
+to exactly one of them.  There is no global tape: a reverse-mode transform
+keeps its own record only for the duration of one call.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from funcgrad import _dtypes
+from funcgrad._config import config
+from funcgrad._dtypes import ShapedArray, describe
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+class TracerLeakError(RuntimeError):
+    """A tracer was used after the transform that created it returned."""
+
+
+class ConcretizationError(TypeError):
+    """Python needed a concrete value (``if``, ``bool()``, ``int()``) from a traced one."""
+
+
+def user_source_line() -> str:
+    """``file:line (function)`` of the innermost frame outside funcgrad."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# The tests live outside the package, so they count as user code.
+
+# --------------------------------------------------------------------------
+# Primitives
+# --------------------------------------------------------------------------
+
+
+class Primitive:
+    """One operation with all of its rules declared together.
+
+    * ``impl(*values, **params)``: numpy reference implementation.
+    * ``abstract_eval(*avals, **params) -> aval | list[aval]``: shape/dtype rule.
+    * ``jvp(primals, tangents, **params) -> (out, tangent_out)``: forward mode
+      (tangents may be ``None`` = symbolic zero).
+    * ``vjp(cts, primals, outs, needs, **params) -> input cotangents``:
+      reverse mode (``needs[i]`` says whether input i wants one).
+    * ``batch(values, dims, axis_size, **params) -> (out, out_dim)``: vmap.
+
+    Rules are written with primitives, so derivatives can be traced again.
+    Backends may replace ``impl`` (see ``funcgrad.backends``).
+    """
+
+    __slots__ = ("name", "impl", "abstract_eval", "jvp", "vjp", "batch", "multiple_results", "__weakref__")
+
+    def __init__(self, name: str, *, multiple_results: bool = False):
+        self.name = name
+        self.multiple_results = multiple_results
+        self.impl: Callable[..., Any] | None = None
+        self.abstract_eval: Callable[..., Any] | None = None
+        self.jvp: Callable[..., Any] | None = None
+        self.vjp: Callable[..., Any] | None = None
+        self.batch: Callable[..., Any] | None = None
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        return bind(self, args, params)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# --------------------------------------------------------------------------
+# The trace stack
+# --------------------------------------------------------------------------
+
+
+class MainTrace:
+    """One active transform: its level on the stack, its trace type, its data."""
+
+    __slots__ = ("level", "trace_type", "data", "alive")
+
+    def __init__(self, level: int, trace_type: type, data: Any):
+        self.level = level
+        self.trace_type = trace_type
+        self.data = data
+        self.alive = True
+
+
+class Trace:
+    """How one transform interprets primitives applied to its tracers."""
+
+    __slots__ = ("main",)
+
+    def __init__(self, main: MainTrace):
+        self.main = main
+
+    def pure(self, value: Any) -> "Tracer":
+        raise NotImplementedError
+
+    lift = pure
+
+    def full_raise(self, value: Any) -> "Tracer":
+        if not isinstance(value, Tracer):
+            return self.pure(value)
+        level = value._trace.main.level
+        if value._trace.main is self.main:
+            return value
+        if level < self.main.level:
+            return self.lift(value)
+        if not value._trace.main.alive:
+            raise _leak_error(value)
+        raise TracerLeakError(
+            f"a tracer of a transform at level {level} reached the transform at level {self.main.level}; "
+            "this usually means a tracer escaped through a global or a closure")
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+        raise NotImplementedError
+
+    def process_custom_vjp(self, call: "CustomVJPCall", tracers: list) -> list:
+        raise NotImplementedError
+
+    def process_checkpoint(self, fun: Callable, tracers: list) -> list:
+        # Outside reverse mode, checkpoint is the function itself.
+        return fun(*tracers)
+
+
+_trace_stack: list[MainTrace] = []
+
+
+@contextmanager
+def new_main(trace_type: type, data: Any = None) -> Iterator[MainTrace]:
+    """Push a transform onto the stack for the duration of a ``with`` block."""
+    main = MainTrace(len(_trace_stack) + 1, trace_type, data)
+    _trace_stack.append(main)
+    try:
+        yield main
+    finally:
+        main.alive = False
+        _trace_stack.pop()
+
+
+def _leak_error(tracer: "Tracer") -> TracerLeakError:
+    return TracerLeakError(
+        f"a {type(tracer).__name__} ({describe(tracer)}) was used after the transform that created it "
+        "returned (a leaked tracer). Values computed inside grad/vmap/jit must be returned from the "
+        "function, not stored in globals, closures or attributes.")
+
+
+class Tracer:
+    """A stand-in for an array while a transform runs; has the array API."""
+
+    __slots__ = ("_trace",)
+    __array_priority__ = 1000
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self.aval.size
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def concrete_value(self) -> Any:
+        """The value behind the tracer, if this transform knows it (eager jvp/grad)."""
+        raise ConcretizationError(self._concretization_message())
+
+    def _concretization_message(self) -> str:
+        return (f"a concrete value was needed from a traced array {describe(self)} "
+                f"inside {type(self._trace).__name__}")
+
+    def __bool__(self) -> bool:
+        return bool(self.concrete_value())
+
+    def __int__(self) -> int:
+        return int(self.concrete_value())
+
+    def __float__(self) -> float:
+        return float(self.concrete_value())
+
+    def __index__(self) -> int:
+        return int(self.concrete_value())
+
+    def item(self) -> Any:
+        return self.concrete_value().item()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.concrete_value(), dtype=dtype)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}<{describe(self)}>"
+
+    def __hash__(self) -> int:
+        raise TypeError("funcgrad arrays and tracers are unhashable")
+
+
+# --------------------------------------------------------------------------
+# The immutable array
+# --------------------------------------------------------------------------
+
+
+class Array:
+    """An immutable n-d array backed by a read-only numpy buffer (on the CPU).
+
+    Create with ``funcgrad.numpy.array``; it supports numpy's operators,
+    indexing and the usual methods, and ``x.at[idx].set(v)`` for functional
+    updates (writing through an Array raises).
+
+    >>> import funcgrad.numpy as fnp
+    >>> x = fnp.arange(3.0)          # f32[3]
+    >>> (x * 2).sum().item()
+    6.0
+    """
+
+    __slots__ = ("_value",)
+    __array_priority__ = 1000
+
+    def __init__(self, value: np.ndarray):
+        # Callers hand over a read-only ndarray of a canonical dtype.
+        self._value = value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._value.ndim
+
+    @property
+    def size(self) -> int:
+        return self._value.size
+
+    @property
+    def aval(self) -> ShapedArray:
+        return ShapedArray(self._value.shape, self._value.dtype)
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def __len__(self) -> int:
+        if not self._value.shape:
+            raise TypeError("len() of a 0-d array")
+        return self._value.shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if copy:
+            return np.array(self._value, dtype=dtype, copy=True)
+        return self._value if dtype is None else self._value.astype(dtype)
+
+    def item(self) -> Any:
+        return self._value.item()
+
+    def tolist(self) -> Any:
+        return self._value.tolist()
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __int__(self) -> int:
+        return int(self._value)
+
+    def __float__(self) -> float:
+        return float(self._value)
+
+    def __index__(self) -> int:
+        return self._value.__index__()
+
+    def __repr__(self) -> str:
+        body = np.array2string(self._value, separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={self._value.dtype})"
+
+    def __str__(self) -> str:
+        return str(self._value)
+
+    def __hash__(self) -> int:
+        raise TypeError("funcgrad arrays are unhashable")
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._value.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self._value.shape[0]))
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise TypeError(
+            "funcgrad arrays are immutable: item assignment is not supported. "
+            "Use the functional update x = x.at[index].set(value) (or .add(value)) instead.")
+
+    def __reduce__(self) -> Any:
+        return (_array_from_numpy, (np.array(self._value),))
+
+
+def _array_from_numpy(value: np.ndarray) -> Array:
+    return Array(_freeze(value))
+
+
+def _freeze(value: np.ndarray) -> np.ndarray:
+    value.flags.writeable = False
+    return value
+
+
+def to_numpy_input(x: Any) -> Any:
+    """A read-only numpy value of canonical dtype for a user input.
+
+    User numpy arrays are copied (never frozen in place: we must not change
+    the user's array, and we must not alias memory the user can still write).
+    Python scalars pass through unchanged so that numpy keeps them weak.
+    """
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, np.ndarray):
+        dtype = _dtypes.canonicalize(x.dtype)
+        return _freeze(np.array(x, dtype=dtype, copy=True))
+    if isinstance(x, np.generic):
+        return _freeze(np.asarray(x, dtype=_dtypes.canonicalize(x.dtype)))
+    if isinstance(x, (list, tuple)):
+        arr = np.asarray(x)
+        if arr.dtype == object:
+            raise TypeError(f"cannot convert {type(x).__name__} of mixed or nested non-numeric items to an array")
+        return _freeze(np.asarray(arr, dtype=_default_dtype_for(arr)))
+    if hasattr(x, "__array__"):
+        return to_numpy_input(np.asarray(x))
+    raise TypeError(f"expected an array, a numpy array or a Python scalar, got {type(x).__name__}: {x!r:.80}")
+
+
+def _default_dtype_for(arr: np.ndarray) -> np.dtype:
+    # Python lists of floats become the default float (float32), as in JAX.
+    if arr.dtype.kind == "f":
+        return _dtypes.float_
+    if arr.dtype.kind in "iu":
+        return _dtypes.canonicalize(arr.dtype)
+    return arr.dtype
+
+
+def as_array(x: Any) -> Any:
+    """``x`` as an Array (or tracer); Python scalars become 0-d arrays of default dtype."""
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if isinstance(x, bool):
+        return Array(_freeze(np.asarray(x)))
+    if isinstance(x, int):
+        return Array(_freeze(np.asarray(x, dtype=_dtypes.int_)))
+    if isinstance(x, float):
+        return Array(_freeze(np.asarray(x, dtype=_dtypes.float_)))
+    return Array(to_numpy_input(x))
+
+
+# --------------------------------------------------------------------------
+# bind and eager evaluation
+# --------------------------------------------------------------------------
+
+
+def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """Apply ``prim`` to ``args``: evaluate eagerly or hand it to a transform."""
+    top: Tracer | None = None
+    for a in args:
+        if isinstance(a, Tracer) and (top is None or a._trace.main.level > top._trace.main.level):
+            top = a
+    if top is None:
+        return eval_primitive(prim, args, params)
+    trace = top._trace
+    if not trace.main.alive:
+        raise _leak_error(top)
+    tracers = [trace.full_raise(a) for a in args]
+    return trace.process_primitive(prim, tracers, params)
+
+
+def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """Run a primitive's implementation on concrete values; wrap the result."""
+    values = [a._value if type(a) is Array else (a if isinstance(a, (bool, int, float)) else to_numpy_input(a))
+              for a in args]
+    try:
+        out = prim.impl(*values, **params)
+    except (ValueError, TypeError, IndexError) as e:
+        raise type(e)(_impl_error_message(prim, values, params, e)) from e
+    if prim.multiple_results:
+        outs = [_wrap(o) for o in out]
+        if config.debug_nans:
+            check_nans(prim, values, outs)
+        return outs
+    result = _wrap(out)
+    if config.debug_nans:
+        check_nans(prim, values, [result])
+    return result
+
+
+def _wrap(out: Any) -> Array:
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    if out.dtype.itemsize == 8 and not config.enable_x64:
+        out = out.astype(_dtypes.canonicalize(out.dtype))
+    out.flags.writeable = False
+    return Array(out)
+
+
+def _impl_error_message(prim: Primitive, values: Sequence[Any], params: dict, err: Exception) -> str:
+    shown = {k: v for k, v in params.items() if not callable(v)}
+    args = ", ".join(describe(v) for v in values)
+    extra = f" with {shown}" if shown else ""
+    return f"{prim.name}: invalid arguments ({args}){extra}: {err}"
+
+
+# --------------------------------------------------------------------------
+# debug_nans
+# --------------------------------------------------------------------------
+
+# While a reverse-mode transform walks its record backwards, it names here
+# the forward operation whose vjp rule is running, so a NaN raised inside a
+# derivative can point at the user's line that created it.
+_backward_context: list[str] = []
+
+
+def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array]) -> None:
+    for out in outs:
+        v = out._value
+        if v.dtype.kind == "f" and np.isnan(v).any():
+            if any(isinstance(x, np.ndarray) and x.dtype.kind == "f" and np.isnan(x).any() for x in values):
+                continue  # NaN came in: the first producer already reported (or was user input)
+            where = f" in the backward pass of {_backward_context[-1]}" if _backward_context else ""
+            raise FloatingPointError(
+                f"debug_nans: primitive '{prim.name}' produced a NaN{where} "
+                f"(inputs: {', '.join(describe(x) for x in values)}) at {user_source_line()}. "
+                "A NaN in a gradient through fnp.where often comes from the branch not taken "
+                "(e.g. where(x > 0, sqrt(x), 0) at x = 0): use the double-where pattern "
+                "where(x > 0, sqrt(where(x > 0, x, 1)), 0).")
+
+
+# --------------------------------------------------------------------------
+# custom_vjp calls (the primitive-like operation behind funcgrad.custom_vjp)
+# --------------------------------------------------------------------------
+
+
+class CustomVJPCall:
+    """A function with a user-supplied reverse-mode rule, on flat arguments.
+
+    ``fun(*xs) -> outs``, ``fwd(*xs) -> (outs, residuals)``,
+    ``bwd(residuals, cts) -> input cts`` (all flat lists).
+    """
+
+    __slots__ = ("name", "fun", "fwd", "bwd")
+
+    def __init__(self, name: str, fun: Callable, fwd: Callable, bwd: Callable):
+        self.name, self.fun, self.fwd, self.bwd = name, fun, fwd, bwd
+
+    def bind(self, *args: Any) -> list:
+        top = _top_tracer(args)
+        if top is None:
+            return list(self.fun(*args))
+        trace = top._trace
+        return trace.process_custom_vjp(self, [trace.full_raise(a) for a in args])
+
+
+def bind_checkpoint(fun: Callable, args: Sequence[Any]) -> list:
+    """Apply a rematerialised (checkpointed) function of flat arguments."""
+    top = _top_tracer(args)
+    if top is None:
+        return list(fun(*args))
+    trace = top._trace
+    return list(trace.process_checkpoint(fun, [trace.full_raise(a) for a in args]))
+
+
+def _top_tracer(args: Sequence[Any]) -> Tracer | None:
+    top = None
+    for a in args:
+        if isinstance(a, Tracer) and (top is None or a._trace.main.level > top._trace.main.level):
+            top = a
+    if top is not None and not top._trace.main.alive:
+        raise _leak_error(top)
+    return top
+
+
+def full_lower(x: Any) -> Any:
+    return x
+
+
+def get_aval(x: Any) -> ShapedArray:
+    """The abstract value of an array, tracer, numpy array or scalar."""
+    if isinstance(x, (Array, Tracer)):
+        return x.aval
+    if isinstance(x, (bool, int, float)):
+        return ShapedArray((), _dtypes.result_type(x))
+    arr = np.asarray(x)
+    return ShapedArray(arr.shape, _dtypes.canonicalize(arr.dtype))

@@ -1,0 +1,105 @@
+"""Dtypes: canonicalisation (float32 by default), promotion, abstract values.
+
+Promotion follows numpy 2 (NEP 50) on the array dtypes, with Python scalars
+*weakly typed*: ``f32_array * 2.0`` stays float32, ``i32_array * 2.5`` becomes
+the default float.  Without x64 every 64-bit result is narrowed to 32 bits
+(float64 -> float32, int64 -> int32, uint64 -> uint32), as in JAX.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from funcgrad._config import config
+
+_NARROW = {
+    np.dtype("float64"): np.dtype("float32"),
+    np.dtype("int64"): np.dtype("int32"),
+    np.dtype("uint64"): np.dtype("uint32"),
+}
+_SUPPORTED_KINDS = "biuf"
+
+float_ = np.dtype("float32")
+int_ = np.dtype("int32")
+
+
+def _refresh_defaults() -> None:
+    global float_, int_
+    float_ = np.dtype("float64") if config.enable_x64 else np.dtype("float32")
+    int_ = np.dtype("int64") if config.enable_x64 else np.dtype("int32")
+
+
+_refresh_defaults()
+
+
+def canonicalize(dtype: Any) -> np.dtype:
+    """The dtype funcgrad stores for ``dtype`` under the current x64 setting."""
+    dt = np.dtype(dtype)
+    if dt.kind not in _SUPPORTED_KINDS:
+        raise TypeError(f"funcgrad does not support dtype {dt} (supported: bool, integers, float16/32/64)")
+    if not config.enable_x64:
+        return _NARROW.get(dt, dt)
+    return dt
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "f"
+
+
+def short_name(dtype: np.dtype) -> str:
+    """``float32`` -> ``f32``, ``int32`` -> ``i32``, ``bool`` -> ``bool``."""
+    if dtype.kind == "b":
+        return "bool"
+    return f"{dtype.kind}{dtype.itemsize * 8}"
+
+
+def result_type(*args: Any) -> np.dtype:
+    """Promoted dtype of arrays, avals and (weakly typed) Python scalars."""
+    items = [a if isinstance(a, (bool, int, float)) else a.dtype for a in args]
+    return canonicalize(np.result_type(*items))
+
+
+def inexact(dtype: np.dtype) -> np.dtype:
+    """The float dtype an op like ``sin`` or ``/`` computes in for ``dtype``."""
+    return dtype if dtype.kind == "f" else float_
+
+
+class ShapedArray:
+    """An abstract value: what a traced program knows about an array."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShapedArray) and self.shape == other.shape and self.dtype == other.dtype
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype))
+
+    def str_short(self) -> str:
+        return f"{short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    __repr__ = str_short
+
+
+def describe(x: Any) -> str:
+    """Short ``f32[3,4]`` description of an array, tracer, aval or scalar."""
+    if isinstance(x, (bool, int, float)):
+        return f"{type(x).__name__} scalar"
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        return type(x).__name__
+    return ShapedArray(shape, dtype).str_short()

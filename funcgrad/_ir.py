@@ -1,0 +1,138 @@
+"""The IR: a typed, first-order program of primitive applications.
+
+``make_jaxpr(f)(*args)`` prints one; ``jit`` traces the same IR, optimises it
+and runs it.  Example::
+
+    { lambda ; a:f32[3] . let
+        b:f32[3] = sin a
+        c:f32[3] = mul b a
+        d:f32[] = reduce_sum[axes=(0,)] c
+      in ( d ) }
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from funcgrad import _core
+from funcgrad._dtypes import ShapedArray
+
+
+class Var:
+    """A variable of the IR; identity is the variable."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+
+class Literal:
+    """A Python scalar written into the program."""
+
+    __slots__ = ("value", "aval")
+
+    def __init__(self, value: Any):
+        self.value = value
+        self.aval = _core.get_aval(value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Eqn:
+    """``outvars = prim[params] inputs``."""
+
+    __slots__ = ("prim", "inputs", "params", "outvars")
+
+    def __init__(self, prim: Any, inputs: list, params: dict, outvars: list):
+        self.prim = prim
+        self.inputs = inputs
+        self.params = params
+        self.outvars = outvars
+
+
+class Jaxpr:
+    """A closed program: constants (with their values), inputs, equations, outputs."""
+
+    __slots__ = ("constvars", "consts", "invars", "eqns", "outvars")
+
+    def __init__(self, constvars: list, consts: list, invars: list, eqns: list, outvars: list):
+        self.constvars = constvars
+        self.consts = consts
+        self.invars = invars
+        self.eqns = eqns
+        self.outvars = outvars
+
+    def __repr__(self) -> str:
+        return pretty_print(self)
+
+    @property
+    def in_avals(self) -> list[ShapedArray]:
+        return [v.aval for v in self.invars]
+
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        return [v.aval for v in self.outvars]
+
+
+def _var_names() -> Any:
+    import itertools
+    import string
+    for n in itertools.count(1):
+        for combo in itertools.product(string.ascii_lowercase, repeat=n):
+            yield "".join(combo)
+
+
+def _format_param(v: Any) -> str:
+    if isinstance(v, np.dtype):
+        return str(v)
+    if callable(v):
+        return getattr(v, "__name__", type(v).__name__)
+    return repr(v)
+
+
+def pretty_print(jaxpr: Jaxpr) -> str:
+    names: dict[int, str] = {}
+    gen = _var_names()
+
+    def name(v: Any) -> str:
+        if isinstance(v, Literal):
+            return repr(v.value)
+        if id(v) not in names:
+            names[id(v)] = next(gen)
+        return names[id(v)]
+
+    def decl(v: Var) -> str:
+        return f"{name(v)}:{v.aval.str_short()}"
+
+    lines = ["{ lambda " + " ".join(decl(v) for v in jaxpr.constvars) + " ; "
+             + " ".join(decl(v) for v in jaxpr.invars) + " . let"]
+    for eqn in jaxpr.eqns:
+        params = ",".join(f"{k}={_format_param(v)}" for k, v in sorted(eqn.params.items()))
+        prim_name = getattr(eqn.prim, "name", str(eqn.prim))
+        head = prim_name + (f"[{params}]" if params else "")
+        lhs = " ".join(decl(v) for v in eqn.outvars)
+        lines.append(f"    {lhs} = {head} " + " ".join(name(x) for x in eqn.inputs))
+    lines.append("  in ( " + " ".join(name(v) for v in jaxpr.outvars) + " ) }")
+    return "\n".join(lines)
+
+
+def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any]) -> list:
+    """Evaluate the program with ``bind`` (so it can itself be transformed)."""
+    env: dict[int, Any] = {}
+
+    def read(x: Any) -> Any:
+        return x.value if isinstance(x, Literal) else env[id(x)]
+
+    for v, val in zip(jaxpr.constvars, jaxpr.consts):
+        env[id(v)] = val
+    for v, val in zip(jaxpr.invars, args):
+        env[id(v)] = val
+    for eqn in jaxpr.eqns:
+        out = _core.bind(eqn.prim, [read(x) for x in eqn.inputs], eqn.params)
+        outs = out if eqn.prim.multiple_results else [out]
+        for v, o in zip(eqn.outvars, outs):
+            env[id(v)] = o
+    return [read(v) for v in jaxpr.outvars]

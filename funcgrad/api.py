@@ -1,0 +1,519 @@
+"""The transforms: grad, value_and_grad, vjp, jvp, linearize, jacfwd, jacrev,
+hessian, vmap, custom_vjp, checkpoint and make_jaxpr.
+
+Each is a thin pytree wrapper around a ``*_flat`` driver in
+``funcgrad.interpreters`` that works on flat lists of arrays.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from funcgrad import _core, _dtypes
+from funcgrad._core import Array, Tracer, as_array
+from funcgrad._dtypes import describe
+from funcgrad._ir import Jaxpr
+from funcgrad.interpreters.batching import vmap_flat
+from funcgrad.interpreters.forward import jvp_flat
+from funcgrad.interpreters.reverse import vjp_flat
+from funcgrad.interpreters.tracing import trace_to_jaxpr
+from funcgrad.tree_util import broadcast_prefix, tree_flatten, tree_map, tree_structure, tree_unflatten
+
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap",
+           "custom_vjp", "checkpoint", "remat", "make_jaxpr", "stop_gradient"]
+
+
+def _fun_name(f: Callable) -> str:
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _as_leaf(x: Any, where: str) -> Any:
+    if isinstance(x, (Array, Tracer)):
+        return x
+    try:
+        return as_array(x)
+    except TypeError:
+        raise TypeError(f"{where}: every leaf of the arguments must be an array or a number, got "
+                        f"{type(x).__name__}: {x!r:.60}") from None
+
+
+def _argnums_tuple(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise ValueError(f"{name}: argnums={argnums} but the function was called with {nargs} positional "
+                             "arguments")
+    return tuple(i % nargs for i in nums)
+
+
+def _check_float_inputs(leaves: list, name: str) -> None:
+    for x in leaves:
+        if x.dtype.kind != "f":
+            raise TypeError(f"{name} requires float inputs to differentiate with respect to, got an array "
+                            f"{describe(x)}. Convert it with .astype(fnp.float32), or leave it out of argnums.")
+
+
+# ------------------------------------------------------------------ grad
+
+
+def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """Like :func:`grad`, returning ``(value, grads)`` (``((value, aux), grads)`` with ``has_aux``)."""
+    name = _fun_name(f)
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        nums = _argnums_tuple(argnums, len(args), "grad")
+        diff = tuple(args[i] for i in nums)
+        leaves, tree = tree_flatten(diff)
+        leaves = [_as_leaf(x, "grad") for x in leaves]
+        _check_float_inputs(leaves, "grad")
+
+        def flat_fun(*xs):
+            new_args = list(args)
+            for i, sub in zip(nums, tree_unflatten(tree, xs)):
+                new_args[i] = sub
+            out = f(*new_args, **kwargs)
+            if has_aux:
+                if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                    raise TypeError(f"grad(has_aux=True): {name} must return a pair (output, aux)")
+                return [out[0]], out[1]
+            return [out]
+
+        result = vjp_flat(flat_fun, leaves, has_aux=has_aux)
+        (value,), pullback = result[0], result[1]
+        _check_scalar_output(value, name)
+        cts = pullback([_core.as_array(np.ones((), value.dtype)) if not isinstance(value, Tracer)
+                        else _ones_like(value)])
+        grads = tree_unflatten(tree, cts)
+        grads = grads[0] if isinstance(argnums, int) else grads
+        if has_aux:
+            return (value, result[2]), grads
+        return value, grads
+
+    return wrapped
+
+
+def _ones_like(x: Any) -> Any:
+    from funcgrad.numpy import ones_like
+    return ones_like(x)
+
+
+def _check_scalar_output(value: Any, name: str) -> None:
+    if isinstance(value, (bool, int, float)):
+        raise TypeError(f"grad: {name} returned a Python {type(value).__name__}, not an array that depends on "
+                        "the inputs")
+    if value.shape != ():
+        raise TypeError(f"grad requires {name} to return a scalar (shape ()), got an array {describe(value)}. "
+                        "Use vjp or jacrev for non-scalar outputs, or reduce it (e.g. .sum()).")
+    if value.dtype.kind != "f":
+        raise TypeError(f"grad requires a float output, got {describe(value)} from {name}")
+
+
+def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of scalar-valued ``f`` with respect to argument(s) ``argnums``.
+
+    Arguments may be pytrees of arrays; the gradient has the same structure.
+
+    >>> def loss(params, x):
+    ...     return fnp.sum((x @ params["w"] + params["b"]) ** 2)
+    >>> g = grad(loss)({"w": fnp.ones((3, 2)), "b": fnp.zeros(2)}, fnp.ones((4, 3)))
+    >>> g["w"].shape, g["b"].shape
+    ((3, 2), (2,))
+    """
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapped
+
+
+# ------------------------------------------------------------- vjp / jvp
+
+
+def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """``(f(*primals), pullback)``; ``pullback(ct)`` returns a tuple of cotangents, one per primal.
+
+    >>> y, pullback = vjp(fnp.sin, fnp.zeros(3))
+    >>> pullback(fnp.ones(3))     # (Array([1., 1., 1.]),)
+    """
+    leaves, in_tree = tree_flatten(primals)
+    leaves = [_as_leaf(x, "vjp") for x in leaves]
+    out_tree_cell: list = []
+
+    def flat_fun(*xs):
+        out = f(*tree_unflatten(in_tree, xs))
+        if has_aux:
+            out, aux = out
+        out_leaves, out_tree = tree_flatten(out)
+        out_tree_cell.append(out_tree)
+        return (out_leaves, aux) if has_aux else out_leaves
+
+    result = vjp_flat(flat_fun, leaves, has_aux=has_aux)
+    outs, pullback_flat = result[0], result[1]
+    out_tree = out_tree_cell[0]
+
+    def pullback(ct: Any) -> tuple:
+        ct_leaves, ct_tree = tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise ValueError(f"vjp: the cotangent's structure {ct_tree} does not match the output's {out_tree}")
+        ct_leaves = [_as_leaf(c, "vjp") for c in ct_leaves]
+        for c, o in zip(ct_leaves, outs):
+            if tuple(c.shape) != tuple(np.shape(o)):
+                raise ValueError(f"vjp: cotangent {describe(c)} does not match the output {describe(o)}")
+        return tuple(tree_unflatten(in_tree, pullback_flat(ct_leaves)))
+
+    out = tree_unflatten(out_tree, outs)
+    return (out, pullback, result[2]) if has_aux else (out, pullback)
+
+
+def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
+    """Forward mode: ``(f(*primals), J @ tangents)``.
+
+    >>> jvp(fnp.sin, (fnp.zeros(2),), (fnp.ones(2),))   # (sin(0), cos(0) * 1)
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp: primals and tangents must be tuples (one entry per argument of f)")
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise ValueError(f"jvp: primals {p_tree} and tangents {t_tree} have different structures")
+    p_leaves = [_as_leaf(x, "jvp") for x in p_leaves]
+    t_leaves = [_as_leaf(x, "jvp") for x in t_leaves]
+    for p, t in zip(p_leaves, t_leaves):
+        if tuple(p.shape) != tuple(t.shape):
+            raise ValueError(f"jvp: tangent {describe(t)} does not match its primal {describe(p)}")
+    out_tree_cell: list = []
+
+    def flat_fun(*xs):
+        out_leaves, out_tree = tree_flatten(f(*tree_unflatten(p_tree, xs)))
+        out_tree_cell.append(out_tree)
+        return out_leaves
+
+    outs, touts = jvp_flat(flat_fun, p_leaves, t_leaves)
+    return tree_unflatten(out_tree_cell[0], outs), tree_unflatten(out_tree_cell[0], touts)
+
+
+def linearize(f: Callable, *primals: Any) -> tuple:
+    """``(f(*primals), f_jvp)`` with ``f_jvp(*tangents)`` the jvp at ``primals``.
+
+    This version re-runs the forward pass for each call of ``f_jvp``.
+    """
+    out = f(*primals)
+    return out, lambda *tangents: jvp(f, primals, tangents)[1]
+
+
+# ------------------------------------------------------------- Jacobians
+
+
+def _jac_inputs(args: tuple, argnums: int | Sequence[int], name: str):
+    nums = _argnums_tuple(argnums, len(args), name)
+    diff = args[nums[0]] if isinstance(argnums, int) else tuple(args[i] for i in nums)
+    leaves, in_tree = tree_flatten(diff)
+    leaves = [_as_leaf(x, name) for x in leaves]
+    _check_float_inputs(leaves, name)
+
+    def with_diff(sub: Any) -> list:
+        new_args = list(args)
+        if isinstance(argnums, int):
+            new_args[nums[0]] = sub
+        else:
+            for i, s in zip(nums, sub):
+                new_args[i] = s
+        return new_args
+
+    return leaves, in_tree, with_diff
+
+
+def _basis(leaves: list) -> list:
+    """Standard basis of the flattened leaves, as per-leaf arrays with a leading axis."""
+    sizes = [int(np.prod(x.shape, dtype=np.int64)) for x in leaves]
+    total = sum(sizes)
+    dtype = _dtypes.result_type(*leaves) if leaves else _dtypes.float_
+    eye = np.eye(total, dtype=dtype)
+    out, start = [], 0
+    for x, n in zip(leaves, sizes):
+        out.append(as_array(eye[:, start:start + n].reshape((total,) + tuple(x.shape))))
+        start += n
+    return out
+
+
+def _assemble(blocks_by_out: list, out_tree: Any, in_tree: Any) -> Any:
+    return tree_unflatten(out_tree, [tree_unflatten(in_tree, blocks) for blocks in blocks_by_out])
+
+
+def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Jacobian by forward mode (one jvp per input element, batched with vmap).
+
+    The result has shape ``out.shape + in.shape`` (a tree of such blocks).
+    """
+    def wrapped(*args: Any) -> Any:
+        leaves, in_tree, with_diff = _jac_inputs(args, argnums, "jacfwd")
+        out_tree_cell: list = []
+
+        def push(*tangent_leaves):
+            def g(*xs):
+                out = f(*with_diff(tree_unflatten(in_tree, xs)))
+                out_leaves, out_tree = tree_flatten(out)
+                out_tree_cell.append(out_tree)
+                return out_leaves
+            return jvp_flat(g, leaves, list(tangent_leaves))[1]
+
+        basis = _basis(leaves)
+        columns = vmap_flat(push, basis, [0] * len(basis), basis[0].shape[0] if basis else 0, out_dims=-1)
+        from funcgrad.numpy import reshape
+        blocks = []
+        for col in columns:
+            out_shape = col.shape[:-1]
+            pieces, start = [], 0
+            for x in leaves:
+                n = int(np.prod(x.shape, dtype=np.int64))
+                pieces.append(reshape(col[..., start:start + n], out_shape + tuple(x.shape)))
+                start += n
+            blocks.append(pieces)
+        return _assemble(blocks, out_tree_cell[0], in_tree)
+
+    return wrapped
+
+
+def jacrev(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Jacobian by reverse mode (one vjp per output element, batched with vmap)."""
+    def wrapped(*args: Any) -> Any:
+        leaves, in_tree, with_diff = _jac_inputs(args, argnums, "jacrev")
+        out_tree_cell: list = []
+
+        def g(*xs):
+            out = f(*with_diff(tree_unflatten(in_tree, xs)))
+            out_leaves, out_tree = tree_flatten(out)
+            out_tree_cell.append(out_tree)
+            return out_leaves
+
+        outs, pullback = vjp_flat(g, leaves)
+        outs = [_as_leaf(o, "jacrev") for o in outs]
+        basis = _basis(outs)
+        total = basis[0].shape[0] if basis else 0
+        rows = vmap_flat(lambda *cts: pullback(list(cts)), basis, [0] * len(basis), total, out_dims=0)
+        from funcgrad.numpy import reshape
+        blocks, start = [], 0
+        for o in outs:
+            n = int(np.prod(o.shape, dtype=np.int64))
+            blocks.append([reshape(r[start:start + n], tuple(o.shape) + tuple(x.shape))
+                           for r, x in zip(rows, leaves)])
+            start += n
+        return _assemble(blocks, out_tree_cell[0], in_tree)
+
+    return wrapped
+
+
+def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Hessian of scalar ``f``: forward-over-reverse, ``jacfwd(jacrev(f))``."""
+    return jacfwd(jacrev(f, argnums), argnums)
+
+
+# ------------------------------------------------------------------ vmap
+
+
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
+    """Vectorise ``f`` over axis ``in_axes`` of its arguments.
+
+    ``in_axes``: an int, None (not mapped) or a tuple with one entry per
+    positional argument, each an int/None or a pytree prefix of it.
+
+    >>> per_example = vmap(grad(loss), in_axes=(None, 0))(params, xs)
+    """
+    name = _fun_name(f)
+
+    @functools.wraps(f)
+    def wrapped(*args: Any) -> Any:
+        axes_prefix = in_axes
+        if isinstance(in_axes, list):
+            axes_prefix = tuple(in_axes)
+        if isinstance(axes_prefix, tuple) and len(axes_prefix) != len(args):
+            raise ValueError(f"vmap({name}): in_axes has {len(axes_prefix)} entries but {len(args)} positional "
+                             "arguments were given")
+        leaves, in_tree = tree_flatten(args)
+        dims = broadcast_prefix(axes_prefix if isinstance(axes_prefix, tuple) else (axes_prefix,) * len(args),
+                                args, f"vmap({name}) in_axes")
+        leaves = [_as_leaf(x, f"vmap({name})") if d is not None else x for x, d in zip(leaves, dims)]
+        size, dims = _axis_size(leaves, dims, name)
+        out_tree_cell: list = []
+
+        def flat_fun(*xs):
+            out_leaves, out_tree = tree_flatten(f(*tree_unflatten(in_tree, xs)))
+            out_tree_cell.append(out_tree)
+            return out_leaves
+
+        def resolve_out_dims() -> list:
+            out_tree = out_tree_cell[0]
+            if out_axes is None or isinstance(out_axes, int):
+                return [out_axes] * out_tree.num_leaves
+            example = tree_unflatten(out_tree, [0] * out_tree.num_leaves)
+            return broadcast_prefix(out_axes, example, f"vmap({name}) out_axes")
+
+        outs = vmap_flat(flat_fun, leaves, dims, size, out_dims=resolve_out_dims)
+        return tree_unflatten(out_tree_cell[0], outs)
+
+    return wrapped
+
+
+def _axis_size(leaves: list, dims: list, name: str) -> tuple[int, list]:
+    sizes, norm = [], []
+    for x, d in zip(leaves, dims):
+        if d is None:
+            norm.append(None)
+            continue
+        if not isinstance(d, int):
+            raise TypeError(f"vmap({name}): in_axes entries must be ints or None, got {d!r}")
+        nd = len(x.shape)
+        if not -nd <= d < nd:
+            raise ValueError(f"vmap({name}): in_axes={d} is out of range for an argument {describe(x)}")
+        norm.append(d % nd)
+        sizes.append(x.shape[d % nd])
+    if not sizes:
+        raise ValueError(f"vmap({name}): no argument is mapped (all in_axes are None)")
+    if len(set(sizes)) > 1:
+        raise ValueError(f"vmap({name}): mapped arguments have different sizes along their mapped axes: "
+                         f"{sorted(set(sizes))}")
+    return sizes[0], norm
+
+
+# --------------------------------------------------------- custom rules
+
+
+class custom_vjp:
+    """A function with a hand-written reverse-mode derivative.
+
+    >>> @custom_vjp
+    ... def clip_gradient(x):
+    ...     return x
+    >>> clip_gradient.defvjp(lambda x: (x, None), lambda res, g: (fnp.clip(g, -1, 1),))
+
+    ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, out_cotangent) ->
+    tuple`` with one cotangent (or None for zero) per argument.  Works under
+    grad, vjp, vmap and jit; forward mode (jvp, jacfwd, hessian) raises.
+    ``nondiff_argnums`` are passed first to ``bwd``, as in JAX.
+    """
+
+    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd: Callable | None = None
+        self.bwd: Callable | None = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> "custom_vjp":
+        self.fwd, self.bwd = fwd, bwd
+        return self
+
+    def __call__(self, *args: Any) -> Any:
+        if self.fwd is None:
+            raise TypeError(f"custom_vjp {_fun_name(self.fun)}: call defvjp(fwd, bwd) before using it")
+        name = _fun_name(self.fun)
+        static = {i: args[i] for i in self.nondiff_argnums}
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        leaves, in_tree = tree_flatten(tuple(dyn))
+        leaves = [_as_leaf(x, f"custom_vjp {name}") for x in leaves]
+        trees: dict[str, Any] = {}
+
+        def full_args(xs):
+            it = iter(tree_unflatten(in_tree, xs))
+            return [static[i] if i in static else next(it) for i in range(len(args))]
+
+        def fun_flat(*xs):
+            out_leaves, trees["out"] = tree_flatten(self.fun(*full_args(xs)))
+            return out_leaves
+
+        def fwd_flat(*xs):
+            result = self.fwd(*full_args(xs))
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise TypeError(f"custom_vjp {name}: fwd must return a pair (output, residuals)")
+            out_leaves, out_tree = tree_flatten(result[0])
+            trees["out"] = out_tree
+            res_leaves, trees["res"] = tree_flatten(result[1])
+            return out_leaves, res_leaves
+
+        def bwd_flat(res_leaves, ct_leaves):
+            res = tree_unflatten(trees["res"], res_leaves)
+            ct = tree_unflatten(trees["out"], ct_leaves)
+            in_cts = self.bwd(*[static[i] for i in self.nondiff_argnums], res, ct)
+            if not isinstance(in_cts, tuple) or len(in_cts) != len(dyn):
+                raise ValueError(f"custom_vjp {name}: bwd must return a tuple with one cotangent per "
+                                 f"differentiable argument ({len(dyn)}), got {type(in_cts).__name__} of "
+                                 f"length {len(in_cts) if isinstance(in_cts, tuple) else '?'}")
+            filled = tuple(tree_map(lambda x: x * 0, d) if c is None else c for c, d in zip(in_cts, dyn))
+            ct_flat, ct_tree = tree_flatten(filled)
+            if ct_tree != in_tree:
+                raise ValueError(f"custom_vjp {name}: bwd returned cotangents of structure {ct_tree}, expected "
+                                 f"the structure of the arguments {in_tree}")
+            for c, x in zip(ct_flat, leaves):
+                if tuple(np.shape(c)) != tuple(x.shape):
+                    raise ValueError(f"custom_vjp {name}: bwd returned a cotangent {describe(c)} for an "
+                                     f"argument {describe(x)}")
+            return ct_flat
+
+        outs = _core.CustomVJPCall(name, fun_flat, fwd_flat, bwd_flat).bind(*leaves)
+        return tree_unflatten(trees["out"], outs)
+
+
+def checkpoint(f: Callable) -> Callable:
+    """Rematerialise ``f``: its intermediates are not kept for the backward pass
+    but recomputed from its inputs when the gradient is taken (trading compute
+    for memory).  Gradients are the same as without it.
+    """
+    @functools.wraps(f)
+    def wrapped(*args: Any) -> Any:
+        leaves, in_tree = tree_flatten(args)
+        leaves = [_as_leaf(x, "checkpoint") for x in leaves]
+        out_tree_cell: list = []
+
+        def fun_flat(*xs):
+            out_leaves, out_tree = tree_flatten(f(*tree_unflatten(in_tree, xs)))
+            out_tree_cell.append(out_tree)
+            return out_leaves
+
+        outs = _core.bind_checkpoint(fun_flat, leaves)
+        return tree_unflatten(out_tree_cell[-1], outs)
+
+    return wrapped
+
+
+remat = checkpoint
+
+
+def stop_gradient(x: Any) -> Any:
+    from funcgrad.numpy import stop_gradient as sg
+    return sg(x)
+
+
+# ------------------------------------------------------------ make_jaxpr
+
+
+def make_jaxpr(f: Callable, static_argnums: int | Sequence[int] = ()) -> Callable:
+    """``make_jaxpr(f)(*args)`` traces ``f`` and returns its IR (print it).
+
+    >>> print(make_jaxpr(lambda x: fnp.sum(fnp.sin(x) * x))(fnp.ones(3)))
+    { lambda ; a:f32[3] . let
+        b:f32[3] = sin a
+        c:f32[3] = mul b a
+        d:f32[] = reduce_sum[axes=(0,)] c
+      in ( d ) }
+    """
+    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+
+    def wrapped(*args: Any) -> Jaxpr:
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        leaves, in_tree = tree_flatten(tuple(dyn))
+        avals = [_core.get_aval(_as_leaf(x, "make_jaxpr")) for x in leaves]
+
+        def flat_fun(*xs):
+            it = iter(tree_unflatten(in_tree, xs))
+            full = [args[i] if i in static else next(it) for i in range(len(args))]
+            return tree_flatten(f(*full))[0]
+
+        return trace_to_jaxpr(flat_fun, avals)[0]
+
+    return wrapped

@@ -1,0 +1,1 @@
+"""One trace type per module: reverse (vjp), forward (jvp), batching (vmap), tracing to IR (jit)."""

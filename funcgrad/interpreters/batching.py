@@ -1,0 +1,155 @@
+"""Batching (vmap): tracers carry a value and the axis that is mapped (or None)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from funcgrad import _core
+from funcgrad._core import ConcretizationError, Primitive, Trace, Tracer
+from funcgrad._dtypes import ShapedArray
+
+
+class BatchTracer(Tracer):
+    __slots__ = ("value", "bdim")
+
+    def __init__(self, trace: "BatchTrace", value: Any, bdim: int | None):
+        self._trace = trace
+        self.value = value
+        self.bdim = bdim
+
+    @property
+    def aval(self):
+        aval = _core.get_aval(self.value)
+        if self.bdim is None:
+            return aval
+        shape = aval.shape[:self.bdim] + aval.shape[self.bdim + 1:]
+        return ShapedArray(shape, aval.dtype)
+
+    def concrete_value(self):
+        if self.bdim is None:
+            v = self.value
+            return v.concrete_value() if isinstance(v, Tracer) else v
+        raise ConcretizationError(
+            f"a Python value (bool/int/float/if/while) was needed from an array {_core.describe(self)} "
+            "that vmap maps over, so it differs between examples. Use fnp.where (or compute the "
+            "condition outside vmap) instead of Python control flow.")
+
+
+class BatchTrace(Trace):
+    __slots__ = ()
+
+    @property
+    def axis_size(self) -> int:
+        return self.main.data
+
+    def pure(self, value: Any) -> BatchTracer:
+        return BatchTracer(self, value, None)
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+        values = [t.value for t in tracers]
+        dims = [t.bdim for t in tracers]
+        if all(d is None for d in dims):
+            return _core.bind(prim, values, params)
+        rule = prim.batch if prim.batch is not None else batch_by_loop(prim)
+        out, out_dim = rule(values, dims, self.axis_size, **params)
+        if prim.multiple_results:
+            return [BatchTracer(self, o, d) for o, d in zip(out, out_dim)]
+        return BatchTracer(self, out, out_dim)
+
+    def process_custom_vjp(self, call: _core.CustomVJPCall, tracers: list) -> list:
+        # Batch the function and both halves of its rule, then bind one level down.
+        values = [t.value for t in tracers]
+        dims = [t.bdim for t in tracers]
+        size = self.axis_size
+        moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(values, dims)]
+        dims0 = [None if d is None else 0 for d in dims]
+
+        def fun(*xs):
+            return vmap_flat(call.fun, xs, dims0, size)
+
+        def fwd(*xs):
+            n_out: list[int] = []
+
+            def flat_fwd(*ys):
+                outs, res = call.fwd(*ys)
+                n_out.append(len(list(outs)))
+                return list(outs) + list(res)
+
+            both = vmap_flat(flat_fwd, xs, dims0, size)
+            return both[:n_out[0]], both[n_out[0]:]
+
+        def bwd(residuals, cts):
+            n_res = len(residuals)
+
+            def flat_bwd(*ys):
+                return list(call.bwd(list(ys[:n_res]), list(ys[n_res:])))
+
+            in_cts = vmap_flat(flat_bwd, list(residuals) + list(cts), [0] * (n_res + len(cts)), size)
+            # An input that was not batched gets the sum of its per-example cotangents.
+            return [ct if d is not None else ct.sum(axis=0) for ct, d in zip(in_cts, dims)]
+
+        outs = _core.CustomVJPCall(call.name, fun, fwd, bwd).bind(*moved)
+        return [BatchTracer(self, o, 0) for o in outs]
+
+
+def _moveaxis(x: Any, src: int, dst: int) -> Any:
+    from funcgrad.numpy import moveaxis
+    return moveaxis(x, src, dst) if src != dst else x
+
+
+def move_to_front(x: Any, d: int | None, size: int) -> Any:
+    """``x`` with its mapped axis first; an unmapped ``x`` is broadcast to ``size``."""
+    from funcgrad.numpy import broadcast_to
+    if d is None:
+        shape = _core.get_aval(x).shape
+        return broadcast_to(x, (size,) + shape)
+    return _moveaxis(x, d, 0)
+
+
+def batch_by_loop(prim: Primitive) -> Callable:
+    """A correct (slow) batching rule for any primitive: apply it per example and stack."""
+    def rule(values, dims, size, **params):
+        from funcgrad.numpy import stack, take
+        per_example = []
+        for i in range(size):
+            args = [v if d is None else take(v, i, axis=d) for v, d in zip(values, dims)]
+            per_example.append(_core.bind(prim, args, params))
+        if prim.multiple_results:
+            outs = [stack([ex[j] for ex in per_example]) for j in range(len(per_example[0]))]
+            return outs, [0] * len(outs)
+        return stack(per_example), 0
+    return rule
+
+
+def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int,
+              out_dims: Any = 0) -> list:
+    """Map flat ``fun`` over axis ``in_dims`` of ``args``; outputs moved to ``out_dims``."""
+    with _core.new_main(BatchTrace, axis_size) as main:
+        trace = BatchTrace(main)
+        tracers = [BatchTracer(trace, a, d) if d is not None else a for a, d in zip(args, in_dims)]
+        outs = list(fun(*tracers))
+        if callable(out_dims):  # a pytree prefix resolved once the outputs are known
+            out_dims = out_dims()
+        if not isinstance(out_dims, (list, tuple)):
+            out_dims = [out_dims] * len(outs)
+        results = []
+        for o, od in zip(outs, out_dims):
+            if isinstance(o, BatchTracer) and o._trace.main is main:
+                value, bdim = o.value, o.bdim
+            else:
+                value, bdim = o, None
+            results.append(_to_out_dim(value, bdim, od, axis_size))
+    return results
+
+
+def _to_out_dim(value: Any, bdim: int | None, out_dim: int | None, size: int) -> Any:
+    if out_dim is None:
+        if bdim is not None:
+            raise ValueError("vmap: out_axes=None was given for an output that depends on the mapped inputs")
+        return value
+    value = move_to_front(_core.as_array(value), bdim, size)
+    ndim = _core.get_aval(value).ndim
+    if not -ndim <= out_dim < ndim:
+        raise ValueError(f"vmap: out_axes={out_dim} is out of range for an output of rank {ndim}")
+    return _moveaxis(value, 0, out_dim % ndim)

@@ -1,0 +1,212 @@
+"""Reverse mode: evaluate while recording, then walk the record backwards.
+
+A :class:`VJPTrace` evaluates each primitive on the level below (so the
+forward pass costs one Python dispatch per operation, as in eager mode) and
+records an equation: the primitive, its parameters, its input values and
+outputs (the values its vjp rule needs), and which recorded equation made
+each input.  The record belongs to one ``vjp`` call and dies with it: there
+is no global tape and nothing is stored on arrays.
+
+The backward pass walks the record in reverse creation order (a valid
+topological order) calling each primitive's vjp rule.  The rules apply
+primitives through ``bind``, so the backward pass is itself traceable:
+``grad(grad(f))``, ``jit(grad(f))`` and ``vmap(grad(f))`` need nothing more.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from funcgrad import _core
+from funcgrad._core import Array, MainTrace, Primitive, Trace, Tracer, user_source_line
+from funcgrad._config import config
+
+
+class Node:
+    """One recorded equation of the forward pass."""
+
+    __slots__ = ("prim", "params", "primals", "outs", "parents", "rule", "where")
+
+    def __init__(self, prim: Any, params: dict, primals: list, outs: list, parents: list, rule: Callable | None):
+        self.prim = prim
+        self.params = params
+        self.primals = primals
+        self.outs = outs
+        self.parents = parents   # per input: (Node, output index) or None
+        self.rule = rule         # custom backward (custom_vjp, checkpoint) or None
+        self.where = user_source_line() if config.debug_nans else None
+
+
+class _Leaf:
+    """The record entry of a differentiated input."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+class VJPTracer(Tracer):
+    __slots__ = ("primal", "node", "out_index")
+
+    def __init__(self, trace: "VJPTrace", primal: Any, node: Any, out_index: int = 0):
+        self._trace = trace
+        self.primal = primal
+        self.node = node
+        self.out_index = out_index
+
+    @property
+    def aval(self):
+        return _core.get_aval(self.primal)
+
+    def concrete_value(self):
+        # Under grad the forward values are real: Python control flow works.
+        p = self.primal
+        return p.concrete_value() if isinstance(p, Tracer) else p
+
+
+class VJPTrace(Trace):
+    __slots__ = ()
+
+    def pure(self, value: Any) -> VJPTracer:
+        return VJPTracer(self, value, None)
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+        primals = [t.primal for t in tracers]
+        parents = [(t.node, t.out_index) if t.node is not None else None for t in tracers]
+        out = _core.bind(prim, primals, params)
+        if prim.vjp is None or all(p is None for p in parents):
+            return out  # not differentiable, or independent of the inputs
+        outs = out if prim.multiple_results else [out]
+        node = Node(prim, params, primals, outs, parents, None)
+        self.main.data.append(node)
+        wrapped = [VJPTracer(self, o, node, i) if _differentiable(o) else o for i, o in enumerate(outs)]
+        return wrapped if prim.multiple_results else wrapped[0]
+
+    def process_custom_vjp(self, call: _core.CustomVJPCall, tracers: list) -> list:
+        primals = [t.primal for t in tracers]
+        parents = [(t.node, t.out_index) if t.node is not None else None for t in tracers]
+        outs, residuals = call.fwd(*primals)
+        outs = list(outs)
+        if all(p is None for p in parents):
+            return outs
+
+        def rule(cts: list, node: Node) -> list:
+            cts = [zeros_like_value(o) if c is None else c for c, o in zip(cts, node.outs)]
+            return list(call.bwd(residuals, cts))
+
+        node = Node(call, {}, primals, outs, parents, rule)
+        self.main.data.append(node)
+        return [VJPTracer(self, o, node, i) if _differentiable(o) else o for i, o in enumerate(outs)]
+
+    def process_checkpoint(self, fun: Callable, tracers: list) -> list:
+        primals = [t.primal for t in tracers]
+        parents = [(t.node, t.out_index) if t.node is not None else None for t in tracers]
+        outs = list(fun(*primals))  # forward values only: nothing inside is recorded
+        if all(p is None for p in parents):
+            return outs
+
+        def rule(cts: list, node: Node) -> list:
+            # Recompute the forward pass now, recording it, and pull back.
+            cts = [zeros_like_value(o) if c is None else c for c, o in zip(cts, node.outs)]
+            _, pullback = vjp_flat(fun, node.primals)
+            return pullback(cts)
+
+        node = Node("checkpoint", {}, primals, outs, parents, rule)
+        self.main.data.append(node)
+        return [VJPTracer(self, o, node, i) if _differentiable(o) else o for i, o in enumerate(outs)]
+
+
+def _differentiable(x: Any) -> bool:
+    return getattr(x, "dtype", None) is not None and x.dtype.kind == "f"
+
+
+def zeros_like_value(x: Any) -> Any:
+    from funcgrad.numpy import zeros_like
+    return zeros_like(x)
+
+
+def _add(a: Any, b: Any) -> Any:
+    from funcgrad.primitives.elementwise import add_p
+    return _core.bind(add_p, (a, b), {})
+
+
+def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
+    """Run ``fun`` on flat ``primals`` recording it; return ``(outs, pullback[, aux])``.
+
+    ``pullback(cts)`` maps a list of output cotangents (``None`` = zero) to a
+    list of input cotangents (zeros for inputs the outputs do not depend on).
+    """
+    with _core.new_main(VJPTrace, []) as main:
+        trace = VJPTrace(main)
+        tracers = [VJPTracer(trace, x, _Leaf(i)) for i, x in enumerate(primals)]
+        result = fun(*tracers)
+        if has_aux:
+            result, aux = result
+        outs_t = list(result)
+        outs = [_lower(o, main) for o in outs_t]
+        if has_aux:
+            aux = _lower_tree(aux, main)
+    record: list[Node] = main.data
+
+    def pullback(cts: Sequence[Any]) -> list:
+        return backward_pass(record, outs_t, list(cts), main, primals)
+
+    if has_aux:
+        return outs, pullback, aux
+    return outs, pullback
+
+
+def _lower(x: Any, main: MainTrace) -> Any:
+    if isinstance(x, VJPTracer) and x._trace.main is main:
+        return x.primal
+    return x
+
+
+def _lower_tree(tree: Any, main: MainTrace) -> Any:
+    from funcgrad.tree_util import tree_map
+    return tree_map(lambda x: _lower(x, main), tree)
+
+
+def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals: Sequence[Any]) -> list:
+    """Propagate output cotangents back to the inputs through the record."""
+    ct_of: dict[tuple[int, int], Any] = {}
+    leaf_cts: list[Any] = [None] * len(primals)
+
+    def accumulate(parent: Any, ct: Any) -> None:
+        src, index = parent
+        if isinstance(src, _Leaf):
+            prev = leaf_cts[src.index]
+            leaf_cts[src.index] = ct if prev is None else _add(prev, ct)
+            return
+        key = (id(src), index)
+        prev = ct_of.get(key)
+        ct_of[key] = ct if prev is None else _add(prev, ct)
+
+    for out, ct in zip(outs, cts):
+        if ct is not None and isinstance(out, VJPTracer) and out._trace.main is main and out.node is not None:
+            accumulate((out.node, out.out_index), ct)
+
+    for node in reversed(record):
+        node_cts = [ct_of.pop((id(node), i), None) for i in range(len(node.outs))]
+        if all(c is None for c in node_cts):
+            continue
+        name = node.prim if isinstance(node.prim, str) else node.prim.name
+        _core._backward_context.append(f"'{name}' created at {node.where}" if node.where else f"'{name}'")
+        try:
+            if node.rule is not None:
+                in_cts = node.rule(node_cts, node)
+            else:
+                needs = tuple(p is not None for p in node.parents)
+                if node.prim.multiple_results:
+                    in_cts = node.prim.vjp(node_cts, node.primals, node.outs, needs, **node.params)
+                else:
+                    in_cts = node.prim.vjp(node_cts[0], node.primals, node.outs[0], needs, **node.params)
+        finally:
+            _core._backward_context.pop()
+        for parent, ct in zip(node.parents, in_cts):
+            if parent is not None and ct is not None:
+                accumulate(parent, ct)
+
+    return [zeros_like_value(p) if c is None else c for c, p in zip(leaf_cts, primals)]

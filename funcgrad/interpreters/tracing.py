@@ -1,0 +1,115 @@
+"""Tracing to IR: tracers carry only an abstract value; primitives are recorded."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from funcgrad import _core
+from funcgrad._core import Array, ConcretizationError, Primitive, Trace, Tracer
+from funcgrad._dtypes import ShapedArray
+from funcgrad._ir import Eqn, Jaxpr, Literal, Var
+
+
+class JaxprTracer(Tracer):
+    __slots__ = ("_aval", "var")
+
+    def __init__(self, trace: "JaxprTrace", aval: ShapedArray, var: Any):
+        self._trace = trace
+        self._aval = aval
+        self.var = var
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self._aval
+
+    def concrete_value(self):
+        raise ConcretizationError(
+            f"a concrete Python value (bool/int/float, `if`, `while`, shape argument) was needed from "
+            f"the traced array {_core.describe(self)} while tracing for jit/make_jaxpr; traced values "
+            "are abstract (shape and dtype only). Mark the argument static with "
+            "jit(f, static_argnums=...)/static_argnames=..., or use fnp.where instead of Python control flow.")
+
+
+class _Builder:
+    __slots__ = ("eqns", "constvars", "consts", "const_ids")
+
+    def __init__(self) -> None:
+        self.eqns: list[Eqn] = []
+        self.constvars: list[Var] = []
+        self.consts: list[Any] = []
+        self.const_ids: dict[int, Var] = {}
+
+
+class JaxprTrace(Trace):
+    __slots__ = ()
+
+    def pure(self, value: Any) -> JaxprTracer:
+        if isinstance(value, (bool, int, float)):
+            lit = Literal(value)
+            return JaxprTracer(self, lit.aval, lit)
+        builder: _Builder = self.main.data
+        var = builder.const_ids.get(id(value))
+        if var is None:
+            value = _core.as_array(value)
+            var = Var(value.aval)
+            builder.const_ids[id(value)] = var
+            builder.constvars.append(var)
+            builder.consts.append(value)
+        return JaxprTracer(self, var.aval, var)
+
+    lift = pure
+
+    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+        avals = [t.var.value if isinstance(t.var, Literal) else t.aval for t in tracers]
+        out_avals = abstract_eval(prim, avals, params)
+        outs = out_avals if prim.multiple_results else [out_avals]
+        outvars = [Var(a) for a in outs]
+        self.main.data.eqns.append(Eqn(prim, [t.var for t in tracers], params, outvars))
+        results = [JaxprTracer(self, v.aval, v) for v in outvars]
+        return results if prim.multiple_results else results[0]
+
+    def process_custom_vjp(self, call: _core.CustomVJPCall, tracers: list) -> list:
+        # A staged program is only ever run forward (transforms of jit inline
+        # the Python function instead), so the function itself is recorded.
+        return list(call.fun(*tracers))
+
+
+def abstract_eval(prim: Primitive, avals: Sequence[Any], params: dict) -> Any:
+    """Output aval(s) of ``prim``; raises a clear error on bad shapes/dtypes."""
+    if prim.abstract_eval is not None:
+        return prim.abstract_eval(*avals, **params)
+    return abstract_eval_by_example(prim, avals, params)
+
+
+def _dummy(a: Any) -> Any:
+    if isinstance(a, (bool, int, float)):
+        return a
+    # A zero-strided array: the right shape and dtype, one element of memory.
+    return np.broadcast_to(np.zeros((), a.dtype), a.shape)
+
+
+def abstract_eval_by_example(prim: Primitive, avals: Sequence[Any], params: dict) -> Any:
+    """Shape/dtype rule by running the reference implementation on dummy inputs."""
+    dummies = [_dummy(a) for a in avals]
+    try:
+        out = prim.impl(*dummies, **params)
+    except (ValueError, TypeError, IndexError) as e:
+        raise type(e)(_core._impl_error_message(prim, avals, params, e)) from e
+    from funcgrad._dtypes import canonicalize
+    if prim.multiple_results:
+        return [ShapedArray(np.shape(o), canonicalize(np.asarray(o).dtype)) for o in out]
+    return ShapedArray(np.shape(out), canonicalize(np.asarray(out).dtype))
+
+
+def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray]) -> tuple[Jaxpr, list]:
+    """Trace flat ``fun`` on abstract inputs; return the IR and the raw outputs."""
+    with _core.new_main(JaxprTrace, _Builder()) as main:
+        trace = JaxprTrace(main)
+        invars = [Var(a) for a in in_avals]
+        tracers = [JaxprTracer(trace, a, v) for a, v in zip(in_avals, invars)]
+        outs = list(fun(*tracers))
+        out_tracers = [trace.full_raise(o) for o in outs]
+        builder: _Builder = main.data
+        jaxpr = Jaxpr(builder.constvars, builder.consts, invars, builder.eqns, [t.var for t in out_tracers])
+    return jaxpr, outs

@@ -1,0 +1,33 @@
+"""``funcgrad.numpy``: numpy's API over funcgrad's differentiable primitives.
+
+>>> import funcgrad.numpy as fnp
+>>> x = fnp.linspace(0.0, 1.0, 5)      # f32[5]
+>>> fnp.sum(fnp.sin(x) * x)
+"""
+from funcgrad.numpy import linalg
+from funcgrad.numpy._creation import (arange, array, asarray, eye, full, full_like, linspace, ones, ones_like,
+                                      zeros, zeros_like)
+from funcgrad.numpy._elementwise import (abs, absolute, add, arccos, arcsin, arctan, arctan2, around, ceil, clip,
+                                         cos, cosh, divide, equal, exp, exp2, expm1, floor, floor_divide, greater,
+                                         greater_equal, isfinite, isnan, less, less_equal, log, log1p, log2,
+                                         logical_and, logical_not, logical_or, logical_xor, maximum, minimum, mod,
+                                         multiply, negative, not_equal, positive, power, reciprocal, remainder,
+                                         round, sign, sin, sinh, sqrt, square, stop_gradient, subtract, tan, tanh,
+                                         true_divide, where)
+from funcgrad.numpy._linalg import dot, einsum, inner, matmul, outer, tensordot, vdot
+from funcgrad.numpy._methods import install as _install
+from funcgrad.numpy._reductions import (amax, amin, argmax, argmin, cumsum, logsumexp, max, mean, min, prod, std,
+                                        sum, var)
+from funcgrad.numpy._shape import (astype, broadcast_arrays, broadcast_to, concatenate, expand_dims, flip, moveaxis,
+                                   ndim, pad, ravel, repeat, reshape, shape, size, split, squeeze, stack,
+                                   swapaxes, take, take_along_axis, tile, transpose, tril, triu)
+from funcgrad._core import Array as ndarray
+import numpy as _np
+
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint32, bool_ = _np.uint8, _np.uint32, _np.bool_
+pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
+
+_install()
+del _install

@@ -1,0 +1,427 @@
+"""Elementwise primitives (numpy broadcasting), each declared with all its rules.
+
+A unary primitive is declared with its derivative ``d(x, y)`` written with
+primitives (``y`` is the output); both the jvp rule (``t * d``) and the vjp
+rule (``ct * d``) come from it.  A binary primitive gives both partial
+derivatives.  Gradient conventions follow JAX:
+
+* ``maximum``/``minimum`` at ties give each side half the cotangent;
+* ``abs`` has derivative ``sign(x)``, so 0 at 0;
+* ``sqrt``/``log`` at 0 give inf; ``pow`` w.r.t. the exponent at base 0 is 0;
+* ``floor``, ``ceil``, ``round``, ``sign`` have zero gradient;
+* ``where(c, x, y)`` sends the cotangent to the chosen side only, so a NaN
+  or inf derivative of the *other* side still shows up as ``0 * inf = NaN``
+  (use the double-where pattern; see the README).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from funcgrad import _dtypes
+from funcgrad._core import Primitive, get_aval
+from funcgrad._dtypes import ShapedArray, describe
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    return () if isinstance(x, (bool, int, float)) else tuple(x.shape)
+
+
+# --------------------------------------------------------------------------
+# Abstract evaluation and batching shared by every elementwise primitive
+# --------------------------------------------------------------------------
+
+
+def broadcast_shapes(name: str, *args: Any) -> tuple[int, ...]:
+    shapes = [shape_of(a) for a in args]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(
+            f"{name}: operands {', '.join(describe(a) for a in args)} cannot be broadcast together "
+            "(numpy broadcasting: aligned from the right, each dimension must match or be 1)") from None
+
+
+def _elementwise_aval(out_dtype: Callable[..., np.dtype]) -> Callable[..., ShapedArray]:
+    def rule(*args: Any, _name: str = "") -> ShapedArray:
+        return ShapedArray(broadcast_shapes(_name, *args), out_dtype(*args))
+    return rule
+
+
+def _same_dtype(*args: Any) -> np.dtype:
+    return _dtypes.result_type(*args)
+
+
+def _bool_dtype(*args: Any) -> np.dtype:
+    return np.dtype(bool)
+
+
+def batch_elementwise(prim: Primitive) -> Callable:
+    """vmap rule for any elementwise primitive: align mapped axes at the front."""
+    def rule(values, dims, size, **params):
+        from funcgrad.primitives.shape import moveaxis, reshape
+        rank = max(len(shape_of(v)) - (d is not None) for v, d in zip(values, dims))
+        args = []
+        for v, d in zip(values, dims):
+            if d is None:
+                args.append(v)
+                continue
+            v = moveaxis(v, d, 0)
+            inner = shape_of(v)[1:]
+            if len(inner) < rank:  # pad with 1s so the batch axis lines up under broadcasting
+                v = reshape(v, (size,) + (1,) * (rank - len(inner)) + inner)
+            args.append(v)
+        return prim.bind(*args, **params), 0
+    return rule
+
+
+def _declare(name: str, impl: Callable, out_dtype: Callable[..., np.dtype]) -> Primitive:
+    p = Primitive(name)
+    p.impl = impl
+    aval_rule = _elementwise_aval(out_dtype)
+    p.abstract_eval = lambda *a, **kw: aval_rule(*a, _name=name)
+    p.batch = batch_elementwise(p)
+    return p
+
+
+# --------------------------------------------------------------------------
+# Rule builders
+# --------------------------------------------------------------------------
+
+
+def unbroadcast(ct: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``ct`` over the axes that broadcasting added to reach it from ``shape``."""
+    from funcgrad.primitives.reduce import reduce_sum
+    from funcgrad.primitives.shape import reshape
+    ct_shape = shape_of(ct)
+    if ct_shape == tuple(shape):
+        return ct
+    lead = len(ct_shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and ct_shape[i + lead] != 1)
+    out = reduce_sum(ct, axes) if axes else ct
+    return reshape(out, tuple(shape)) if shape_of(out) != tuple(shape) else out
+
+
+def broadcast_tangent(t: Any, shape: tuple[int, ...]) -> Any:
+    from funcgrad.primitives.shape import broadcast_to
+    return t if shape_of(t) == tuple(shape) else broadcast_to(t, tuple(shape))
+
+
+def unary(name: str, impl: Callable, deriv: Callable | None, out_dtype: Callable = _same_dtype) -> Primitive:
+    """Declare ``y = f(x)`` with derivative ``deriv(x, y)`` (``None``: zero gradient)."""
+    p = _declare(name, impl, out_dtype)
+    if deriv is None:
+        return p
+
+    def jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        y = p.bind(x)
+        return y, mul(t, deriv(x, y))
+
+    def vjp(ct, primals, y, needs):
+        return (mul(ct, deriv(primals[0], y)),)
+
+    p.jvp, p.vjp = jvp, vjp
+    return p
+
+
+def binary(name: str, impl: Callable, d_x: Callable | None, d_y: Callable | None,
+           out_dtype: Callable = _same_dtype) -> Primitive:
+    """Declare ``z = f(x, y)`` with partials ``d_x(x, y, z)``, ``d_y(x, y, z)``."""
+    p = _declare(name, impl, out_dtype)
+    if d_x is None and d_y is None:
+        return p
+
+    def jvp(primals, tangents):
+        x, y = primals
+        tx, ty = tangents
+        z = p.bind(x, y)
+        out = None
+        if tx is not None:
+            out = mul(tx, d_x(x, y, z))
+        if ty is not None:
+            term = mul(ty, d_y(x, y, z))
+            out = term if out is None else add(out, term)
+        return z, broadcast_tangent(out, shape_of(z))
+
+    def vjp(ct, primals, z, needs):
+        x, y = primals
+        cx = unbroadcast(mul(ct, d_x(x, y, z)), shape_of(x)) if needs[0] else None
+        cy = unbroadcast(mul(ct, d_y(x, y, z)), shape_of(y)) if needs[1] else None
+        return cx, cy
+
+    p.jvp, p.vjp = jvp, vjp
+    return p
+
+
+# --------------------------------------------------------------------------
+# Arithmetic (hand-written rules: these are on every hot path)
+# --------------------------------------------------------------------------
+
+add_p = _declare("add", np.add, _same_dtype)
+sub_p = _declare("sub", np.subtract, _same_dtype)
+mul_p = _declare("mul", np.multiply, _same_dtype)
+div_p = _declare("div", np.true_divide, _same_dtype)
+neg_p = _declare("neg", np.negative, _same_dtype)
+
+
+def add(x: Any, y: Any) -> Any:
+    return add_p.bind(x, y)
+
+
+def sub(x: Any, y: Any) -> Any:
+    return sub_p.bind(x, y)
+
+
+def mul(x: Any, y: Any) -> Any:
+    return mul_p.bind(x, y)
+
+
+def div(x: Any, y: Any) -> Any:
+    return div_p.bind(x, y)
+
+
+def neg(x: Any) -> Any:
+    return neg_p.bind(x)
+
+
+def _linear_jvp(p: Primitive, combine: Callable) -> Callable:
+    def jvp(primals, tangents):
+        z = p.bind(*primals)
+        return z, broadcast_tangent(combine(*tangents), shape_of(z))
+    return jvp
+
+
+def _add_tangents(tx, ty):
+    if tx is None:
+        return ty
+    return tx if ty is None else add(tx, ty)
+
+
+def _sub_tangents(tx, ty):
+    if ty is None:
+        return tx
+    return neg(ty) if tx is None else sub(tx, ty)
+
+
+add_p.jvp = _linear_jvp(add_p, _add_tangents)
+add_p.vjp = lambda ct, primals, z, needs: (
+    unbroadcast(ct, shape_of(primals[0])) if needs[0] else None,
+    unbroadcast(ct, shape_of(primals[1])) if needs[1] else None)
+sub_p.jvp = _linear_jvp(sub_p, _sub_tangents)
+sub_p.vjp = lambda ct, primals, z, needs: (
+    unbroadcast(ct, shape_of(primals[0])) if needs[0] else None,
+    unbroadcast(neg(ct), shape_of(primals[1])) if needs[1] else None)
+neg_p.jvp = lambda primals, tangents: (neg(primals[0]), neg(tangents[0]))
+neg_p.vjp = lambda ct, primals, z, needs: (neg(ct),)
+
+
+def _mul_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    z = mul(x, y)
+    out = None if tx is None else mul(tx, y)
+    if ty is not None:
+        out = mul(x, ty) if out is None else add(out, mul(x, ty))
+    return z, broadcast_tangent(out, shape_of(z))
+
+
+mul_p.jvp = _mul_jvp
+mul_p.vjp = lambda ct, primals, z, needs: (
+    unbroadcast(mul(ct, primals[1]), shape_of(primals[0])) if needs[0] else None,
+    unbroadcast(mul(primals[0], ct), shape_of(primals[1])) if needs[1] else None)
+
+
+def _div_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    z = div(x, y)
+    out = None if tx is None else div(tx, y)
+    if ty is not None:
+        term = neg(mul(ty, div(z, y)))
+        out = term if out is None else add(out, term)
+    return z, broadcast_tangent(out, shape_of(z))
+
+
+div_p.jvp = _div_jvp
+div_p.vjp = lambda ct, primals, z, needs: (
+    unbroadcast(div(ct, primals[1]), shape_of(primals[0])) if needs[0] else None,
+    unbroadcast(neg(mul(ct, div(z, primals[1]))), shape_of(primals[1])) if needs[1] else None)
+
+# --------------------------------------------------------------------------
+# Transcendental and other unary functions
+# --------------------------------------------------------------------------
+
+_LN2 = float(np.log(2.0))
+
+exp_p = unary("exp", np.exp, lambda x, y: y)
+exp2_p = unary("exp2", np.exp2, lambda x, y: mul(y, _LN2))
+log_p = unary("log", np.log, lambda x, y: div(1.0, x))
+log2_p = unary("log2", np.log2, lambda x, y: div(1.0 / _LN2, x))
+log1p_p = unary("log1p", np.log1p, lambda x, y: div(1.0, add(x, 1.0)))
+expm1_p = unary("expm1", np.expm1, lambda x, y: add(y, 1.0))
+sqrt_p = unary("sqrt", np.sqrt, lambda x, y: div(0.5, y))
+sin_p = unary("sin", np.sin, lambda x, y: cos(x))
+cos_p = unary("cos", np.cos, lambda x, y: neg(sin(x)))
+tan_p = unary("tan", np.tan, lambda x, y: add(1.0, mul(y, y)))
+tanh_p = unary("tanh", np.tanh, lambda x, y: sub(1.0, mul(y, y)))
+arcsin_p = unary("arcsin", np.arcsin, lambda x, y: div(1.0, sqrt(sub(1.0, mul(x, x)))))
+arccos_p = unary("arccos", np.arccos, lambda x, y: neg(div(1.0, sqrt(sub(1.0, mul(x, x))))))
+arctan_p = unary("arctan", np.arctan, lambda x, y: div(1.0, add(1.0, mul(x, x))))
+sinh_p = unary("sinh", np.sinh, lambda x, y: cosh(x))
+cosh_p = unary("cosh", np.cosh, lambda x, y: sinh(x))
+abs_p = unary("abs", np.abs, lambda x, y: sign(x))
+# logistic(x) = 1 / (1 + exp(-x)), computed through tanh so it never overflows.
+logistic_p = unary("logistic", lambda x: np.tanh(x * 0.5) * 0.5 + 0.5, lambda x, y: mul(y, sub(1.0, y)))
+
+sign_p = unary("sign", np.sign, None)
+floor_p = unary("floor", np.floor, None)
+ceil_p = unary("ceil", np.ceil, None)
+round_p = unary("round", np.round, None)
+isfinite_p = unary("isfinite", np.isfinite, None, _bool_dtype)
+isnan_p = unary("isnan", np.isnan, None, _bool_dtype)
+logical_not_p = unary("logical_not", np.logical_not, None, _bool_dtype)
+
+
+def exp(x): return exp_p.bind(x)
+def log(x): return log_p.bind(x)
+def sqrt(x): return sqrt_p.bind(x)
+def sin(x): return sin_p.bind(x)
+def cos(x): return cos_p.bind(x)
+def sinh(x): return sinh_p.bind(x)
+def cosh(x): return cosh_p.bind(x)
+def sign(x): return sign_p.bind(x)
+def tanh(x): return tanh_p.bind(x)
+def logistic(x): return logistic_p.bind(x)
+
+
+# --------------------------------------------------------------------------
+# Binary functions
+# --------------------------------------------------------------------------
+
+
+def _balanced(x, y, z, on: Any):
+    """1 where x is the chosen side, 1/2 at ties (JAX's convention), else 0."""
+    dtype = _dtypes.result_type(x, y)
+    return mul(add(convert(eq(x, z), dtype), convert(on(x, y), dtype)), 0.5)
+
+
+def _pow_dx(x, y, z):
+    # y * x**(y-1), with 0 where y == 0 (so d/dx of x**0 is 0 even at x = 0).
+    return select(eq(y, 0), mul(y, 0.0), mul(y, pow_(x, sub(y, 1))))
+
+
+def _pow_dy(x, y, z):
+    # log(x) * x**y, with 0 at x == 0 (JAX's convention).
+    safe = select(eq(x, 0), add(mul(x, 0.0), 1.0), x)
+    return mul(log(safe), z)
+
+
+maximum_p = binary("maximum", np.maximum,
+                   lambda x, y, z: _balanced(x, y, z, gt), lambda x, y, z: _balanced(y, x, z, gt))
+minimum_p = binary("minimum", np.minimum,
+                   lambda x, y, z: _balanced(x, y, z, lt), lambda x, y, z: _balanced(y, x, z, lt))
+pow_p = binary("pow", np.power, _pow_dx, _pow_dy)
+arctan2_p = binary("arctan2", np.arctan2,
+                   lambda x, y, z: div(y, add(mul(x, x), mul(y, y))),
+                   lambda x, y, z: neg(div(x, add(mul(x, x), mul(y, y)))))
+# x mod y = x - floor(x / y) * y: d/dx = 1, d/dy = -floor(x / y) (JAX's convention).
+mod_p = binary("mod", np.mod, lambda x, y, z: add(mul(x, 0.0), 1.0),
+               lambda x, y, z: neg(floor_p.bind(div(x, y))))
+floor_divide_p = binary("floor_divide", np.floor_divide, None, None)
+
+eq_p = binary("eq", np.equal, None, None, _bool_dtype)
+ne_p = binary("ne", np.not_equal, None, None, _bool_dtype)
+lt_p = binary("lt", np.less, None, None, _bool_dtype)
+le_p = binary("le", np.less_equal, None, None, _bool_dtype)
+gt_p = binary("gt", np.greater, None, None, _bool_dtype)
+ge_p = binary("ge", np.greater_equal, None, None, _bool_dtype)
+and_p = binary("logical_and", np.logical_and, None, None, _bool_dtype)
+or_p = binary("logical_or", np.logical_or, None, None, _bool_dtype)
+xor_p = binary("logical_xor", np.logical_xor, None, None, _bool_dtype)
+
+
+def pow_(x, y): return pow_p.bind(x, y)
+def eq(x, y): return eq_p.bind(x, y)
+def gt(x, y): return gt_p.bind(x, y)
+def lt(x, y): return lt_p.bind(x, y)
+
+
+# --------------------------------------------------------------------------
+# select (where)
+# --------------------------------------------------------------------------
+
+
+def _select_impl(c, x, y):
+    if np.asarray(c).dtype != np.bool_:
+        raise TypeError(f"the condition must be a bool array, got {describe(c)}")
+    return np.where(c, x, y)
+
+
+select_p = _declare("select", _select_impl, lambda c, x, y: _dtypes.result_type(x, y))
+
+
+def select(c, x, y):
+    return select_p.bind(c, x, y)
+
+
+def _select_jvp(primals, tangents):
+    c, x, y = primals
+    _, tx, ty = tangents
+    z = select(c, x, y)
+    tx = mul(x, 0.0) if tx is None else tx
+    ty = mul(y, 0.0) if ty is None else ty
+    return z, broadcast_tangent(select(c, tx, ty), shape_of(z))
+
+
+def _select_vjp(ct, primals, z, needs):
+    c, x, y = primals
+    zero = mul(ct, 0.0)
+    cx = unbroadcast(select(c, ct, zero), shape_of(x)) if needs[1] else None
+    cy = unbroadcast(select(c, zero, ct), shape_of(y)) if needs[2] else None
+    return None, cx, cy
+
+
+select_p.jvp, select_p.vjp = _select_jvp, _select_vjp
+
+
+# --------------------------------------------------------------------------
+# dtype conversion and stop_gradient
+# --------------------------------------------------------------------------
+
+convert_p = Primitive("convert_element_type")
+convert_p.impl = lambda x, dtype: np.asarray(x).astype(dtype)
+convert_p.abstract_eval = lambda x, dtype: ShapedArray(shape_of(x), dtype)
+convert_p.batch = lambda values, dims, size, dtype: (convert_p.bind(values[0], dtype=dtype), dims[0])
+
+
+def convert(x: Any, dtype: Any) -> Any:
+    """``x`` as ``dtype`` (canonicalised); a no-op when it already is."""
+    dtype = _dtypes.canonicalize(dtype)
+    if not isinstance(x, (bool, int, float)) and x.dtype == dtype:
+        return x
+    return convert_p.bind(x, dtype=dtype)
+
+
+def _convert_jvp(primals, tangents, dtype):
+    out = convert_p.bind(primals[0], dtype=dtype)
+    t = tangents[0]
+    return out, (convert_p.bind(t, dtype=dtype) if dtype.kind == "f" else None)
+
+
+def _convert_vjp(ct, primals, out, needs, dtype):
+    x = primals[0]
+    return (convert(ct, x.dtype) if x.dtype.kind == "f" else None,)
+
+
+convert_p.jvp, convert_p.vjp = _convert_jvp, _convert_vjp
+
+# Identity whose derivative is zero: both rules are absent, so transforms
+# treat its output as a constant.
+stop_gradient_p = Primitive("stop_gradient")
+stop_gradient_p.impl = lambda x: x
+stop_gradient_p.abstract_eval = lambda x: ShapedArray(shape_of(x), x.dtype)
+stop_gradient_p.batch = lambda values, dims, size: (stop_gradient_p.bind(values[0]), dims[0])
+
+del get_aval

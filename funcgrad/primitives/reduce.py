@@ -1,0 +1,168 @@
+"""Reductions over static axes (``axes`` is a sorted tuple of non-negative ints).
+
+Gradient conventions (JAX's): ``max``/``min`` split the cotangent evenly
+among tied maxima; ``prod`` uses the product of the *other* elements, so it
+is exact when some elements are zero; ``argmax``/``argmin`` have none.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from funcgrad import _dtypes
+from funcgrad._core import Primitive
+from funcgrad._dtypes import ShapedArray, describe
+from funcgrad.primitives.elementwise import add, convert, div, eq, mul, select, shape_of
+
+
+def _reduced_shape(name: str, x: Any, axes: tuple[int, ...]) -> tuple[int, ...]:
+    shape = shape_of(x)
+    for a in axes:
+        if not 0 <= a < len(shape):
+            raise ValueError(f"{name}: axis {a} is out of range for an array {describe(x)} of rank {len(shape)}")
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _expand(v: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
+    """Broadcast a reduced value back to the input's ``shape``."""
+    from funcgrad.primitives.shape import broadcast_to, reshape
+    return broadcast_to(reshape(v, keepdims_shape(shape, axes)), shape)
+
+
+def _batch_axes(p: Primitive):
+    def rule(values, dims, size, axes):
+        from funcgrad.primitives.shape import moveaxis
+        x = moveaxis(values[0], dims[0], 0)
+        return p.bind(x, axes=tuple(a + 1 for a in axes)), 0
+    return rule
+
+
+def _declare(name: str, impl, dtype_rule) -> Primitive:
+    p = Primitive(name)
+    p.impl = impl
+    p.abstract_eval = lambda x, axes: ShapedArray(_reduced_shape(name, x, axes), dtype_rule(x.dtype))
+    p.batch = _batch_axes(p)
+    return p
+
+
+def _sum_dtype(dtype: np.dtype) -> np.dtype:
+    # numpy sums bools and small integers in the platform integer.
+    if dtype.kind in "bi":
+        return _dtypes.int_
+    if dtype.kind == "u":
+        return _dtypes.canonicalize(np.uint64)
+    return dtype
+
+
+reduce_sum_p = _declare("reduce_sum", lambda x, axes: np.sum(x, axis=axes), _sum_dtype)
+reduce_max_p = _declare("reduce_max", lambda x, axes: np.max(x, axis=axes), lambda d: d)
+reduce_min_p = _declare("reduce_min", lambda x, axes: np.min(x, axis=axes), lambda d: d)
+reduce_prod_p = _declare("reduce_prod", lambda x, axes: np.prod(x, axis=axes), _sum_dtype)
+
+
+def reduce_sum(x: Any, axes: tuple[int, ...]) -> Any:
+    return reduce_sum_p.bind(x, axes=tuple(axes))
+
+
+reduce_sum_p.jvp = lambda primals, tangents, axes: (reduce_sum(primals[0], axes), reduce_sum(tangents[0], axes))
+reduce_sum_p.vjp = lambda ct, primals, out, needs, axes: (_expand(ct, shape_of(primals[0]), axes),)
+
+
+def _chooser_weights(x: Any, out: Any, axes: tuple[int, ...]) -> Any:
+    """1/count at the positions that attain the max (or min), 0 elsewhere."""
+    location = convert(eq(x, _expand(out, shape_of(x), axes)), x.dtype)
+    counts = reduce_sum(location, axes)
+    return div(location, _expand(counts, shape_of(x), axes))
+
+
+def _chooser_rules(p: Primitive) -> None:
+    def jvp(primals, tangents, axes):
+        x, = primals
+        out = p.bind(x, axes=axes)
+        return out, reduce_sum(mul(tangents[0], _chooser_weights(x, out, axes)), axes)
+
+    def vjp(ct, primals, out, needs, axes):
+        x, = primals
+        return (mul(_expand(ct, shape_of(x), axes), _chooser_weights(x, out, axes)),)
+
+    p.jvp, p.vjp = jvp, vjp
+
+
+_chooser_rules(reduce_max_p)
+_chooser_rules(reduce_min_p)
+
+
+def _prod_of_others(x: Any, axes: tuple[int, ...]) -> Any:
+    """For every element, the product of the other elements in its reduction group.
+
+    Built from primitives (a masked product over an n x n grid per group), so
+    it is exact with zeros and differentiable again.
+    """
+    from funcgrad.primitives.shape import broadcast_to, reshape, transpose
+    shape = shape_of(x)
+    kept = [i for i in range(len(shape)) if i not in axes]
+    perm = tuple(kept) + tuple(axes)
+    n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    lead = tuple(shape[i] for i in kept)
+    grouped = reshape(transpose(x, perm), lead + (1, n))
+    grid = broadcast_to(grouped, lead + (n, n))
+    others = reduce_prod_p.bind(select(np.eye(n, dtype=bool), 1.0, grid), axes=(len(lead) + 1,))
+    back = reshape(others, tuple(shape[i] for i in perm))
+    return transpose(back, tuple(np.argsort(perm)))
+
+
+def _prod_jvp(primals, tangents, axes):
+    x, = primals
+    return reduce_prod_p.bind(x, axes=axes), reduce_sum(mul(tangents[0], _prod_of_others(x, axes)), axes)
+
+
+reduce_prod_p.jvp = _prod_jvp
+reduce_prod_p.vjp = lambda ct, primals, out, needs, axes: (
+    mul(_expand(ct, shape_of(primals[0]), axes), _prod_of_others(primals[0], axes)),)
+
+
+def _arg_declare(name: str, impl) -> Primitive:
+    p = Primitive(name)
+    p.impl = impl
+    p.abstract_eval = lambda x, axis: ShapedArray(_reduced_shape(name, x, (axis,)), _dtypes.int_)
+
+    def batch(values, dims, size, axis):
+        from funcgrad.primitives.shape import moveaxis
+        return p.bind(moveaxis(values[0], dims[0], 0), axis=axis + 1), 0
+
+    p.batch = batch
+    return p
+
+
+argmax_p = _arg_declare("argmax", lambda x, axis: np.argmax(x, axis=axis))
+argmin_p = _arg_declare("argmin", lambda x, axis: np.argmin(x, axis=axis))
+
+
+def _cumsum_impl(x, axis, reverse):
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, axis), axis=axis), axis)
+    return np.cumsum(x, axis=axis)
+
+
+cumsum_p = Primitive("cumsum")
+cumsum_p.impl = _cumsum_impl
+cumsum_p.abstract_eval = lambda x, axis, reverse: ShapedArray(
+    x.shape if 0 <= axis < len(x.shape) else _reduced_shape("cumsum", x, (axis,)), _sum_dtype(x.dtype))
+cumsum_p.jvp = lambda primals, tangents, axis, reverse: (
+    cumsum_p.bind(primals[0], axis=axis, reverse=reverse), cumsum_p.bind(tangents[0], axis=axis, reverse=reverse))
+cumsum_p.vjp = lambda ct, primals, out, needs, axis, reverse: (
+    cumsum_p.bind(ct, axis=axis, reverse=not reverse),)
+
+
+def _cumsum_batch(values, dims, size, axis, reverse):
+    from funcgrad.primitives.shape import moveaxis
+    return cumsum_p.bind(moveaxis(values[0], dims[0], 0), axis=axis + 1, reverse=reverse), 0
+
+
+cumsum_p.batch = _cumsum_batch
+del add
