@@ -1,0 +1,138 @@
+"""Numerics checks: derivatives against finite differences, functions against numpy.
+
+:func:`check_grads` is what funcgrad's own tests use for every rule:
+
+* forward mode: ``jvp(f, x, v)`` against central differences
+  ``(f(x + eps v) - f(x - eps v)) / 2 eps``, computed in float64;
+* reverse mode: the inner-product identity ``<u, J v> == <J^T u, v>``
+  with the jvp (itself checked against differences) and a random ``u``;
+* recursively to ``order``: the derivative maps are checked the same way.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from funcgrad import _config
+from funcgrad.api import jvp, vjp
+from funcgrad.tree_util import tree_flatten, tree_map, tree_unflatten
+
+# Default tolerances per dtype (as JAX's and HIPS autograd's test utilities).
+_DEFAULT_EPS = {np.dtype("float16"): 1e-1, np.dtype("float32"): 1e-2, np.dtype("float64"): 1e-5}
+_DEFAULT_TOL = {np.dtype("float16"): 1e-1, np.dtype("float32"): 2e-2, np.dtype("float64"): 1e-5}
+
+
+def _leaves_np(tree: Any) -> list[np.ndarray]:
+    return [np.asarray(x, dtype=np.float64) for x in tree_flatten(tree)[0]]
+
+
+def _vdot(a: Any, b: Any) -> float:
+    return float(sum(np.vdot(x, y) for x, y in zip(_leaves_np(a), _leaves_np(b))))
+
+
+def _dtype_of(args: Sequence[Any]) -> np.dtype:
+    dts = [np.asarray(x).dtype for x in tree_flatten(args)[0]]
+    floats = [d for d in dts if d.kind == "f"]
+    return max(floats, key=lambda d: d.itemsize) if floats else np.dtype("float64")
+
+
+def _random_like(tree: Any, rng: np.random.Generator) -> Any:
+    return tree_map(lambda x: rng.standard_normal(np.shape(x)).astype(np.asarray(x).dtype), tree)
+
+
+def _scaled_add(tree: Any, direction: Any, eps: float) -> Any:
+    return tree_map(lambda x, v: (np.asarray(x, np.float64) + eps * np.asarray(v, np.float64)).astype(np.asarray(x).dtype),
+                    tree, direction)
+
+
+def _assert_close(actual: Any, expected: Any, atol: float, rtol: float, what: str) -> None:
+    a_leaves, e_leaves = _leaves_np(actual), _leaves_np(expected)
+    if len(a_leaves) != len(e_leaves):
+        raise AssertionError(f"{what}: {len(a_leaves)} outputs vs {len(e_leaves)} expected")
+    for a, e in zip(a_leaves, e_leaves):
+        if a.shape != e.shape:
+            raise AssertionError(f"{what}: shape {a.shape} vs expected {e.shape}")
+        if not np.allclose(a, e, atol=atol, rtol=rtol, equal_nan=True):
+            err = np.max(np.abs(a - e)) if a.size else 0.0
+            raise AssertionError(f"{what}: max abs error {err:.3g} exceeds atol={atol:g}, rtol={rtol:g}\n"
+                                 f"actual:   {a.ravel()[:8]}\nexpected: {e.ravel()[:8]}")
+
+
+def numerical_jvp(f: Callable, args: tuple, tangents: tuple, eps: float) -> Any:
+    """Central finite differences of ``f`` at ``args`` along ``tangents`` (float64 arithmetic)."""
+    plus = f(*_scaled_add(args, tangents, eps))
+    minus = f(*_scaled_add(args, tangents, -eps))
+    return tree_map(lambda p, m: (np.asarray(p, np.float64) - np.asarray(m, np.float64)) / (2 * eps), plus, minus)
+
+
+def check_jvp(f: Callable, args: tuple, atol: float, rtol: float, eps: float, rng: np.random.Generator) -> None:
+    tangents = _random_like(args, rng)
+    _, tangent_out = jvp(f, args, tangents)
+    expected = numerical_jvp(f, args, tangents, eps)
+    _assert_close(tangent_out, expected, atol, rtol, "jvp vs finite differences")
+
+
+def check_vjp(f: Callable, args: tuple, atol: float, rtol: float, eps: float, rng: np.random.Generator) -> None:
+    out, pullback = vjp(f, *args)
+    v = _random_like(args, rng)
+    u = _random_like(out, rng)
+    (Jv,) = [numerical_jvp(f, args, v, eps)]
+    JTu = pullback(u)
+    lhs, rhs = _vdot(u, Jv), _vdot(JTu, v)
+    scale = max(1.0, abs(lhs), abs(rhs))
+    if not abs(lhs - rhs) <= atol * scale + rtol * scale:
+        raise AssertionError(f"vjp: <u, J v> = {lhs:.6g} (finite differences) but <J^T u, v> = {rhs:.6g} "
+                             f"(tolerance {atol:g}, rtol {rtol:g})")
+
+
+def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequence[str] = ("fwd", "rev"),
+                eps: float | None = None, atol: float | None = None, rtol: float | None = None,
+                seed: int = 0) -> None:
+    """Check ``f``'s derivatives at ``args`` against finite differences, to ``order``.
+
+    >>> check_grads(lambda x: fnp.sin(x) * x, (fnp.array([0.3, 1.2]),), order=2)
+
+    Differences are taken in float64 where x64 is enabled; with float32
+    inputs the default tolerances are loose (2e-2), as in JAX's tests.
+    """
+    args = tuple(args)
+    dtype = _dtype_of(args)
+    eps = eps or _DEFAULT_EPS.get(dtype, 1e-5)
+    atol = atol if atol is not None else _DEFAULT_TOL.get(dtype, 1e-5)
+    rtol = rtol if rtol is not None else atol
+    rng = np.random.default_rng(seed)
+    unknown = set(modes) - {"fwd", "rev"}
+    if unknown:
+        raise ValueError(f"check_grads: unknown modes {unknown}; use 'fwd' and/or 'rev'")
+
+    if "fwd" in modes:
+        check_jvp(f, args, atol, rtol, eps, rng)
+        if order > 1:
+            tangents = _random_like(args, rng)
+            check_grads(lambda *xs: jvp(f, xs, tangents)[1], args, order - 1, ("fwd",), eps, atol, rtol, seed + 1)
+    if "rev" in modes:
+        check_vjp(f, args, atol, rtol, eps, rng)
+        if order > 1:
+            out = f(*args)
+            u = _random_like(out, rng)
+            check_grads(lambda *xs: vjp(f, *xs)[1](u), args, order - 1, ("rev",), eps, atol, rtol, seed + 1)
+
+
+def check_close(actual: Any, expected: Any, atol: float = 1e-6, rtol: float = 1e-6, what: str = "value") -> None:
+    """Assert two pytrees of arrays are close (compared in float64)."""
+    _assert_close(actual, expected, atol, rtol, what)
+
+
+def check_against_numpy(f: Callable, reference: Callable, args: Sequence[Any], atol: float | None = None,
+                        rtol: float | None = None) -> None:
+    """Compare ``f(*args)`` with a numpy ``reference`` evaluated in float64."""
+    dtype = _dtype_of(args)
+    tol = {np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}.get(dtype, 1e-5)
+    args64 = tree_map(lambda x: np.asarray(x, np.float64) if np.asarray(x).dtype.kind == "f" else np.asarray(x), args)
+    _assert_close(f(*args), reference(*args64), atol if atol is not None else tol, rtol if rtol is not None else tol,
+                  "function vs numpy reference")
+
+
+def x64_enabled() -> bool:
+    return _config.config.enable_x64
