@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -131,7 +130,8 @@ class Trace:
             f"a tracer of a transform at level {level} reached the transform at level {self.main.level}; "
             "this usually means a tracer escaped through a global or a closure")
 
-    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+    def process_primitive(self, prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+        """Apply ``prim`` to ``args`` (this trace's tracers, lower-level values, constants)."""
         raise NotImplementedError
 
     def process_custom_vjp(self, call: "CustomVJPCall", tracers: list) -> list:
@@ -145,15 +145,24 @@ class Trace:
 _trace_stack: list[MainTrace] = []
 
 
-@contextmanager
-def new_main(trace_type: type, data: Any = None) -> Iterator[MainTrace]:
-    """Push a transform onto the stack for the duration of a ``with`` block."""
-    main = MainTrace(len(_trace_stack) + 1, trace_type, data)
-    _trace_stack.append(main)
-    try:
-        yield main
-    finally:
-        main.alive = False
+class new_main:
+    """Push a transform onto the stack for the duration of a ``with`` block.
+
+    (A class rather than a generator-based context manager: it is entered on
+    every grad/vmap/jvp call.)
+    """
+
+    __slots__ = ("main",)
+
+    def __init__(self, trace_type: type, data: Any = None):
+        self.main = MainTrace(len(_trace_stack) + 1, trace_type, data)
+
+    def __enter__(self) -> MainTrace:
+        _trace_stack.append(self.main)
+        return self.main
+
+    def __exit__(self, *exc: Any) -> None:
+        self.main.alive = False
         _trace_stack.pop()
 
 
@@ -321,12 +330,21 @@ class Array:
         return (self[i] for i in range(self._value.shape[0]))
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError(
-            "funcgrad arrays are immutable: item assignment is not supported. "
-            "Use the functional update x = x.at[index].set(value) (or .add(value)) instead.")
+        _immutable_setitem(self, index, value)
 
     def __reduce__(self) -> Any:
         return (_array_from_numpy, (np.array(self._value),))
+
+
+def _immutable_setitem(self: Any, index: Any, value: Any) -> None:
+    # Shared by Array and every Tracer: x[i] = v must fail the same way inside
+    # grad/jit/vmap as outside (not with an AttributeError on the tracer).
+    raise TypeError(
+        f"funcgrad arrays are immutable: item assignment to an array {describe(self)} is not supported. "
+        "Use the functional update x = x.at[index].set(value) (or .add(value)) instead.")
+
+
+Tracer.__setitem__ = _immutable_setitem  # type: ignore[method-assign]
 
 
 def _array_from_numpy(value: np.ndarray) -> Array:
@@ -400,8 +418,7 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     trace = top._trace
     if not trace.main.alive:
         raise _leak_error(top)
-    tracers = [trace.full_raise(a) for a in args]
-    return trace.process_primitive(prim, tracers, params)
+    return trace.process_primitive(prim, args, params)
 
 
 def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
@@ -449,13 +466,18 @@ def _impl_error_message(prim: Primitive, values: Sequence[Any], params: dict, er
 _backward_context: list[str] = []
 
 
+def _describe_node(node: Any) -> str:
+    name = node.prim if isinstance(node.prim, str) else node.prim.name
+    return f"'{name}' created at {node.where}" if node.where else f"'{name}'"
+
+
 def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array]) -> None:
     for out in outs:
         v = out._value
         if v.dtype.kind == "f" and np.isnan(v).any():
             if any(isinstance(x, np.ndarray) and x.dtype.kind == "f" and np.isnan(x).any() for x in values):
                 continue  # NaN came in: the first producer already reported (or was user input)
-            where = f" in the backward pass of {_backward_context[-1]}" if _backward_context else ""
+            where = f" in the backward pass of {_describe_node(_backward_context[-1])}" if _backward_context else ""
             raise FloatingPointError(
                 f"debug_nans: primitive '{prim.name}' produced a NaN{where} "
                 f"(inputs: {', '.join(describe(x) for x in values)}) at {user_source_line()}. "
@@ -510,6 +532,14 @@ def _top_tracer(args: Sequence[Any]) -> Tracer | None:
 
 def full_lower(x: Any) -> Any:
     return x
+
+
+def shape_of_value(x: Any) -> tuple[int, ...]:
+    return () if isinstance(x, (bool, int, float)) else x.shape
+
+
+def dtype_of_value(x: Any) -> np.dtype:
+    return _dtypes.result_type(x) if isinstance(x, (bool, int, float)) else x.dtype
 
 
 def get_aval(x: Any) -> ShapedArray:

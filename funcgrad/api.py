@@ -39,6 +39,9 @@ def _as_leaf(x: Any, where: str) -> Any:
                         f"{type(x).__name__}: {x!r:.60}") from None
 
 
+_SINGLE_LEAF = tree_structure((0,))
+
+
 def _argnums_tuple(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
@@ -66,8 +69,11 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums_tuple(argnums, len(args), "grad")
         diff = tuple(args[i] for i in nums)
-        leaves, tree = tree_flatten(diff)
-        leaves = [_as_leaf(x, "grad") for x in leaves]
+        if len(diff) == 1 and type(diff[0]) is Array:  # a single array: no pytree work
+            leaves, tree = [diff[0]], _SINGLE_LEAF
+        else:
+            leaves, tree = tree_flatten(diff)
+            leaves = [_as_leaf(x, "grad") for x in leaves]
         _check_float_inputs(leaves, "grad")
 
         def flat_fun(*xs):
@@ -84,8 +90,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         result = vjp_flat(flat_fun, leaves, has_aux=has_aux)
         (value,), pullback = result[0], result[1]
         _check_scalar_output(value, name)
-        cts = pullback([_core.as_array(np.ones((), value.dtype)) if not isinstance(value, Tracer)
-                        else _ones_like(value)])
+        cts = pullback([_unit(value.dtype) if not isinstance(value, Tracer) else _ones_like(value)])
         grads = tree_unflatten(tree, cts)
         grads = grads[0] if isinstance(argnums, int) else grads
         if has_aux:
@@ -93,6 +98,17 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         return value, grads
 
     return wrapped
+
+
+_UNITS: dict = {}
+
+
+def _unit(dtype: np.dtype) -> Array:
+    """The (immutable, so shareable) 0-d array 1 of ``dtype``: the seed cotangent."""
+    unit = _UNITS.get(dtype)
+    if unit is None:
+        unit = _UNITS[dtype] = _core.as_array(np.ones((), dtype))
+    return unit
 
 
 def _ones_like(x: Any) -> Any:

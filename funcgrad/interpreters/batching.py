@@ -46,7 +46,8 @@ class BatchTrace(Trace):
 
     lift = pure
 
-    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+    def process_primitive(self, prim: Primitive, args: list, params: dict) -> Any:
+        tracers = [self.full_raise(a) for a in args]
         values = [t.value for t in tracers]
         dims = [t.bdim for t in tracers]
         if all(d is None for d in dims):

@@ -19,6 +19,9 @@ class JVPTracer(Tracer):
     def aval(self):
         return _core.get_aval(self.primal)
 
+    shape = property(lambda self: _core.shape_of_value(self.primal))
+    dtype = property(lambda self: _core.dtype_of_value(self.primal))
+
     def concrete_value(self):
         p = self.primal
         return p.concrete_value() if isinstance(p, Tracer) else p
@@ -32,7 +35,8 @@ class JVPTrace(Trace):
 
     lift = pure
 
-    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+    def process_primitive(self, prim: Primitive, args: list, params: dict) -> Any:
+        tracers = [self.full_raise(a) for a in args]
         primals = [t.primal for t in tracers]
         tangents = [t.tangent for t in tracers]
         if all(t is None for t in tangents) or prim.jvp is None:

@@ -24,7 +24,7 @@ from funcgrad._config import config
 class Node:
     """One recorded equation of the forward pass."""
 
-    __slots__ = ("prim", "params", "primals", "outs", "parents", "rule", "where")
+    __slots__ = ("prim", "params", "primals", "outs", "parents", "needs", "rule", "where")
 
     def __init__(self, prim: Any, params: dict, primals: list, outs: list, parents: list, rule: Callable | None):
         self.prim = prim
@@ -32,6 +32,7 @@ class Node:
         self.primals = primals
         self.outs = outs
         self.parents = parents   # per input: (Node, output index) or None
+        self.needs = tuple([p is not None for p in parents])  # which inputs want a cotangent
         self.rule = rule         # custom backward (custom_vjp, checkpoint) or None
         self.where = user_source_line() if config.debug_nans else None
 
@@ -58,6 +59,10 @@ class VJPTracer(Tracer):
     def aval(self):
         return _core.get_aval(self.primal)
 
+    # Read straight from the primal: these are on every hot path.
+    shape = property(lambda self: _core.shape_of_value(self.primal))
+    dtype = property(lambda self: _core.dtype_of_value(self.primal))
+
     def concrete_value(self):
         # Under grad the forward values are real: Python control flow works.
         p = self.primal
@@ -72,17 +77,31 @@ class VJPTrace(Trace):
 
     lift = pure
 
-    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
-        primals = [t.primal for t in tracers]
-        parents = [(t.node, t.out_index) if t.node is not None else None for t in tracers]
+    def process_primitive(self, prim: Primitive, args: list, params: dict) -> Any:
+        main = self.main
+        primals, parents, tracked = [], [], False
+        for a in args:
+            # Constants and values of lower levels are used as they are; no
+            # tracer is made for them (this loop runs once per operation).
+            if type(a) is VJPTracer and a._trace.main is main:
+                primals.append(a.primal)
+                if a.node is not None:
+                    parents.append((a.node, a.out_index))
+                    tracked = True
+                    continue
+            else:
+                primals.append(a)
+            parents.append(None)
         out = _core.bind(prim, primals, params)
-        if prim.vjp is None or all(p is None for p in parents):
-            return out  # not differentiable, or independent of the inputs
-        outs = out if prim.multiple_results else [out]
-        node = Node(prim, params, primals, outs, parents, None)
-        self.main.data.append(node)
-        wrapped = [VJPTracer(self, o, node, i) if _differentiable(o) else o for i, o in enumerate(outs)]
-        return wrapped if prim.multiple_results else wrapped[0]
+        if not tracked or prim.vjp is None:
+            return out  # independent of the inputs, or not differentiable
+        if prim.multiple_results:
+            node = Node(prim, params, primals, out, parents, None)
+            main.data.append(node)
+            return [VJPTracer(self, o, node, i) if _differentiable(o) else o for i, o in enumerate(out)]
+        node = Node(prim, params, primals, [out], parents, None)
+        main.data.append(node)
+        return VJPTracer(self, out, node, 0) if _differentiable(out) else out
 
     def process_custom_vjp(self, call: _core.CustomVJPCall, tracers: list) -> list:
         primals = [t.primal for t in tracers]
@@ -119,7 +138,9 @@ class VJPTrace(Trace):
 
 
 def _differentiable(x: Any) -> bool:
-    return getattr(x, "dtype", None) is not None and x.dtype.kind == "f"
+    if type(x) is Array:
+        return x._value.dtype.kind == "f"
+    return not isinstance(x, (bool, int, float)) and x.dtype.kind == "f"
 
 
 def zeros_like_value(x: Any) -> Any:
@@ -171,42 +192,46 @@ def _lower_tree(tree: Any, main: MainTrace) -> Any:
 
 def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals: Sequence[Any]) -> list:
     """Propagate output cotangents back to the inputs through the record."""
-    ct_of: dict[tuple[int, int], Any] = {}
-    leaf_cts: list[Any] = [None] * len(primals)
-
-    def accumulate(parent: Any, ct: Any) -> None:
-        src, index = parent
-        if isinstance(src, _Leaf):
-            prev = leaf_cts[src.index]
-            leaf_cts[src.index] = ct if prev is None else _add(prev, ct)
-            return
-        key = (id(src), index)
-        prev = ct_of.get(key)
-        ct_of[key] = ct if prev is None else _add(prev, ct)
-
+    # Cotangents keyed by (id(node), output index); leaves by their input index.
+    ct_of: dict = {}
     for out, ct in zip(outs, cts):
-        if ct is not None and isinstance(out, VJPTracer) and out._trace.main is main and out.node is not None:
-            accumulate((out.node, out.out_index), ct)
+        if ct is not None and type(out) is VJPTracer and out._trace.main is main and out.node is not None:
+            _accumulate(ct_of, _key(out.node, out.out_index), ct)
 
+    context = _core._backward_context
     for node in reversed(record):
-        node_cts = [ct_of.pop((id(node), i), None) for i in range(len(node.outs))]
-        if all(c is None for c in node_cts):
-            continue
-        name = node.prim if isinstance(node.prim, str) else node.prim.name
-        _core._backward_context.append(f"'{name}' created at {node.where}" if node.where else f"'{name}'")
+        key = id(node)
+        if len(node.outs) == 1:
+            ct = ct_of.pop((key, 0), None)
+            if ct is None:
+                continue
+            node_cts = [ct]
+        else:
+            node_cts = [ct_of.pop((key, i), None) for i in range(len(node.outs))]
+            if all(c is None for c in node_cts):
+                continue
+        context.append(node)  # named only if debug_nans reports
         try:
             if node.rule is not None:
                 in_cts = node.rule(node_cts, node)
             else:
-                needs = tuple(p is not None for p in node.parents)
                 if node.prim.multiple_results:
-                    in_cts = node.prim.vjp(node_cts, node.primals, node.outs, needs, **node.params)
+                    in_cts = node.prim.vjp(node_cts, node.primals, node.outs, node.needs, **node.params)
                 else:
-                    in_cts = node.prim.vjp(node_cts[0], node.primals, node.outs[0], needs, **node.params)
+                    in_cts = node.prim.vjp(node_cts[0], node.primals, node.outs[0], node.needs, **node.params)
         finally:
-            _core._backward_context.pop()
+            context.pop()
         for parent, ct in zip(node.parents, in_cts):
             if parent is not None and ct is not None:
-                accumulate(parent, ct)
+                _accumulate(ct_of, _key(*parent), ct)
 
-    return [zeros_like_value(p) if c is None else c for c, p in zip(leaf_cts, primals)]
+    return [ct_of.get(("leaf", i)) if ("leaf", i) in ct_of else zeros_like_value(p) for i, p in enumerate(primals)]
+
+
+def _key(node: Any, index: int) -> tuple:
+    return ("leaf", node.index) if type(node) is _Leaf else (id(node), index)
+
+
+def _accumulate(ct_of: dict, key: Any, ct: Any) -> None:
+    prev = ct_of.get(key)
+    ct_of[key] = ct if prev is None else _add(prev, ct)

@@ -60,7 +60,8 @@ class JaxprTrace(Trace):
 
     lift = pure
 
-    def process_primitive(self, prim: Primitive, tracers: list, params: dict) -> Any:
+    def process_primitive(self, prim: Primitive, args: list, params: dict) -> Any:
+        tracers = [self.full_raise(a) for a in args]
         avals = [t.var.value if isinstance(t.var, Literal) else t.aval for t in tracers]
         out_avals = abstract_eval(prim, avals, params)
         outs = out_avals if prim.multiple_results else [out_avals]

@@ -25,6 +25,10 @@ def operand(x: Any) -> Any:
 
 def promote(*xs: Any) -> list:
     """Convert array operands to their common dtype (Python scalars stay weak)."""
+    if len(xs) == 2:  # the common case, kept cheap: two arrays of one dtype
+        x, y = xs
+        if type(x) is Array and type(y) is Array and x._value.dtype is y._value.dtype:
+            return xs
     xs = [operand(x) for x in xs]
     dtypes = {x.dtype for x in xs if not isinstance(x, _SCALARS)}
     if len(dtypes) <= 1:

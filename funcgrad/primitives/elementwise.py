@@ -20,8 +20,11 @@ from typing import Any, Callable
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import Primitive, get_aval
+from funcgrad._core import Primitive, bind, get_aval
 from funcgrad._dtypes import ShapedArray, describe
+
+
+_NO_PARAMS: dict = {}  # shared: bind never mutates params
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
@@ -116,7 +119,7 @@ def unary(name: str, impl: Callable, deriv: Callable | None, out_dtype: Callable
 
     def jvp(primals, tangents):
         (x,), (t,) = primals, tangents
-        y = p.bind(x)
+        y = bind(p, (x,), _NO_PARAMS)
         return y, mul(t, deriv(x, y))
 
     def vjp(ct, primals, y, needs):
@@ -167,23 +170,23 @@ neg_p = _declare("neg", np.negative, _same_dtype)
 
 
 def add(x: Any, y: Any) -> Any:
-    return add_p.bind(x, y)
+    return bind(add_p, (x, y), _NO_PARAMS)
 
 
 def sub(x: Any, y: Any) -> Any:
-    return sub_p.bind(x, y)
+    return bind(sub_p, (x, y), _NO_PARAMS)
 
 
 def mul(x: Any, y: Any) -> Any:
-    return mul_p.bind(x, y)
+    return bind(mul_p, (x, y), _NO_PARAMS)
 
 
 def div(x: Any, y: Any) -> Any:
-    return div_p.bind(x, y)
+    return bind(div_p, (x, y), _NO_PARAMS)
 
 
 def neg(x: Any) -> Any:
-    return neg_p.bind(x)
+    return bind(neg_p, (x,), _NO_PARAMS)
 
 
 def _linear_jvp(p: Primitive, combine: Callable) -> Callable:
@@ -284,16 +287,16 @@ isnan_p = unary("isnan", np.isnan, None, _bool_dtype)
 logical_not_p = unary("logical_not", np.logical_not, None, _bool_dtype)
 
 
-def exp(x): return exp_p.bind(x)
-def log(x): return log_p.bind(x)
-def sqrt(x): return sqrt_p.bind(x)
-def sin(x): return sin_p.bind(x)
-def cos(x): return cos_p.bind(x)
-def sinh(x): return sinh_p.bind(x)
-def cosh(x): return cosh_p.bind(x)
-def sign(x): return sign_p.bind(x)
-def tanh(x): return tanh_p.bind(x)
-def logistic(x): return logistic_p.bind(x)
+def exp(x): return bind(exp_p, (x,), _NO_PARAMS)
+def log(x): return bind(log_p, (x,), _NO_PARAMS)
+def sqrt(x): return bind(sqrt_p, (x,), _NO_PARAMS)
+def sin(x): return bind(sin_p, (x,), _NO_PARAMS)
+def cos(x): return bind(cos_p, (x,), _NO_PARAMS)
+def sinh(x): return bind(sinh_p, (x,), _NO_PARAMS)
+def cosh(x): return bind(cosh_p, (x,), _NO_PARAMS)
+def sign(x): return bind(sign_p, (x,), _NO_PARAMS)
+def tanh(x): return bind(tanh_p, (x,), _NO_PARAMS)
+def logistic(x): return bind(logistic_p, (x,), _NO_PARAMS)
 
 
 # --------------------------------------------------------------------------

@@ -31,7 +31,9 @@ def keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, 
 def _expand(v: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
     """Broadcast a reduced value back to the input's ``shape``."""
     from funcgrad.primitives.shape import broadcast_to, reshape
-    return broadcast_to(reshape(v, keepdims_shape(shape, axes)), shape)
+    if axes != tuple(range(len(axes))):  # broadcasting right-aligns: leading axes need no reshape
+        v = reshape(v, keepdims_shape(shape, axes))
+    return broadcast_to(v, shape)
 
 
 def _batch_axes(p: Primitive):

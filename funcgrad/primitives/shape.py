@@ -6,6 +6,7 @@ axes, slice, unpad, flip).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -85,7 +86,19 @@ def transpose(x: Any, perm: Sequence[int]) -> Any:
 # ----------------------------------------------------------- broadcast_to
 
 broadcast_to_p = Primitive("broadcast_to")
-broadcast_to_p.impl = lambda x, shape: np.broadcast_to(x, shape)
+
+
+def _broadcast_impl(x, shape):
+    x = np.asarray(x)
+    if math.prod(shape) <= 4096:
+        # Small results: a filled copy is cheaper than numpy's broadcast_to machinery.
+        out = np.empty(shape, x.dtype)
+        out[...] = x
+        return out
+    return np.broadcast_to(x, shape)   # large fan-out: a zero-copy read-only view
+
+
+broadcast_to_p.impl = _broadcast_impl
 
 
 def _broadcast_aval(x, shape):
