@@ -1,0 +1,36 @@
+"""GPU detection that never raises.
+
+CuPy installs and imports fine on machines without a GPU or driver; it only
+fails on the first allocation / driver call. So "cupy imports" is not
+evidence of a GPU: we actually allocate and run a tiny op, and treat *any*
+exception (ImportError, CUDARuntimeError, driver version mismatch, OSError from
+a missing libcuda, ...) as "no GPU".
+"""
+
+from __future__ import annotations
+
+import functools
+
+__all__ = ["gpu_available"]
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> bool:
+    """Return True iff CuPy can allocate and compute on a CUDA device.
+
+    Cached: the answer does not change within a process, and probing
+    initialises a CUDA context, which is slow.
+    """
+    try:
+        import cupy  # noqa: PLC0415 -- optional dependency, imported lazily
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return False
+        x = cupy.arange(4, dtype=cupy.float32)
+        ok = float((x * 2).sum().get()) == 12.0
+        cupy.cuda.Device().synchronize()
+        return bool(ok)
+    except BaseException as exc:  # noqa: BLE001 -- detection must never raise
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return False
