@@ -18,47 +18,12 @@ import numpy as np
 
 from funcgrad import _core
 from funcgrad._config import config
-from funcgrad._core import Array, Tracer, _wrap, check_nans
-from funcgrad._ir import Jaxpr, Literal
+from funcgrad._core import Array, Tracer
+from funcgrad._ir import Jaxpr
+from funcgrad.compiler import fusion, passes
+from funcgrad.compiler.program import Program
 from funcgrad.interpreters.tracing import trace_to_jaxpr
 from funcgrad.tree_util import tree_flatten, tree_unflatten
-
-
-class Program:
-    """A traced IR made ready to run on numpy buffers (no Python re-tracing)."""
-
-    def __init__(self, jaxpr: Jaxpr):
-        self.jaxpr = jaxpr
-        slot: dict[int, int] = {}
-        for i, v in enumerate(list(jaxpr.constvars) + list(jaxpr.invars)):
-            slot[id(v)] = i
-        n = len(slot)
-        self.steps = []
-        for eqn in jaxpr.eqns:
-            ins = [("lit", x.value) if isinstance(x, Literal) else ("var", slot[id(x)]) for x in eqn.inputs]
-            outs = []
-            for v in eqn.outvars:
-                slot[id(v)] = n
-                outs.append(n)
-                n += 1
-            self.steps.append((eqn.prim, ins, eqn.params, outs))
-        self.outs = [("lit", v.value) if isinstance(v, Literal) else ("var", slot[id(v)]) for v in jaxpr.outvars]
-        self.n_slots = n
-        self.consts = [c._value for c in jaxpr.consts]
-
-    def run(self, args: Sequence[np.ndarray]) -> list[Array]:
-        env: list[Any] = [None] * self.n_slots
-        env[:len(self.consts)] = self.consts
-        env[len(self.consts):len(self.consts) + len(args)] = args
-        for prim, ins, params, outs in self.steps:
-            values = [env[i] if kind == "var" else i for kind, i in ins]
-            out = prim.impl(*values, **params)
-            results = [_wrap(o) for o in out] if prim.multiple_results else [_wrap(out)]
-            if config.debug_nans:
-                check_nans(prim, values, results)
-            for i, r in zip(outs, results):
-                env[i] = r._value
-        return [_wrap(env[i]) if kind == "var" else _core.as_array(i) for kind, i in self.outs]
 
 
 class Jitted:
@@ -71,6 +36,9 @@ class Jitted:
         self.static_argnames = tuple(static_argnames)
         self.cache_size = cache_size
         self._cache: OrderedDict[Any, tuple[Program, Any]] = OrderedDict()
+        # Same programs, keyed by avals alone, for calls with positional Arrays only.
+        self._fast: dict[Any, tuple[Program, bool]] = {}
+        self._fast_trees: dict[Any, Any] = {}
         self.hits = 0
         self.misses = 0
 
@@ -90,6 +58,19 @@ class Jitted:
         return (dyn_args, dyn_kw), static_pos | {"__kw__": static_kw}, static_key
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and not self.static_argnums:
+            # The common call -- positional Arrays only -- skips the pytree machinery.
+            for a in args:
+                if type(a) is not Array:
+                    break
+            else:
+                key = tuple([(a._value.shape, a._value.dtype) for a in args])
+                entry = self._fast.get(key)
+                if entry is not None:
+                    self.hits += 1
+                    program, single = entry
+                    outs = program.run([a._value for a in args])
+                    return outs[0] if single else tree_unflatten(self._fast_trees[key], outs)
         (dyn_args, dyn_kw), static, static_key = self._split(args, kwargs)
         leaves, in_tree = tree_flatten((dyn_args, dyn_kw))
         if any(isinstance(x, Tracer) for x in leaves):
@@ -103,6 +84,12 @@ class Jitted:
             self._cache[key] = entry
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
+                self._fast.clear()
+            if not kwargs and not self.static_argnums and all(type(a) is Array for a in args):
+                fast_key = tuple((a._value.shape, a._value.dtype) for a in args)
+                out_tree = entry[1]
+                self._fast[fast_key] = (entry[0], out_tree.num_leaves == 1 and out_tree.node_type is None)
+                self._fast_trees[fast_key] = out_tree
         else:
             self.hits += 1
             self._cache.move_to_end(key)
@@ -111,7 +98,7 @@ class Jitted:
 
     def _compile(self, in_tree: Any, leaves: list, args: tuple, static: dict) -> tuple[Program, Any]:
         jaxpr, out_tree = self._trace(in_tree, leaves, len(args), static)
-        return Program(jaxpr), out_tree
+        return compile_jaxpr(jaxpr), out_tree
 
     def _trace(self, in_tree: Any, leaves: list, nargs: int, static: dict) -> tuple[Jaxpr, Any]:
         out_tree_cell: list = []
@@ -135,6 +122,10 @@ class Jitted:
         leaves = [_core.as_array(x) for x in leaves]
         return self._trace(in_tree, leaves, len(args), static)[0]
 
+    def lower(self, *args: Any, **kwargs: Any) -> Program:
+        """The optimised program (fused groups and buffer plan) for these arguments; print it."""
+        return compile_jaxpr(self.trace(*args, **kwargs))
+
     def cache_info(self) -> dict:
         """Hits, misses, current size and the traced signatures."""
         return {"hits": self.hits, "misses": self.misses, "size": len(self._cache), "max_size": self.cache_size,
@@ -142,7 +133,17 @@ class Jitted:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._fast.clear()
+        self._fast_trees.clear()
         self.hits = self.misses = 0
+
+
+def compile_jaxpr(jaxpr: Jaxpr) -> Program:
+    """Optimise (fold, CSE, DCE), fuse (unless disabled) and plan a program."""
+    optimised = passes.optimize(jaxpr)
+    if config.jit_fusion:
+        optimised = fusion.fuse(optimised)
+    return Program(optimised)
 
 
 def _hashable(v: Any) -> bool:

@@ -1,0 +1,1 @@
+"""The jit compiler: IR passes, fusion into generated numba kernels, and the run-time program."""

@@ -1,0 +1,256 @@
+"""Fusion: chains of elementwise primitives (and a trailing reduction) -> one kernel.
+
+The pass walks the program in order, growing *open groups*.  An elementwise
+equation joins the open group that produced one of its inputs when the
+shapes agree (every member of a group has the group's iteration shape;
+inputs may broadcast into it); a ``reduce_sum/max/min`` over trailing axes
+may end a group.  A group is *sealed* -- emitted as one ``fused`` equation --
+as soon as anything outside it uses one of its values, so every input of a
+group is computed before the group runs.  Intermediates that nothing outside
+the group uses never leave registers.
+
+Matmul, convolutions and shape changes stay as they are (BLAS does those).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from funcgrad._dtypes import ShapedArray
+from funcgrad._ir import Eqn, Jaxpr, Literal, Var
+from funcgrad.compiler.codegen import FUSIBLE, PARALLEL_MIN_ELEMENTS, REDUCTIONS, KernelSpec, Op, compile_kernel
+
+_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
+
+
+class FusedKernel:
+    """A fused group, standing in the optimised IR where a primitive would.
+
+    ``impl(*inputs, out=None)`` runs the generated kernel; ``out`` may hold
+    preallocated output buffers (the program's memory plan).
+    """
+
+    multiple_results = True
+    name = "fused"
+
+    def __init__(self, spec: KernelSpec, layouts: list, shape: tuple, split: int, out_avals: list, summary: str):
+        self.spec = spec
+        self.layouts = layouts            # per input: (pattern, padded shape) as in the spec
+        self.shape = shape                # the iteration shape
+        self.n0 = math.prod(shape[:split])
+        self.n1 = math.prod(shape[split:])
+        self.out_avals = out_avals
+        self.summary = summary
+        self.kernel = compile_kernel(spec)
+
+    def __repr__(self) -> str:
+        return f"fused[{self.summary}]"
+
+    def out_buffers(self) -> list[np.ndarray]:
+        return [np.empty(a.shape, a.dtype) for a in self.out_avals]
+
+    def impl(self, *inputs: Any, out: list | None = None) -> list:
+        n0, n1 = self.n0, self.n1
+        args = [_as_2d(x, pattern, self.shape, n0, n1) for x, (pattern, _) in zip(inputs, self.layouts)]
+        outs = out if out is not None else self.out_buffers()
+        flat = [o.reshape(n0, n1) for o in outs[:len(self.spec.outputs)]]
+        if self.spec.reduction:
+            flat.append(outs[-1].reshape(n0))
+        self.kernel(n0, n1, *args, *flat)
+        return outs
+
+
+def _as_2d(x: Any, pattern: str, shape: tuple, n0: int, n1: int) -> np.ndarray:
+    x = np.asarray(x)
+    if pattern == "[i, j]":
+        if x.shape != shape:   # a mixed broadcast: materialise it once
+            x = np.ascontiguousarray(np.broadcast_to(x, shape))
+        return x.reshape(n0, n1)
+    if pattern == "[0, j]":
+        return x.reshape(1, n1)
+    if pattern == "[i, 0]":
+        return x.reshape(n0, 1)
+    return x.reshape(1, 1)
+
+
+def _pattern(in_shape: tuple, shape: tuple, split: int) -> str:
+    padded = (1,) * (len(shape) - len(in_shape)) + tuple(in_shape)
+    outer, inner = padded[:split], padded[split:]
+    outer_full, inner_full = outer == shape[:split], inner == shape[split:]
+    outer_one, inner_one = all(s == 1 for s in outer), all(s == 1 for s in inner)
+    if outer_one and inner_one:
+        return "[0, 0]"
+    if outer_one and inner_full:
+        return "[0, j]"
+    if outer_full and inner_one:
+        return "[i, 0]"
+    return "[i, j]"   # equal shapes, or a mixed broadcast materialised by the wrapper
+
+
+class _Group:
+    def __init__(self, shape: tuple):
+        self.shape = shape
+        self.eqns: list[Eqn] = []
+        self.members: set[int] = set()
+        self.reduction: Eqn | None = None
+
+    def add(self, eqn: Eqn) -> None:
+        self.eqns.append(eqn)
+        self.members.update(id(v) for v in eqn.outvars)
+
+    def merge(self, other: "_Group") -> None:
+        self.eqns.extend(other.eqns)
+        self.members |= other.members
+
+
+def _prim_name(eqn: Eqn) -> str:
+    return getattr(eqn.prim, "name", "")
+
+
+def _supported(eqn: Eqn) -> bool:
+    values = [x for x in eqn.inputs if isinstance(x, Var)] + list(eqn.outvars)
+    return all(v.aval.dtype in _DTYPES for v in values)
+
+
+def _elementwise_shape(eqn: Eqn) -> tuple | None:
+    name = _prim_name(eqn)
+    if name in FUSIBLE or name == "broadcast_to":
+        if _supported(eqn):
+            return eqn.outvars[0].aval.shape
+    return None
+
+
+def _trailing_reduction(eqn: Eqn, shape: tuple) -> bool:
+    if _prim_name(eqn) not in REDUCTIONS or not _supported(eqn):
+        return False
+    axes = eqn.params["axes"]
+    return len(axes) > 0 and tuple(axes) == tuple(range(len(shape) - len(axes), len(shape)))
+
+
+def fuse(jaxpr: Jaxpr) -> Jaxpr:
+    """Replace fusible chains by ``fused`` equations (see the module docstring)."""
+    consumers: dict[int, int] = {}
+    for eqn in jaxpr.eqns:
+        for x in eqn.inputs:
+            if isinstance(x, Var):
+                consumers[id(x)] = consumers.get(id(x), 0) + 1
+    outputs = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
+    position = {id(e): i for i, e in enumerate(jaxpr.eqns)}
+
+    new_eqns: list[Eqn] = []
+    open_groups: dict[int, _Group] = {}   # var id -> open group that produces it
+    order: list[_Group] = []
+
+    def seal(group: _Group) -> None:
+        if group not in order:
+            return
+        order.remove(group)
+        for key in [k for k, g in open_groups.items() if g is group]:
+            del open_groups[key]
+        new_eqns.extend(_emit(group, consumers, outputs, position))
+
+    for eqn in jaxpr.eqns:
+        producers = []
+        for x in eqn.inputs:
+            g = open_groups.get(id(x)) if isinstance(x, Var) else None
+            if g is not None and g not in producers:
+                producers.append(g)
+        shape = _elementwise_shape(eqn)
+        target = None
+        if shape is not None:
+            same = [g for g in producers if g.shape == shape]
+            # Open groups have no outside users yet, so any two can merge; an
+            # independent operation of the same shape may join one as well.
+            target = same[0] if same else next((g for g in reversed(order) if g.shape == shape), None)
+            for g in same[1:]:
+                target.merge(g)
+                order.remove(g)
+                for key, owner in list(open_groups.items()):
+                    if owner is g:
+                        open_groups[key] = target
+            producers = [g for g in producers if g not in same[1:]]
+        elif len(producers) == 1 and _trailing_reduction(eqn, producers[0].shape) \
+                and eqn.inputs[0].aval.shape == producers[0].shape:
+            target = producers[0]
+        for g in producers:
+            if g is not target:
+                seal(g)
+        if shape is None and target is None:
+            new_eqns.append(eqn)
+            continue
+        if target is None:
+            target = _Group(shape)
+            order.append(target)
+        if shape is None:
+            target.reduction = eqn
+            target.add(eqn)
+            seal(target)
+            continue
+        target.add(eqn)
+        for v in eqn.outvars:
+            open_groups[id(v)] = target
+    for g in list(order):
+        seal(g)
+    return Jaxpr(jaxpr.constvars, jaxpr.consts, jaxpr.invars, new_eqns, jaxpr.outvars)
+
+
+def _worth_fusing(group: _Group) -> bool:
+    ops = [e for e in group.eqns if _prim_name(e) != "broadcast_to"]
+    if len(ops) >= 2:
+        return True
+    # A lone operation only pays off when threads can split it.
+    return len(ops) == 1 and math.prod(group.shape) >= PARALLEL_MIN_ELEMENTS
+
+
+def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[Eqn]:
+    group.eqns.sort(key=lambda e: position[id(e)])   # merged groups: back to program order
+    if not _worth_fusing(group):
+        return group.eqns
+    shape = group.shape
+    reduction = group.reduction
+    split = len(shape) - len(reduction.params["axes"]) if reduction else max(len(shape) - 1, 0)
+    names: dict[int, str] = {}
+    inputs: list = []         # external Vars, in first-use order
+    in_specs: list = []
+    ops: list[Op] = []
+
+    def name_of(x: Any) -> Any:
+        if isinstance(x, Literal):
+            return x.value
+        if id(x) not in names:   # an input from outside the group
+            names[id(x)] = f"x{len(inputs)}"
+            inputs.append(x)
+            in_specs.append((names[id(x)], _pattern(x.aval.shape, shape, split), x.aval.dtype))
+        return names[id(x)]
+
+    internal_uses: dict[int, int] = {}
+    for eqn in group.eqns:
+        for x in eqn.inputs:
+            if isinstance(x, Var):
+                internal_uses[id(x)] = internal_uses.get(id(x), 0) + 1
+    for eqn in group.eqns:
+        if eqn is reduction:
+            break
+        args = [name_of(x) for x in eqn.inputs]
+        out = eqn.outvars[0]
+        prim = "stop_gradient" if _prim_name(eqn) == "broadcast_to" else _prim_name(eqn)
+        names[id(out)] = f"v{len(ops)}"
+        ops.append(Op(names[id(out)], prim, args, out.aval.dtype, dict(eqn.params)))
+
+    members = [e for e in group.eqns if e is not reduction]
+    escaping = [e.outvars[0] for e in members
+                if id(e.outvars[0]) in outputs or consumers.get(id(e.outvars[0]), 0) > internal_uses.get(id(e.outvars[0]), 0)]
+    red = None
+    outvars = list(escaping)
+    if reduction is not None:
+        operand = name_of(reduction.inputs[0])
+        red = (_prim_name(reduction), operand, reduction.outvars[0].aval.dtype, "r")
+        outvars.append(reduction.outvars[0])
+    n_work = math.prod(shape)
+    spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red, n_work >= PARALLEL_MIN_ELEMENTS)
+    summary = ",".join(_prim_name(e) for e in group.eqns)
+    kernel = FusedKernel(spec, [(p, None) for _, p, _ in in_specs], shape, split,
+                         [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary)
+    return [Eqn(kernel, inputs, {}, outvars)]
