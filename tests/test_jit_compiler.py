@@ -1,0 +1,232 @@
+"""The jit compiler: each IR pass alone, fusion vs the unfused program, the
+kernel disk cache across processes, the buffer plan, thread counts."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import funcgrad as fg
+import funcgrad.numpy as fnp
+from funcgrad._ir import eval_jaxpr
+from funcgrad.compiler import fusion, passes
+from funcgrad.compiler.fusion import FusedKernel
+from funcgrad.jit import compile_jaxpr
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _prims(jaxpr) -> list[str]:
+    return [getattr(e.prim, "name", str(e.prim)) for e in jaxpr.eqns]
+
+
+def _run(jaxpr, *args):
+    return [np.asarray(v) for v in eval_jaxpr(jaxpr, [fnp.array(a) for a in args])]
+
+
+def test_dce_removes_unused_equations():
+    def f(x):
+        unused = fnp.exp(x) * 3.0   # noqa: F841  (dead)
+        return fnp.sin(x)
+    x = np.linspace(-1, 1, 5).astype(np.float32)
+    jaxpr = fg.make_jaxpr(f)(x)
+    pruned = passes.dce(jaxpr)
+    assert _prims(jaxpr) == ["exp", "mul", "sin"]
+    assert _prims(pruned) == ["sin"]
+    np.testing.assert_allclose(_run(pruned, x)[0], np.sin(x.astype(np.float64)), rtol=1e-6)
+
+
+def test_cse_merges_identical_equations():
+    def f(x):
+        return fnp.sin(x) * fnp.sin(x) + fnp.sin(x * 2.0) + fnp.sin(x * 2.0)
+    x = np.linspace(-1, 1, 7).astype(np.float32)
+    jaxpr = fg.make_jaxpr(f)(x)
+    merged = passes.dce(passes.cse(jaxpr))
+    assert _prims(jaxpr).count("sin") == 4
+    assert _prims(merged).count("sin") == 2
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(_run(merged, x)[0], np.sin(x64) ** 2 + 2 * np.sin(2 * x64), rtol=1e-5)
+
+
+def test_constant_folding_evaluates_constant_subprograms():
+    table = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+
+    def f(x):
+        c = fnp.exp(fnp.array(table)) + 1.0    # depends on constants only
+        return x * c
+    x = np.ones((2, 3), np.float32)
+    jaxpr = fg.make_jaxpr(f)(x)
+    folded = passes.fold_constants(jaxpr)
+    assert "exp" not in _prims(folded) and _prims(folded) == ["mul"]
+    np.testing.assert_allclose(_run(folded, x)[0], np.exp(table.astype(np.float64)) + 1.0, rtol=1e-6)
+
+
+def test_fusion_makes_one_kernel_and_matches_unfused():
+    def f(x, b):
+        return fnp.maximum(x * 2.0 + b, 0.0) * fnp.tanh(x)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((9, 7)).astype(np.float32)
+    b = rng.standard_normal(7).astype(np.float32)
+    jaxpr = passes.optimize(fg.make_jaxpr(f)(x, b))
+    fused = fusion.fuse(jaxpr)
+    assert len(fused.eqns) == 1 and isinstance(fused.eqns[0].prim, FusedKernel)
+    x64, b64 = x.astype(np.float64), b.astype(np.float64)
+    expected = np.maximum(x64 * 2 + b64, 0) * np.tanh(x64)
+    np.testing.assert_allclose(compile_jaxpr(fused).run([x, b])[0], expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "max", "min"])
+def test_fusion_ends_with_a_trailing_reduction(reduce):
+    op = getattr(fnp, reduce)
+    ref = getattr(np, reduce)
+
+    def f(x, y):
+        return op(fnp.exp(x) * y - 1.0, axis=-1)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 5, 11)).astype(np.float32)
+    y = rng.standard_normal((5, 11)).astype(np.float32)
+    fused = fusion.fuse(passes.optimize(fg.make_jaxpr(f)(x, y)))
+    assert len(fused.eqns) == 1 and fused.eqns[0].prim.spec.reduction is not None
+    expected = ref(np.exp(x.astype(np.float64)) * y - 1.0, axis=-1)
+    np.testing.assert_allclose(fg.jit(f)(x, y), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape_b", [(1, 7), (9, 1), (1, 1), (7,), (), (3, 9, 7), (3, 1, 7)])
+def test_fusion_broadcast_patterns(shape_b):
+    def f(a, b):
+        return fnp.sin(a) * b + b * 0.5
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 9, 7) if len(shape_b) == 3 else (9, 7)).astype(np.float32)
+    b = rng.standard_normal(shape_b).astype(np.float32)
+    expected = np.sin(a.astype(np.float64)) * b + b * 0.5
+    np.testing.assert_allclose(fg.jit(f)(a, b), expected, rtol=1e-6, atol=1e-6)
+
+
+def test_jit_matches_eager_with_and_without_fusion():
+    def loss(w, x):
+        h = fnp.tanh(x @ w)
+        return fnp.sum(fnp.logsumexp(h * 3.0, axis=1))
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    x = rng.standard_normal((8, 5)).astype(np.float32)
+    eager = np.asarray(fg.grad(loss)(w, x))
+    fused = np.asarray(fg.jit(fg.grad(loss))(w, x))
+    fg.config.update("jit_fusion", False)
+    try:
+        unfused = np.asarray(fg.jit(fg.grad(loss))(w, x))
+    finally:
+        fg.config.update("jit_fusion", True)
+    np.testing.assert_allclose(fused, eager, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(unfused, eager, rtol=1e-5, atol=1e-6)
+
+
+def test_results_stay_valid_after_the_next_call():
+    @fg.jit
+    def f(x):
+        return fnp.exp(x) * 2.0 + 1.0, fnp.sin(x) * fnp.cos(x)
+    x1 = np.full((4, 5), 0.5, np.float32)
+    x2 = np.full((4, 5), -1.0, np.float32)
+    first = f(x1)
+    kept = [np.array(a) for a in first]
+    f(x2)
+    for a, k in zip(first, kept):
+        np.testing.assert_array_equal(np.asarray(a), k)
+        assert not np.asarray(a).flags.writeable
+
+
+def test_buffer_plan_reuses_buffers_across_calls():
+    def f(x, w):
+        h = fnp.maximum(x @ w + 1.0, 0.0)
+        return fnp.sum(fnp.tanh(h @ w.T) * 2.0)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    program = fg.jit(f).lower(x, w)
+    assert program.plan, "matmul and fused outputs that do not escape should be planned"
+    program.run([x, w])
+    before = [id(b) for b in program.buffers]
+    out = program.run([x, w])
+    assert [id(b) for b in program.buffers] == before
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    expected = np.sum(np.tanh(np.maximum(x64 @ w64 + 1, 0) @ w64.T) * 2)
+    np.testing.assert_allclose(np.asarray(out[0]), expected, rtol=1e-4)
+    assert "buffer plan" in repr(program) and "fused" in repr(program)
+
+
+def test_retrace_only_on_new_signature():
+    traces = []
+
+    @fg.jit
+    def f(x):
+        traces.append(1)
+        return x * 2.0
+    f(np.ones(3, np.float32))
+    f(np.ones(3, np.float32) * 5)
+    f(np.ones(4, np.float32))
+    info = f.cache_info()
+    assert len(traces) == 2 and info["misses"] == 2 and info["hits"] == 1 and info["size"] == 2
+
+
+_CHILD = textwrap.dedent("""
+    import sys, numpy as np
+    sys.path.insert(0, {repo!r})
+    import funcgrad as fg, funcgrad.numpy as fnp
+    from funcgrad.compiler import codegen
+    x = np.linspace(-2, 2, 40, dtype=np.float32).reshape(8, 5)
+    out = fg.jit(lambda v: fnp.sum(fnp.exp(v) * fnp.sin(v) + {c}, axis=1))(x)
+    expected = np.sum(np.exp(x.astype(np.float64)) * np.sin(x) + {c}, axis=1)
+    assert np.allclose(np.asarray(out), expected, rtol=1e-5), (out, expected)
+    misses = sum(sum(k.stats.cache_misses.values()) for k in codegen._loaded.values())
+    hits = sum(sum(k.stats.cache_hits.values()) for k in codegen._loaded.values())
+    print(hits, misses)
+""")
+
+
+def _child(cache_dir: str, constant: float) -> subprocess.Popen:
+    env = dict(os.environ, FUNCGRAD_CACHE_DIR=cache_dir)
+    return subprocess.Popen([sys.executable, "-c", _CHILD.format(repo=REPO, c=constant)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _result(p: subprocess.Popen) -> tuple[int, int]:
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    hits, misses = map(int, out.split())
+    return hits, misses
+
+
+def test_second_process_hits_the_disk_cache(tmp_path):
+    cache = str(tmp_path / "kernels")
+    assert _result(_child(cache, 1.25)) == (0, 1)       # compiled and stored
+    assert _result(_child(cache, 1.25)) == (1, 0)       # loaded, no recompilation
+    assert len([f for f in os.listdir(cache) if f.endswith(".py")]) == 1
+
+
+def test_concurrent_compiles_leave_a_usable_cache(tmp_path):
+    cache = str(tmp_path / "kernels")
+    procs = [_child(cache, 2.5), _child(cache, 2.5)]
+    for p in procs:
+        _result(p)            # both succeed whatever the interleaving
+    assert _result(_child(cache, 2.5)) == (1, 0)
+
+
+def test_one_and_two_threads_agree():
+    from funcgrad.backends.cpu import _threads
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((256, 257)).astype(np.float32)   # large enough for a parallel kernel
+    f = fg.jit(lambda v: fnp.sum(fnp.exp(v * 0.1) * fnp.tanh(v), axis=1))
+    original = _threads.get_num_threads()
+    try:
+        _threads.set_num_threads(1)
+        one = np.asarray(f(x))
+        _threads.set_num_threads(min(2, _threads.max_threads()))
+        two = np.asarray(f(x))
+    finally:
+        _threads.set_num_threads(original)
+    np.testing.assert_allclose(one, two, rtol=1e-6)
+    expected = np.sum(np.exp(x.astype(np.float64) * 0.1) * np.tanh(x), axis=1)
+    np.testing.assert_allclose(one, expected, rtol=1e-4)
