@@ -1,0 +1,221 @@
+"""Primitives behind ``funcgrad.random``: the Threefry hash, bit operations,
+bitcasts, argsort and the error function pair.
+
+Random numbers are made from integer bits, so none of the bit primitives
+has a derivative: their jvp/vjp rules are left ``None`` and every transform
+treats their outputs as constants (as for ``argmax``).  ``erf`` and
+``erf_inv`` are ordinary smooth functions and do carry derivative rules, so
+``truncated_normal`` stays differentiable in its bounds.
+
+Every primitive here is elementwise with numpy broadcasting except
+``argsort`` (one static axis) and ``threefry2x32`` (elementwise, but with two
+outputs), so batching (vmap) just lines the mapped axes up at the front.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.special
+
+from funcgrad import _dtypes, _threefry
+from funcgrad._core import Primitive
+from funcgrad._dtypes import ShapedArray, describe
+from funcgrad.primitives.elementwise import (batch_elementwise, binary, broadcast_shapes, exp, mul, shape_of,
+                                             unary)
+
+_U32 = np.dtype(np.uint32)
+
+# --------------------------------------------------------------------------
+# threefry2x32: (key0, key1, count0, count1) -> (hash0, hash1), all uint32
+# --------------------------------------------------------------------------
+
+threefry2x32_p = Primitive("threefry2x32", multiple_results=True)
+threefry2x32_p.impl = lambda k0, k1, x0, x1: list(_threefry.threefry2x32(k0, k1, x0, x1))
+
+
+def _threefry_aval(k0: Any, k1: Any, x0: Any, x1: Any) -> list[ShapedArray]:
+    # Python ints would be silently promoted (and could be out of range):
+    # callers must hand over uint32 arrays.
+    for a in (k0, k1, x0, x1):
+        if isinstance(a, (bool, int, float)) or np.dtype(a.dtype) != _U32:
+            raise TypeError(f"threefry2x32: every operand must be a uint32 array, got "
+                            f"{', '.join(describe(b) for b in (k0, k1, x0, x1))}")
+    shape = broadcast_shapes("threefry2x32", k0, k1, x0, x1)
+    return [ShapedArray(shape, _U32), ShapedArray(shape, _U32)]
+
+
+def _threefry_batch(values, dims, size):
+    # The elementwise rule aligns the mapped axes; it binds the primitive
+    # once, and we only need to say that both outputs are mapped on axis 0.
+    outs, _ = batch_elementwise(threefry2x32_p)(values, dims, size)
+    return outs, [0, 0]
+
+
+threefry2x32_p.abstract_eval = _threefry_aval
+threefry2x32_p.batch = _threefry_batch
+
+
+def threefry2x32(k0: Any, k1: Any, x0: Any, x1: Any) -> list:
+    """Hash uint32 counters ``(x0, x1)`` under the key words ``(k0, k1)`` (broadcast together).
+
+    >>> y0, y1 = threefry2x32(k[0], k[1], fnp.arange(4, dtype=fnp.uint32), zeros_u32)   # u32[4] each
+    """
+    return threefry2x32_p.bind(k0, k1, x0, x1)
+
+
+# --------------------------------------------------------------------------
+# Bit operations on unsigned integers (no derivatives)
+# --------------------------------------------------------------------------
+
+
+def _unsigned_dtype(name: str):
+    def rule(*args: Any) -> np.dtype:
+        dtype = _dtypes.result_type(*args)
+        if dtype.kind != "u":
+            raise TypeError(f"{name}: operands must be unsigned integers, got "
+                            f"{', '.join(describe(a) for a in args)}")
+        return dtype
+    return rule
+
+
+def _shift_right_logical(x: Any, s: Any) -> np.ndarray:
+    # Shifting by the bit width or more is undefined in C (numpy inherits
+    # that); XLA defines it as 0, and so do we.
+    x = np.asarray(x)
+    bits = x.dtype.itemsize * 8
+    s = np.asarray(s, dtype=x.dtype)
+    return np.where(s < bits, np.right_shift(x, np.minimum(s, bits - 1).astype(x.dtype)), 0).astype(x.dtype)
+
+
+def _shift_left(x: Any, s: Any) -> np.ndarray:
+    x = np.asarray(x)
+    bits = x.dtype.itemsize * 8
+    s = np.asarray(s, dtype=x.dtype)
+    return np.where(s < bits, np.left_shift(x, np.minimum(s, bits - 1).astype(x.dtype)), 0).astype(x.dtype)
+
+
+shift_right_logical_p = binary("shift_right_logical", _shift_right_logical, None, None,
+                               _unsigned_dtype("shift_right_logical"))
+shift_left_p = binary("shift_left", _shift_left, None, None, _unsigned_dtype("shift_left"))
+bitwise_and_p = binary("bitwise_and", np.bitwise_and, None, None, _unsigned_dtype("bitwise_and"))
+bitwise_or_p = binary("bitwise_or", np.bitwise_or, None, None, _unsigned_dtype("bitwise_or"))
+
+
+def shift_right_logical(x: Any, s: Any) -> Any:
+    """``x >> s`` filling with zeros (``x`` unsigned; ``s >= bits`` gives 0)."""
+    return shift_right_logical_p.bind(x, s)
+
+
+def shift_left(x: Any, s: Any) -> Any:
+    """``x << s`` modulo ``2**bits`` (``x`` unsigned; ``s >= bits`` gives 0)."""
+    return shift_left_p.bind(x, s)
+
+
+def bitwise_and(x: Any, y: Any) -> Any:
+    return bitwise_and_p.bind(x, y)
+
+
+def bitwise_or(x: Any, y: Any) -> Any:
+    return bitwise_or_p.bind(x, y)
+
+
+# --------------------------------------------------------------------------
+# bitcast_convert_type: reinterpret the bits (same width), e.g. u32 -> f32
+# --------------------------------------------------------------------------
+
+bitcast_convert_type_p = Primitive("bitcast_convert_type")
+# view() needs a contiguous buffer when the element type changes.
+bitcast_convert_type_p.impl = lambda x, dtype: np.ascontiguousarray(x).view(dtype)
+
+
+def _bitcast_aval(x: Any, dtype: np.dtype) -> ShapedArray:
+    if isinstance(x, (bool, int, float)) or np.dtype(x.dtype).itemsize != dtype.itemsize:
+        raise TypeError(f"bitcast_convert_type: cannot reinterpret {describe(x)} as {dtype}: "
+                        "the element sizes differ")
+    return ShapedArray(shape_of(x), dtype)
+
+
+bitcast_convert_type_p.abstract_eval = _bitcast_aval
+bitcast_convert_type_p.batch = lambda values, dims, size, dtype: (
+    bitcast_convert_type_p.bind(values[0], dtype=dtype), dims[0])
+
+
+def bitcast_convert_type(x: Any, dtype: Any) -> Any:
+    """The bits of ``x`` read as ``dtype`` of the same width (u32[n] -> f32[n])."""
+    return bitcast_convert_type_p.bind(x, dtype=np.dtype(dtype))
+
+
+# --------------------------------------------------------------------------
+# argsort along one axis (stable; integer output, no derivative)
+# --------------------------------------------------------------------------
+
+argsort_p = Primitive("argsort")
+# A stable sort makes ties (rare with 32-bit keys) resolve the same way on
+# every machine, so permutations are reproducible.
+argsort_p.impl = lambda x, axis: np.argsort(x, axis=axis, kind="stable")
+
+
+def _argsort_aval(x: Any, axis: int) -> ShapedArray:
+    shape = shape_of(x)
+    if not 0 <= axis < len(shape):
+        raise ValueError(f"argsort: axis {axis} is out of range for an array {describe(x)}")
+    return ShapedArray(shape, _dtypes.int_)
+
+
+def _argsort_batch(values, dims, size, axis):
+    from funcgrad.primitives.shape import moveaxis
+    return argsort_p.bind(moveaxis(values[0], dims[0], 0), axis=axis + 1), 0
+
+
+argsort_p.abstract_eval = _argsort_aval
+argsort_p.batch = _argsort_batch
+
+
+def argsort(x: Any, axis: int) -> Any:
+    """Indices that sort ``x`` along ``axis`` (non-negative), ties in order of position."""
+    return argsort_p.bind(x, axis=axis)
+
+
+# --------------------------------------------------------------------------
+# erf and its inverse (differentiable; the inverse makes normals from uniforms)
+# --------------------------------------------------------------------------
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_SQRT_PI_OVER_TWO = math.sqrt(math.pi) / 2.0
+
+
+def _float_unary(f):
+    # scipy keeps float32 as float32; integers are computed in the default float.
+    def impl(x):
+        x = np.asarray(x)
+        return f(x if x.dtype.kind == "f" else x.astype(_dtypes.float_))
+    return impl
+
+
+def _float_dtype(x: Any) -> np.dtype:
+    return _dtypes.inexact(_dtypes.result_type(x))
+
+
+erf_p = unary("erf", _float_unary(scipy.special.erf),
+              lambda x, y: mul(exp(mul(mul(x, x), -1.0)), _TWO_OVER_SQRT_PI), _float_dtype)
+erf_inv_p = unary("erf_inv", _float_unary(scipy.special.erfinv),
+                  lambda x, y: mul(exp(mul(y, y)), _SQRT_PI_OVER_TWO), _float_dtype)
+
+# nextafter(x, y): the float after x towards y (used to keep samples strictly
+# inside open bounds); a step function, so it has no derivative.
+nextafter_p = binary("nextafter", np.nextafter, None, None)
+
+
+def erf(x: Any) -> Any:
+    return erf_p.bind(x)
+
+
+def erf_inv(x: Any) -> Any:
+    """Inverse of ``erf`` on (-1, 1); ``+-inf`` at ``+-1``."""
+    return erf_inv_p.bind(x)
+
+
+def nextafter(x: Any, y: Any) -> Any:
+    return nextafter_p.bind(x, y)

@@ -1,0 +1,496 @@
+"""Splittable, functional pseudo-random numbers (Threefry-2x32, JAX's scheme).
+
+A *key* is a plain ``uint32[2]`` array.  Nothing is stateful: the same key
+always gives the same numbers (on every run, machine and thread count, and
+under ``jit`` and ``vmap``), and new independent streams come from
+:func:`split` or :func:`fold_in`.  Never use one key twice for numbers that
+should be independent; split it instead.
+
+>>> import funcgrad as fg
+>>> from funcgrad import random
+>>> key = random.key(0)                          # u32[2]
+>>> key, sub = random.split(key)                 # each u32[2]
+>>> x = random.normal(sub, (3, 4))               # f32[3,4]
+>>> keys = random.split(key, 8)                  # u32[8,2]
+>>> ys = fg.vmap(lambda k: random.uniform(k, (5,)))(keys)   # f32[8,5]
+
+How numbers are made (the algorithms of ``jax.random`` with
+``jax_threefry_partitionable=False``, JAX's default before 0.5: keys, raw
+bits and float32 ``uniform`` match it bit for bit; ``normal`` to the last
+bit or so, because XLA's ``erf_inv`` is a different polynomial from
+scipy's, which we use):
+
+* raw bits: the counters ``0..n-1`` hashed under the key by the
+  ``threefry2x32`` primitive;
+* ``uniform``: the top mantissa bits of a word OR-ed into the bit pattern of
+  1.0 give a float in [1, 2); minus 1 gives [0, 1) with every value equally
+  spaced (2**-23 apart for float32), then scaled to [minval, maxval);
+* ``normal``: the inverse-erf method, ``sqrt(2) * erf_inv(u)`` with ``u``
+  uniform on (-1, 1) (not Box-Muller: one uniform per normal, and no
+  branch);
+* ``truncated_normal``: inverse-erf on the uniform interval
+  ``[erf(lower/sqrt2), erf(upper/sqrt2))``;
+* ``categorical``: the Gumbel-max trick; ``permutation``: sorting by random
+  bits (stable argsort), repeated enough rounds to make ties negligible.
+
+None of the bit-level primitives has a derivative; ``uniform``,
+``normal`` and ``truncated_normal`` are differentiable in their float
+parameters (``minval``, ``maxval``, ``lower``, ``upper``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+import funcgrad.numpy as fnp
+from funcgrad import _dtypes, _threefry
+from funcgrad._core import Array, Tracer, as_array
+from funcgrad._dtypes import describe
+from funcgrad.primitives import random_bits as rb
+from funcgrad.primitives.elementwise import convert
+
+__all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint",
+           "permutation", "categorical", "gumbel", "truncated_normal"]
+
+_U32 = np.dtype(np.uint32)
+_SQRT2 = math.sqrt(2.0)
+
+# --------------------------------------------------------------------------
+# Argument checking
+# --------------------------------------------------------------------------
+
+
+def _check_key(k: Any, name: str) -> Any:
+    if not isinstance(k, (Array, Tracer)):
+        k = as_array(np.asarray(k))
+    if k.shape != (2,) or k.dtype != _U32:
+        hint = ""
+        if k.dtype == _U32 and len(k.shape) >= 2 and k.shape[-1] == 2:
+            hint = (f" For a batch of keys, map over them: vmap(lambda k: random.{name}(k, ...))(keys), "
+                    "or index one key out (keys[0]).")
+        raise TypeError(f"random.{name}: expected a key (u32[2], from random.key or random.split), got "
+                        f"{describe(k)}.{hint}")
+    return k
+
+
+def _shape(shape: Any, name: str) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(int(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"random.{name}: shape must be a tuple of ints, got {shape!r:.60}") from None
+    if any(d < 0 for d in shape):
+        raise ValueError(f"random.{name}: shape {shape} has a negative dimension")
+    return shape
+
+
+def _float_dtype(dtype: Any, name: str) -> np.dtype:
+    dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"random.{name}: dtype must be a float type, got {dtype}")
+    return dtype
+
+
+def _as(x: Any, dtype: np.dtype) -> Any:
+    """``x`` as an array (or tracer) of ``dtype``."""
+    return convert(x if isinstance(x, (Array, Tracer)) else as_array(np.asarray(x, dtype)), dtype)
+
+
+def _check_broadcast(name: str, shape: tuple[int, ...], *params: Any) -> None:
+    # Like JAX: parameters broadcast *into* the requested shape; they never
+    # enlarge it (which would silently change how many numbers are drawn).
+    shapes = [tuple(p.shape) for p in params]
+    try:
+        ok = tuple(np.broadcast_shapes(shape, *shapes)) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"random.{name}: shape {shape} is not compatible with the parameter shapes "
+                         f"{', '.join(map(str, shapes))} (they must broadcast to {shape})")
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+# --------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------
+
+
+def key(seed: Any) -> Any:
+    """A key (``u32[2]``) from an integer seed, like ``jax.random.PRNGKey(seed)``.
+
+    The words are the high and low 32 bits of the seed as a 64-bit integer
+    (negative seeds in two's complement).  ``seed`` may be a traced 0-d
+    integer array (e.g. inside ``jit`` or ``vmap``).
+
+    >>> key(0)
+    Array([0, 0], dtype=uint32)
+    >>> key(2**32 + 5)
+    Array([1, 5], dtype=uint32)
+    """
+    if isinstance(seed, (Array, Tracer)):
+        return _key_from_array(seed)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        if isinstance(seed, np.ndarray) and seed.ndim == 0 and seed.dtype.kind in "iu":
+            seed = int(seed)
+        else:
+            raise TypeError(f"random.key: the seed must be an integer, got {type(seed).__name__}: {seed!r:.40}")
+    return as_array(_threefry.seed_key(int(seed)))
+
+
+PRNGKey = key
+
+
+def _key_from_array(seed: Any) -> Any:
+    if seed.shape != () or seed.dtype.kind not in "iu":
+        raise TypeError(f"random.key: the seed must be a 0-d integer array, got {describe(seed)}")
+    low = convert(seed, _U32)   # astype keeps the low 32 bits (two's complement)
+    if seed.dtype.itemsize <= 4:
+        # Sign-extend to 64 bits, as the Python-int path does.
+        high = fnp.where(seed < 0, np.uint32(0xFFFFFFFF), np.uint32(0)) if seed.dtype.kind == "i" \
+            else fnp.zeros((), _U32)
+        high = convert(high, _U32)
+    else:
+        high = convert(fnp.floor_divide(seed, 2**32), _U32)
+    return fnp.stack([high, low])
+
+
+def _hash_counters(k: Any, n: int) -> Any:
+    """``u32[n]``: the counters 0..n-1 hashed under ``k`` (JAX's ``threefry_random_bits``).
+
+    The counters are paired first half with second half (an odd count is
+    padded with one zero counter), and the two output halves concatenated.
+    """
+    if n == 0:
+        return fnp.zeros((0,), _U32)
+    if n > 0xFFFFFFFF:
+        raise ValueError(f"random: at most 2**32 - 1 words can be drawn from one key, asked for {n}")
+    half = (n + 1) // 2
+    counters = np.zeros(2 * half, _U32)
+    counters[:n] = np.arange(n, dtype=_U32)
+    y0, y1 = rb.threefry2x32(k[0], k[1], as_array(counters[:half]), as_array(counters[half:]))
+    out = fnp.concatenate([y0, y1])
+    return out[:n] if n % 2 else out
+
+
+def split(key: Any, num: int = 2) -> Any:
+    """``num`` new independent keys, ``u32[num, 2]`` (``jax.random.split``).
+
+    >>> k1, k2 = split(key(0))            # two u32[2] keys
+    >>> split(key(0), 4).shape
+    (4, 2)
+    """
+    k = _check_key(key, "split")
+    num = int(num)
+    if num < 0:
+        raise ValueError(f"random.split: num must be non-negative, got {num}")
+    return fnp.reshape(_hash_counters(k, 2 * num), (num, 2))
+
+
+def _split2(k: Any) -> tuple[Any, Any]:
+    keys = split(k)
+    return keys[0], keys[1]
+
+
+def fold_in(key: Any, data: Any) -> Any:
+    """A new key from ``key`` and a 32-bit integer ``data`` (``jax.random.fold_in``).
+
+    Useful to derive per-step keys: ``fold_in(key, step)``; ``data`` may be a
+    traced 0-d integer array.
+
+    >>> fold_in(key(0), 7).shape, fold_in(key(0), 7).dtype
+    ((2,), dtype('uint32'))
+    """
+    k = _check_key(key, "fold_in")
+    if isinstance(data, (Array, Tracer)):
+        if data.shape != () or data.dtype.kind not in "iub":
+            raise TypeError(f"random.fold_in: data must be a 0-d integer array, got {describe(data)}")
+        word = fnp.reshape(convert(data, _U32), (1,))
+    else:
+        value = int(data)
+        if not 0 <= value <= 0xFFFFFFFF:
+            raise ValueError(f"random.fold_in: data must lie in [0, 2**32), got {value}")
+        word = as_array(np.array([value], _U32))
+    y0, y1 = rb.threefry2x32(k[0], k[1], as_array(np.zeros(1, _U32)), word)
+    return fnp.concatenate([y0, y1])
+
+
+# --------------------------------------------------------------------------
+# Raw bits
+# --------------------------------------------------------------------------
+
+
+def _random_bits(k: Any, nbits: int, n: int) -> Any:
+    """A flat array of ``n`` random unsigned ``nbits``-bit integers (JAX's layout)."""
+    if nbits == 32:
+        return _hash_counters(k, n)
+    if nbits == 64:
+        # Two words per number: the first half of the words are the high parts.
+        words = _hash_counters(k, 2 * n)
+        high, low = (convert(w, np.uint64) for w in (words[:n], words[n:]))
+        return rb.bitwise_or(rb.shift_left(high, 32), low)
+    if nbits in (8, 16):
+        # Each word gives 32 // nbits numbers, lowest bits first.
+        per_word = 32 // nbits
+        words = _hash_counters(k, -(-n // per_word))
+        shifts = as_array((np.arange(per_word, dtype=_U32) * nbits).reshape(per_word, 1))
+        pieces = rb.bitwise_and(rb.shift_right_logical(fnp.reshape(words, (1, -1)), shifts), (1 << nbits) - 1)
+        flat = fnp.reshape(fnp.transpose(pieces), (-1,))
+        return convert(flat, np.dtype(f"uint{nbits}"))[:n]
+    raise ValueError(f"random: unsupported bit width {nbits}")
+
+
+def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = np.uint32) -> Any:
+    """Uniform random unsigned integers (all bits random), like ``jax.random.bits``.
+
+    >>> bits(key(0), (4,)).dtype
+    dtype('uint32')
+    """
+    k = _check_key(key, "bits")
+    shape = _shape(shape, "bits")
+    dtype = _dtypes.canonicalize(dtype)
+    if dtype.kind != "u":
+        raise TypeError(f"random.bits: dtype must be an unsigned integer type, got {dtype}")
+    return fnp.reshape(_random_bits(k, dtype.itemsize * 8, _numel(shape)), shape)
+
+
+# --------------------------------------------------------------------------
+# Continuous distributions
+# --------------------------------------------------------------------------
+
+
+def _unit_floats(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """Floats uniform on [0, 1): random mantissa bits under the exponent of 1.0, minus 1."""
+    info = np.finfo(dtype)
+    nbits, nmant = info.bits, info.nmant
+    word = _random_bits(k, nbits, _numel(shape))
+    one_bits = int(np.array(1.0, dtype).view(f"uint{nbits}"))
+    mantissa = rb.shift_right_logical(word, nbits - nmant)
+    floats = rb.bitcast_convert_type(rb.bitwise_or(mantissa, one_bits), dtype) - 1.0
+    return fnp.reshape(floats, shape)
+
+
+def uniform(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, minval: Any = 0.0,
+            maxval: Any = 1.0) -> Any:
+    """Floats uniform on ``[minval, maxval)`` (``minval``/``maxval`` broadcast into ``shape``).
+
+    >>> x = uniform(key(0), (1000,), minval=-1.0, maxval=1.0)   # f32[1000] in [-1, 1)
+    """
+    k = _check_key(key, "uniform")
+    shape = _shape(shape, "uniform")
+    dtype = _float_dtype(dtype, "uniform")
+    minval, maxval = _as(minval, dtype), _as(maxval, dtype)
+    _check_broadcast("uniform", shape, minval, maxval)
+    out = _unit_floats(k, shape, dtype) * (maxval - minval) + minval
+    # Rounding in the line above can reach maxval itself; keep the interval
+    # half-open, and never go below minval (the product can round down).
+    top = rb.nextafter(fnp.stop_gradient(maxval), -np.inf)
+    out = fnp.maximum(minval, fnp.minimum(out, top))
+    return fnp.broadcast_to(out, shape)
+
+
+def normal(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
+    """Standard normal floats (inverse-erf method: ``sqrt(2) * erf_inv(u)``, ``u`` uniform on (-1, 1)).
+
+    >>> z = normal(key(0), (2, 3))        # f32[2,3]
+    """
+    k = _check_key(key, "normal")
+    shape = _shape(shape, "normal")
+    dtype = _float_dtype(dtype, "normal")
+    # Just above -1, so erf_inv never sees -1 (which would give -inf).
+    lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
+    u = uniform(k, shape, dtype, lo, 1.0)
+    return rb.erf_inv(u) * _SQRT2
+
+
+def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | None = None,
+                     dtype: Any = None) -> Any:
+    """Standard normals conditioned on ``lower < x < upper`` (bounds broadcast; may be +-inf).
+
+    Sampled exactly by inverting the CDF on the sub-interval (no rejection
+    loop); bounds deep in one tail (|bound| > ~5 in float32) lose precision
+    because ``erf`` rounds to +-1 there.
+
+    >>> x = truncated_normal(key(0), -1.0, 2.0, (1000,))     # f32[1000] in (-1, 2)
+    """
+    k = _check_key(key, "truncated_normal")
+    dtype = _float_dtype(dtype, "truncated_normal")
+    lower, upper = _as(lower, dtype), _as(upper, dtype)
+    if shape is None:
+        shape = tuple(np.broadcast_shapes(lower.shape, upper.shape))
+    shape = _shape(shape, "truncated_normal")
+    _check_broadcast("truncated_normal", shape, lower, upper)
+    a = rb.erf(lower * (1.0 / _SQRT2))
+    b = rb.erf(upper * (1.0 / _SQRT2))
+    u = uniform(k, shape, dtype, a, b)
+    out = rb.erf_inv(u) * _SQRT2
+    # erf/erf_inv round-trips can step just outside the bounds: clamp inside.
+    lo = rb.nextafter(fnp.stop_gradient(lower), np.inf)
+    hi = rb.nextafter(fnp.stop_gradient(upper), -np.inf)
+    return fnp.minimum(fnp.maximum(out, lo), hi)
+
+
+def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
+    """Standard Gumbel floats, ``-log(-log(u))`` with ``u`` uniform on [tiny, 1).
+
+    >>> g = gumbel(key(0), (5,))          # f32[5]
+    """
+    k = _check_key(key, "gumbel")
+    shape = _shape(shape, "gumbel")
+    dtype = _float_dtype(dtype, "gumbel")
+    u = uniform(k, shape, dtype, float(np.finfo(dtype).tiny), 1.0)
+    return -fnp.log(-fnp.log(u))
+
+
+# --------------------------------------------------------------------------
+# Discrete distributions
+# --------------------------------------------------------------------------
+
+
+def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None) -> Any:
+    """Booleans that are True with probability ``p`` (``p`` broadcasts into ``shape``).
+
+    >>> b = bernoulli(key(0), 0.3, (100,))     # bool[100], about 30 True
+    """
+    k = _check_key(key, "bernoulli")
+    p = p if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else _as(p, _dtypes.float_)
+    shape = tuple(p.shape) if shape is None else _shape(shape, "bernoulli")
+    _check_broadcast("bernoulli", shape, p)
+    return uniform(k, shape, p.dtype) < p
+
+
+def _int_bound(value: Any, dtype: np.dtype, info: np.iinfo) -> Any:
+    if isinstance(value, (Array, Tracer)):
+        if value.dtype.kind not in "iub":
+            raise TypeError(f"random.randint: bounds must be integers, got {describe(value)}")
+        return convert(value, dtype)
+    value = np.asarray(value)
+    if value.dtype.kind not in "iub":
+        raise TypeError(f"random.randint: bounds must be integers, got {value.dtype}")
+    # Clip in Python/int64 first so out-of-range bounds saturate instead of wrapping.
+    return as_array(np.array(np.clip(value.astype(object), info.min, info.max), dtype=object).astype(dtype))
+
+
+def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtype: Any = None) -> Any:
+    """Integers uniform on ``[minval, maxval)`` (bounds broadcast into ``shape``; JAX's algorithm).
+
+    Two random words per number are combined modulo the span, so the bias
+    is below 2**-32 relative even for spans near 2**32.  ``maxval`` one past
+    the dtype's largest value (e.g. ``randint(k, s, 0, 256, uint8)``) covers
+    the whole range when given as a Python int.
+
+    >>> d = randint(key(0), (10,), 1, 7)   # i32[10], dice rolls in 1..6
+    """
+    k = _check_key(key, "randint")
+    shape = _shape(shape, "randint")
+    dtype = _dtypes.int_ if dtype is None else _dtypes.canonicalize(dtype)
+    if dtype.kind not in "iu":
+        raise TypeError(f"random.randint: dtype must be an integer type, got {dtype}")
+    info = np.iinfo(dtype)
+    nbits = info.bits
+    unsigned = np.dtype(f"uint{nbits}")
+    # Known only for concrete bounds: maxval beyond the dtype, i.e. the span
+    # includes the largest value.
+    past_top = not isinstance(maxval, (Array, Tracer)) and bool(np.any(np.asarray(maxval) > info.max))
+    lo, hi = _int_bound(minval, dtype, info), _int_bound(maxval, dtype, info)
+    _check_broadcast("randint", shape, lo, hi)
+    k1, k2 = _split2(k)
+    n = _numel(shape)
+    higher = fnp.reshape(_random_bits(k1, nbits, n), shape)
+    lower = fnp.reshape(_random_bits(k2, nbits, n), shape)
+
+    # span = hi - lo as an unsigned number (exact even when hi - lo overflows
+    # the signed type); an empty range returns lo, like JAX.
+    span = convert(hi - lo, unsigned)
+    span = fnp.where(hi <= lo, np.array(1, unsigned), span)
+    if past_top:
+        span = fnp.where(hi > lo, span + np.array(1, unsigned), span)
+        # The full range wraps the span to 0: every bit pattern is a sample.
+        full = fnp.broadcast_to(span == 0, shape)
+        span = fnp.where(span == 0, np.array(1, unsigned), span)
+    # offset = (higher * 2**nbits + lower) mod span, without 2*nbits-bit integers.
+    multiplier = fnp.mod(np.array(2 ** (nbits // 2), unsigned), span)
+    multiplier = fnp.mod(multiplier * multiplier, span)
+    offset = fnp.mod(fnp.mod(higher, span) * multiplier + fnp.mod(lower, span), span)
+    if past_top:
+        offset = fnp.where(full, higher, offset)
+    return fnp.broadcast_to(lo + convert(offset, dtype), shape)
+
+
+def _shuffle(k: Any, x: Any, axis: int) -> Any:
+    """Shuffle ``x`` along ``axis`` (each slice independently) by sorting random keys.
+
+    With 32-bit sort keys, ties (which a stable sort leaves in order, a tiny
+    bias) get likely for long axes, so JAX's rule re-sorts enough rounds to
+    make the bias negligible: ceil(3 * ln(n) / ln(2**32 - 1)) rounds.
+    """
+    rounds = int(np.ceil(3 * np.log(max(1, x.size)) / np.log(2.0**32 - 1)))
+    for _ in range(rounds):
+        k, sub = _split2(k)
+        order = rb.argsort(bits(sub, x.shape), axis)
+        x = fnp.take_along_axis(x, order, axis)
+    return x
+
+
+def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
+    """A random permutation of ``range(x)`` (int ``x``) or of ``x`` along ``axis``.
+
+    With ``independent=True`` every slice along the other axes is shuffled
+    on its own; otherwise whole slices are moved together.
+
+    >>> permutation(key(0), 5)               # i32[5], e.g. [3, 0, 4, 1, 2]
+    >>> permutation(key(0), x2d).shape == x2d.shape   # rows shuffled
+    """
+    k = _check_key(key, "permutation")
+    if isinstance(x, (int, np.integer)) or (not isinstance(x, (Array, Tracer)) and np.ndim(x) == 0):
+        n = int(x)
+        if n < 0:
+            raise ValueError(f"random.permutation: n must be non-negative, got {n}")
+        return _shuffle(k, fnp.arange(n), 0)
+    x = fnp.asarray(x)
+    if x.ndim == 0:
+        raise ValueError(f"random.permutation: x must be an int or an array of rank >= 1, got {describe(x)}")
+    axis = axis % x.ndim if -x.ndim <= axis < x.ndim else _bad_axis(axis, x)
+    if independent or x.ndim == 1:
+        return _shuffle(k, x, axis)
+    order = _shuffle(k, fnp.arange(x.shape[axis]), 0)
+    return fnp.take(x, order, axis=axis)
+
+
+def _bad_axis(axis: int, x: Any) -> int:
+    raise ValueError(f"random.permutation: axis {axis} is out of range for {describe(x)}")
+
+
+def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | None = None) -> Any:
+    """Indices drawn with probabilities ``softmax(logits, axis)`` (Gumbel-max trick).
+
+    The result has the shape of ``logits`` without ``axis``; with ``shape``
+    (which must end with that batch shape) extra leading samples are drawn.
+
+    >>> logits = fnp.log(fnp.array([0.2, 0.5, 0.3]))
+    >>> categorical(key(0), logits, shape=(1000,))    # i32[1000] in {0, 1, 2}
+    """
+    k = _check_key(key, "categorical")
+    logits = fnp.asarray(logits)
+    if logits.dtype.kind != "f":
+        logits = convert(logits, _dtypes.float_)
+    if not -logits.ndim <= axis < logits.ndim:
+        raise ValueError(f"random.categorical: axis {axis} is out of range for logits {describe(logits)}")
+    axis = axis % logits.ndim
+    batch_shape = tuple(d for i, d in enumerate(logits.shape) if i != axis)
+    shape = batch_shape if shape is None else _shape(shape, "categorical")
+    if len(shape) < len(batch_shape) or \
+            tuple(np.broadcast_shapes(shape[len(shape) - len(batch_shape):], batch_shape)) != \
+            shape[len(shape) - len(batch_shape):]:
+        raise ValueError(f"random.categorical: shape {shape} must end with the logits' batch shape {batch_shape}")
+    prefix = shape[:len(shape) - len(batch_shape)]
+    noise_shape = list(shape[len(prefix):])
+    noise_shape.insert(axis, logits.shape[axis])
+    noise = gumbel(k, prefix + tuple(noise_shape), logits.dtype)
+    # Counting the axis from the end keeps it right after the prefix is added.
+    return fnp.argmax(noise + logits, axis=axis - logits.ndim)
