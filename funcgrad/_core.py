@@ -471,7 +471,7 @@ def _describe_node(node: Any) -> str:
     return f"'{name}' created at {node.where}" if node.where else f"'{name}'"
 
 
-def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array]) -> None:
+def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array], source: str | None = None) -> None:
     for out in outs:
         v = out._value
         if v.dtype.kind == "f" and np.isnan(v).any():
@@ -480,7 +480,7 @@ def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array]) ->
             where = f" in the backward pass of {_describe_node(_backward_context[-1])}" if _backward_context else ""
             raise FloatingPointError(
                 f"debug_nans: primitive '{prim.name}' produced a NaN{where} "
-                f"(inputs: {', '.join(describe(x) for x in values)}) at {user_source_line()}. "
+                f"(inputs: {', '.join(describe(x) for x in values)}) at {source or user_source_line()}. "
                 "A NaN in a gradient through fnp.where often comes from the branch not taken "
                 "(e.g. where(x > 0, sqrt(x), 0) at x = 0): use the double-where pattern "
                 "where(x > 0, sqrt(where(x > 0, x, 1)), 0).")

@@ -44,13 +44,14 @@ class Literal:
 class Eqn:
     """``outvars = prim[params] inputs``."""
 
-    __slots__ = ("prim", "inputs", "params", "outvars")
+    __slots__ = ("prim", "inputs", "params", "outvars", "source")
 
-    def __init__(self, prim: Any, inputs: list, params: dict, outvars: list):
+    def __init__(self, prim: Any, inputs: list, params: dict, outvars: list, source: str | None = None):
         self.prim = prim
         self.inputs = inputs
         self.params = params
         self.outvars = outvars
+        self.source = source    # the user's line, recorded when tracing with debug_nans on
 
 
 class Jaxpr:

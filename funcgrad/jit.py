@@ -64,7 +64,7 @@ class Jitted:
                 if type(a) is not Array:
                     break
             else:
-                key = tuple([(a._value.shape, a._value.dtype) for a in args])
+                key = (config.debug_nans, config.jit_fusion, *[(a._value.shape, a._value.dtype) for a in args])
                 entry = self._fast.get(key)
                 if entry is not None:
                     self.hits += 1
@@ -76,7 +76,8 @@ class Jitted:
         if any(isinstance(x, Tracer) for x in leaves):
             return self.f(*args, **kwargs)   # inside another transform: inline
         leaves = [x if isinstance(x, Array) else _core.as_array(x) for x in leaves]
-        key = (in_tree, tuple((x.shape, x.dtype) for x in leaves), static_key)
+        # The switches that change the compiled program are part of the signature.
+        key = (in_tree, tuple((x.shape, x.dtype) for x in leaves), static_key, config.debug_nans, config.jit_fusion)
         entry = self._cache.get(key)
         if entry is None:
             self.misses += 1
@@ -86,7 +87,7 @@ class Jitted:
                 self._cache.popitem(last=False)
                 self._fast.clear()
             if not kwargs and not self.static_argnums and all(type(a) is Array for a in args):
-                fast_key = tuple((a._value.shape, a._value.dtype) for a in args)
+                fast_key = (config.debug_nans, config.jit_fusion, *[(a._value.shape, a._value.dtype) for a in args])
                 out_tree = entry[1]
                 self._fast[fast_key] = (entry[0], out_tree.num_leaves == 1 and out_tree.node_type is None)
                 self._fast_trees[fast_key] = out_tree
@@ -141,7 +142,8 @@ class Jitted:
 def compile_jaxpr(jaxpr: Jaxpr) -> Program:
     """Optimise (fold, CSE, DCE), fuse (unless disabled) and plan a program."""
     optimised = passes.optimize(jaxpr)
-    if config.jit_fusion:
+    # Under debug_nans every primitive runs on its own, so a NaN is named precisely.
+    if config.jit_fusion and not config.debug_nans:
         optimised = fusion.fuse(optimised)
     return Program(optimised)
 

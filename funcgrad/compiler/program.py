@@ -125,7 +125,7 @@ class Program:
                 results = [r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64)
                            else _wrap(r)._value for r in results]
             if debug:
-                check_nans(prim, values, [Array(r) for r in results])
+                check_nans(prim, values, [Array(r) for r in results], eqn.source)
             for i, r in zip(outs, results):
                 env[i] = r
         return [_wrap(env[i]) if kind == "var" else _core.as_array(i) for kind, i in self.outs]

@@ -6,6 +6,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from funcgrad import _core
+from funcgrad._config import config
 from funcgrad._core import Array, ConcretizationError, Primitive, Trace, Tracer
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
@@ -66,7 +67,8 @@ class JaxprTrace(Trace):
         out_avals = abstract_eval(prim, avals, params)
         outs = out_avals if prim.multiple_results else [out_avals]
         outvars = [Var(a) for a in outs]
-        self.main.data.eqns.append(Eqn(prim, [t.var for t in tracers], params, outvars))
+        source = _core.user_source_line() if config.debug_nans else None
+        self.main.data.eqns.append(Eqn(prim, [t.var for t in tracers], params, outvars, source))
         results = [JaxprTracer(self, v.aval, v) for v in outvars]
         return results if prim.multiple_results else results[0]
 

@@ -21,6 +21,11 @@ def matmul(x: Any, y: Any) -> Any:
     x, y = promote(arr(x), arr(y))
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"matmul: operands must be at least 1-d, got {describe(x)} and {describe(y)}")
+    if x.shape[-1] != y.shape[-2 if y.ndim > 1 else 0]:
+        # Checked here so the message shows the user's shapes (1-d operands are reshaped below).
+        raise ValueError(f"matmul: shapes {describe(x)} and {describe(y)} do not match: the last axis of the first "
+                         f"({x.shape[-1]}) must equal the {'second-to-last' if y.ndim > 1 else 'only'} axis of the "
+                         f"second ({y.shape[-2 if y.ndim > 1 else 0]})")
     x2 = reshape(x, (1,) + x.shape) if x.ndim == 1 else x
     y2 = reshape(y, y.shape + (1,)) if y.ndim == 1 else y
     out = L.matmul_p.bind(x2, y2)

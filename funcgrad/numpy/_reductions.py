@@ -56,14 +56,19 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    return _variance("var", x, axis, keepdims, ddof)
+
+
+def _variance(name: str, x: Any, axis: Any, keepdims: bool, ddof: int) -> Any:
     (x,) = promote_inexact(arr(x))
+    normalize_axes(name, axis, x.ndim, x)   # a bad axis is reported as var/std's, not the inner mean's
     centered = E.sub_p.bind(x, mean(x, axis, keepdims=True))
     n = _count(x, axis)
     return E.div_p.bind(sum(E.mul_p.bind(centered, centered), axis, keepdims), float(n - ddof))
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    return E.sqrt_p.bind(var(x, axis, keepdims, ddof))
+    return E.sqrt_p.bind(_variance("std", x, axis, keepdims, ddof))
 
 
 def _arg(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:

@@ -19,7 +19,8 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
     x = arr(x)
     shape = shape_tuple(shape) + tuple(more)
     if shape.count(-1) > 1:
-        raise ValueError(f"reshape: can only specify one unknown dimension (-1), got shape {shape}")
+        raise ValueError(f"reshape: can only specify one unknown dimension (-1), got shape {shape} for an array "
+                         f"{describe(x)}")
     if -1 in shape:
         known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
         if known == 0 or x.size % known:
@@ -114,6 +115,9 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
     shapes = {x.shape for x in xs}
     if len(shapes) != 1:
         raise ValueError(f"stack: all arrays must have the same shape, got {', '.join(describe(x) for x in xs)}")
+    if not -(xs[0].ndim + 1) <= int(axis) <= xs[0].ndim:
+        raise ValueError(f"stack: axis {axis} is out of range for stacking arrays {describe(xs[0])} (the result has "
+                         f"rank {xs[0].ndim + 1})")
     axis = normalize_axis("stack", axis, xs[0].ndim + 1)
     return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
 
@@ -142,7 +146,11 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
     if mode != "constant":
         raise NotImplementedError(f"pad: mode {mode!r} is not supported; only 'constant'")
     x = arr(x)
-    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    try:
+        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    except ValueError:
+        raise ValueError(f"pad: pad_width {pad_width} does not fit an array {describe(x)}: give one (before, after) "
+                         f"pair per axis ({x.ndim}), one pair, or one int") from None
     return S.pad_p.bind(x, widths=tuple((int(a), int(b)) for a, b in widths), value=constant_values)
 
 

@@ -221,10 +221,37 @@ def _scatter_add_vjp(ct, primals, out, needs, template):
     return (ct if needs[0] else None, cy) + (None,) * len(arrays)
 
 
+def _target_shape(x_shape: tuple[int, ...], template: tuple, arrays: Sequence[Any]) -> tuple[int, ...]:
+    """Shape of ``x[index]``: the region an update value is broadcast to."""
+    dummy = np.broadcast_to(np.zeros((), np.int8), x_shape)
+    return np.shape(dummy[build_index(template, [np.zeros(shape_of(a), np.intp) for a in arrays])])
+
+
+def _landed(x_shape: tuple[int, ...], arrays: Sequence[Any], template: tuple) -> Any:
+    """Bool mask over ``x[index]``: True where that update element is the one that stays.
+
+    With duplicate indices only one write survives (numpy: the last), so the
+    others must get no cotangent.  Scatter the update positions' ids with the
+    same primitive as the forward pass and read back who won.
+    """
+    from funcgrad.primitives.elementwise import eq
+    target = _target_shape(x_shape, template, arrays)
+    ids = _core.as_array(np.arange(int(np.prod(target, dtype=np.int64)), dtype=np.int32).reshape(target))
+    board = _core.as_array(np.full(x_shape, -1, dtype=np.int32))
+    winners = scatter_set_p.bind(board, ids, *arrays, template=template)
+    return eq(getitem_p.bind(winners, *arrays, template=template), ids)
+
+
 def _scatter_set_vjp(ct, primals, out, needs, template):
     x, y, arrays = primals[0], primals[1], primals[2:]
     cx = scatter_set_p.bind(ct, 0.0, *arrays, template=template) if needs[0] else None
-    cy = _updated_part(ct, y, arrays, template) if needs[1] else None
+    cy = None
+    if needs[1]:
+        part = getitem_p.bind(ct, *arrays, template=template)
+        if arrays:   # index arrays may repeat: only the surviving writes get a cotangent
+            from funcgrad.primitives.elementwise import mul, select
+            part = select(_landed(shape_of(x), arrays, template), part, mul(part, 0.0))
+        cy = unbroadcast(part, shape_of(y))
     return (cx, cy) + (None,) * len(arrays)
 
 
