@@ -335,6 +335,16 @@ class Array:
     def __reduce__(self) -> Any:
         return (_array_from_numpy, (np.array(self._value),))
 
+    # DLPack export (zero-copy where the consumer can honour read-only; see
+    # funcgrad.devices.export_dlpack for the rules).
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        from funcgrad.devices import export_dlpack
+        return export_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._value.__dlpack_device__()
+
 
 def _immutable_setitem(self: Any, index: Any, value: Any) -> None:
     # Shared by Array and every Tracer: x[i] = v must fail the same way inside
@@ -421,10 +431,26 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     return trace.process_primitive(prim, args, params)
 
 
+class _OnDevice(Exception):
+    """Internal signal: an argument is a device array (an Array subclass)."""
+
+
+def _other_value(a: Any) -> Any:
+    # The slow path of argument collection: numpy constants and lists are
+    # copied in; an Array subclass belongs to a device backend, so the whole
+    # primitive goes there instead (see _eval_on_device).
+    if isinstance(a, Array):
+        raise _OnDevice
+    return to_numpy_input(a)
+
+
 def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Run a primitive's implementation on concrete values; wrap the result."""
-    values = [a._value if type(a) is Array else (a if isinstance(a, (bool, int, float)) else to_numpy_input(a))
-              for a in args]
+    try:  # zero-cost on the CPU path (Python >= 3.11): device arrays are found by the slow branch only
+        values = [a._value if type(a) is Array else (a if isinstance(a, (bool, int, float)) else _other_value(a))
+                  for a in args]
+    except _OnDevice:
+        return _eval_on_device(prim, args, params)
     try:
         out = prim.impl(*values, **params)
     except (ValueError, TypeError, IndexError) as e:
@@ -440,13 +466,37 @@ def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     return result
 
 
+def _eval_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """Evaluate ``prim`` on its backend when an argument is a device array.
+
+    A backend's array type subclasses Array and implements
+    ``_eval_primitive(prim, args, params)``. Arrays on two devices never meet
+    silently: transfers are explicit (``fg.device_put``). 0-d host arrays,
+    numpy constants and Python scalars travel with the device arrays, as
+    scalars do (gradient seeds and constants inside rules are such values).
+    """
+    home = next(a for a in args if isinstance(a, Array) and type(a) is not Array)
+    for a in args:
+        if isinstance(a, Array) and a.ndim and a.device != home.device:
+            raise ValueError(
+                f"{prim.name}: arguments live on different devices: {describe(home)} on '{home.device}' and "
+                f"{describe(a)} on '{a.device}'. Transfers are explicit: move one with "
+                f"fg.device_put(x, '{home.device}') (or '{a.device}').")
+    return home._eval_primitive(prim, args, params)
+
+
 def _wrap(out: Any) -> Array:
     if type(out) is not np.ndarray:
         out = np.asarray(out)
     if out.dtype.itemsize == 8 and not config.enable_x64:
         out = out.astype(_dtypes.canonicalize(out.dtype))
     out.flags.writeable = False
-    return Array(out)
+    array = _new_array(Array)   # skips a Python-level __init__ frame on the hottest path
+    array._value = out
+    return array
+
+
+_new_array = object.__new__
 
 
 def _impl_error_message(prim: Primitive, values: Sequence[Any], params: dict, err: Exception) -> str:

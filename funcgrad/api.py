@@ -43,6 +43,8 @@ _SINGLE_LEAF = tree_structure((0,))
 
 
 def _argnums_tuple(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
+    if type(argnums) is int and 0 <= argnums < nargs:
+        return (argnums,)
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not -nargs <= i < nargs:
@@ -68,8 +70,9 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums = _argnums_tuple(argnums, len(args), "grad")
-        diff = tuple(args[i] for i in nums)
-        if len(diff) == 1 and type(diff[0]) is Array:  # a single array: no pytree work
+        diff = tuple([args[i] for i in nums])
+        single = len(diff) == 1 and type(diff[0]) is Array   # a single array: no pytree work
+        if single:
             leaves, tree = [diff[0]], _SINGLE_LEAF
         else:
             leaves, tree = tree_flatten(diff)
@@ -78,7 +81,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
 
         def flat_fun(*xs):
             new_args = list(args)
-            for i, sub in zip(nums, tree_unflatten(tree, xs)):
+            for i, sub in zip(nums, xs if single else tree_unflatten(tree, xs)):
                 new_args[i] = sub
             out = f(*new_args, **kwargs)
             if has_aux:
@@ -91,8 +94,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         (value,), pullback = result[0], result[1]
         _check_scalar_output(value, name)
         cts = pullback([_unit(value.dtype) if not isinstance(value, Tracer) else _ones_like(value)])
-        grads = tree_unflatten(tree, cts)
-        grads = grads[0] if isinstance(argnums, int) else grads
+        grads = cts if single else tree_unflatten(tree, cts)
+        grads = grads[0] if isinstance(argnums, int) else tuple(grads)
         if has_aux:
             return (value, result[2]), grads
         return value, grads

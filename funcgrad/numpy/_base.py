@@ -25,10 +25,19 @@ def operand(x: Any) -> Any:
 
 def promote(*xs: Any) -> list:
     """Convert array operands to their common dtype (Python scalars stay weak)."""
-    if len(xs) == 2:  # the common case, kept cheap: two arrays of one dtype
+    if len(xs) == 2:  # the common cases, kept cheap: one dtype, or an array and a weak scalar
         x, y = xs
-        if type(x) is Array and type(y) is Array and x._value.dtype is y._value.dtype:
-            return xs
+        if type(x) is Array and type(y) is Array:
+            if x._value.dtype is y._value.dtype:
+                return list(xs)
+        elif isinstance(x, (Array, Tracer)):
+            if isinstance(y, (Array, Tracer)):
+                if x.dtype == y.dtype:
+                    return list(xs)
+            elif type(y) is float and x.dtype.kind == "f":
+                return list(xs)
+        elif type(x) is float and isinstance(y, (Array, Tracer)) and y.dtype.kind == "f":
+            return list(xs)
     xs = [operand(x) for x in xs]
     dtypes = {x.dtype for x in xs if not isinstance(x, _SCALARS)}
     if len(dtypes) <= 1:
@@ -39,6 +48,8 @@ def promote(*xs: Any) -> list:
 
 def promote_inexact(*xs: Any) -> list:
     """:func:`promote`, then integers and bools to the default float."""
+    if len(xs) == 1 and isinstance(xs[0], (Array, Tracer)) and xs[0].dtype.kind == "f":
+        return list(xs)
     xs = promote(*xs)
     out = []
     for x in xs:

@@ -3,23 +3,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from funcgrad._core import bind
 from funcgrad.numpy._base import operand, promote, promote_inexact
 from funcgrad.primitives import elementwise as E
+
+_NO_PARAMS: dict = {}
 
 # Arithmetic ---------------------------------------------------------------
 
 
 def add(x: Any, y: Any) -> Any:
     """Elementwise ``x + y`` with numpy broadcasting."""
-    return E.add_p.bind(*promote(x, y))
+    return bind(E.add_p, promote(x, y), _NO_PARAMS)
 
 
 def subtract(x: Any, y: Any) -> Any:
-    return E.sub_p.bind(*promote(x, y))
+    return bind(E.sub_p, promote(x, y), _NO_PARAMS)
 
 
 def multiply(x: Any, y: Any) -> Any:
-    return E.mul_p.bind(*promote(x, y))
+    return bind(E.mul_p, promote(x, y), _NO_PARAMS)
 
 
 def divide(x: Any, y: Any) -> Any:
@@ -95,7 +98,7 @@ def sign(x: Any) -> Any:
 
 def _inexact_unary(p):
     def f(x: Any) -> Any:
-        return p.bind(*promote_inexact(x))
+        return bind(p, promote_inexact(x), _NO_PARAMS)
     f.__name__ = p.name
     f.__doc__ = f"Elementwise ``{p.name}``; integer inputs are computed in the default float dtype."
     return f

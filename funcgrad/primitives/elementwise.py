@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import Primitive, bind, get_aval
+from funcgrad._core import Array, Primitive, bind, get_aval
 from funcgrad._dtypes import ShapedArray, describe
 
 
@@ -28,6 +28,8 @@ _NO_PARAMS: dict = {}  # shared: bind never mutates params
 
 
 def shape_of(x: Any) -> tuple[int, ...]:
+    if type(x) is Array:
+        return x._value.shape
     return () if isinstance(x, (bool, int, float)) else tuple(x.shape)
 
 
