@@ -450,6 +450,8 @@ def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
         values = [a._value if type(a) is Array else (a if isinstance(a, (bool, int, float)) else _other_value(a))
                   for a in args]
     except _OnDevice:
+        values = None  # leave the except block first: device errors must not chain to the signal
+    if values is None:
         return _eval_on_device(prim, args, params)
     try:
         out = prim.impl(*values, **params)

@@ -93,7 +93,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         result = vjp_flat(flat_fun, leaves, has_aux=has_aux)
         (value,), pullback = result[0], result[1]
         _check_scalar_output(value, name)
-        cts = pullback([_unit(value.dtype) if not isinstance(value, Tracer) else _ones_like(value)])
+        # The cached host unit seeds host values; tracers and device (GPU) arrays get a ones_like of their own.
+        cts = pullback([_unit(value.dtype) if type(value) is Array else _ones_like(value)])
         grads = cts if single else tree_unflatten(tree, cts)
         grads = grads[0] if isinstance(argnums, int) else tuple(grads)
         if has_aux:

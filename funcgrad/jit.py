@@ -73,8 +73,10 @@ class Jitted:
                     return outs[0] if single else tree_unflatten(self._fast_trees[key], outs)
         (dyn_args, dyn_kw), static, static_key = self._split(args, kwargs)
         leaves, in_tree = tree_flatten((dyn_args, dyn_kw))
-        if any(isinstance(x, Tracer) for x in leaves):
-            return self.f(*args, **kwargs)   # inside another transform: inline
+        if any(isinstance(x, Tracer) or (type(x) is not Array and isinstance(x, Array)) for x in leaves):
+            # Inside another transform: inline. Device (GPU) arrays: the compiled
+            # programs are CPU code, so run op by op on the arrays' backend.
+            return self.f(*args, **kwargs)
         leaves = [x if isinstance(x, Array) else _core.as_array(x) for x in leaves]
         # The switches that change the compiled program are part of the signature.
         key = (in_tree, tuple((x.shape, x.dtype) for x in leaves), static_key, config.debug_nans, config.jit_fusion)

@@ -56,15 +56,25 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
 
 
 def zeros_like(x: Any, dtype: Any = None) -> Array:
-    return _const(np.zeros(np.shape(x) if not hasattr(x, "shape") else x.shape), dtype or _dtype_of(x))
+    return _on_device_of(x, _const(np.zeros(np.shape(x) if not hasattr(x, "shape") else x.shape),
+                                   dtype or _dtype_of(x)))
 
 
 def ones_like(x: Any, dtype: Any = None) -> Array:
-    return _const(np.ones(x.shape if hasattr(x, "shape") else np.shape(x)), dtype or _dtype_of(x))
+    return _on_device_of(x, _const(np.ones(x.shape if hasattr(x, "shape") else np.shape(x)), dtype or _dtype_of(x)))
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Any:
-    return full(x.shape if hasattr(x, "shape") else np.shape(x), fill_value, dtype or _dtype_of(x))
+    return _on_device_of(x, full(x.shape if hasattr(x, "shape") else np.shape(x), fill_value, dtype or _dtype_of(x)))
+
+
+def _on_device_of(x: Any, out: Any) -> Any:
+    # "Like" a device (GPU) array means on its device too: zero cotangents and
+    # seeds made by the transforms must not mix devices with the values.
+    if isinstance(x, Array) and type(x) is not Array:
+        from funcgrad.devices import device_put
+        return device_put(out, x.device)
+    return out
 
 
 def _dtype_of(x: Any) -> np.dtype:

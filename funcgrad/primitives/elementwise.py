@@ -314,6 +314,11 @@ def _balanced(x, y, z, on: Any):
 
 def _pow_dx(x, y, z):
     # y * x**(y-1), with 0 where y == 0 (so d/dx of x**0 is 0 even at x = 0).
+    if isinstance(y, (bool, int, float)):
+        # A Python exponent stays a weakly typed scalar: binding y - 1 or
+        # y * 0.0 on their own would make 32-bit arrays and promote a
+        # float16 gradient to float32.
+        return mul(x, 0.0) if y == 0 else mul(y, pow_(x, y - 1))
     return select(eq(y, 0), mul(y, 0.0), mul(y, pow_(x, sub(y, 1))))
 
 

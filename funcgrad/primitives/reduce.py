@@ -61,7 +61,16 @@ def _sum_dtype(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
-reduce_sum_p = _declare("reduce_sum", lambda x, axes: np.sum(x, axis=axes), _sum_dtype)
+def _sum_impl(x, axes):
+    # float16 sums accumulate in float32 and round once: numpy accumulates
+    # float16 in float16 when the reduced axis is not the contiguous one
+    # (4096 ones sum to 2048), though it upcasts along contiguous rows.
+    if x.dtype == np.float16:
+        return np.sum(x, axis=axes, dtype=np.float32).astype(np.float16)
+    return np.sum(x, axis=axes)
+
+
+reduce_sum_p = _declare("reduce_sum", _sum_impl, _sum_dtype)
 reduce_max_p = _declare("reduce_max", lambda x, axes: np.max(x, axis=axes), lambda d: d)
 reduce_min_p = _declare("reduce_min", lambda x, axes: np.min(x, axis=axes), lambda d: d)
 reduce_prod_p = _declare("reduce_prod", lambda x, axes: np.prod(x, axis=axes), _sum_dtype)
@@ -146,9 +155,13 @@ argmin_p = _arg_declare("argmin", lambda x, axis: np.argmin(x, axis=axis))
 
 
 def _cumsum_impl(x, axis, reverse):
+    # float16: accumulate in float32 (numpy's cumsum is sequential in float16).
+    acc = np.float32 if x.dtype == np.float16 else None
     if reverse:
-        return np.flip(np.cumsum(np.flip(x, axis), axis=axis), axis)
-    return np.cumsum(x, axis=axis)
+        out = np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=acc), axis)
+    else:
+        out = np.cumsum(x, axis=axis, dtype=acc)
+    return out if acc is None else out.astype(np.float16)
 
 
 cumsum_p = Primitive("cumsum")

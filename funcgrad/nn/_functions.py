@@ -1,0 +1,158 @@
+"""Activations, softmax family and ``one_hot`` (pure functions of arrays).
+
+All work on any shape; float inputs keep their dtype, integer inputs are
+computed in the default float dtype.
+
+>>> import funcgrad.nn as nn, funcgrad.numpy as fnp
+>>> x = fnp.array([[-1.0, 0.0, 2.0]])          # f32[1,3]
+>>> nn.relu(x)                                 # f32[1,3]: [[0, 0, 2]]
+>>> nn.softmax(x, axis=-1).sum(-1)             # f32[1]:   [1.]
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+import funcgrad.numpy as fnp
+from funcgrad import _dtypes
+from funcgrad._core import Array, Tracer, as_array
+from funcgrad._dtypes import describe
+from funcgrad.primitives import elementwise as E
+from funcgrad.primitives import nn as P
+from funcgrad.primitives.random_bits import erf
+
+__all__ = ["relu", "leaky_relu", "gelu", "sigmoid", "softplus", "silu", "swish", "tanh", "softmax",
+           "log_softmax", "logsumexp", "one_hot"]
+
+
+def _float(x: Any) -> Any:
+    """``x`` as a float Array or tracer (integers -> default float)."""
+    x = x if isinstance(x, (Array, Tracer)) else as_array(x)
+    return x if x.dtype.kind == "f" else E.convert(x, _dtypes.float_)
+
+
+def relu(x: Any) -> Any:
+    """``max(x, 0)``, with derivative 0 at 0 (as JAX and PyTorch). f32[...] -> f32[...]."""
+    x = _float(x)
+    # A scalar 0.0 branch is a literal, not traced: the backward pass is one
+    # select (plus its zeros), and -inf inputs give 0 (x * mask would give NaN).
+    return E.select(E.gt(x, 0.0), x, 0.0)
+
+
+def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
+    """``x`` where ``x > 0``, else ``negative_slope * x``. f32[...] -> f32[...]."""
+    x = _float(x)
+    return E.select(E.gt(x, 0.0), x, E.mul(x, float(negative_slope)))
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu(x: Any, approximate: bool = True) -> Any:
+    """Gaussian error linear unit ``x * Phi(x)``. f32[...] -> f32[...].
+
+    ``approximate=True`` (the default, as in JAX) uses the tanh form
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``; ``False`` is the
+    exact ``0.5 x (1 + erf(x / sqrt(2)))`` (PyTorch's default).
+    """
+    x = _float(x)
+    if approximate:
+        inner = E.mul(_SQRT_2_OVER_PI, E.add(x, E.mul(0.044715, E.mul(x, E.mul(x, x)))))
+        return E.mul(E.mul(0.5, x), E.add(1.0, E.tanh(inner)))
+    return E.mul(E.mul(0.5, x), E.add(1.0, erf(E.mul(x, 1.0 / math.sqrt(2.0)))))
+
+
+def sigmoid(x: Any) -> Any:
+    """``1 / (1 + exp(-x))`` (the ``logistic`` primitive; never overflows). f32[...] -> f32[...]."""
+    return E.logistic(_float(x))
+
+
+def softplus(x: Any) -> Any:
+    """``log(1 + exp(x))`` computed stably as ``max(x, 0) + log1p(exp(-|x|))``. f32[...] -> f32[...]."""
+    x = _float(x)
+    # maximum splits the derivative 1/2-1/2 at 0, so d/dx = sigmoid(0) = 1/2 there too.
+    return fnp.maximum(x, 0.0) + fnp.log1p(fnp.exp(-fnp.abs(x)))
+
+
+def silu(x: Any) -> Any:
+    """``x * sigmoid(x)`` (also called swish). f32[...] -> f32[...]."""
+    x = _float(x)
+    return E.mul(x, E.logistic(x))
+
+
+swish = silu
+
+
+def tanh(x: Any) -> Any:
+    """Hyperbolic tangent. f32[...] -> f32[...]."""
+    return E.tanh(_float(x))
+
+
+def _single_axis(name: str, x: Any, axis: Any) -> int | None:
+    """``axis`` normalised when it names one axis, else None (a tuple or None)."""
+    if axis is None or isinstance(axis, (tuple, list)):
+        return None
+    axis = int(axis)
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"{name}: axis {axis} is out of range for an array {describe(x)} of rank {x.ndim}")
+    return axis % x.ndim
+
+
+def _over_last_axis(fn: Any, x: Any, axis: int) -> Any:
+    """Apply a last-axis primitive along ``axis`` (moving it there and back)."""
+    if axis == x.ndim - 1:
+        return fn(x)
+    return fnp.moveaxis(fn(fnp.moveaxis(x, axis, -1)), -1, axis)
+
+
+def softmax(x: Any, axis: Any = -1) -> Any:
+    """``exp(x) / sum(exp(x), axis)``, max-shifted (fused kernel over one axis). f32[...] -> f32[...].
+
+    ``axis`` may be an int or a tuple of axes (a tuple uses a composite form).
+    """
+    x = _float(x)
+    single = _single_axis("softmax", x, axis)
+    if single is None:
+        return fnp.exp(x - fnp.logsumexp(x, axis=axis, keepdims=True))
+    return _over_last_axis(P.softmax, x, single)
+
+
+def log_softmax(x: Any, axis: Any = -1) -> Any:
+    """``x - logsumexp(x, axis)`` (fused kernel over one axis). f32[...] -> f32[...]."""
+    x = _float(x)
+    single = _single_axis("log_softmax", x, axis)
+    if single is None:
+        return x - fnp.logsumexp(x, axis=axis, keepdims=True)
+    return _over_last_axis(P.log_softmax, x, single)
+
+
+def logsumexp(x: Any, axis: Any = -1, keepdims: bool = False) -> Any:
+    """``log(sum(exp(x), axis))`` computed stably. f32[..., C] -> f32[...] (axis=-1).
+
+    ``axis=None`` reduces over all axes; a tuple over several.
+    """
+    x = _float(x)
+    single = _single_axis("logsumexp", x, axis)
+    if single is None:
+        return fnp.logsumexp(x, axis=axis, keepdims=keepdims)
+    out = P.logsumexp(x if single == x.ndim - 1 else fnp.moveaxis(x, single, -1))
+    return fnp.expand_dims(out, single) if keepdims else out
+
+
+def one_hot(labels: Any, num_classes: int, dtype: Any = np.float32) -> Any:
+    """``labels`` int[...] -> dtype[..., num_classes], 1 at each label, 0 elsewhere.
+
+    Labels outside ``[0, num_classes)`` give an all-zero row (as in JAX).
+
+    >>> one_hot(fnp.array([0, 2]), 3)       # f32[2,3]: [[1, 0, 0], [0, 0, 1]]
+    """
+    labels = labels if isinstance(labels, (Array, Tracer)) else as_array(labels)
+    if labels.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: labels must be integers, got {describe(labels)}")
+    num_classes = int(num_classes)
+    if num_classes < 0:
+        raise ValueError(f"one_hot: num_classes must be non-negative, got {num_classes}")
+    hot = E.eq(fnp.expand_dims(labels, -1), np.arange(num_classes, dtype=labels.dtype))
+    return E.convert(hot, dtype)

@@ -1,0 +1,433 @@
+"""Layers as pairs of pure functions over parameter pytrees (stax/equinox style).
+
+Every layer is a small immutable object with two methods:
+
+* ``init(key, input_shape) -> (params, output_shape)``: fresh parameters (a
+  pytree of arrays; ``()`` for layers without any) and the shape the layer
+  produces. Shapes include the leading batch axis, which may be ``-1``
+  (unknown) and is passed through.
+* ``apply(params, x, *, key=None, train=False) -> y``: the forward pass, a
+  pure function of its arguments. ``key`` is a ``funcgrad.random`` key,
+  needed only by layers that draw random numbers in training (Dropout);
+  ``train`` switches those layers on. ``layer(params, x, ...)`` is the same.
+
+The layer object holds only static settings (sizes, strides, initializers),
+never arrays, so ``params`` is the one thing to differentiate, jit and
+checkpoint:
+
+>>> import funcgrad as fg, funcgrad.nn as nn
+>>> from funcgrad import random
+>>> model = nn.Sequential(nn.Linear(512), nn.ReLU(), nn.Dropout(0.1), nn.Linear(10))
+>>> params, out_shape = model.init(random.key(0), (-1, 784))      # out_shape (-1, 10)
+>>> logits = model.apply(params, x)                               # x f32[128,784] -> f32[128,10]
+>>> logits = model.apply(params, x, key=random.key(1), train=True)   # with dropout
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+
+import funcgrad.numpy as fnp
+from funcgrad import random
+from funcgrad._core import Array, Tracer, as_array
+from funcgrad._dtypes import describe
+from funcgrad.nn import _functions as F
+from funcgrad.nn import initializers as init_
+from funcgrad.primitives import nn as P
+
+__all__ = ["Layer", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "Embedding",
+           "Sequential", "serial", "Activation", "ReLU", "GELU", "Sigmoid", "Tanh", "SiLU", "Softplus", "Softmax",
+           "LogSoftmax"]
+
+Shape = tuple
+
+
+class Layer:
+    """Base class: ``init(key, input_shape)`` and ``apply(params, x, *, key=None, train=False)``."""
+
+    def init(self, key: Any, input_shape: Sequence[int]) -> tuple[Any, Shape]:
+        raise NotImplementedError
+
+    def apply(self, params: Any, x: Any, *, key: Any = None, train: bool = False) -> Any:
+        raise NotImplementedError
+
+    def __call__(self, params: Any, x: Any, *, key: Any = None, train: bool = False) -> Any:
+        return self.apply(params, x, key=key, train=train)
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not callable(v))
+        return f"{type(self).__name__}({settings})"
+
+
+def _input_shape(name: str, input_shape: Sequence[int], ndim: int | None = None, min_ndim: int = 1) -> Shape:
+    shape = tuple(int(s) for s in input_shape)
+    if ndim is not None and len(shape) != ndim:
+        raise ValueError(f"{name}: expected an input shape of rank {ndim}, got {shape}")
+    if len(shape) < min_ndim:
+        raise ValueError(f"{name}: expected an input shape of rank >= {min_ndim}, got {shape}")
+    return shape
+
+
+def _check_input(name: str, x: Any, ndim: int | None = None, last: int | None = None, axis: int = -1) -> Any:
+    x = x if isinstance(x, (Array, Tracer)) else as_array(x)
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D input, got {describe(x)}")
+    if x.ndim == 0:
+        raise ValueError(f"{name}: expected an array with at least one axis, got {describe(x)}")
+    if last is not None and x.shape[axis] != last:
+        raise ValueError(f"{name}: input {describe(x)} has size {x.shape[axis]} on axis {axis}, but the layer "
+                         f"was initialised for {last}")
+    return x
+
+
+# --------------------------------------------------------------------------
+# Layers with parameters
+# --------------------------------------------------------------------------
+
+
+class Linear(Layer):
+    """``y = x @ w + b`` over the last axis. params ``{"w": f32[in, out], "b": f32[out]}``.
+
+    Defaults: LeCun-normal weights (std ``sqrt(1 / in)``, as Flax), zero bias.
+
+    >>> params, shape = Linear(10).init(random.key(0), (-1, 784))   # shape (-1, 10)
+    """
+
+    def __init__(self, out_features: int, *, use_bias: bool = True, w_init: Callable | None = None,
+                 b_init: Callable = init_.zeros):
+        self.out_features = int(out_features)
+        self.use_bias = use_bias
+        self.w_init = w_init or init_.lecun_normal()
+        self.b_init = b_init
+
+    def init(self, key, input_shape):
+        shape = _input_shape("Linear", input_shape)
+        k_w, k_b = random.split(key)
+        params = {"w": self.w_init(k_w, (shape[-1], self.out_features))}
+        if self.use_bias:
+            params["b"] = self.b_init(k_b, (self.out_features,))
+        return params, shape[:-1] + (self.out_features,)
+
+    def apply(self, params, x, *, key=None, train=False):
+        x = _check_input("Linear", x, last=params["w"].shape[0])
+        y = fnp.matmul(x, params["w"])
+        return y + params["b"] if "b" in params else y
+
+
+def _conv_padding(name: str, padding: Any, kernel: tuple[int, int], dilation: tuple[int, int],
+                  stride: tuple[int, int]) -> Any:
+    """``"valid"`` -> 0; ``"same"`` -> the symmetric padding keeping H, W (stride 1, odd kernel)."""
+    if not isinstance(padding, str):
+        return padding
+    if padding.lower() == "valid":
+        return (0, 0)
+    if padding.lower() != "same":
+        raise ValueError(f"{name}: padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
+    spans = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    if stride != (1, 1) or any(s % 2 for s in spans):
+        raise ValueError(f"{name}: padding='same' needs stride 1 and an odd (dilated) kernel, got kernel {kernel}, "
+                         f"dilation {dilation}, stride {stride}; give the padding explicitly")
+    return tuple(s // 2 for s in spans)
+
+
+class Conv2d(Layer):
+    """2-D convolution on NCHW inputs. params ``{"w": f32[O, C/groups, KH, KW], "b": f32[O]}``.
+
+    ``padding``: int, (h, w), ``"valid"`` or ``"same"`` (stride 1).
+    Defaults: LeCun-normal weights over fan_in = C/groups * KH * KW, zero bias.
+
+    >>> params, shape = Conv2d(32, 3, padding="same").init(random.key(0), (-1, 1, 28, 28))
+    >>> shape
+    (-1, 32, 28, 28)
+    """
+
+    def __init__(self, out_channels: int, kernel_size: Any, *, stride: Any = 1, padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, use_bias: bool = True, w_init: Callable | None = None,
+                 b_init: Callable = init_.zeros):
+        self.out_channels = int(out_channels)
+        self.kernel_size = P._pair("Conv2d", "kernel_size", kernel_size, 1)
+        self.stride = P._pair("Conv2d", "stride", stride, 1)
+        self.dilation = P._pair("Conv2d", "dilation", dilation, 1)
+        self.padding = P._pair("Conv2d", "padding",
+                               _conv_padding("Conv2d", padding, self.kernel_size, self.dilation, self.stride), 0)
+        self.groups = int(groups)
+        self.use_bias = use_bias
+        self.w_init = w_init or init_.lecun_normal(in_axis=1, out_axis=0)
+        self.b_init = b_init
+
+    def init(self, key, input_shape):
+        n, c, h, w = _input_shape("Conv2d", input_shape, ndim=4)
+        w_shape = (self.out_channels, c // self.groups) + self.kernel_size
+        # Checks channels/groups and that the output is not empty.
+        _, o, oh, ow = P._conv_geometry("Conv2d", (max(n, 1), c, h, w), w_shape, self.stride, self.padding,
+                                        self.dilation, self.groups, "input", "weights")
+        k_w, k_b = random.split(key)
+        params = {"w": self.w_init(k_w, w_shape)}
+        if self.use_bias:
+            params["b"] = self.b_init(k_b, (self.out_channels,))
+        return params, (n, o, oh, ow)
+
+    def apply(self, params, x, *, key=None, train=False):
+        x = _check_input("Conv2d", x, ndim=4)
+        y = P.conv2d(x, params["w"], self.stride, self.padding, self.dilation, self.groups)
+        return y + fnp.reshape(params["b"], (1, -1, 1, 1)) if "b" in params else y
+
+
+class LayerNorm(Layer):
+    """Normalise over the last axis: ``(x - mean) / sqrt(var + eps) * scale + bias``.
+
+    params ``{"scale": f32[D], "bias": f32[D]}`` (ones and zeros).
+    """
+
+    def __init__(self, eps: float = 1e-5, *, use_scale: bool = True, use_bias: bool = True):
+        self.eps = float(eps)
+        self.use_scale = use_scale
+        self.use_bias = use_bias
+
+    def init(self, key, input_shape):
+        shape = _input_shape("LayerNorm", input_shape)
+        d = shape[-1]
+        params = {}
+        if self.use_scale:
+            params["scale"] = init_.ones(key, (d,))
+        if self.use_bias:
+            params["bias"] = init_.zeros(key, (d,))
+        return params, shape
+
+    def apply(self, params, x, *, key=None, train=False):
+        x = _check_input("LayerNorm", x)
+        mean = fnp.mean(x, axis=-1, keepdims=True)
+        centred = x - mean
+        var = fnp.mean(centred * centred, axis=-1, keepdims=True)
+        y = centred / fnp.sqrt(var + self.eps)
+        if "scale" in params:
+            y = y * params["scale"]
+        if "bias" in params:
+            y = y + params["bias"]
+        return y
+
+
+class Embedding(Layer):
+    """Look up rows of a table: int[...] -> f32[..., features]. params ``{"table": f32[V, features]}``.
+
+    Indices must be in ``[0, V)`` (out of range: IndexError). Default init: standard normal.
+    """
+
+    def __init__(self, num_embeddings: int, features: int, *, table_init: Callable | None = None):
+        self.num_embeddings = int(num_embeddings)
+        self.features = int(features)
+        self.table_init = table_init or init_.normal(1.0)
+
+    def init(self, key, input_shape):
+        shape = tuple(int(s) for s in input_shape)
+        return {"table": self.table_init(key, (self.num_embeddings, self.features))}, shape + (self.features,)
+
+    def apply(self, params, x, *, key=None, train=False):
+        ids = x if isinstance(x, (Array, Tracer)) else as_array(x)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"Embedding: indices must be integers, got {describe(ids)}")
+        return fnp.take(params["table"], ids, axis=0)
+
+
+# --------------------------------------------------------------------------
+# Layers without parameters
+# --------------------------------------------------------------------------
+
+
+class _Stateless(Layer):
+    """A layer with no parameters whose output shape is computed by ``output_shape``."""
+
+    def output_shape(self, input_shape: Shape) -> Shape:
+        return input_shape
+
+    def init(self, key, input_shape):
+        return (), self.output_shape(tuple(int(s) for s in input_shape))
+
+
+class _Pool(_Stateless):
+    _name = "pool"
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0):
+        self.kernel_size = P._pair(self._name, "kernel_size", kernel_size, 1)
+        self.stride = self.kernel_size if stride is None else P._pair(self._name, "stride", stride, 1)
+        self.padding = P._pair(self._name, "padding", padding, 0)
+
+    def output_shape(self, input_shape):
+        n, c, h, w = _input_shape(self._name, input_shape, ndim=4)
+        _, _, oh, ow = P._pool_out_shape(self._name, (max(n, 1), c, h, w), self.kernel_size, self.stride,
+                                         self.padding)
+        return (n, c, oh, ow)
+
+
+class MaxPool2d(_Pool):
+    """Max pooling on NCHW inputs; ``stride`` defaults to the kernel size.
+
+    >>> MaxPool2d(2).init(None, (-1, 32, 28, 28))[1]
+    (-1, 32, 14, 14)
+    """
+    _name = "MaxPool2d"
+
+    def apply(self, params, x, *, key=None, train=False):
+        return P.max_pool2d(_check_input(self._name, x, ndim=4), self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool2d(_Pool):
+    """Average pooling on NCHW inputs (zero padding counted); ``stride`` defaults to the kernel size."""
+    _name = "AvgPool2d"
+
+    def apply(self, params, x, *, key=None, train=False):
+        return P.avg_pool2d(_check_input(self._name, x, ndim=4), self.kernel_size, self.stride, self.padding)
+
+
+class Flatten(_Stateless):
+    """Flatten all but the leading (batch) axis: (N, d1, d2, ...) -> (N, d1*d2*...)."""
+
+    def output_shape(self, input_shape):
+        shape = _input_shape("Flatten", input_shape)
+        return (shape[0], math.prod(shape[1:]))
+
+    def apply(self, params, x, *, key=None, train=False):
+        x = _check_input("Flatten", x)
+        return fnp.reshape(x, (x.shape[0], -1))
+
+
+class Dropout(_Stateless):
+    """Zero each entry with probability ``rate`` in training, scaling the rest by ``1 / (1 - rate)``.
+
+    With ``train=False`` (or ``rate=0``) it is the identity. In training a
+    ``key`` is required; the same key gives the same mask.
+
+    >>> y = Dropout(0.5).apply((), x, key=random.key(0), train=True)
+    """
+
+    def __init__(self, rate: float):
+        rate = float(rate)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"Dropout: rate must be in [0, 1), got {rate}")
+        self.rate = rate
+
+    def apply(self, params, x, *, key=None, train=False):
+        if not train or self.rate == 0.0:
+            return x
+        if key is None:
+            raise ValueError("Dropout: train=True needs a random key (apply(params, x, key=..., train=True))")
+        x = F._float(x)
+        keep = 1.0 - self.rate
+        mask = random.bernoulli(key, keep, x.shape)
+        return fnp.where(mask, x * (1.0 / keep), 0.0)
+
+
+class Activation(_Stateless):
+    """An elementwise (or per-row) function as a layer: ``Activation(nn.relu)``."""
+
+    def __init__(self, fn: Callable[[Any], Any]):
+        self.fn = fn
+
+    def apply(self, params, x, *, key=None, train=False):
+        return self.fn(x)
+
+    def __repr__(self) -> str:
+        return f"Activation({getattr(self.fn, '__name__', self.fn)})"
+
+
+class ReLU(Activation):
+    def __init__(self):
+        super().__init__(F.relu)
+
+
+class GELU(Activation):
+    """GELU; ``approximate=True`` is the tanh form (see :func:`funcgrad.nn.gelu`)."""
+
+    def __init__(self, approximate: bool = True):
+        super().__init__(lambda x: F.gelu(x, approximate=approximate))
+        self.approximate = approximate
+
+
+class Sigmoid(Activation):
+    def __init__(self):
+        super().__init__(F.sigmoid)
+
+
+class Tanh(Activation):
+    def __init__(self):
+        super().__init__(F.tanh)
+
+
+class SiLU(Activation):
+    def __init__(self):
+        super().__init__(F.silu)
+
+
+class Softplus(Activation):
+    def __init__(self):
+        super().__init__(F.softplus)
+
+
+class Softmax(Activation):
+    def __init__(self, axis: int = -1):
+        super().__init__(lambda x: F.softmax(x, axis=axis))
+        self.axis = axis
+
+
+class LogSoftmax(Activation):
+    def __init__(self, axis: int = -1):
+        super().__init__(lambda x: F.log_softmax(x, axis=axis))
+        self.axis = axis
+
+
+# --------------------------------------------------------------------------
+# Composition
+# --------------------------------------------------------------------------
+
+
+class Sequential(Layer):
+    """Layers applied one after the other. params: a tuple with one entry per layer.
+
+    ``init`` and ``apply`` split the key into one key per layer, so each
+    Dropout gets its own mask.
+
+    >>> model = Sequential(Conv2d(32, 3, padding=1), ReLU(), MaxPool2d(2), Flatten(), Linear(10))
+    >>> params, shape = model.init(random.key(0), (-1, 1, 28, 28))   # shape (-1, 10)
+    """
+
+    def __init__(self, *layers: Layer):
+        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
+            layers = tuple(layers[0])
+        for layer in layers:
+            if not isinstance(layer, Layer):
+                raise TypeError(f"Sequential: every item must be a Layer (with init/apply), got "
+                                f"{type(layer).__name__}; wrap functions as Activation(fn)")
+        self.layers = tuple(layers)
+
+    def init(self, key, input_shape):
+        keys = _split(key, len(self.layers))
+        params, shape = [], tuple(input_shape)
+        for layer, k in zip(self.layers, keys):
+            p, shape = layer.init(k, shape)
+            params.append(p)
+        return tuple(params), shape
+
+    def apply(self, params, x, *, key=None, train=False):
+        if len(params) != len(self.layers):
+            raise ValueError(f"Sequential: got {len(params)} parameter entries for {len(self.layers)} layers")
+        keys = _split(key, len(self.layers)) if key is not None else [None] * len(self.layers)
+        for layer, p, k in zip(self.layers, params, keys):
+            x = layer.apply(p, x, key=k, train=train)
+        return x
+
+    def __repr__(self) -> str:
+        inner = ",\n  ".join(repr(layer) for layer in self.layers)
+        return f"Sequential(\n  {inner}\n)"
+
+
+def serial(*layers: Layer) -> Sequential:
+    """``Sequential(*layers)`` (stax's name)."""
+    return Sequential(*layers)
+
+
+def _split(key: Any, n: int) -> list:
+    if n == 0:
+        return []
+    keys = random.split(key, n)
+    return [keys[i] for i in range(n)]

@@ -1,0 +1,105 @@
+"""Losses: cross-entropy (integer labels or probabilities), MSE, binary cross-entropy.
+
+Each takes ``reduction``: ``"mean"`` (default), ``"sum"`` or ``"none"``
+(the per-example losses).
+
+>>> import funcgrad.nn as nn, funcgrad.numpy as fnp
+>>> logits = fnp.zeros((4, 10))                # f32[4,10]
+>>> labels = fnp.array([1, 2, 3, 4])           # i32[4]
+>>> nn.cross_entropy(logits, labels)           # f32[]: log(10) = 2.302...
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import funcgrad.numpy as fnp
+from funcgrad._core import Array, Tracer, as_array
+from funcgrad._dtypes import describe
+from funcgrad.nn._functions import _float, log_softmax, softplus
+from funcgrad.primitives import nn as P
+
+__all__ = ["cross_entropy", "mse", "binary_cross_entropy_with_logits"]
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce(name: str, losses: Any, reduction: str) -> Any:
+    if reduction == "mean":
+        return fnp.mean(losses)
+    if reduction == "sum":
+        return fnp.sum(losses)
+    if reduction == "none":
+        return losses
+    raise ValueError(f"{name}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _array(x: Any) -> Any:
+    return x if isinstance(x, (Array, Tracer)) else as_array(x)
+
+
+def cross_entropy(logits: Any, labels: Any, *, axis: int = -1, reduction: str = "mean") -> Any:
+    """Softmax cross-entropy between ``logits`` and integer labels or probability targets.
+
+    * integer ``labels`` (the shape of ``logits`` without ``axis``): the
+      fused ``softmax_cross_entropy`` primitive (one kernel forward, one
+      backward); labels outside ``[0, C)`` raise ValueError;
+    * float ``labels`` (the shape of ``logits``): ``-sum(labels *
+      log_softmax(logits), axis)``, stable for any logits.
+
+    >>> cross_entropy(fnp.zeros((8, 10)), fnp.zeros(8, fnp.int32))           # f32[]
+    >>> cross_entropy(fnp.zeros((8, 10)), fnp.full((8, 10), 0.1), reduction="none")   # f32[8]
+    """
+    logits, labels = _float(logits), _array(labels)
+    if logits.ndim == 0:
+        raise ValueError(f"cross_entropy: logits must have a class axis, got {describe(logits)}")
+    axis = axis % logits.ndim if -logits.ndim <= axis < logits.ndim else _bad_axis(axis, logits)
+    if labels.dtype.kind in "iu":
+        losses = _integer_label_xent(logits, labels, axis)
+    elif labels.dtype.kind == "f":
+        if tuple(labels.shape) != tuple(logits.shape):
+            raise ValueError(f"cross_entropy: probability targets {describe(labels)} must have the shape of "
+                             f"logits {describe(logits)}")
+        losses = -fnp.sum(labels * log_softmax(logits, axis=axis), axis=axis)
+    else:
+        raise TypeError(f"cross_entropy: labels must be integer class indices or float probabilities, got "
+                        f"{describe(labels)}")
+    return _reduce("cross_entropy", losses, reduction)
+
+
+def _bad_axis(axis: int, logits: Any) -> int:
+    raise ValueError(f"cross_entropy: axis {axis} is out of range for logits {describe(logits)}")
+
+
+def _integer_label_xent(logits: Any, labels: Any, axis: int) -> Any:
+    batch_shape = tuple(logits.shape[:axis]) + tuple(logits.shape[axis + 1:])
+    if tuple(labels.shape) != batch_shape:
+        raise ValueError(f"cross_entropy: integer labels {describe(labels)} must have the shape of logits "
+                         f"{describe(logits)} without the class axis {axis}, i.e. {batch_shape}")
+    if axis != logits.ndim - 1:
+        logits = fnp.moveaxis(logits, axis, -1)
+    n_classes = logits.shape[-1]
+    flat = P.softmax_cross_entropy(fnp.reshape(logits, (-1, n_classes)), fnp.reshape(labels, (-1,)))
+    return fnp.reshape(flat, batch_shape)
+
+
+def mse(predictions: Any, targets: Any, *, reduction: str = "mean") -> Any:
+    """Squared error ``(predictions - targets) ** 2`` (shapes broadcast), reduced.
+
+    >>> mse(fnp.array([1.0, 2.0]), fnp.array([1.0, 4.0]))     # f32[]: 2.0
+    """
+    diff = _float(predictions) - _array(targets)
+    return _reduce("mse", diff * diff, reduction)
+
+
+def binary_cross_entropy_with_logits(logits: Any, targets: Any, *, reduction: str = "mean") -> Any:
+    """``-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``, stable for any logits.
+
+    Computed as ``softplus(x) - x * t`` (no log of a rounded probability).
+    ``targets`` in [0, 1] with the shape of ``logits`` (or broadcastable).
+
+    >>> binary_cross_entropy_with_logits(fnp.array([0.0]), fnp.array([1.0]))   # f32[]: log 2
+    """
+    x, t = _float(logits), _array(targets)
+    if t.dtype.kind not in "fb" and t.dtype.kind not in "iu":
+        raise TypeError(f"binary_cross_entropy_with_logits: targets must be numbers, got {describe(t)}")
+    return _reduce("binary_cross_entropy_with_logits", softplus(x) - x * t, reduction)
