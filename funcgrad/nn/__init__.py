@@ -19,10 +19,11 @@ from funcgrad.nn._layers import (Activation, AvgPool2d, Conv2d, Dropout, Embeddi
                                  Linear, LogSoftmax, MaxPool2d, ReLU, Sequential, SiLU, Sigmoid, Softmax, Softplus,
                                  Tanh, serial)
 from funcgrad.nn._losses import binary_cross_entropy_with_logits, cross_entropy, mse
+from funcgrad.nn.attention import MultiHeadAttention, dot_product_attention
 from funcgrad.primitives.nn import avg_pool2d, conv2d, max_pool2d
 
 __all__ = ["initializers", "relu", "leaky_relu", "gelu", "sigmoid", "softplus", "silu", "swish", "tanh", "softmax",
            "log_softmax", "logsumexp", "one_hot", "cross_entropy", "mse", "binary_cross_entropy_with_logits",
            "conv2d", "max_pool2d", "avg_pool2d", "Layer", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten",
            "Dropout", "LayerNorm", "Embedding", "Sequential", "serial", "Activation", "ReLU", "GELU", "Sigmoid",
-           "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax"]
+           "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax", "dot_product_attention", "MultiHeadAttention"]
