@@ -132,7 +132,10 @@ def generate_source(spec: KernelSpec) -> str:
              f"# helpers: {_HELPERS_DIGEST}",   # a change in the helpers makes a new file (and cache entry)
              "import numba", "import numpy as np",
              "from funcgrad.backends.cpu._fastmath import exp_f32, exp_f64", "", "",
-             "@numba.njit(parallel=%s, cache=True, error_model='numpy', nogil=True)" % spec.parallel,
+             # contract (FMA) and reassoc (vectorised reductions, the fast exp) only: no nnan/ninf,
+             # so NaN and inf behave as in numpy. Sums may differ from numpy by float reassociation.
+             "@numba.njit(parallel=%s, cache=True, error_model='numpy', nogil=True, "
+             "fastmath={'contract', 'reassoc'})" % spec.parallel,
              f"def kernel({', '.join(args + (['r_out'] if spec.reduction else []))}):"]
     lines += [f"    {name} = {value}" for name, value in consts.values()]
     lines.append(f"    for i in {loop}(n0):")

@@ -35,12 +35,12 @@ class FusedKernel:
     multiple_results = True
     name = "fused"
 
-    def __init__(self, spec: KernelSpec, layouts: list, shape: tuple, split: int, out_avals: list, summary: str):
+    def __init__(self, spec: KernelSpec, layouts: list, shape: tuple, view: tuple[int, int], out_avals: list,
+                 summary: str):
         self.spec = spec
         self.layouts = layouts            # per input: (pattern, padded shape) as in the spec
         self.shape = shape                # the iteration shape
-        self.n0 = math.prod(shape[:split])
-        self.n1 = math.prod(shape[split:])
+        self.n0, self.n1 = view           # the 2-d view the kernel loops over
         self.out_avals = out_avals
         self.summary = summary
         self.kernel = compile_kernel(spec)
@@ -204,6 +204,14 @@ def _worth_fusing(group: _Group) -> bool:
     return len(ops) == 1 and math.prod(group.shape) >= PARALLEL_MIN_ELEMENTS
 
 
+def _flat_view(n: int) -> tuple[int, int]:
+    """Split n elements into (rows, row length) with rows of at most 16384 (n = rows * length)."""
+    for length in range(min(n, 16384), 0, -1):
+        if n % length == 0:
+            return n // length, length
+    return 1, n
+
+
 def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[Eqn]:
     group.eqns.sort(key=lambda e: position[id(e)])   # merged groups: back to program order
     if not _worth_fusing(group):
@@ -249,8 +257,12 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
         red = (_prim_name(reduction), operand, reduction.outvars[0].aval.dtype, "r")
         outvars.append(reduction.outvars[0])
     n_work = math.prod(shape)
+    view = (math.prod(shape[:split]), math.prod(shape[split:]))
+    if reduction is None and view[0] < 64 and all(p in ("[i, j]", "[0, 0]") for _, p, _ in in_specs) \
+            and all(x.aval.shape == shape or math.prod(x.aval.shape) == 1 for x in inputs):
+        view = _flat_view(n_work)   # e.g. 1-d work: any factorisation will do, so make rows to share out
     spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red, n_work >= PARALLEL_MIN_ELEMENTS)
     summary = ",".join(_prim_name(e) for e in group.eqns)
-    kernel = FusedKernel(spec, [(p, None) for _, p, _ in in_specs], shape, split,
+    kernel = FusedKernel(spec, [(p, None) for _, p, _ in in_specs], shape, view,
                          [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary)
     return [Eqn(kernel, inputs, {}, outvars)]
