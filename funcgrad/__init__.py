@@ -14,11 +14,12 @@ from funcgrad.api import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev,
                           stop_gradient, value_and_grad, vjp, vmap)
 from funcgrad.devices import default_device, device_put, devices, from_dlpack, set_default_device
 from funcgrad.jit import jit
+from funcgrad.backends.cpu._threads import get_num_threads, set_num_threads
 from funcgrad import mixed_precision
 
 __version__ = "0.1.0"
 
 __all__ = ["Array", "ConcretizationError", "TracerLeakError", "checkpoint", "config", "custom_vjp",
-           "default_device", "device_put", "devices", "from_dlpack", "mixed_precision", "set_default_device", "grad",
+           "default_device", "device_put", "get_num_threads", "set_num_threads", "devices", "from_dlpack", "mixed_precision", "set_default_device", "grad",
            "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_jaxpr", "nn", "numpy", "optim", "random", "remat",
            "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from funcgrad._dtypes import ShapedArray
+from funcgrad.backends.cpu import _threads
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
 from funcgrad.compiler.codegen import FUSIBLE, PARALLEL_MIN_ELEMENTS, REDUCTIONS, KernelSpec, Op, compile_kernel
 
@@ -58,6 +59,7 @@ class FusedKernel:
         flat = [o.reshape(n0, n1) for o in outs[:len(self.spec.outputs)]]
         if self.spec.reduction:
             flat.append(outs[-1].reshape(n0))
+        _threads.prepare()   # the requested thread count, in whichever Python thread runs this
         self.kernel(n0, n1, *args, *flat)
         return outs
 
