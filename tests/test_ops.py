@@ -661,14 +661,75 @@ def test_vmap_matches_loop(op, shapes, in_axes_kind, rng, x32):
 # ----------------------------------------------------------------------------
 
 
+@pytest.fixture(params=["fused", "unfused"])
+def fusion(request):
+    previous = fg.config.jit_fusion
+    fg.config.update("jit_fusion", request.param == "fused")
+    yield request.param
+    fg.config.update("jit_fusion", previous)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("op,shapes", _cases(lambda op: op.transforms))
-def test_jit_matches_eager(op, shapes, rng, x32):
-    args = to_fg(make_args(op, shapes, rng, np.float32))
-    eager = op.fn(*args)
-    jitted = fg.jit(op.fn)
-    out = jitted(*args)
-    assert_tree_close(out, eager, 1e-6, 1e-6, f"jit({op.name}) vs eager")
-    for a, e in zip(tree_leaves(out), tree_leaves(eager)):
-        assert a.dtype == e.dtype, f"jit({op.name}): dtype {a.dtype} vs eager {e.dtype}"
-    out2 = jitted(*args)   # the cached program
-    assert_tree_close(out2, eager, 1e-6, 1e-6, f"jit({op.name}) second call vs eager")
+def test_jit_matches_eager(op, shapes, dtype, fusion, rng):
+    previous = fg.config.enable_x64
+    fg.config.update("enable_x64", dtype == np.float64)
+    try:
+        args = to_fg(make_args(op, shapes, rng, dtype))
+        eager = op.fn(*args)
+        jitted = fg.jit(op.fn)
+        out = jitted(*args)
+        tol = 1e-6 if dtype == np.float32 else 1e-12
+        assert_tree_close(out, eager, tol, tol, f"jit({op.name}) vs eager")
+        for a, e in zip(tree_leaves(out), tree_leaves(eager)):
+            assert a.dtype == e.dtype, f"jit({op.name}): dtype {a.dtype} vs eager {e.dtype}"
+        out2 = jitted(*args)   # the cached program
+        assert_tree_close(out2, eager, tol, tol, f"jit({op.name}) second call vs eager")
+    finally:
+        fg.config.update("enable_x64", previous)
+
+
+def _first_cases(pred):
+    """One shape set per op: the transform-composition checks below compile a program per case."""
+    seen, out = set(), []
+    for case in _cases(pred):
+        op = case.values[0]
+        if op.name not in seen:
+            seen.add(op.name)
+            out.append(case)
+    return out
+
+
+@pytest.fixture
+def unfused():
+    """Composition tests run unfused: each would otherwise compile kernels of its own (CI time);
+    fusion of every fusible primitive is checked in tests/test_jit_compiler.py."""
+    previous = fg.config.jit_fusion
+    fg.config.update("jit_fusion", False)
+    yield
+    fg.config.update("jit_fusion", previous)
+
+
+@pytest.mark.parametrize("op,shapes", _first_cases(lambda op: op.diff and op.transforms and op.shapes != [()]))
+def test_jit_of_grad_matches_eager_grad(op, shapes, rng, x32, unfused):
+    args = make_args(op, shapes, rng, np.float32)
+    float_idx, rebuild = _split_float(args)
+
+    def loss(*float_vals):
+        return sum(fnp.sum(leaf * 0.5) for leaf in tree_leaves(op.fn(*rebuild(float_vals)))
+                   if leaf.dtype.kind == "f")
+
+    float_args = [fnp.asarray(args[i]) for i in float_idx]
+    argnums = tuple(range(len(float_args)))
+    eager = fg.grad(loss, argnums=argnums)(*float_args)
+    jitted = fg.jit(fg.grad(loss, argnums=argnums))(*float_args)
+    assert_tree_close(jitted, eager, 2e-5, 2e-5, f"jit(grad({op.name})) vs grad")
+
+
+@pytest.mark.parametrize("op,shapes", _first_cases(lambda op: op.transforms and op.shapes != [()]))
+def test_jit_of_vmap_matches_vmap(op, shapes, rng, x32, unfused):
+    batched, _, axes = _vmap_case(op, shapes, rng, "all0")
+    args = to_fg(batched)
+    eager = fg.vmap(op.fn, in_axes=axes)(*args)
+    jitted = fg.jit(fg.vmap(op.fn, in_axes=axes))(*args)
+    assert_tree_close(jitted, eager, 1e-6, 1e-6, f"jit(vmap({op.name})) vs vmap")
