@@ -376,12 +376,21 @@ def select(c, x, y):
     return select_p.bind(c, x, y)
 
 
+def _zero_tangent(x):
+    # Not mul(x, 0.0): a constant branch is often infinite (where(mask, s, -inf)
+    # in attention), and inf * 0 would put NaN into the tangent.
+    if isinstance(x, (bool, int, float)):
+        return 0.0
+    from funcgrad.numpy import zeros_like
+    return zeros_like(x, dtype=_dtypes.result_type(x, 0.0))
+
+
 def _select_jvp(primals, tangents):
     c, x, y = primals
     _, tx, ty = tangents
     z = select(c, x, y)
-    tx = mul(x, 0.0) if tx is None else tx
-    ty = mul(y, 0.0) if ty is None else ty
+    tx = _zero_tangent(x) if tx is None else tx
+    ty = _zero_tangent(y) if ty is None else ty
     return z, broadcast_tangent(select(c, tx, ty), shape_of(z))
 
 
