@@ -139,6 +139,18 @@ def measure_steps(repeats: int) -> dict:
     return time_interleaved(cands, repeats=repeats, inner=3, warmup=3)
 
 
+def measure_conv(repeats: int) -> float:
+    """Median seconds of a conv layer forward + backward (batch 128, 32->64, 3x3, 28x28, padding 1)."""
+    import funcgrad as fg
+    import funcgrad.nn as nn
+    import funcgrad.numpy as fnp
+    rng = np.random.default_rng(1)
+    x = fnp.array(rng.standard_normal((128, 32, 28, 28)).astype(np.float32))
+    w = fnp.array((rng.standard_normal((64, 32, 3, 3)) * 0.05).astype(np.float32))
+    step = fg.jit(fg.grad(lambda w, x: fnp.sum(nn.relu(nn.conv2d(x, w, padding=1))), argnums=(0, 1)))
+    return time_interleaved({"conv": lambda: step(w, x)}, repeats=repeats, warmup=2)["conv"]["median_s"]
+
+
 _COMPILE_CHILD = """
 import sys, time
 t0 = time.perf_counter()
@@ -176,9 +188,11 @@ def measure_compile() -> dict:
 _THREADS_CHILD = """
 import sys, json
 sys.path.insert(0, {bench!r}); sys.path.insert(0, {repo!r})
-from mlp_step import measure_steps
+from mlp_step import measure_conv, measure_steps
 r = measure_steps({repeats})
-print(json.dumps({{k: v["median_s"] for k, v in r.items() if k in ("funcgrad jit", "numpy", "funcgrad eager")}}))
+out = {{k: v["median_s"] for k, v in r.items() if k in ("funcgrad jit", "numpy", "funcgrad eager")}}
+out["conv layer fwd+bwd (jit)"] = measure_conv({repeats})
+print(json.dumps(out))
 """
 
 
@@ -218,7 +232,7 @@ def main() -> None:
                      for k, v in comp.items()], ["kernel cache", "import", "first call", "second call", "target"])
         threads = measure_threads(max(3, repeats // 3))
         rows = []
-        for name in ("funcgrad jit", "funcgrad eager", "numpy"):
+        for name in ("funcgrad jit", "funcgrad eager", "numpy", "conv layer fwd+bwd (jit)"):
             one, many = threads[1][name], threads[max(threads)][name]
             rows.append({"implementation": name, "1 thread": fmt_time(one), f"{max(threads)} threads": fmt_time(many),
                          "speed-up": f"{one / many:.2f}x"})
