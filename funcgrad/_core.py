@@ -237,6 +237,27 @@ class Tracer:
         raise TypeError("funcgrad arrays and tracers are unhashable")
 
 
+class PrimalTracer(Tracer):
+    """A tracer that carries the real value it stands for (``primal``): jvp and vjp.
+
+    Shape and dtype are read straight from the primal (they are on every hot
+    path), and Python control flow works on the concrete value.
+    """
+
+    __slots__ = ("primal",)
+
+    @property
+    def aval(self) -> ShapedArray:
+        return get_aval(self.primal)
+
+    shape = property(lambda self: shape_of_value(self.primal))
+    dtype = property(lambda self: dtype_of_value(self.primal))
+
+    def concrete_value(self) -> Any:
+        p = self.primal
+        return p.concrete_value() if isinstance(p, Tracer) else p
+
+
 # --------------------------------------------------------------------------
 # The immutable array
 # --------------------------------------------------------------------------

@@ -4,27 +4,16 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from funcgrad import _core
-from funcgrad._core import Primitive, Trace, Tracer
+from funcgrad._core import PrimalTracer, Primitive, Trace
 
 
-class JVPTracer(Tracer):
-    __slots__ = ("primal", "tangent")
+class JVPTracer(PrimalTracer):
+    __slots__ = ("tangent",)
 
     def __init__(self, trace: "JVPTrace", primal: Any, tangent: Any):
         self._trace = trace
         self.primal = primal
         self.tangent = tangent
-
-    @property
-    def aval(self):
-        return _core.get_aval(self.primal)
-
-    shape = property(lambda self: _core.shape_of_value(self.primal))
-    dtype = property(lambda self: _core.dtype_of_value(self.primal))
-
-    def concrete_value(self):
-        p = self.primal
-        return p.concrete_value() if isinstance(p, Tracer) else p
 
 
 class JVPTrace(Trace):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from funcgrad import _core
-from funcgrad._core import Array, MainTrace, Primitive, Trace, Tracer, user_source_line
+from funcgrad._core import Array, MainTrace, PrimalTracer, Primitive, Trace, user_source_line
 from funcgrad._config import config
 
 
@@ -46,27 +46,14 @@ class _Leaf:
         self.index = index
 
 
-class VJPTracer(Tracer):
-    __slots__ = ("primal", "node", "out_index")
+class VJPTracer(PrimalTracer):
+    __slots__ = ("node", "out_index")
 
     def __init__(self, trace: "VJPTrace", primal: Any, node: Any, out_index: int = 0):
         self._trace = trace
         self.primal = primal
         self.node = node
         self.out_index = out_index
-
-    @property
-    def aval(self):
-        return _core.get_aval(self.primal)
-
-    # Read straight from the primal: these are on every hot path.
-    shape = property(lambda self: _core.shape_of_value(self.primal))
-    dtype = property(lambda self: _core.dtype_of_value(self.primal))
-
-    def concrete_value(self):
-        # Under grad the forward values are real: Python control flow works.
-        p = self.primal
-        return p.concrete_value() if isinstance(p, Tracer) else p
 
 
 class VJPTrace(Trace):

@@ -30,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from funcgrad import _dtypes
+from funcgrad.backends.cpu.kernels_conv import _pair   # one argument rule for primitives and kernels
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.primitives import elementwise as E
@@ -717,22 +718,6 @@ def _conv_weight_grad_batch(values, dims, size, groups, kernel_hw, **geo):
 conv2d_p.batch = _conv_batch
 conv2d_input_grad_p.batch = _conv_input_grad_batch
 conv2d_weight_grad_p.batch = _conv_weight_grad_batch
-
-
-def _pair(name: str, what: str, v: Any, minimum: int) -> tuple[int, int]:
-    """int or pair of ints -> (int, int), each >= minimum (a clear error otherwise)."""
-    if isinstance(v, (int, np.integer)):
-        pair = (int(v), int(v))
-    else:
-        try:
-            pair = tuple(int(e) for e in v)
-        except TypeError:
-            raise ValueError(f"{name}: {what} must be an int or a pair of ints, got {v!r}") from None
-        if len(pair) != 2:
-            raise ValueError(f"{name}: {what} must be an int or a pair of ints, got {v!r}")
-    if min(pair) < minimum:
-        raise ValueError(f"{name}: {what} must be >= {minimum}, got {v!r}")
-    return pair
 
 
 def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:

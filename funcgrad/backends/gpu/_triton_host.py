@@ -278,3 +278,54 @@ def launch(kernel, grid: tuple[int, ...], args: list[Any], meta: dict[str, Any],
 
 def _is_array(x: Any) -> bool:
     return is_numpy(x) or (hasattr(x, "__cuda_array_interface__") and hasattr(x, "data"))
+
+
+TRITON_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def compile_for_target(launches, signature, *, arch: int = 90, kernels=None) -> dict:
+    """Compile kernels for ``cuda:sm_<arch>`` on the CPU (Triton's bundled ptxas; no GPU needed).
+
+    ``launches``: (name, kernel, constexprs, options) tuples; ``signature(kernel)``
+    gives each kernel's Triton signature. Returns {name: {"shared": bytes of
+    shared memory per block, "n_regs", "spill_stores", "spill_loads" (from
+    ``ptxas -v``, None if unparsed), "config"}}. Needs TRITON_INTERPRET unset.
+    """
+    import contextlib
+    import io
+    import re
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    if interpret_mode():
+        raise RuntimeError("compile reports need TRITON_INTERPRET unset")
+    target = GPUTarget("cuda", arch, 32)
+    saved = (triton.knobs.compilation.always_compile, triton.knobs.nvidia.dump_ptxas_log)
+    # Force a real ptxas run (not a cache hit) and have Triton print its -v log.
+    triton.knobs.compilation.always_compile = True
+    triton.knobs.nvidia.dump_ptxas_log = True
+    report = {}
+    try:
+        for name, kernel, constexprs, options in launches:
+            if kernels is not None and name not in kernels:
+                continue
+            src = ASTSource(fn=kernel, signature=signature(kernel), constexprs=constexprs)
+            log = io.StringIO()
+            with contextlib.redirect_stdout(log):
+                compiled = triton.compile(src, target=target, options=options)
+            text = log.getvalue()
+            regs = re.search(r"Used (\d+) registers", text)
+            stores = re.search(r"(\d+) bytes spill stores", text)
+            loads = re.search(r"(\d+) bytes spill loads", text)
+            report[name] = {
+                "shared": int(compiled.metadata.shared),
+                "n_regs": int(regs.group(1)) if regs else None,
+                "spill_stores": int(stores.group(1)) if stores else None,
+                "spill_loads": int(loads.group(1)) if loads else None,
+                "config": {**constexprs, **options},
+            }
+    finally:
+        triton.knobs.compilation.always_compile, triton.knobs.nvidia.dump_ptxas_log = saved
+    return report

@@ -597,7 +597,6 @@ KERNELS: dict[str, Any] = {
 # ahead-of-time compile check (no GPU needed)
 # ==========================================================================
 
-_TRITON_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 _FP32_POINTERS = {"LSE", "DELTA"}  # always fp32, whatever the input dtype
 _INT_ARGS = {"n_q": "i32", "n_k": "i32", "sm_scale": "fp32"}
 
@@ -655,44 +654,8 @@ def compile_report(head_dim: int, dtype: str = "float16", *, causal: bool = True
         "config": constexprs and launch options}}. Register/spill numbers come
         from ``ptxas -v`` and are None if its log could not be parsed.
     """
-    import contextlib
-    import io
-    import re
-
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    if host.interpret_mode():
-        raise RuntimeError("compile_report needs TRITON_INTERPRET unset")
-    elem = _TRITON_SHORT[dtype]
+    elem = host.TRITON_SHORT[dtype]
     itemsize = 4 if dtype == "float32" else 2
-    target = GPUTarget("cuda", arch, 32)
-    saved = (triton.knobs.compilation.always_compile, triton.knobs.nvidia.dump_ptxas_log)
-    # Force a real ptxas run (not a cache hit) and have Triton print its -v log.
-    triton.knobs.compilation.always_compile = True
-    triton.knobs.nvidia.dump_ptxas_log = True
-    report = {}
-    try:
-        for name, kernel, constexprs, options in _kernel_launches(
-                head_dim, itemsize, causal, _dot_precision(np.float32 if itemsize == 4 else np.float16, fp32_precision),
-                fwd, bwd):
-            if kernels is not None and name not in kernels:
-                continue
-            src = ASTSource(fn=kernel, signature=_signature(kernel, elem), constexprs=constexprs)
-            log = io.StringIO()
-            with contextlib.redirect_stdout(log):
-                compiled = triton.compile(src, target=target, options=options)
-            text = log.getvalue()
-            regs = re.search(r"Used (\d+) registers", text)
-            stores = re.search(r"(\d+) bytes spill stores", text)
-            loads = re.search(r"(\d+) bytes spill loads", text)
-            report[name] = {
-                "shared": int(compiled.metadata.shared),
-                "n_regs": int(regs.group(1)) if regs else None,
-                "spill_stores": int(stores.group(1)) if stores else None,
-                "spill_loads": int(loads.group(1)) if loads else None,
-                "config": {**constexprs, **options},
-            }
-    finally:
-        triton.knobs.compilation.always_compile, triton.knobs.nvidia.dump_ptxas_log = saved
-    return report
+    precision = _dot_precision(np.float32 if itemsize == 4 else np.float16, fp32_precision)
+    launches = _kernel_launches(head_dim, itemsize, causal, precision, fwd, bwd)
+    return host.compile_for_target(launches, lambda kernel: _signature(kernel, elem), arch=arch, kernels=kernels)

@@ -554,7 +554,6 @@ KERNELS: dict[str, Any] = {
     "layer_norm_bwd_dwdb": _layer_norm_bwd_dwdb,
 }
 
-_TRITON_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 # Argument types that do not follow the input dtype.
 _FIXED_TYPES = {"LABELS": "*i64", "LOSS": "*fp32", "LSE": "*fp32", "G": "*fp32", "MEAN": "*fp32",
                 "RSTD": "*fp32", "DW_PART": "*fp32", "DB_PART": "*fp32", "n_cols": "i32", "n_rows": "i32",
@@ -598,40 +597,6 @@ def compile_report(n_cols: int = 4096, dtype: str = "float16", *, arch: int = 90
     {"shared": bytes of shared memory per block, "n_regs", "spill_stores",
     "spill_loads" (from ``ptxas -v``, None if unparsed), "config"}}.
     """
-    import contextlib
-    import io
-    import re
-
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    if host.interpret_mode():
-        raise RuntimeError("compile_report needs TRITON_INTERPRET unset")
-    elem = _TRITON_SHORT[dtype]
-    target = GPUTarget("cuda", arch, 32)
-    saved = (triton.knobs.compilation.always_compile, triton.knobs.nvidia.dump_ptxas_log)
-    triton.knobs.compilation.always_compile = True  # a real ptxas run, not a cache hit
-    triton.knobs.nvidia.dump_ptxas_log = True
-    report = {}
-    try:
-        for name, kernel, constexprs, options in _launch_constexprs(n_cols):
-            if kernels is not None and name not in kernels:
-                continue
-            src = ASTSource(fn=kernel, signature=_signature(kernel, elem), constexprs=constexprs)
-            log = io.StringIO()
-            with contextlib.redirect_stdout(log):
-                compiled = triton.compile(src, target=target, options=options)
-            text = log.getvalue()
-            regs = re.search(r"Used (\d+) registers", text)
-            stores = re.search(r"(\d+) bytes spill stores", text)
-            loads = re.search(r"(\d+) bytes spill loads", text)
-            report[name] = {
-                "shared": int(compiled.metadata.shared),
-                "n_regs": int(regs.group(1)) if regs else None,
-                "spill_stores": int(stores.group(1)) if stores else None,
-                "spill_loads": int(loads.group(1)) if loads else None,
-                "config": {**constexprs, **options},
-            }
-    finally:
-        triton.knobs.compilation.always_compile, triton.knobs.nvidia.dump_ptxas_log = saved
-    return report
+    elem = host.TRITON_SHORT[dtype]
+    return host.compile_for_target(_launch_constexprs(n_cols), lambda kernel: _signature(kernel, elem), arch=arch,
+                                   kernels=kernels)
