@@ -16,7 +16,7 @@ import numpy as np
 
 from funcgrad import _config
 from funcgrad.api import jvp, vjp
-from funcgrad.tree_util import tree_flatten, tree_map, tree_unflatten
+from funcgrad.tree_util import tree_flatten, tree_map
 
 # Default tolerances per dtype (as JAX's and HIPS autograd's test utilities).
 _DEFAULT_EPS = {np.dtype("float16"): 1e-1, np.dtype("float32"): 1e-2, np.dtype("float64"): 1e-5}

@@ -266,3 +266,20 @@ def test_every_fusible_primitive_matches_eager(chain, dtype, x64):
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(fused, eager, rtol=tol, atol=tol)
     assert fused.dtype == eager.dtype
+
+
+def test_dropped_outputs_are_recycled_and_live_ones_never():
+    f = fg.jit(lambda x, y: fnp.exp(x) * y + 1.0)
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    y = np.full((8, 8), 2.0, np.float32)
+    first = f(x, y)
+    address = np.asarray(first).__array_interface__["data"][0]
+    kept = f(x, y * 3)                      # `first` is alive: a fresh buffer
+    assert np.asarray(kept).__array_interface__["data"][0] != address
+    del first
+    again = f(x, y * 5)                     # `first` was dropped: its buffer is reused
+    assert np.asarray(again).__array_interface__["data"][0] == address
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(np.asarray(kept), np.exp(x64) * 6 + 1, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(again), np.exp(x64) * 10 + 1, rtol=1e-6)
+    assert not np.asarray(again).flags.writeable

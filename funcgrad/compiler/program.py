@@ -11,9 +11,17 @@ them): they stay valid and immutable after the next call.
 Only equations that can write into a given buffer take part: fused kernels
 and ``matmul`` (``np.matmul(..., out=)``).  Everything else allocates as in
 eager mode.
+
+Outputs of such equations are *recycled*: the program keeps each output
+buffer it handed out, and reuses it on a later call only when nothing else
+refers to it any more (the caller dropped the Array and no view of it
+lives) -- in a training loop, yesterday's parameters become today's.
+A lock makes one program safe to call from several threads.
 """
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,7 +29,7 @@ import numpy as np
 from funcgrad import _core
 from funcgrad._config import config
 from funcgrad._core import Array, _wrap, check_nans
-from funcgrad._ir import Jaxpr, Literal, Var, pretty_print
+from funcgrad._ir import Jaxpr, Literal, pretty_print
 from funcgrad.compiler.fusion import FusedKernel
 
 # Primitives whose result may be a view of their first input: the buffer
@@ -56,6 +64,9 @@ class Program:
         self.n_fixed = len(jaxpr.constvars) + len(jaxpr.invars)
         self.consts = [c._value for c in jaxpr.consts]
         self.plan: list[str] = []
+        self.buffers: list[np.ndarray | None] = []
+        self.recycled: dict[int, np.ndarray] = {}
+        self.lock = threading.Lock()
         if plan_memory:
             self._plan(slot)
 
@@ -81,17 +92,20 @@ class Program:
 
         free: dict[tuple, list[int]] = {}     # (shape, dtype) -> buffer ids free for reuse
         releases: dict[int, list[tuple]] = {}  # step -> buffers that die after it
-        self.buffers: list[np.ndarray | None] = []
         for i, (eqn, step) in enumerate(zip(eqns, self.steps)):
-            if _writes_into_buffers(eqn) and not any(s in escaping for s in step[3]):
+            if _writes_into_buffers(eqn):
                 chosen = []
                 for v, s in zip(eqn.outvars, step[3]):
+                    if s in escaping:   # handed to the caller: a recycled output buffer
+                        chosen.append(("out", s))
+                        self.plan.append(f"{v.aval.str_short()} -> output (recycled once the caller drops it)")
+                        continue
                     key = (v.aval.shape, v.aval.dtype)
                     pool = free.get(key)
                     buf = pool.pop() if pool else len(self.buffers)
                     if buf == len(self.buffers):
                         self.buffers.append(None)   # allocated on first use, reused after
-                    chosen.append(buf)
+                    chosen.append(("buf", buf))
                     releases.setdefault(last_use.get(s, i), []).append((key, buf))
                     self.plan.append(f"{v.aval.str_short()} -> buffer {buf}")
                 step[4] = chosen
@@ -104,9 +118,26 @@ class Program:
             buf = self.buffers[index] = np.empty(aval.shape, aval.dtype)
         return buf
 
+    def _output(self, slot: int, aval: Any) -> np.ndarray:
+        buf = self.recycled.get(slot)
+        # References: the dict entry, ``buf`` and getrefcount's argument. Any
+        # more (the caller's Array, a view's base) and the buffer is in use.
+        if buf is not None and sys.getrefcount(buf) == 3:
+            buf.flags.writeable = True   # ours again: it owns its memory and nothing sees it
+            return buf
+        buf = self.recycled[slot] = np.empty(aval.shape, aval.dtype)
+        return buf
+
+    def _target(self, kind: str, index: int, aval: Any) -> np.ndarray:
+        return self._buffer(index, aval) if kind == "buf" else self._output(index, aval)
+
     # -------------------------------------------------------------- running
 
     def run(self, args: Sequence[np.ndarray]) -> list[Array]:
+        with self.lock:   # planned and recycled buffers belong to one call at a time
+            return self._run(args)
+
+    def _run(self, args: Sequence[np.ndarray]) -> list[Array]:
         env: list[Any] = [None] * self.n_slots
         env[:len(self.consts)] = self.consts
         env[len(self.consts):self.n_fixed] = args
@@ -114,7 +145,7 @@ class Program:
         for (prim, ins, params, outs, buffers), eqn in zip(self.steps, self.jaxpr.eqns):
             values = [env[i] if kind == "var" else i for kind, i in ins]
             if buffers is not None:
-                targets = [self._buffer(b, v.aval) for b, v in zip(buffers, eqn.outvars)]
+                targets = [self._target(kind, b, v.aval) for (kind, b), v in zip(buffers, eqn.outvars)]
                 if isinstance(prim, FusedKernel):
                     results = prim.impl(*values, out=targets)
                 else:

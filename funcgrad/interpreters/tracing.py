@@ -7,7 +7,7 @@ import numpy as np
 
 from funcgrad import _core
 from funcgrad._config import config
-from funcgrad._core import Array, ConcretizationError, Primitive, Trace, Tracer
+from funcgrad._core import ConcretizationError, Primitive, Trace, Tracer
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
 

@@ -34,6 +34,7 @@ from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
 from funcgrad.nn import _functions as F
 from funcgrad.nn import initializers as init_
+from funcgrad.primitives import conv as C   # shape rules shared with the primitives
 from funcgrad.primitives import nn as P
 
 __all__ = ["Layer", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "Embedding",
@@ -146,10 +147,10 @@ class Conv2d(Layer):
                  dilation: Any = 1, groups: int = 1, use_bias: bool = True, w_init: Callable | None = None,
                  b_init: Callable = init_.zeros):
         self.out_channels = int(out_channels)
-        self.kernel_size = P._pair("Conv2d", "kernel_size", kernel_size, 1)
-        self.stride = P._pair("Conv2d", "stride", stride, 1)
-        self.dilation = P._pair("Conv2d", "dilation", dilation, 1)
-        self.padding = P._pair("Conv2d", "padding",
+        self.kernel_size = C._pair("Conv2d", "kernel_size", kernel_size, 1)
+        self.stride = C._pair("Conv2d", "stride", stride, 1)
+        self.dilation = C._pair("Conv2d", "dilation", dilation, 1)
+        self.padding = C._pair("Conv2d", "padding",
                                _conv_padding("Conv2d", padding, self.kernel_size, self.dilation, self.stride), 0)
         self.groups = int(groups)
         self.use_bias = use_bias
@@ -160,7 +161,7 @@ class Conv2d(Layer):
         n, c, h, w = _input_shape("Conv2d", input_shape, ndim=4)
         w_shape = (self.out_channels, c // self.groups) + self.kernel_size
         # Checks channels/groups and that the output is not empty.
-        _, o, oh, ow = P._conv_geometry("Conv2d", (max(n, 1), c, h, w), w_shape, self.stride, self.padding,
+        _, o, oh, ow = C._conv_geometry("Conv2d", (max(n, 1), c, h, w), w_shape, self.stride, self.padding,
                                         self.dilation, self.groups, "input", "weights")
         k_w, k_b = random.split(key)
         params = {"w": self.w_init(k_w, w_shape)}
@@ -249,13 +250,13 @@ class _Pool(_Stateless):
     _name = "pool"
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0):
-        self.kernel_size = P._pair(self._name, "kernel_size", kernel_size, 1)
-        self.stride = self.kernel_size if stride is None else P._pair(self._name, "stride", stride, 1)
-        self.padding = P._pair(self._name, "padding", padding, 0)
+        self.kernel_size = C._pair(self._name, "kernel_size", kernel_size, 1)
+        self.stride = self.kernel_size if stride is None else C._pair(self._name, "stride", stride, 1)
+        self.padding = C._pair(self._name, "padding", padding, 0)
 
     def output_shape(self, input_shape):
         n, c, h, w = _input_shape(self._name, input_shape, ndim=4)
-        _, _, oh, ow = P._pool_out_shape(self._name, (max(n, 1), c, h, w), self.kernel_size, self.stride,
+        _, _, oh, ow = C._pool_out_shape(self._name, (max(n, 1), c, h, w), self.kernel_size, self.stride,
                                          self.padding)
         return (n, c, oh, ow)
 

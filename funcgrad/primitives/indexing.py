@@ -232,7 +232,7 @@ def _updated_part(ct, y, arrays, template):
 
 
 def _scatter_add_vjp(ct, primals, out, needs, template):
-    x, y, arrays = primals[0], primals[1], primals[2:]
+    y, arrays = primals[1], primals[2:]
     cy = _updated_part(ct, y, arrays, template) if needs[1] else None
     return (ct if needs[0] else None, cy) + (None,) * len(arrays)
 

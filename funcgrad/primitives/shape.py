@@ -194,7 +194,6 @@ def _pad_vjp(ct, primals, out, needs, widths, value):
 
 
 def _pad_jvp(primals, tangents, widths, value):
-    from funcgrad.numpy import zeros_like
     t = tangents[0]
     return pad_p.bind(primals[0], widths=widths, value=value), pad_p.bind(t, widths=widths, value=0)
 

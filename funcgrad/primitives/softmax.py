@@ -1,0 +1,289 @@
+"""Softmax, log_softmax, logsumexp (last axis) and fused softmax cross-entropy with integer labels.
+
+See ``funcgrad/primitives/nn.py`` for how fused gradients get their own (composite) rules.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from funcgrad._core import Primitive
+from funcgrad._dtypes import ShapedArray, describe
+from funcgrad.primitives import elementwise as E
+from funcgrad.primitives.elementwise import shape_of
+from funcgrad.primitives.reduce import reduce_sum
+
+try:  # The kernels are optional: every primitive has a numpy reference.
+    from funcgrad.backends.cpu import kernels_softmax as _ksoftmax
+except ImportError:  # pragma: no cover - exercised only without numba
+    _ksoftmax = None
+
+from funcgrad.primitives._nn_rules import (_kernel_ok, _rows, _sum_last, _expand_last, _require_float, _composite_rules, _fold_batch, _batch_last_axis, _same_aval_over_last_axis)
+
+# --------------------------------------------------------------------------
+# softmax and log_softmax over the last axis
+# --------------------------------------------------------------------------
+
+
+def _softmax_np(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def _log_softmax_np(x: np.ndarray) -> np.ndarray:
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def _row_kernel(kernel_name: str, reference: Callable) -> Callable:
+    """impl running ``kernels_softmax.<kernel_name>(rows, out)`` on (..., C)."""
+    def impl(x):
+        if not _kernel_ok(_ksoftmax, x):
+            return reference(x)
+        rows = _rows(x)
+        out = np.empty_like(rows)
+        getattr(_ksoftmax, kernel_name)(rows, out)
+        return out.reshape(x.shape)
+    return impl
+
+
+def _row_grad_kernel(kernel_name: str, reference: Callable) -> Callable:
+    """impl of ``kernels_softmax.<kernel_name>(y, g, out)`` on (..., C) pairs."""
+    def impl(y, g):
+        if not _kernel_ok(_ksoftmax, y, g) or y.dtype != g.dtype:
+            return reference(y, g)
+        out = np.empty(y.shape, y.dtype)
+        getattr(_ksoftmax, kernel_name)(_rows(y), _rows(g), out.reshape(-1, y.shape[-1]))
+        return out
+    return impl
+
+
+softmax_p = Primitive("softmax")
+softmax_p.impl = _row_kernel("softmax", _softmax_np)
+softmax_p.abstract_eval = _same_aval_over_last_axis("softmax")
+softmax_p.batch = _batch_last_axis(softmax_p)
+
+log_softmax_p = Primitive("log_softmax")
+log_softmax_p.impl = _row_kernel("log_softmax", _log_softmax_np)
+log_softmax_p.abstract_eval = _same_aval_over_last_axis("log_softmax")
+log_softmax_p.batch = _batch_last_axis(log_softmax_p)
+
+
+def softmax(x: Any) -> Any:
+    """``exp(x) / sum(exp(x))`` over the last axis (max-shifted). f32[..., C] -> f32[..., C]."""
+    return softmax_p.bind(x)
+
+
+def log_softmax(x: Any) -> Any:
+    """``x - logsumexp(x)`` over the last axis. f32[..., C] -> f32[..., C]."""
+    return log_softmax_p.bind(x)
+
+
+# The backward passes are primitives of their own (one fused kernel each);
+# their derivatives come from the composites below.
+
+def _softmax_grad_composite(y, g):
+    # VJP of softmax at output y: y * (g - sum(g * y)). Also its JVP: the
+    # Jacobian diag(y) - y y^T is symmetric.
+    return E.mul(y, E.sub(g, _sum_last(E.mul(g, y))))
+
+
+def _log_softmax_grad_composite(y, g):
+    # VJP of log_softmax at output y: g - exp(y) * sum(g).
+    return E.sub(g, E.mul(E.exp(y), _sum_last(g)))
+
+
+softmax_grad_p = Primitive("softmax_grad")
+softmax_grad_p.impl = _row_grad_kernel("softmax_bwd", lambda y, g: y * (g - np.sum(g * y, -1, keepdims=True)))
+softmax_grad_p.abstract_eval = _same_aval_over_last_axis("softmax_grad")
+softmax_grad_p.batch = _batch_last_axis(softmax_grad_p)
+_composite_rules(softmax_grad_p, _softmax_grad_composite)
+
+log_softmax_grad_p = Primitive("log_softmax_grad")
+log_softmax_grad_p.impl = _row_grad_kernel("log_softmax_bwd", lambda y, g: g - np.exp(y) * np.sum(g, -1, keepdims=True))
+log_softmax_grad_p.abstract_eval = _same_aval_over_last_axis("log_softmax_grad")
+log_softmax_grad_p.batch = _batch_last_axis(log_softmax_grad_p)
+_composite_rules(log_softmax_grad_p, _log_softmax_grad_composite)
+
+
+def _softmax_jvp(primals, tangents):
+    y = softmax_p.bind(primals[0])
+    return y, softmax_grad_p.bind(y, tangents[0])
+
+
+def _log_softmax_jvp(primals, tangents):
+    y = log_softmax_p.bind(primals[0])
+    t = tangents[0]
+    return y, E.sub(t, _sum_last(E.mul(t, E.exp(y))))
+
+
+softmax_p.jvp = _softmax_jvp
+softmax_p.vjp = lambda ct, primals, y, needs: (softmax_grad_p.bind(y, ct),)
+log_softmax_p.jvp = _log_softmax_jvp
+log_softmax_p.vjp = lambda ct, primals, y, needs: (log_softmax_grad_p.bind(y, ct),)
+
+# --------------------------------------------------------------------------
+# logsumexp over the last axis
+# --------------------------------------------------------------------------
+
+
+def _logsumexp_np(x: np.ndarray) -> np.ndarray:
+    m = np.max(x, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    return (np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True)) + m)[..., 0]
+
+
+def _logsumexp_impl(x):
+    if not _kernel_ok(_ksoftmax, x):
+        return _logsumexp_np(x)
+    out = np.empty(x.shape[:-1], x.dtype)
+    _ksoftmax.logsumexp_rows(_rows(x), out.reshape(-1))
+    return out
+
+
+def _logsumexp_aval(x):
+    _same_aval_over_last_axis("logsumexp")(x)
+    return ShapedArray(x.shape[:-1], x.dtype)
+
+
+logsumexp_p = Primitive("logsumexp")
+logsumexp_p.impl = _logsumexp_impl
+logsumexp_p.abstract_eval = _logsumexp_aval
+logsumexp_p.batch = _batch_last_axis(logsumexp_p)
+logsumexp_p.jvp = lambda primals, tangents: (
+    logsumexp_p.bind(primals[0]),
+    reduce_sum(E.mul(tangents[0], softmax(primals[0])), (len(shape_of(primals[0])) - 1,)))
+logsumexp_p.vjp = lambda ct, primals, out, needs: (E.mul(_expand_last(ct), softmax(primals[0])),)
+
+
+def logsumexp(x: Any) -> Any:
+    """``log(sum(exp(x)))`` over the last axis. f32[..., C] -> f32[...]."""
+    return logsumexp_p.bind(x)
+
+
+# --------------------------------------------------------------------------
+# Softmax cross-entropy with integer labels (fused)
+# --------------------------------------------------------------------------
+
+
+def _check_labels(name: str, logits: np.ndarray, labels: np.ndarray) -> None:
+    """Raise a clear ValueError for labels outside [0, C) (never reach a kernel)."""
+    n_classes = logits.shape[1]
+    if labels.size == 0:
+        return
+    bad = np.flatnonzero((labels < 0) | (labels >= n_classes))
+    if bad.size:
+        row = int(bad[0])
+        raise ValueError(f"{name}: label {int(labels[row])} at row {row} is out of range for logits "
+                         f"{describe(logits)} with labels {describe(labels)}: labels must be in "
+                         f"[0, {n_classes}) ({bad.size} bad label{'s' if bad.size > 1 else ''})")
+
+
+def _xent_np(logits, labels):
+    rows = np.arange(logits.shape[0])
+    return _logsumexp_np(logits) - logits[rows, labels]
+
+
+def _xent_impl(logits, labels):
+    _check_labels("softmax_cross_entropy", logits, labels)
+    if not _kernel_ok(_ksoftmax, logits):
+        return _xent_np(logits, labels)
+    loss = np.empty(logits.shape[0], logits.dtype)
+    lse = np.empty_like(loss)
+    _ksoftmax.softmax_xent_fwd(np.ascontiguousarray(logits), np.ascontiguousarray(labels), loss, lse)
+    return loss
+
+
+def _xent_grad_np(logits, labels, g):
+    d = _softmax_np(logits)
+    d[np.arange(logits.shape[0]), labels] -= 1
+    return d * g[:, None]
+
+
+def _xent_grad_impl(logits, labels, g):
+    _check_labels("softmax_cross_entropy_grad", logits, labels)
+    if not _kernel_ok(_ksoftmax, logits) or g.dtype != logits.dtype:
+        return _xent_grad_np(logits, labels, g).astype(logits.dtype, copy=False)
+    logits = np.ascontiguousarray(logits)
+    lse = np.empty(logits.shape[0], logits.dtype)
+    _ksoftmax.logsumexp_rows(logits, lse)
+    out = np.empty_like(logits)
+    _ksoftmax.softmax_xent_bwd(logits, np.ascontiguousarray(labels), lse, np.ascontiguousarray(g), out)
+    return out
+
+
+def _xent_aval_check(name: str, logits: Any, labels: Any) -> None:
+    if len(logits.shape) != 2:
+        raise ValueError(f"{name}: logits must be 2-D (examples, classes), got {describe(logits)}; "
+                         "reshape (..., C) to (N, C) first (funcgrad.nn.cross_entropy does)")
+    _require_float(name, logits)
+    if labels.dtype.kind not in "iu":
+        raise TypeError(f"{name}: labels must be integers (class indices), got {describe(labels)}; "
+                        "for probability targets use funcgrad.nn.cross_entropy with float targets")
+    if tuple(labels.shape) != tuple(logits.shape[:1]):
+        raise ValueError(f"{name}: labels {describe(labels)} do not match logits {describe(logits)}: "
+                         f"expected one label per row, shape ({logits.shape[0]},)")
+    if logits.shape[1] == 0 and logits.shape[0] > 0:
+        raise ValueError(f"{name}: logits {describe(logits)} have zero classes")
+
+
+def _xent_aval(logits, labels):
+    _xent_aval_check("softmax_cross_entropy", logits, labels)
+    return ShapedArray(logits.shape[:1], logits.dtype)
+
+
+def _xent_grad_aval(logits, labels, g):
+    _xent_aval_check("softmax_cross_entropy_grad", logits, labels)
+    if tuple(g.shape) != tuple(logits.shape[:1]):
+        raise ValueError(f"softmax_cross_entropy_grad: cotangent {describe(g)} must have shape "
+                         f"({logits.shape[0]},) for logits {describe(logits)}")
+    return ShapedArray(logits.shape, logits.dtype)
+
+
+def one_hot_like(labels: Any, n_classes: int, dtype: np.dtype) -> Any:
+    """``labels`` (N,) as an (N, C) one-hot array of ``dtype`` (a constant: no gradient)."""
+    hot = E.eq(_expand_last(labels), np.arange(n_classes, dtype=labels.dtype))
+    return E.convert(hot, dtype)
+
+
+def _xent_grad_composite(logits, labels, g):
+    # d loss / d logits = g[:, None] * (softmax(logits) - one_hot(labels)).
+    hot = one_hot_like(labels, shape_of(logits)[1], logits.dtype)
+    return E.mul(_expand_last(g), E.sub(softmax(logits), hot))
+
+
+softmax_cross_entropy_grad_p = Primitive("softmax_cross_entropy_grad")
+softmax_cross_entropy_grad_p.impl = _xent_grad_impl
+softmax_cross_entropy_grad_p.abstract_eval = _xent_grad_aval
+_composite_rules(softmax_cross_entropy_grad_p, _xent_grad_composite)
+softmax_cross_entropy_grad_p.batch = _fold_batch(softmax_cross_entropy_grad_p)
+
+softmax_cross_entropy_p = Primitive("softmax_cross_entropy")
+softmax_cross_entropy_p.impl = _xent_impl
+softmax_cross_entropy_p.abstract_eval = _xent_aval
+softmax_cross_entropy_p.batch = _fold_batch(softmax_cross_entropy_p)
+
+
+def _xent_jvp(primals, tangents):
+    logits, labels = primals
+    loss = softmax_cross_entropy_p.bind(logits, labels)
+    ones = np.ones(shape_of(logits)[:1], logits.dtype)
+    dlogits = softmax_cross_entropy_grad_p.bind(logits, labels, ones)
+    return loss, reduce_sum(E.mul(tangents[0], dlogits), (1,))
+
+
+softmax_cross_entropy_p.jvp = _xent_jvp
+softmax_cross_entropy_p.vjp = lambda ct, primals, out, needs: (
+    softmax_cross_entropy_grad_p.bind(primals[0], primals[1], ct), None)
+
+
+def softmax_cross_entropy(logits: Any, labels: Any) -> Any:
+    """Per-example ``logsumexp(logits[i]) - logits[i, labels[i]]``.
+
+    logits: f32[N, C]; labels: int[N] in [0, C) (out of range: ValueError).
+    Returns f32[N].
+    """
+    return softmax_cross_entropy_p.bind(logits, labels)
+
+
