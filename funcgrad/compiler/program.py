@@ -34,6 +34,9 @@ from funcgrad.compiler.fusion import FusedKernel
 
 # Primitives whose result may be a view of their first input: the buffer
 # behind such a result must stay alive as long as the view does.
+# Output buffers remembered per output, for reuse once the caller drops them.
+_MAX_RECYCLED = 4
+
 _VIEWS = {"reshape", "transpose", "broadcast_to", "getitem", "stop_gradient", "flip"}
 
 
@@ -65,7 +68,7 @@ class Program:
         self.consts = [c._value for c in jaxpr.consts]
         self.plan: list[str] = []
         self.buffers: list[np.ndarray | None] = []
-        self.recycled: dict[int, np.ndarray] = {}
+        self.recycled: dict[int, list[np.ndarray]] = {}
         self.lock = threading.Lock()
         if plan_memory:
             self._plan(slot)
@@ -119,13 +122,17 @@ class Program:
         return buf
 
     def _output(self, slot: int, aval: Any) -> np.ndarray:
-        buf = self.recycled.get(slot)
-        # References: the dict entry, ``buf`` and getrefcount's argument. Any
-        # more (the caller's Array, a view's base) and the buffer is in use.
-        if buf is not None and sys.getrefcount(buf) == 3:
-            buf.flags.writeable = True   # ours again: it owns its memory and nothing sees it
-            return buf
-        buf = self.recycled[slot] = np.empty(aval.shape, aval.dtype)
+        pool = self.recycled.setdefault(slot, [])
+        for buf in pool:
+            # References: the pool's list, ``buf`` and getrefcount's argument. Any
+            # more (the caller's Array, a view's base) and the buffer is in use.
+            if sys.getrefcount(buf) == 3:
+                buf.flags.writeable = True   # ours again: it owns its memory and nothing sees it
+                return buf
+        buf = np.empty(aval.shape, aval.dtype)
+        pool.append(buf)
+        if len(pool) > _MAX_RECYCLED:   # callers keeping many results: stop tracking the oldest
+            pool.pop(0)
         return buf
 
     def _target(self, kind: str, index: int, aval: Any) -> np.ndarray:
