@@ -40,11 +40,14 @@ from funcgrad.backends.cpu.flash_attention import (  # noqa: E402
     flash_attention_forward,
 )
 
-DEFAULT_TILES = "64x64,128x128,256x128,256x256,512x128,512x256,512x512"
+DEFAULT_TILES = "default,64x64,128x128,256x128,256x256,256x512,512x256,512x512"
 
 
 def _parse_tiles(spec):
-    return [tuple(int(x) for x in t.split("x")) for t in spec.split(",") if t]
+    """"256x512,..." -> [(256, 512), ...]; "default" -> (None, None), the
+    kernels' own defaults (which differ between forward and backward)."""
+    return [(None, None) if t == "default" else tuple(int(x) for x in t.split("x"))
+            for t in spec.split(",") if t]
 
 
 def _timed(fn):
@@ -151,7 +154,7 @@ def main(argv=None):
         runners = {}
         for bq, bk in tiles:
             for sched in schedules:
-                name = f"{bq}x{bk}" + ("" if sched is None else
+                name = ("default" if bq is None else f"{bq}x{bk}") + ("" if sched is None else
                                        ("/1pass" if sched else "/2pass"))
                 runners[name] = _flash_runner(q, k, v, do, causal, scale,
                                               bq, bk, sched)

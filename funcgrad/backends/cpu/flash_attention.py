@@ -20,16 +20,25 @@ limiting each row's column range, so no -inf is ever written. When
 is 0 and their ``lse`` is ``+inf``, so the backward's ``exp(S - lse)`` is 0
 and their gradient contributions are exactly 0 (never NaN).
 
-Threading: parallel (``prange``) over B x query tiles (forward, dQ pass) or
-B x key tiles (dK/dV pass), or over B (one-pass backward); BLAS is kept
+Threading: ``prange`` over the worker threads, each of which takes jobs
+from a shared atomic counter (``_next_job``): B x query tiles (forward, dQ
+pass), B x key tiles (dK/dV pass) or B (one-pass backward), heaviest first
+when causal. Dynamic scheduling keeps both cores busy when a core is slowed
+by other processes or when causal tiles differ in cost. BLAS is kept
 single-threaded during the kernels (see ``_blas_single_thread``) because
 each numba worker issues its own tile products. Results are deterministic:
-every output element is accumulated by one thread in a fixed order.
+every output element is accumulated by one job in a fixed order, whichever
+worker runs it.
+
+Softmax arithmetic is done in base 2 (logits scaled by ``scale * log2(e)``,
+``_exp2``: a lean vectorised 2**x, rel. error 2e-7) and row maxima use
+``llvm.maxnum`` (``_fmax``), which LLVM vectorises (numba's ``max`` stays
+scalar and cost as much as the exp pass).
 
 Inputs with NaN/inf give unspecified results (the kernels use fast-math).
 
 Measured at B=8, N=4096, d=64, float32 on 2 cores: see
-``benchmarks/attention_tiles.py`` and ``_DEFAULT_BLOCKS`` below.
+``benchmarks/attention_tiles.py`` and ``_DEFAULT_FWD_BLOCKS`` below.
 """
 from __future__ import annotations
 
@@ -38,38 +47,134 @@ import threading
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import prange, types
-from numba.extending import overload
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
-from ._fastmath import exp_f32, exp_f64
+from ._fastmath import exp_f64
 
 __all__ = ["flash_attention_forward", "flash_attention_backward"]
 
-# (block_q, block_k) defaults, chosen with benchmarks/attention_tiles.py at
-# B*H=8, N=4096, d=64 f32 on the shared 2-vCPU box (load ~5 from other jobs,
-# so ratios are +-30%): 256x256 was best or tied in every run, fwd+bwd
-# 1.15-1.47x SDPA (causal / non-causal) vs 128x128 1.45-1.54x and 512x256
-# 1.37-1.61x; 64x64 tiles were 1.1-1.6x at N<=2048.
-_DEFAULT_BLOCK_Q = 256
-_DEFAULT_BLOCK_K = 256
+# (block_q, block_k) defaults, chosen with benchmarks/attention_tiles.py and
+# interleaved A/B runs at B*H=8, N=4096, d=64 f32 on the shared 2-vCPU box
+# (load 4-7 from other jobs, so single ratios are +-30%; medians of 7-9
+# rounds). Forward: 256x512 (the P V product then has K = 512, where scipy's
+# OpenBLAS is nearly as fast as MKL; 256x256 was 1.02-1.2x slower). Backward:
+# 256x256 (two 256x256 scratch tiles stay in the 1 MiB L2; 256x512 and
+# 512x256 were within noise, not better).
+_DEFAULT_FWD_BLOCKS = (256, 512)
+_DEFAULT_BWD_BLOCKS = (256, 256)
 
 
 # --------------------------------------------------------------------------
 # dtype-generic helpers
 # --------------------------------------------------------------------------
 
-def _exp(x):  # pragma: no cover - replaced by the overload inside njit
+# Softmax tiles work in base 2: the logits are scaled by ``scale * log2(e)``
+# and exponentiated with ``_exp2``; ``lse`` is converted back (``* ln 2``).
+_LOG2E = 1.4426950408889634
+_LN2 = 0.6931471805599453
+
+# 2**f on [-0.5, 0.5]: degree-5 fit of the relative error (Lawson
+# iterations, float64), c0 = 1; max rel. error 9e-8 in exact arithmetic,
+# 1.9e-7 evaluated in float32.
+_EXP2_P = (1.0, 0.6931470036506653, 0.24022242426872253, 0.05550733581185341,
+           0.009671504609286785, 0.0013264701701700687)
+
+
+def _exp2_f32_codegen(context, builder, signature, args):
+    """float32 2**x for the softmax, as straight-line LLVM IR.
+
+    Arguments here are ``logit - running max`` (<= ~0). x is clamped to
+    [-126, 126]; ``n = rint(x)``, ``f = x - n``; 2**f by the polynomial;
+    2**n added to the exponent field with an integer add. x < -125
+    (including -inf: fully masked rows have lse = +inf) gives exactly 0.
+    About half the instructions of ``_fastmath.exp_f32`` (no NaN/overflow
+    fix-ups, which the softmax cannot produce, and single-factor scaling).
+    """
+    (x,) = args
+    f32 = ir.FloatType()
+    i32 = ir.IntType(32)
+    mod = builder.module
+    fma = cgutils.get_or_insert_function(
+        mod, ir.FunctionType(f32, [f32, f32, f32]), "llvm.fma.f32")
+    rint = cgutils.get_or_insert_function(
+        mod, ir.FunctionType(f32, [f32]), "llvm.rint.f32")
+
+    def c(v):
+        return ir.Constant(f32, float(np.float32(v)))
+
+    xc = builder.select(builder.fcmp_ordered("<", x, c(-126.0)), c(-126.0), x)
+    xc = builder.select(builder.fcmp_ordered(">", xc, c(126.0)), c(126.0), xc)
+    n = builder.call(rint, [xc])
+    f = builder.fsub(xc, n)
+    p = c(_EXP2_P[5])
+    for coef in _EXP2_P[4::-1]:
+        p = builder.call(fma, [p, f, c(coef)])
+    bits = builder.add(builder.bitcast(p, i32),
+                       builder.shl(builder.fptosi(n, i32), ir.Constant(i32, 23)))
+    y = builder.bitcast(bits, f32)
+    return builder.select(builder.fcmp_ordered("<", x, c(-125.0)), c(0.0), y)
+
+
+@intrinsic
+def _exp2_f32(typingctx, x):
+    """float32 ``2**x`` for softmax arguments; see ``_exp2_f32_codegen``."""
+    if x != types.float32:
+        return None
+    return types.float32(types.float32), _exp2_f32_codegen
+
+
+def _exp2(x):  # pragma: no cover - replaced by the overload inside njit
     raise NotImplementedError
 
 
-@overload(_exp, inline="always", fastmath=True)
-def _exp_overload(x):
-    """Vectorisable exp: ``exp_f32`` / ``exp_f64`` by argument type."""
+@overload(_exp2, inline="always", fastmath=True)
+def _exp2_overload(x):
+    """Vectorisable 2**x: ``_exp2_f32`` / ``exp_f64(x ln 2)`` by type."""
     if x == types.float32:
-        return lambda x: exp_f32(x)
+        return lambda x: _exp2_f32(x)
     if x == types.float64:
-        return lambda x: exp_f64(x)
+        return lambda x: exp_f64(x * _LN2)
     return None
+
+
+@intrinsic
+def _fmax(typingctx, a, b):
+    """``llvm.maxnum``: unlike numba's ``max`` (a compare and a branch that
+    LLVM keeps scalar), a max reduction over it vectorises (measured 16x
+    faster over a 256-wide row)."""
+    if a != b or a not in (types.float32, types.float64):
+        return None
+    name = "llvm.maxnum.f32" if a == types.float32 else "llvm.maxnum.f64"
+
+    def codegen(context, builder, signature, args):
+        fty = args[0].type
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(fty, [fty, fty]), name)
+        return builder.call(fn, list(args))
+    return a(a, a), codegen
+
+
+@intrinsic
+def _next_job(typingctx, counter):
+    """Atomically ``counter[0] += 1``; returns the old value (int64).
+
+    Dynamic scheduling: each worker takes the next job when it is free, so
+    a core slowed by other processes (shared machines) or heavier causal
+    tiles do not leave the other workers idle at the end of a static split.
+    Results do not depend on which worker runs a job.
+    """
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64
+            and counter.ndim == 1):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", ary.data, ir.Constant(ir.IntType(64), 1),
+                                  "monotonic")
+    return types.int64(counter), codegen
 
 
 def _blocks(n, block):
@@ -81,117 +186,127 @@ def _blocks(n, block):
 # Forward
 # --------------------------------------------------------------------------
 
+@numba.njit(cache=True, inline="always")
+def _add_into(dst, src):
+    """dst += src for 2-D arrays of equal shape."""
+    for r in range(dst.shape[0]):
+        for c in range(dst.shape[1]):
+            dst[r, c] += src[r, c]
+
+
 @numba.njit(fastmath=True, cache=True, inline="always")
-def _fwd_tile_softmax(s, mq, nk, row0, col0, off, causal, sc, m, l, acc):
+def _fwd_tile_softmax(s, mq, nk, row0, col0, off, causal, sc2, m, l, acc):
     """Online-softmax update of one (mq, nk) score tile, in place.
 
-    s: (mq, nk) raw ``Q K^T``; on return ``P = exp(s*sc - m_new)`` with
-    masked columns 0. m, l: (mq,) running max / sum (``l == 0`` means no
-    key seen yet; m is then unused). acc: (mq, d) rescaled by
-    ``exp(m_old - m_new)``. Row r may use columns ``c < row0 + r + off + 1
-    - col0`` when causal.
+    s: (mq, nk) raw ``Q K^T``; on return ``P = 2**(s*sc2 - m_new)`` with
+    masked columns 0 (sc2 = scale * log2(e), so m is in base-2 units).
+    m, l: (mq,) running max / sum (``l == 0`` means no key seen yet; m is
+    then unused). acc: (mq, d) rescaled by ``2**(m_old - m_new)``. Row r
+    may use columns ``c < row0 + r + off + 1 - col0`` when causal.
     """
-    zero = sc - sc
+    zero = sc2 - sc2
+    one = zero + 1
+    d = acc.shape[1]
     for r in range(mq):
         jl = nk
         if causal:
             jl = min(nk, row0 + r + off + 1 - col0)
+        sr = s[r]
         if jl <= 0:
             for c in range(nk):
-                s[r, c] = zero
+                sr[c] = zero
             continue
-        mx = s[r, 0] * sc
+        mx = sr[0] * sc2
         for c in range(1, jl):
-            mx = max(mx, s[r, c] * sc)
-        if l[r] == zero:
+            mx = _fmax(mx, sr[c] * sc2)
+        lr = l[r]
+        if lr == zero:
             m_new = mx
             alpha = zero
         else:
-            m_new = max(m[r], mx)
-            alpha = _exp(m[r] - m_new)
+            m_new = _fmax(m[r], mx)
+            alpha = _exp2(m[r] - m_new)
         tot = zero
         for c in range(jl):
-            p = _exp(s[r, c] * sc - m_new)
-            s[r, c] = p
+            p = _exp2(sr[c] * sc2 - m_new)
+            sr[c] = p
             tot += p
         for c in range(jl, nk):
-            s[r, c] = zero
+            sr[c] = zero
         m[r] = m_new
-        l[r] = l[r] * alpha + tot
-        for c in range(acc.shape[1]):
-            acc[r, c] *= alpha
+        l[r] = lr * alpha + tot
+        if alpha != one:
+            ar = acc[r]
+            for c in range(d):
+                ar[c] *= alpha
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
-def _fwd_kernel(q, k, v, o, lse, consts, causal, bq, bk, scratch):
+def _fwd_kernel(q, k, v, o, lse, consts, causal, bq, bk, scratch, counter):
     """o (B, Nq, d), lse (B, Nq) <- attention(q, k, v); see module doc.
 
-    consts: dtype array [scale, 0, 1, inf] (typed scalars, so float32 code
-    never promotes to float64). scratch: (threads, bq*bk + 2*bq*d + 2*bq)
-    per-thread buffers, indexed by ``numba.get_thread_id()``.
+    consts: dtype array [scale, 0, 1, inf, scale*log2(e), ln 2] (typed
+    scalars, so float32 code never promotes to float64; see ``_consts``). scratch: (threads, bq*bk + 2*bq*d + 2*bq)
+    per-thread buffers, indexed by ``numba.get_thread_id()``. counter:
+    int64 zeros, the dynamic job counter (``_next_job``) followed by one
+    slot per worker (see ``_counter``).
     """
     B, Nq, d = q.shape
     Nk = k.shape[1]
     off = Nk - Nq
-    sc = consts[0]
     zero = consts[1]
     one = consts[2]
     inf = consts[3]
+    sc2 = consts[4]
+    ln2 = consts[5]
     nqt = (Nq + bq - 1) // bq
-    for job in prange(B * nqt):
-        b = job // nqt
-        t = _balanced_tile(job % nqt, nqt, causal)
-        i0 = t * bq
-        mq = min(bq, Nq - i0)
+    njobs = B * nqt
+    for w in prange(counter.shape[0] - 1):
         buf = scratch[numba.get_thread_id()]
-        s_all = buf[:bq * bk]
-        acc = buf[bq * bk:bq * bk + mq * d].reshape((mq, d))
-        pv = buf[bq * bk + bq * d:bq * bk + bq * d + mq * d].reshape((mq, d))
-        m = buf[bq * bk + 2 * bq * d:bq * bk + 2 * bq * d + mq]
-        l = buf[bq * bk + 2 * bq * d + bq:bq * bk + 2 * bq * d + bq + mq]
-        acc[:] = zero
-        l[:] = zero
-        m[:] = zero
-        # keys this tile can see: j <= (i0 + mq - 1) + off
-        kend = Nk
-        if causal:
-            kend = min(Nk, max(0, i0 + mq + off))
-        qt = q[b, i0:i0 + mq]
-        for j0 in range(0, kend, bk):
-            nk = min(bk, kend - j0)
-            s = s_all[:mq * nk].reshape((mq, nk))
-            np.dot(qt, k[b, j0:j0 + nk].T, s)
-            diag = causal and (j0 + nk - 1 > i0 + off)
-            _fwd_tile_softmax(s, mq, nk, i0, j0, off, diag, sc, m, l, acc)
-            np.dot(s, v[b, j0:j0 + nk], pv)
+        while True:
+            job = _next_job(counter)
+            if job >= njobs:
+                break
+            # heaviest first when causal (the last query tiles see the most keys)
+            b = job % B
+            t = job // B
+            if causal:
+                t = nqt - 1 - t
+            i0 = t * bq
+            mq = min(bq, Nq - i0)
+            s_all = buf[:bq * bk]
+            acc = buf[bq * bk:bq * bk + mq * d].reshape((mq, d))
+            pv = buf[bq * bk + bq * d:bq * bk + bq * d + mq * d].reshape((mq, d))
+            m = buf[bq * bk + 2 * bq * d:bq * bk + 2 * bq * d + mq]
+            l = buf[bq * bk + 2 * bq * d + bq:bq * bk + 2 * bq * d + bq + mq]
+            acc[:] = zero
+            l[:] = zero
+            m[:] = zero
+            # keys this tile can see: j <= (i0 + mq - 1) + off
+            kend = Nk
+            if causal:
+                kend = min(Nk, max(0, i0 + mq + off))
+            qt = q[b, i0:i0 + mq]
+            for j0 in range(0, kend, bk):
+                nk = min(bk, kend - j0)
+                s = s_all[:mq * nk].reshape((mq, nk))
+                np.dot(qt, k[b, j0:j0 + nk].T, s)
+                diag = causal and (j0 + nk - 1 > i0 + off)
+                _fwd_tile_softmax(s, mq, nk, i0, j0, off, diag, sc2, m, l, acc)
+                np.dot(s, v[b, j0:j0 + nk], pv)
+                _add_into(acc, pv)
             for r in range(mq):
-                for c in range(d):
-                    acc[r, c] += pv[r, c]
-        for r in range(mq):
-            if l[r] == zero:  # no visible key (causal, Nq > Nk)
-                lse[b, i0 + r] = inf
-                for c in range(d):
-                    o[b, i0 + r, c] = zero
-            else:
-                inv = one / l[r]
-                lse[b, i0 + r] = m[r] + np.log(l[r])
-                for c in range(d):
-                    o[b, i0 + r, c] = acc[r, c] * inv
-
-
-@numba.njit(cache=True, inline="always")
-def _balanced_tile(u, n, causal):
-    """Tile visited as the u-th of n: 0, n-1, 1, n-2, ... when causal.
-
-    prange splits its range into contiguous chunks per thread; causal tiles
-    cost in proportion to their index, so pairing light and heavy tiles
-    keeps the chunks balanced even for B = 1.
-    """
-    if not causal:
-        return u
-    if u % 2 == 0:
-        return u // 2
-    return n - 1 - u // 2
+                ob = o[b, i0 + r]
+                if l[r] == zero:  # no visible key (causal, Nq > Nk)
+                    lse[b, i0 + r] = inf
+                    for c in range(d):
+                        ob[c] = zero
+                else:
+                    inv = one / l[r]
+                    lse[b, i0 + r] = m[r] * ln2 + np.log(l[r])
+                    ar = acc[r]
+                    for c in range(d):
+                        ob[c] = ar[c] * inv
 
 
 # --------------------------------------------------------------------------
@@ -199,27 +314,31 @@ def _balanced_tile(u, n, causal):
 # --------------------------------------------------------------------------
 
 @numba.njit(fastmath=True, cache=True, inline="always")
-def _bwd_tile_ds(s, dp, mq, nk, row0, col0, off, causal, sc, lse_t, D_t):
+def _bwd_tile_ds(s, dp, mq, nk, row0, col0, off, causal, sc, sc2, log2e,
+                 lse_t, D_t):
     """P and dS of one (mq, nk) tile, in place.
 
-    s: raw ``Q K^T`` -> ``P = exp(s*sc - lse)`` (masked columns 0).
-    dp: ``dO V^T`` -> ``dS * sc = P * (dP - D) * sc`` (the softmax scale is
-    folded in here, so ``dK = dS^T Q`` and ``dQ = dS K`` need no rescale).
+    s: raw ``Q K^T`` -> ``P = 2**(s*sc2 - lse*log2(e))`` (masked columns 0;
+    sc2 = scale*log2(e)). dp: ``dO V^T`` -> ``dS * sc = P * (dP - D) * sc``
+    (the softmax scale is folded in here, so ``dK = dS^T Q`` and
+    ``dQ = dS K`` need no rescale).
     """
     zero = sc - sc
     for r in range(mq):
         jl = nk
         if causal:
             jl = max(0, min(nk, row0 + r + off + 1 - col0))
-        lr = lse_t[r]
+        lr = lse_t[r] * log2e
         dr = D_t[r]
+        sr = s[r]
+        dpr = dp[r]
         for c in range(jl):
-            p = _exp(s[r, c] * sc - lr)
-            s[r, c] = p
-            dp[r, c] = p * (dp[r, c] - dr) * sc
+            p = _exp2(sr[c] * sc2 - lr)
+            sr[c] = p
+            dpr[c] = p * (dpr[c] - dr) * sc
         for c in range(jl, nk):
-            s[r, c] = zero
-            dp[r, c] = zero
+            sr[c] = zero
+            dpr[c] = zero
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
@@ -235,17 +354,9 @@ def _rowdot_kernel(do, o, D):
         D[b, r] = acc
 
 
-@numba.njit(cache=True, inline="always")
-def _add_into(dst, src):
-    """dst += src for 2-D arrays of equal shape."""
-    for r in range(dst.shape[0]):
-        for c in range(dst.shape[1]):
-            dst[r, c] += src[r, c]
-
-
 @numba.njit(fastmath=True, cache=True, inline="always")
 def _bwd_pair(b, i0, mq, j0, nk, q, k, v, do, lse, D, dq, dk, dv, off,
-              causal, sc, s, dp, tmp_q, tmp_k, with_dq, with_dkv):
+              causal, sc, sc2, log2e, s, dp, tmp_q, tmp_k, with_dq, with_dkv):
     """All gradient contributions of query tile i0 x key tile j0."""
     qt = q[b, i0:i0 + mq]
     kt = k[b, j0:j0 + nk]
@@ -253,7 +364,7 @@ def _bwd_pair(b, i0, mq, j0, nk, q, k, v, do, lse, D, dq, dk, dv, off,
     np.dot(qt, kt.T, s)
     np.dot(dot, v[b, j0:j0 + nk].T, dp)
     diag = causal and (j0 + nk - 1 > i0 + off)
-    _bwd_tile_ds(s, dp, mq, nk, i0, j0, off, diag, sc,
+    _bwd_tile_ds(s, dp, mq, nk, i0, j0, off, diag, sc, sc2, log2e,
                  lse[b, i0:i0 + mq], D[b, i0:i0 + mq])
     if with_dkv:
         np.dot(s.T, dot, tmp_k)          # P^T dO
@@ -281,20 +392,25 @@ _ONEPASS, _DKV, _DQ = 0, 1, 2
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def _bwd_kernel(q, k, v, do, lse, D, dq, dk, dv, consts, causal, bq, bk,
-                scratch, mode):
+                scratch, mode, counter):
     """dq, dk, dv += gradients, by schedule ``mode`` (one kernel, so that
     only one parallel kernel per dtype is compiled for the backward):
 
-    _ONEPASS: parallel over B; the thread owning b loops key tiles (outer)
-      and query tiles (inner) and accumulates dq, dk, dv (5 GEMMs/pair).
-    _DKV: parallel over B x key tiles, dk and dv only (4 GEMMs/pair).
-    _DQ: parallel over B x query tiles, dq only (3 GEMMs/pair).
-    Each output tile has one owner thread: no races, deterministic order.
+    _ONEPASS: jobs are the B slices; the thread running b loops key tiles
+      (outer) and query tiles (inner) and accumulates dq, dk, dv (5
+      GEMMs/pair).
+    _DKV: jobs are B x key tiles, dk and dv only (4 GEMMs/pair).
+    _DQ: jobs are B x query tiles, dq only (3 GEMMs/pair).
+    Jobs are taken dynamically (``_next_job`` on ``counter``), heaviest
+    first when causal. Each output tile belongs to one job: no races, and a
+    fixed accumulation order, so results are deterministic.
     """
     B, Nq, d = q.shape
     Nk = k.shape[1]
     off = Nk - Nq
     sc = consts[0]
+    sc2 = consts[4]
+    log2e = consts[6]
     nqt = (Nq + bq - 1) // bq
     nkt = (Nk + bk - 1) // bk
     per = 1
@@ -302,41 +418,49 @@ def _bwd_kernel(q, k, v, do, lse, D, dq, dk, dv, consts, causal, bq, bk,
         per = nkt
     elif mode == _DQ:
         per = nqt
-    for job in prange(B * per):
-        b = job // per
-        u = job % per
+    njobs = B * per
+    for w in prange(counter.shape[0] - 1):
         buf = scratch[numba.get_thread_id()]
-        if mode == _DQ:
-            i0 = _balanced_tile(u, nqt, causal) * bq
-            mq = min(bq, Nq - i0)
-            kend = Nk
-            if causal:
-                kend = min(Nk, max(0, i0 + mq + off))
-            for j0 in range(0, kend, bk):
-                nk = min(bk, kend - j0)
-                s, dp, tq, tk = _views(buf, bq, bk, d, mq, nk)
-                _bwd_pair(b, i0, mq, j0, nk, q, k, v, do, lse, D, dq, dk, dv,
-                          off, causal, sc, s, dp, tq, tk, True, False)
-        else:
-            jlo = 0
-            jhi = nkt
-            if mode == _DKV:
-                # key tiles near the end see the fewest queries when causal
-                jlo = _balanced_tile(u, nkt, causal)
-                jhi = jlo + 1
-            for jt in range(jlo, jhi):
-                j0 = jt * bk
-                nk = min(bk, Nk - j0)
-                # first query row that sees key j0: i + off >= j0
-                istart = 0
+        while True:
+            job = _next_job(counter)
+            if job >= njobs:
+                break
+            b = job % B
+            u = job // B
+            if mode == _DQ:
+                if causal:  # the last query tiles see the most keys
+                    u = nqt - 1 - u
+                i0 = u * bq
+                mq = min(bq, Nq - i0)
+                kend = Nk
                 if causal:
-                    istart = max(0, j0 - off) // bq * bq
-                for i0 in range(istart, Nq, bq):
-                    mq = min(bq, Nq - i0)
+                    kend = min(Nk, max(0, i0 + mq + off))
+                for j0 in range(0, kend, bk):
+                    nk = min(bk, kend - j0)
                     s, dp, tq, tk = _views(buf, bq, bk, d, mq, nk)
                     _bwd_pair(b, i0, mq, j0, nk, q, k, v, do, lse, D, dq, dk,
-                              dv, off, causal, sc, s, dp, tq, tk,
-                              mode == _ONEPASS, True)
+                              dv, off, causal, sc, sc2, log2e, s, dp, tq, tk,
+                              True, False)
+            else:
+                jlo = 0
+                jhi = nkt
+                if mode == _DKV:
+                    # the first key tiles see the most queries when causal
+                    jlo = u
+                    jhi = jlo + 1
+                for jt in range(jlo, jhi):
+                    j0 = jt * bk
+                    nk = min(bk, Nk - j0)
+                    # first query row that sees key j0: i + off >= j0
+                    istart = 0
+                    if causal:
+                        istart = max(0, j0 - off) // bq * bq
+                    for i0 in range(istart, Nq, bq):
+                        mq = min(bq, Nq - i0)
+                        s, dp, tq, tk = _views(buf, bq, bk, d, mq, nk)
+                        _bwd_pair(b, i0, mq, j0, nk, q, k, v, do, lse, D, dq,
+                                  dk, dv, off, causal, sc, sc2, log2e, s, dp,
+                                  tq, tk, mode == _ONEPASS, True)
 
 
 # --------------------------------------------------------------------------
@@ -439,9 +563,9 @@ def _check_like(name, a, shape, dtype):
                          f"got {got[0]} {got[1]}")
 
 
-def _tiles(Nq, Nk, block_q, block_k):
-    bq = _DEFAULT_BLOCK_Q if block_q is None else int(block_q)
-    bk = _DEFAULT_BLOCK_K if block_k is None else int(block_k)
+def _tiles(Nq, Nk, block_q, block_k, defaults):
+    bq = defaults[0] if block_q is None else int(block_q)
+    bk = defaults[1] if block_k is None else int(block_k)
     if bq < 1 or bk < 1:
         raise ValueError(f"flash_attention: block sizes must be >= 1, got "
                          f"block_q={block_q}, block_k={block_k}")
@@ -450,7 +574,16 @@ def _tiles(Nq, Nk, block_q, block_k):
 
 
 def _consts(scale, dtype):
-    return np.array([scale, 0.0, 1.0, np.inf], dtype=dtype)
+    """[scale, 0, 1, inf, scale*log2(e), ln 2, log2(e)] in the kernel dtype."""
+    return np.array([scale, 0.0, 1.0, np.inf, scale * _LOG2E, _LN2, _LOG2E],
+                    dtype=dtype)
+
+
+def _counter():
+    """Job counter for ``_next_job`` (one per kernel call), plus one slot
+    per worker: the kernels run ``len(counter) - 1`` workers (calling
+    ``numba.get_num_threads()`` inside them would stop ``cache=True``)."""
+    return np.zeros(1 + numba.get_num_threads(), dtype=np.int64)
 
 
 def _scratch(width, dtype):
@@ -488,11 +621,11 @@ def flash_attention_forward(q, k, v, *, causal: bool, scale: float,
         o[...] = 0
         lse[...] = np.inf
         return o, lse
-    bq, bk = _tiles(Nq, Nk, block_q, block_k)
+    bq, bk = _tiles(Nq, Nk, block_q, block_k, _DEFAULT_FWD_BLOCKS)
     scratch = _scratch(bq * bk + 2 * bq * d + 2 * bq, dt)
     with _blas_single_thread():
         _fwd_kernel(q, k, v, o, lse, _consts(scale, dt), bool(causal),
-                    bq, bk, scratch)
+                    bq, bk, scratch, _counter())
     return o, lse
 
 
@@ -537,7 +670,7 @@ def flash_attention_backward(q, k, v, o, lse, do, *, causal: bool,
     dv = np.zeros((B, Nk, d), dtype=dt)
     if B == 0 or Nq == 0 or Nk == 0:
         return dq, dk, dv
-    bq, bk = _tiles(Nq, Nk, block_q, block_k)
+    bq, bk = _tiles(Nq, Nk, block_q, block_k, _DEFAULT_BWD_BLOCKS)
     D = np.empty((B, Nq), dtype=dt)
     scratch = _scratch(2 * bq * bk + bq * d + bk * d, dt)
     consts = _consts(scale, dt)
@@ -548,8 +681,8 @@ def flash_attention_backward(q, k, v, o, lse, do, *, causal: bool,
     with _blas_single_thread():
         _rowdot_kernel(do, o, D)
         if onepass:
-            _bwd_kernel(*args, _ONEPASS)
+            _bwd_kernel(*args, _ONEPASS, _counter())
         else:
-            _bwd_kernel(*args, _DKV)
-            _bwd_kernel(*args, _DQ)
+            _bwd_kernel(*args, _DKV, _counter())
+            _bwd_kernel(*args, _DQ, _counter())
     return dq, dk, dv
