@@ -396,9 +396,9 @@ def _select_jvp(primals, tangents):
 
 def _select_vjp(ct, primals, z, needs):
     c, x, y = primals
-    zero = mul(ct, 0.0)
-    cx = unbroadcast(select(c, ct, zero), shape_of(x)) if needs[1] else None
-    cy = unbroadcast(select(c, zero, ct), shape_of(y)) if needs[2] else None
+    # A scalar zero broadcasts: no zeros array is materialised (one pass, not two).
+    cx = unbroadcast(select(c, ct, 0.0), shape_of(x)) if needs[1] else None
+    cy = unbroadcast(select(c, 0.0, ct), shape_of(y)) if needs[2] else None
     return None, cx, cy
 
 
