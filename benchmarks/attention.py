@@ -62,6 +62,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import funcgrad as fg  # noqa: E402
 import funcgrad.nn as nn  # noqa: E402
 import funcgrad.numpy as fnp  # noqa: E402
+from funcgrad.testing import process_memory, reset_peak_memory  # noqa: E402
 from _harness import environment, print_table, write_json  # noqa: E402
 
 DS = (16, 32, 64, 128)
@@ -74,17 +75,6 @@ MB = 1e6
 # --------------------------------------------------------------------------
 
 
-def _proc_status(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def _release_free_heap() -> None:
     # Return freed heap pages to the OS so that the next call's RSS growth
     # counts the memory it touches, not pages a previous call left resident.
@@ -95,23 +85,14 @@ def _release_free_heap() -> None:
         pass
 
 
-def _reset_peak_rss() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")          # Linux >= 4.0: VmHWM := VmRSS
-        return True
-    except OSError:
-        return False
-
-
 def measure_call(fn: Callable[[], object]) -> dict:
     """Run ``fn`` once: seconds, peak RSS growth and numpy (tracemalloc) peak, in bytes.
 
     Whatever ``fn`` returns is dropped before returning; the peaks include it.
     """
     _release_free_heap()
-    have_rss = _reset_peak_rss()
-    rss0 = _proc_status("VmRSS")
+    have_rss = reset_peak_memory()
+    rss0 = process_memory("VmRSS")
     tracemalloc.start()
     t0 = time.perf_counter()
     try:
@@ -120,7 +101,7 @@ def measure_call(fn: Callable[[], object]) -> dict:
         _, traced = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    rss = (_proc_status("VmHWM") - rss0) if have_rss and rss0 is not None else None
+    rss = (process_memory("VmHWM") - rss0) if have_rss and rss0 is not None else None
     return {"seconds": seconds, "rss_peak_bytes": rss, "traced_peak_bytes": traced}
 
 

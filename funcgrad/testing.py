@@ -136,3 +136,30 @@ def check_against_numpy(f: Callable, reference: Callable, args: Sequence[Any], a
 
 def x64_enabled() -> bool:
     return _config.config.enable_x64
+
+
+# --------------------------------------------------------------------------
+# Memory measurement (Linux /proc), for memory tests and benchmarks
+# --------------------------------------------------------------------------
+
+
+def process_memory(field: str) -> int | None:
+    """A ``/proc/self/status`` field in bytes (``"VmRSS"``, ``"VmHWM"`` peak); None where unavailable."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_memory() -> bool:
+    """Reset the process' peak RSS (VmHWM := VmRSS; Linux >= 4.0). False where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return process_memory("VmHWM") is not None
+    except OSError:
+        return False

@@ -31,7 +31,7 @@ import funcgrad as fg
 import funcgrad.nn as nn
 import funcgrad.numpy as fnp
 from funcgrad import random
-from funcgrad.testing import check_grads
+from funcgrad.testing import check_grads, process_memory, reset_peak_memory
 
 # --------------------------------------------------------------------------
 # float64 numpy references
@@ -377,27 +377,6 @@ MEM_BH, MEM_N, MEM_D = 8, 8192, 64
 MEM_BUDGET = 100 * 2**20
 
 
-def _rss_bytes(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss() -> bool:
-    """Reset VmHWM (Linux >= 4.0: write 5 to clear_refs); False where unsupported."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return _rss_bytes("VmHWM") is not None
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
 def test_flash_forward_backward_memory_is_linear_in_n():
     """fwd+bwd through ``fg.vjp`` at B*H=8, N=8192, d=64 f32 allocates < 100 MB beyond in/out/grads.
@@ -430,8 +409,8 @@ def test_flash_forward_backward_memory_is_linear_in_n():
     out, pullback = fg.vjp(f, *small[:3])             # warm-up: load the kernels, start the threads
     pullback(small[3])
 
-    has_rss = _reset_peak_rss()
-    rss_before = _rss_bytes("VmRSS") if has_rss else None
+    has_rss = reset_peak_memory()
+    rss_before = process_memory("VmRSS") if has_rss else None
     tracemalloc.start()
     start = time.perf_counter()
     try:
@@ -449,7 +428,7 @@ def test_flash_forward_backward_memory_is_linear_in_n():
           f"(naive scores alone: {naive_scores / 2**30:.0f} GiB)")
     assert extra < MEM_BUDGET, f"flash fwd+bwd allocated {extra / 2**20:.1f} MiB beyond its outputs and gradients"
     if has_rss:
-        rss_extra = _rss_bytes("VmHWM") - rss_before - kept
+        rss_extra = process_memory("VmHWM") - rss_before - kept
         print(f"peak RSS beyond outputs+grads: {rss_extra / 2**20:.1f} MiB")
         assert rss_extra < MEM_BUDGET, f"peak RSS grew {rss_extra / 2**20:.1f} MiB beyond outputs and gradients"
     # Still the right numbers, checked on the last 64 query rows against all keys: with the
