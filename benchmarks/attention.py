@@ -47,7 +47,6 @@ if HAVE_TORCH:
 import argparse  # noqa: E402
 import ctypes  # noqa: E402
 import gc  # noqa: E402
-import math  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
