@@ -603,10 +603,6 @@ def _top_tracer(args: Sequence[Any]) -> Tracer | None:
     return top
 
 
-def full_lower(x: Any) -> Any:
-    return x
-
-
 def shape_of_value(x: Any) -> tuple[int, ...]:
     return () if isinstance(x, (bool, int, float)) else x.shape
 

@@ -163,10 +163,6 @@ def getitem(x: Any, index: Any) -> Any:
     return getitem_p.bind(x, *arrays, template=template)
 
 
-def getitem_static(x: Any, index: tuple) -> Any:
-    return getitem(x, index)
-
-
 def static_slice(x: Any, axis: int, start: int, stop: int) -> Any:
     index = (slice(None),) * axis + (slice(start, stop),)
     return getitem(x, index)

@@ -188,9 +188,9 @@ def _pad_aval(x, widths, value):
 
 
 def _pad_vjp(ct, primals, out, needs, widths, value):
-    from funcgrad.primitives.indexing import getitem_static
+    from funcgrad.primitives.indexing import getitem
     index = tuple(slice(lo, lo + s) for s, (lo, hi) in zip(shape_of(primals[0]), widths))
-    return (getitem_static(ct, index),)
+    return (getitem(ct, index),)
 
 
 def _pad_jvp(primals, tangents, widths, value):
