@@ -7,45 +7,43 @@
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
 import funcgrad as fg
 
 
-def _set_flag(name: str, value: bool):
+@contextlib.contextmanager
+def config_set(name: str, value):
+    """``fg.config.<name>`` set to ``value`` inside the block, restored after."""
     old = getattr(fg.config, name)
     fg.config.update(name, value)
-    return old
+    try:
+        yield
+    finally:
+        fg.config.update(name, old)
 
 
 @pytest.fixture
 def x64():
     """float64 arrays stay float64 for this test (as ``FUNCGRAD_ENABLE_X64=1``)."""
-    old = _set_flag("enable_x64", True)
-    try:
+    with config_set("enable_x64", True):
         yield
-    finally:
-        fg.config.update("enable_x64", old)
 
 
 @pytest.fixture
 def x32():
     """The default: 64-bit inputs are narrowed to 32 bits for this test."""
-    old = _set_flag("enable_x64", False)
-    try:
+    with config_set("enable_x64", False):
         yield
-    finally:
-        fg.config.update("enable_x64", old)
 
 
 @pytest.fixture
 def debug_nans():
-    old = _set_flag("debug_nans", True)
-    try:
+    with config_set("debug_nans", True):
         yield
-    finally:
-        fg.config.update("debug_nans", old)
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ import funcgrad as fg
 import funcgrad.numpy as fnp
 from funcgrad.testing import check_grads
 from funcgrad.tree_util import tree_leaves
+from conftest import config_set
 from op_table import OPS, PUBLIC, Op
 
 def test_table_covers_public_api():
@@ -208,18 +209,14 @@ def test_vmap_matches_loop(op, shapes, in_axes_kind, rng, x32):
 
 @pytest.fixture(params=["fused", "unfused"])
 def fusion(request):
-    previous = fg.config.jit_fusion
-    fg.config.update("jit_fusion", request.param == "fused")
-    yield request.param
-    fg.config.update("jit_fusion", previous)
+    with config_set("jit_fusion", request.param == "fused"):
+        yield request.param
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("op,shapes", _cases(lambda op: op.transforms))
 def test_jit_matches_eager(op, shapes, dtype, fusion, rng):
-    previous = fg.config.enable_x64
-    fg.config.update("enable_x64", dtype == np.float64)
-    try:
+    with config_set("enable_x64", dtype == np.float64):
         args = to_fg(make_args(op, shapes, rng, dtype))
         eager = op.fn(*args)
         jitted = fg.jit(op.fn)
@@ -230,8 +227,6 @@ def test_jit_matches_eager(op, shapes, dtype, fusion, rng):
             assert a.dtype == e.dtype, f"jit({op.name}): dtype {a.dtype} vs eager {e.dtype}"
         out2 = jitted(*args)   # the cached program
         assert_tree_close(out2, eager, tol, tol, f"jit({op.name}) second call vs eager")
-    finally:
-        fg.config.update("enable_x64", previous)
 
 
 def _first_cases(pred):
@@ -249,10 +244,8 @@ def _first_cases(pred):
 def unfused():
     """Composition tests run unfused: each would otherwise compile kernels of its own (CI time);
     fusion of every fusible primitive is checked in tests/test_jit_compiler.py."""
-    previous = fg.config.jit_fusion
-    fg.config.update("jit_fusion", False)
-    yield
-    fg.config.update("jit_fusion", previous)
+    with config_set("jit_fusion", False):
+        yield
 
 
 @pytest.mark.parametrize("op,shapes", _first_cases(lambda op: op.diff and op.transforms and op.shapes != [()]))
