@@ -199,29 +199,11 @@ def _add_terms(a: Any, b: Any) -> Any:
 #   <conv_input_grad(dy, w), v>  = <dy, conv(v, w)>
 #   <conv_weight_grad(dy, x), u> = <dy, conv(x, u)>
 
-def _conv_jvp(primals, tangents, **geo):
-    (x, w), (tx, tw) = primals, tangents
-    y = conv2d_p.bind(x, w, **geo)
-    t = None if tx is None else conv2d_p.bind(tx, w, **geo)
-    if tw is not None:
-        t = _add_terms(t, conv2d_p.bind(x, tw, **geo))
-    return y, t
-
-
 def _conv_vjp(ct, primals, y, needs, **geo):
     x, w = primals
     dx = conv2d_input_grad_p.bind(ct, w, in_hw=_spatial(x), **geo) if needs[0] else None
     dw = conv2d_weight_grad_p.bind(ct, x, kernel_hw=_spatial(w), **geo) if needs[1] else None
     return dx, dw
-
-
-def _conv_input_grad_jvp(primals, tangents, in_hw, **geo):
-    (dy, w), (tdy, tw) = primals, tangents
-    out = conv2d_input_grad_p.bind(dy, w, in_hw=in_hw, **geo)
-    t = None if tdy is None else conv2d_input_grad_p.bind(tdy, w, in_hw=in_hw, **geo)
-    if tw is not None:
-        t = _add_terms(t, conv2d_input_grad_p.bind(dy, tw, in_hw=in_hw, **geo))
-    return out, t
 
 
 def _conv_input_grad_vjp(ct, primals, out, needs, in_hw, **geo):
@@ -231,15 +213,6 @@ def _conv_input_grad_vjp(ct, primals, out, needs, in_hw, **geo):
     return d_dy, d_w
 
 
-def _conv_weight_grad_jvp(primals, tangents, kernel_hw, **geo):
-    (dy, x), (tdy, tx) = primals, tangents
-    out = conv2d_weight_grad_p.bind(dy, x, kernel_hw=kernel_hw, **geo)
-    t = None if tdy is None else conv2d_weight_grad_p.bind(tdy, x, kernel_hw=kernel_hw, **geo)
-    if tx is not None:
-        t = _add_terms(t, conv2d_weight_grad_p.bind(dy, tx, kernel_hw=kernel_hw, **geo))
-    return out, t
-
-
 def _conv_weight_grad_vjp(ct, primals, out, needs, kernel_hw, **geo):
     dy, x = primals  # ct has the weights' shape (O, C/groups, KH, KW)
     d_dy = conv2d_p.bind(x, ct, **geo) if needs[0] else None
@@ -247,9 +220,21 @@ def _conv_weight_grad_vjp(ct, primals, out, needs, kernel_hw, **geo):
     return d_dy, d_x
 
 
-conv2d_p.jvp, conv2d_p.vjp = _conv_jvp, _conv_vjp
-conv2d_input_grad_p.jvp, conv2d_input_grad_p.vjp = _conv_input_grad_jvp, _conv_input_grad_vjp
-conv2d_weight_grad_p.jvp, conv2d_weight_grad_p.vjp = _conv_weight_grad_jvp, _conv_weight_grad_vjp
+def _bilinear_jvp(p: Primitive):
+    """jvp of a primitive bilinear in its two operands: p(ta, b) + p(a, tb)."""
+    def jvp(primals, tangents, **params):
+        (a, b), (ta, tb) = primals, tangents
+        out = p.bind(a, b, **params)
+        t = None if ta is None else p.bind(ta, b, **params)
+        if tb is not None:
+            t = _add_terms(t, p.bind(a, tb, **params))
+        return out, t
+    return jvp
+
+
+conv2d_p.jvp, conv2d_p.vjp = _bilinear_jvp(conv2d_p), _conv_vjp
+conv2d_input_grad_p.jvp, conv2d_input_grad_p.vjp = _bilinear_jvp(conv2d_input_grad_p), _conv_input_grad_vjp
+conv2d_weight_grad_p.jvp, conv2d_weight_grad_p.vjp = _bilinear_jvp(conv2d_weight_grad_p), _conv_weight_grad_vjp
 
 
 def _examples_into_n(v: Any, d: int, size: int) -> Any:
