@@ -250,8 +250,20 @@ class PrimalTracer(Tracer):
     def aval(self) -> ShapedArray:
         return get_aval(self.primal)
 
-    shape = property(lambda self: shape_of_value(self.primal))
-    dtype = property(lambda self: dtype_of_value(self.primal))
+    @property
+    def shape(self) -> tuple[int, ...]:
+        p = self.primal
+        return p._value.shape if type(p) is Array else shape_of_value(p)
+
+    @property
+    def dtype(self) -> np.dtype:
+        p = self.primal
+        return p._value.dtype if type(p) is Array else dtype_of_value(p)
+
+    @property
+    def ndim(self) -> int:
+        p = self.primal
+        return p._value.ndim if type(p) is Array else len(shape_of_value(p))
 
     def concrete_value(self) -> Any:
         p = self.primal
@@ -383,7 +395,7 @@ def _array_from_numpy(value: np.ndarray) -> Array:
 
 
 def _freeze(value: np.ndarray) -> np.ndarray:
-    value.flags.writeable = False
+    value.setflags(write=False)
     return value
 
 
@@ -452,28 +464,21 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     return trace.process_primitive(prim, args, params)
 
 
-class _OnDevice(Exception):
-    """Internal signal: an argument is a device array (an Array subclass)."""
-
-
-def _other_value(a: Any) -> Any:
-    # The slow path of argument collection: numpy constants and lists are
-    # copied in; an Array subclass belongs to a device backend, so the whole
-    # primitive goes there instead (see _eval_on_device).
-    if isinstance(a, Array):
-        raise _OnDevice
-    return to_numpy_input(a)
-
-
 def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Run a primitive's implementation on concrete values; wrap the result."""
-    try:  # zero-cost on the CPU path (Python >= 3.11): device arrays are found by the slow branch only
-        values = [a._value if type(a) is Array else (a if isinstance(a, (bool, int, float)) else _other_value(a))
-                  for a in args]
-    except _OnDevice:
-        values = None  # leave the except block first: device errors must not chain to the signal
-    if values is None:
-        return _eval_on_device(prim, args, params)
+    # The hot path of eager mode, written out (no comprehension frames, _wrap inlined).
+    values = []
+    for a in args:
+        if type(a) is Array:
+            values.append(a._value)
+        elif isinstance(a, (bool, int, float)):
+            values.append(a)
+        elif isinstance(a, Array):   # an Array subclass: a device array, so the primitive runs there
+            return _eval_on_device(prim, args, params)
+        elif isinstance(a, Tracer):  # only a leaked one can get here; bind names the leak
+            return bind(prim, args, params)
+        else:
+            values.append(to_numpy_input(a))
     try:
         out = prim.impl(*values, **params)
     except (ValueError, TypeError, IndexError) as e:
@@ -483,7 +488,12 @@ def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
         if config.debug_nans:
             check_nans(prim, values, outs)
         return outs
-    result = _wrap(out)
+    if type(out) is np.ndarray and (out.dtype.itemsize != 8 or config.enable_x64):
+        out.setflags(write=False)
+        result = _new_array(Array)
+        result._value = out
+    else:
+        result = _wrap(out)
     if config.debug_nans:
         check_nans(prim, values, [result])
     return result
@@ -513,7 +523,7 @@ def _wrap(out: Any) -> Array:
         out = np.asarray(out)
     if out.dtype.itemsize == 8 and not config.enable_x64:
         out = out.astype(_dtypes.canonicalize(out.dtype))
-    out.flags.writeable = False
+    out.setflags(write=False)   # cheaper than out.flags.writeable = False (no flags object)
     array = _new_array(Array)   # skips a Python-level __init__ frame on the hottest path
     array._value = out
     return array

@@ -69,15 +69,16 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        nums = _argnums_tuple(argnums, len(args), "grad")
-        diff = tuple([args[i] for i in nums])
-        single = len(diff) == 1 and type(diff[0]) is Array   # a single array: no pytree work
+        # A single float Array argument (the common case of tiny functions) needs no pytree work.
+        single = (type(argnums) is int and 0 <= argnums < len(args) and type(args[argnums]) is Array
+                  and args[argnums]._value.dtype.kind == "f")
         if single:
-            leaves, tree = [diff[0]], _SINGLE_LEAF
+            nums, leaves, tree = (argnums,), [args[argnums]], _SINGLE_LEAF
         else:
-            leaves, tree = tree_flatten(diff)
+            nums = _argnums_tuple(argnums, len(args), "grad")
+            leaves, tree = tree_flatten(tuple([args[i] for i in nums]))
             leaves = [_as_leaf(x, "grad") for x in leaves]
-        _check_float_inputs(leaves, "grad")
+            _check_float_inputs(leaves, "grad")
 
         def flat_fun(*xs):
             new_args = list(args)
@@ -116,8 +117,7 @@ def _unit(dtype: np.dtype) -> Array:
 
 
 def _ones_like(x: Any) -> Any:
-    from funcgrad.numpy import ones_like
-    return ones_like(x)
+    return _fnp.ones_like(x)
 
 
 def _check_scalar_output(value: Any, name: str) -> None:
@@ -537,3 +537,6 @@ def make_jaxpr(f: Callable, static_argnums: int | Sequence[int] = ()) -> Callabl
         return trace_to_jaxpr(flat_fun, avals)[0]
 
     return wrapped
+
+# Imported last, as a module: funcgrad.numpy builds on the transforms above.
+from funcgrad import numpy as _fnp  # noqa: E402

@@ -95,23 +95,21 @@ class BatchTrace(Trace):
 
 
 def _moveaxis(x: Any, src: int, dst: int) -> Any:
-    from funcgrad.numpy import moveaxis
-    return moveaxis(x, src, dst) if src != dst else x
+    return _fnp.moveaxis(x, src, dst) if src != dst else x
 
 
 def move_to_front(x: Any, d: int | None, size: int) -> Any:
     """``x`` with its mapped axis first; an unmapped ``x`` is broadcast to ``size``."""
-    from funcgrad.numpy import broadcast_to
     if d is None:
         shape = _core.get_aval(x).shape
-        return broadcast_to(x, (size,) + shape)
+        return _fnp.broadcast_to(x, (size,) + shape)
     return _moveaxis(x, d, 0)
 
 
 def batch_by_loop(prim: Primitive) -> Callable:
     """A correct (slow) batching rule for any primitive: apply it per example and stack."""
     def rule(values, dims, size, **params):
-        from funcgrad.numpy import stack, take
+        stack, take = _fnp.stack, _fnp.take
         per_example = []
         for i in range(size):
             args = [v if d is None else take(v, i, axis=d) for v, d in zip(values, dims)]
@@ -154,3 +152,6 @@ def _to_out_dim(value: Any, bdim: int | None, out_dim: int | None, size: int) ->
     if not -ndim <= out_dim < ndim:
         raise ValueError(f"vmap: out_axes={out_dim} is out of range for an output of rank {ndim}")
     return _moveaxis(value, 0, out_dim % ndim)
+
+# Imported last, as a module: it builds on the core this module is part of.
+from funcgrad import numpy as _fnp  # noqa: E402

@@ -46,7 +46,6 @@ class JVPTrace(Trace):
 
 def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:
     """Push flat ``tangents`` through ``fun`` at flat ``primals``."""
-    from funcgrad.numpy import zeros_like
     with _core.new_main(JVPTrace) as main:
         trace = JVPTrace(main)
         tracers = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
@@ -59,5 +58,8 @@ def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> 
             else:
                 primal_outs.append(o)
                 tangent_outs.append(None)
-    tangent_outs = [zeros_like(p) if t is None else t for p, t in zip(primal_outs, tangent_outs)]
+    tangent_outs = [_fnp.zeros_like(p) if t is None else t for p, t in zip(primal_outs, tangent_outs)]
     return primal_outs, tangent_outs
+
+# Imported last, as a module: it builds on the core this module is part of.
+from funcgrad import numpy as _fnp  # noqa: E402

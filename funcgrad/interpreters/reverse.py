@@ -26,19 +26,26 @@ class Node:
 
     __slots__ = ("prim", "params", "primals", "outs", "parents", "needs", "rule", "where")
 
-    def __init__(self, prim: Any, params: dict, primals: list, outs: list, parents: list, rule: Callable | None):
+    def __init__(self, prim: Any, params: dict, primals: list, outs: list, parents: list, needs: Any,
+                 rule: Callable | None):
         self.prim = prim
         self.params = params
         self.primals = primals
         self.outs = outs
-        self.parents = parents   # per input: (Node, output index) or None
-        self.needs = tuple([p is not None for p in parents])  # which inputs want a cotangent
+        self.parents = parents   # per input: the record key of the value it came from, or None
+        self.needs = needs       # per input: whether it wants a cotangent (a sequence of bools)
         self.rule = rule         # custom backward (custom_vjp, checkpoint) or None
         self.where = user_source_line() if config.debug_nans else None
 
 
+# Record keys: each differentiable value is known to the backward pass by a
+# key under which its cotangent accumulates: the Node itself for the output of
+# a single-output primitive, (Node, i) for output i of a multiple-output one,
+# and a _Leaf for a differentiated input.
+
+
 class _Leaf:
-    """The record entry of a differentiated input."""
+    """The record key of a differentiated input."""
 
     __slots__ = ("index",)
 
@@ -47,13 +54,12 @@ class _Leaf:
 
 
 class VJPTracer(PrimalTracer):
-    __slots__ = ("node", "out_index")
+    __slots__ = ("key",)
 
-    def __init__(self, trace: "VJPTrace", primal: Any, node: Any, out_index: int = 0):
+    def __init__(self, trace: "VJPTrace", primal: Any, key: Any):
         self._trace = trace
         self.primal = primal
-        self.node = node
-        self.out_index = out_index
+        self.key = key   # record key, or None for a value that depends on no input
 
 
 class VJPTrace(Trace):
@@ -66,52 +72,57 @@ class VJPTrace(Trace):
 
     def process_primitive(self, prim: Primitive, args: list, params: dict) -> Any:
         main = self.main
-        primals, parents, tracked = [], [], False
+        primals, parents, needs, tracked = [], [], [], False
         for a in args:
             # Constants and values of lower levels are used as they are; no
             # tracer is made for them (this loop runs once per operation).
             if type(a) is VJPTracer and a._trace.main is main:
                 primals.append(a.primal)
-                if a.node is not None:
-                    parents.append((a.node, a.out_index))
+                if a.key is not None:
+                    parents.append(a.key)
+                    needs.append(True)
                     tracked = True
                     continue
             else:
                 primals.append(a)
             parents.append(None)
-        out = _core.bind(prim, primals, params)
+            needs.append(False)
+        # The bottom transform sees only concrete values: evaluate directly.
+        out = _core.eval_primitive(prim, primals, params) if main.level == 1 else _core.bind(prim, primals, params)
         if not tracked or prim.vjp is None:
             return out  # independent of the inputs, or not differentiable
         if prim.multiple_results:
-            node = Node(prim, params, primals, out, parents, None)
+            node = Node(prim, params, primals, out, parents, needs, None)
             main.data.append(node)
-            return [VJPTracer(self, o, node, i) if _differentiable(o) else o for i, o in enumerate(out)]
-        node = Node(prim, params, primals, [out], parents, None)
+            return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(out)]
+        node = Node(prim, params, primals, [out], parents, needs, None)
         main.data.append(node)
-        return VJPTracer(self, out, node, 0) if _differentiable(out) else out
+        if type(out) is Array and out._value.dtype.kind == "f" or _differentiable(out):
+            return VJPTracer(self, out, node)
+        return out
+
+    def _record_call(self, name: Any, tracers: list, primals: list, outs: list, rule: Callable) -> list:
+        """Record a function call with a backward ``rule(cts, node)`` (custom_vjp, checkpoint)."""
+        parents = [t.key for t in tracers]
+        if all(k is None for k in parents):
+            return outs
+        node = Node(name, {}, primals, outs, parents, tuple([k is not None for k in parents]), rule)
+        self.main.data.append(node)
+        return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(outs)]
 
     def process_custom_vjp(self, call: _core.CustomVJPCall, tracers: list) -> list:
         primals = [t.primal for t in tracers]
-        parents = [(t.node, t.out_index) if t.node is not None else None for t in tracers]
         outs, residuals = call.fwd(*primals)
-        outs = list(outs)
-        if all(p is None for p in parents):
-            return outs
 
         def rule(cts: list, node: Node) -> list:
             cts = [zeros_like_value(o) if c is None else c for c, o in zip(cts, node.outs)]
             return list(call.bwd(residuals, cts))
 
-        node = Node(call, {}, primals, outs, parents, rule)
-        self.main.data.append(node)
-        return [VJPTracer(self, o, node, i) if _differentiable(o) else o for i, o in enumerate(outs)]
+        return self._record_call(call, tracers, primals, list(outs), rule)
 
     def process_checkpoint(self, fun: Callable, tracers: list) -> list:
         primals = [t.primal for t in tracers]
-        parents = [(t.node, t.out_index) if t.node is not None else None for t in tracers]
         outs = list(fun(*primals))  # forward values only: nothing inside is recorded
-        if all(p is None for p in parents):
-            return outs
 
         def rule(cts: list, node: Node) -> list:
             # Recompute the forward pass now, recording it, and pull back.
@@ -119,9 +130,7 @@ class VJPTrace(Trace):
             _, pullback = vjp_flat(fun, node.primals)
             return pullback(cts)
 
-        node = Node("checkpoint", {}, primals, outs, parents, rule)
-        self.main.data.append(node)
-        return [VJPTracer(self, o, node, i) if _differentiable(o) else o for i, o in enumerate(outs)]
+        return self._record_call("checkpoint", tracers, primals, outs, rule)
 
 
 def _differentiable(x: Any) -> bool:
@@ -131,13 +140,14 @@ def _differentiable(x: Any) -> bool:
 
 
 def zeros_like_value(x: Any) -> Any:
-    from funcgrad.numpy import zeros_like
-    return zeros_like(x)
+    return _fnp.zeros_like(x)
 
 
 def _add(a: Any, b: Any) -> Any:
-    from funcgrad.primitives.elementwise import add_p
-    return _core.bind(add_p, (a, b), {})
+    return _core.bind(_elementwise.add_p, (a, b), _NO_PARAMS)
+
+
+_NO_PARAMS: dict = {}
 
 
 def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
@@ -148,7 +158,8 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
     """
     with _core.new_main(VJPTrace, []) as main:
         trace = VJPTrace(main)
-        tracers = [VJPTracer(trace, x, _Leaf(i)) for i, x in enumerate(primals)]
+        leaves = [_Leaf(i) for i in range(len(primals))]
+        tracers = [VJPTracer(trace, x, leaf) for x, leaf in zip(primals, leaves)]
         result = fun(*tracers)
         if has_aux:
             result, aux = result
@@ -159,7 +170,7 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
     record: list[Node] = main.data
 
     def pullback(cts: Sequence[Any]) -> list:
-        return backward_pass(record, outs_t, list(cts), main, primals)
+        return backward_pass(record, outs_t, list(cts), main, primals, leaves)
 
     if has_aux:
         return outs, pullback, aux
@@ -173,52 +184,50 @@ def _lower(x: Any, main: MainTrace) -> Any:
 
 
 def _lower_tree(tree: Any, main: MainTrace) -> Any:
-    from funcgrad.tree_util import tree_map
-    return tree_map(lambda x: _lower(x, main), tree)
+    return _tree_util.tree_map(lambda x: _lower(x, main), tree)
 
 
-def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals: Sequence[Any]) -> list:
+def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals: Sequence[Any],
+                  leaves: Sequence[_Leaf]) -> list:
     """Propagate output cotangents back to the inputs through the record."""
-    # Cotangents keyed by (id(node), output index); leaves by their input index.
-    ct_of: dict = {}
+    ct_of: dict = {}   # record key -> accumulated cotangent
     for out, ct in zip(outs, cts):
-        if ct is not None and type(out) is VJPTracer and out._trace.main is main and out.node is not None:
-            _accumulate(ct_of, _key(out.node, out.out_index), ct)
+        if ct is not None and type(out) is VJPTracer and out._trace.main is main and out.key is not None:
+            prev = ct_of.get(out.key)
+            ct_of[out.key] = ct if prev is None else _add(prev, ct)
 
     context = _core._backward_context
+    pop = ct_of.pop
     for node in reversed(record):
-        key = id(node)
-        if len(node.outs) == 1:
-            ct = ct_of.pop((key, 0), None)
+        if node.rule is None and not node.prim.multiple_results:
+            ct = pop(node, None)
             if ct is None:
                 continue
-            node_cts = [ct]
+            context.append(node)  # named only if debug_nans reports
+            try:
+                in_cts = node.prim.vjp(ct, node.primals, node.outs[0], node.needs, **node.params)
+            finally:
+                context.pop()
         else:
-            node_cts = [ct_of.pop((key, i), None) for i in range(len(node.outs))]
+            node_cts = [pop((node, i), None) for i in range(len(node.outs))]
             if all(c is None for c in node_cts):
                 continue
-        context.append(node)  # named only if debug_nans reports
-        try:
-            if node.rule is not None:
-                in_cts = node.rule(node_cts, node)
-            else:
-                if node.prim.multiple_results:
-                    in_cts = node.prim.vjp(node_cts, node.primals, node.outs, node.needs, **node.params)
+            context.append(node)
+            try:
+                if node.rule is not None:
+                    in_cts = node.rule(node_cts, node)
                 else:
-                    in_cts = node.prim.vjp(node_cts[0], node.primals, node.outs[0], node.needs, **node.params)
-        finally:
-            context.pop()
-        for parent, ct in zip(node.parents, in_cts):
-            if parent is not None and ct is not None:
-                _accumulate(ct_of, _key(*parent), ct)
+                    in_cts = node.prim.vjp(node_cts, node.primals, node.outs, node.needs, **node.params)
+            finally:
+                context.pop()
+        for key, ct in zip(node.parents, in_cts):
+            if key is not None and ct is not None:
+                prev = ct_of.get(key)
+                ct_of[key] = ct if prev is None else _add(prev, ct)
 
-    return [ct_of.get(("leaf", i)) if ("leaf", i) in ct_of else zeros_like_value(p) for i, p in enumerate(primals)]
-
-
-def _key(node: Any, index: int) -> tuple:
-    return ("leaf", node.index) if type(node) is _Leaf else (id(node), index)
+    return [ct_of[leaf] if leaf in ct_of else zeros_like_value(p) for leaf, p in zip(leaves, primals)]
 
 
-def _accumulate(ct_of: dict, key: Any, ct: Any) -> None:
-    prev = ct_of.get(key)
-    ct_of[key] = ct if prev is None else _add(prev, ct)
+# Imported last, as modules: they build on the core this module is part of.
+from funcgrad import numpy as _fnp, tree_util as _tree_util  # noqa: E402
+from funcgrad.primitives import elementwise as _elementwise  # noqa: E402

@@ -12,6 +12,9 @@ from funcgrad.primitives import reduce as R
 from funcgrad.primitives.shape import reshape
 
 
+_ALL_AXES = [tuple(range(n)) for n in range(8)]
+
+
 def _reduce(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
     x = arr(x)
     axes = normalize_axes(name, axis, x.ndim, x)
@@ -24,6 +27,9 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> 
     x = arr(x)
     if dtype is not None:
         x = E.convert(x, dtype)
+    elif axis is None and not keepdims:   # the common case, kept cheap
+        ndim = x.ndim
+        return R.reduce_sum_p.bind(x, axes=_ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))) if ndim else x
     return _reduce("sum", R.reduce_sum_p, x, axis, keepdims)
 
 

@@ -65,7 +65,7 @@ def _bool_dtype(*args: Any) -> np.dtype:
 def batch_elementwise(prim: Primitive) -> Callable:
     """vmap rule for any elementwise primitive: align mapped axes at the front."""
     def rule(values, dims, size, **params):
-        from funcgrad.primitives.shape import moveaxis, reshape
+        moveaxis, reshape = _shape.moveaxis, _shape.reshape
         rank = max(len(shape_of(v)) - (d is not None) for v, d in zip(values, dims))
         args = []
         for v, d in zip(values, dims):
@@ -97,20 +97,20 @@ def _declare(name: str, impl: Callable, out_dtype: Callable[..., np.dtype]) -> P
 
 def unbroadcast(ct: Any, shape: tuple[int, ...]) -> Any:
     """Sum ``ct`` over the axes that broadcasting added to reach it from ``shape``."""
-    from funcgrad.primitives.reduce import reduce_sum
-    from funcgrad.primitives.shape import reshape
     ct_shape = shape_of(ct)
-    if ct_shape == tuple(shape):
+    if ct_shape == shape:
+        return ct
+    shape = tuple(shape)
+    if ct_shape == shape:
         return ct
     lead = len(ct_shape) - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and ct_shape[i + lead] != 1)
-    out = reduce_sum(ct, axes) if axes else ct
-    return reshape(out, tuple(shape)) if shape_of(out) != tuple(shape) else out
+    out = _reduce.reduce_sum(ct, axes) if axes else ct
+    return _shape.reshape(out, shape) if shape_of(out) != shape else out
 
 
 def broadcast_tangent(t: Any, shape: tuple[int, ...]) -> Any:
-    from funcgrad.primitives.shape import broadcast_to
-    return t if shape_of(t) == tuple(shape) else broadcast_to(t, tuple(shape))
+    return t if shape_of(t) == tuple(shape) else _shape.broadcast_to(t, tuple(shape))
 
 
 def unary(name: str, impl: Callable, deriv: Callable | None, out_dtype: Callable = _same_dtype) -> Primitive:
@@ -381,8 +381,7 @@ def _zero_tangent(x):
     # in attention), and inf * 0 would put NaN into the tangent.
     if isinstance(x, (bool, int, float)):
         return 0.0
-    from funcgrad.numpy import zeros_like
-    return zeros_like(x, dtype=_dtypes.result_type(x, 0.0))
+    return _fnp.zeros_like(x, dtype=_dtypes.result_type(x, 0.0))
 
 
 def _select_jvp(primals, tangents):
@@ -444,3 +443,7 @@ stop_gradient_p.abstract_eval = lambda x: ShapedArray(shape_of(x), x.dtype)
 stop_gradient_p.batch = lambda values, dims, size: (stop_gradient_p.bind(values[0]), dims[0])
 
 del get_aval
+
+# Imported last, as modules: they build on this one (rules above use them at call time).
+from funcgrad import numpy as _fnp  # noqa: E402
+from funcgrad.primitives import reduce as _reduce, shape as _shape  # noqa: E402

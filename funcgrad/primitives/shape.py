@@ -19,8 +19,7 @@ from funcgrad.primitives.elementwise import shape_of, unbroadcast
 def _linear_jvp(p: Primitive):
     def jvp(primals, tangents, **params):
         out = p.bind(*primals, **params)
-        from funcgrad.numpy import zeros_like
-        ts = [zeros_like(x) if t is None else t for x, t in zip(primals, tangents)]
+        ts = [_fnp.zeros_like(x) if t is None else t for x, t in zip(primals, tangents)]
         return out, p.bind(*ts, **params)
     return jvp
 
@@ -55,7 +54,7 @@ reshape_p.batch = lambda values, dims, size, shape: (
 
 
 def reshape(x: Any, shape: tuple[int, ...]) -> Any:
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(map(int, shape))
     return x if shape_of(x) == shape else reshape_p.bind(x, shape=shape)
 
 
@@ -127,7 +126,7 @@ broadcast_to_p.batch = _broadcast_batch
 
 
 def broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(map(int, shape))
     return x if shape_of(x) == shape and not isinstance(x, (bool, int, float)) else broadcast_to_p.bind(x, shape=shape)
 
 
@@ -213,3 +212,6 @@ flip_p.jvp = _linear_jvp(flip_p)
 flip_p.vjp = lambda ct, primals, out, needs, axes: (flip_p.bind(ct, axes=axes),)
 flip_p.batch = lambda values, dims, size, axes: (
     flip_p.bind(moveaxis(values[0], dims[0], 0), axes=tuple(a + 1 for a in axes)), 0)
+
+# Imported last, as a module: it builds on this one.
+from funcgrad import numpy as _fnp  # noqa: E402
