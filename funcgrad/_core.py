@@ -452,7 +452,29 @@ def as_array(x: Any) -> Any:
 
 def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Apply ``prim`` to ``args``: evaluate eagerly or hand it to a transform."""
-    top: Tracer | None = None
+    # The hot path of eager mode: every argument a host Array or a Python scalar.
+    values = []
+    for a in args:
+        if type(a) is Array:
+            values.append(a._value)
+        elif isinstance(a, (bool, int, float)):
+            values.append(a)
+        else:
+            break
+    else:
+        # Evaluate now.  The common case (one float32 array out, no debug_nans)
+        # is finished here; _finish_impl handles every other.
+        try:
+            out = prim.impl(*values, **params) if params else prim.impl(*values)
+        except (ValueError, TypeError, IndexError) as e:
+            raise type(e)(_impl_error_message(prim, values, params, e)) from e
+        if type(out) is np.ndarray and out.dtype.itemsize != 8 and not prim.multiple_results and not config.debug_nans:
+            out.setflags(False)   # write=False, passed positionally (no keyword parsing)
+            result = _new_array(Array)
+            result._value = out
+            return result
+        return _finish_impl(prim, values, out)
+    top = None   # the tracer of the innermost transform among the arguments
     for a in args:
         if isinstance(a, Tracer) and (top is None or a._trace.main.level > top._trace.main.level):
             top = a
@@ -465,38 +487,33 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
 
 
 def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
-    """Run a primitive's implementation on concrete values; wrap the result."""
-    # The hot path of eager mode, written out (no comprehension frames, _wrap inlined).
+    """Run a primitive's implementation on concrete values (no tracers); wrap the result."""
     values = []
     for a in args:
-        if type(a) is Array:
-            values.append(a._value)
-        elif isinstance(a, (bool, int, float)):
-            values.append(a)
+        if type(a) is Array or isinstance(a, (bool, int, float)):
+            values.append(a._value if type(a) is Array else a)
         elif isinstance(a, Array):   # an Array subclass: a device array, so the primitive runs there
             return _eval_on_device(prim, args, params)
-        elif isinstance(a, Tracer):  # only a leaked one can get here; bind names the leak
-            return bind(prim, args, params)
         else:
             values.append(to_numpy_input(a))
+    return _apply_impl(prim, values, params)
+
+
+def _apply_impl(prim: Primitive, values: list, params: dict) -> Any:
+    """Run the implementation on host values and wrap the result."""
     try:
-        out = prim.impl(*values, **params)
+        out = prim.impl(*values, **params) if params else prim.impl(*values)
     except (ValueError, TypeError, IndexError) as e:
         raise type(e)(_impl_error_message(prim, values, params, e)) from e
-    if prim.multiple_results:
-        outs = [_wrap(o) for o in out]
-        if config.debug_nans:
-            check_nans(prim, values, outs)
-        return outs
-    if type(out) is np.ndarray and (out.dtype.itemsize != 8 or config.enable_x64):
-        out.setflags(write=False)
-        result = _new_array(Array)
-        result._value = out
-    else:
-        result = _wrap(out)
+    return _finish_impl(prim, values, out)
+
+
+def _finish_impl(prim: Primitive, values: list, out: Any) -> Any:
+    """Wrap what an implementation returned; check it for NaNs under debug_nans."""
+    outs = [_wrap(o) for o in out] if prim.multiple_results else [_wrap(out)]
     if config.debug_nans:
-        check_nans(prim, values, [result])
-    return result
+        check_nans(prim, values, outs)
+    return outs if prim.multiple_results else outs[0]
 
 
 def _eval_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
@@ -523,7 +540,7 @@ def _wrap(out: Any) -> Array:
         out = np.asarray(out)
     if out.dtype.itemsize == 8 and not config.enable_x64:
         out = out.astype(_dtypes.canonicalize(out.dtype))
-    out.setflags(write=False)   # cheaper than out.flags.writeable = False (no flags object)
+    out.setflags(False)   # write=False: cheaper than out.flags.writeable = False (no flags object)
     array = _new_array(Array)   # skips a Python-level __init__ frame on the hottest path
     array._value = out
     return array

@@ -65,6 +65,11 @@ def _check_float_inputs(leaves: list, name: str) -> None:
 
 def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """Like :func:`grad`, returning ``(value, grads)`` (``((value, aux), grads)`` with ``has_aux``)."""
+    return _value_and_grad(f, argnums, has_aux, with_value=True)
+
+
+def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) -> Callable:
+    # grad and value_and_grad in one wrapper (one frame per call, not two).
     name = _fun_name(f)
 
     @functools.wraps(f)
@@ -91,13 +96,18 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
                 return [out[0]], out[1]
             return [out]
 
-        result = vjp_flat(flat_fun, leaves, has_aux=has_aux)
+        result = vjp_flat(flat_fun, leaves, has_aux)
         (value,), pullback = result[0], result[1]
-        _check_scalar_output(value, name)
-        # The cached host unit seeds host values; tracers and device (GPU) arrays get a ones_like of their own.
-        cts = pullback([_unit(value.dtype) if type(value) is Array else _ones_like(value)])
+        if type(value) is Array and value._value.shape == () and value._value.dtype.kind == "f":
+            seed = _unit(value._value.dtype)   # a host value: the cached unit
+        else:
+            _check_scalar_output(value, name)
+            seed = _ones_like(value)           # tracers and device (GPU) arrays get one of their own
+        cts = pullback([seed])
         grads = cts if single else tree_unflatten(tree, cts)
         grads = grads[0] if isinstance(argnums, int) else tuple(grads)
+        if not with_value:
+            return (grads, result[2]) if has_aux else grads
         if has_aux:
             return (value, result[2]), grads
         return value, grads
@@ -142,14 +152,7 @@ def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -
     >>> g["w"].shape, g["b"].shape
     ((3, 2), (2,))
     """
-    vg = value_and_grad(f, argnums, has_aux)
-
-    @functools.wraps(f)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        value, g = vg(*args, **kwargs)
-        return (g, value[1]) if has_aux else g
-
-    return wrapped
+    return _value_and_grad(f, argnums, has_aux, with_value=False)
 
 
 # ------------------------------------------------------------- vjp / jvp

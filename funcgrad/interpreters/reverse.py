@@ -87,8 +87,7 @@ class VJPTrace(Trace):
                 primals.append(a)
             parents.append(None)
             needs.append(False)
-        # The bottom transform sees only concrete values: evaluate directly.
-        out = _core.eval_primitive(prim, primals, params) if main.level == 1 else _core.bind(prim, primals, params)
+        out = _core.bind(prim, primals, params)
         if not tracked or prim.vjp is None:
             return out  # independent of the inputs, or not differentiable
         if prim.multiple_results:
@@ -158,13 +157,18 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
     """
     with _core.new_main(VJPTrace, []) as main:
         trace = VJPTrace(main)
-        leaves = [_Leaf(i) for i in range(len(primals))]
-        tracers = [VJPTracer(trace, x, leaf) for x, leaf in zip(primals, leaves)]
+        leaves, tracers = [], []
+        for i, x in enumerate(primals):
+            leaf = _Leaf(i)
+            leaves.append(leaf)
+            tracers.append(VJPTracer(trace, x, leaf))
         result = fun(*tracers)
         if has_aux:
             result, aux = result
         outs_t = list(result)
-        outs = [_lower(o, main) for o in outs_t]
+        outs = []
+        for o in outs_t:   # a loop, not a comprehension: this runs on every grad call
+            outs.append(o.primal if type(o) is VJPTracer and o._trace.main is main else o)
         if has_aux:
             aux = _lower_tree(aux, main)
     record: list[Node] = main.data
@@ -225,7 +229,11 @@ def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals:
                 prev = ct_of.get(key)
                 ct_of[key] = ct if prev is None else _add(prev, ct)
 
-    return [ct_of[leaf] if leaf in ct_of else zeros_like_value(p) for leaf, p in zip(leaves, primals)]
+    in_cts = []
+    for leaf, p in zip(leaves, primals):
+        ct = ct_of.get(leaf)
+        in_cts.append(zeros_like_value(p) if ct is None else ct)
+    return in_cts
 
 
 # Imported last, as modules: they build on the core this module is part of.

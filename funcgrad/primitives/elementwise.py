@@ -109,6 +109,13 @@ def unbroadcast(ct: Any, shape: tuple[int, ...]) -> Any:
     return _shape.reshape(out, shape) if shape_of(out) != shape else out
 
 
+def sum_to_like(ct: Any, x: Any) -> Any:
+    """``ct`` summed down to the shape of operand ``x`` (the vjp of broadcasting ``x``)."""
+    if type(ct) is Array and type(x) is Array and ct._value.shape == x._value.shape:
+        return ct   # the common case, decided without a call
+    return unbroadcast(ct, shape_of(x))
+
+
 def broadcast_tangent(t: Any, shape: tuple[int, ...]) -> Any:
     return t if shape_of(t) == tuple(shape) else _shape.broadcast_to(t, tuple(shape))
 
@@ -125,7 +132,7 @@ def unary(name: str, impl: Callable, deriv: Callable | None, out_dtype: Callable
         return y, mul(t, deriv(x, y))
 
     def vjp(ct, primals, y, needs):
-        return (mul(ct, deriv(primals[0], y)),)
+        return (bind(mul_p, (ct, deriv(primals[0], y)), _NO_PARAMS),)
 
     p.jvp, p.vjp = jvp, vjp
     return p
@@ -152,8 +159,8 @@ def binary(name: str, impl: Callable, d_x: Callable | None, d_y: Callable | None
 
     def vjp(ct, primals, z, needs):
         x, y = primals
-        cx = unbroadcast(mul(ct, d_x(x, y, z)), shape_of(x)) if needs[0] else None
-        cy = unbroadcast(mul(ct, d_y(x, y, z)), shape_of(y)) if needs[1] else None
+        cx = sum_to_like(bind(mul_p, (ct, d_x(x, y, z)), _NO_PARAMS), x) if needs[0] else None
+        cy = sum_to_like(bind(mul_p, (ct, d_y(x, y, z)), _NO_PARAMS), y) if needs[1] else None
         return cx, cy
 
     p.jvp, p.vjp = jvp, vjp
@@ -212,12 +219,12 @@ def _sub_tangents(tx, ty):
 
 add_p.jvp = _linear_jvp(add_p, _add_tangents)
 add_p.vjp = lambda ct, primals, z, needs: (
-    unbroadcast(ct, shape_of(primals[0])) if needs[0] else None,
-    unbroadcast(ct, shape_of(primals[1])) if needs[1] else None)
+    sum_to_like(ct, primals[0]) if needs[0] else None,
+    sum_to_like(ct, primals[1]) if needs[1] else None)
 sub_p.jvp = _linear_jvp(sub_p, _sub_tangents)
 sub_p.vjp = lambda ct, primals, z, needs: (
-    unbroadcast(ct, shape_of(primals[0])) if needs[0] else None,
-    unbroadcast(neg(ct), shape_of(primals[1])) if needs[1] else None)
+    sum_to_like(ct, primals[0]) if needs[0] else None,
+    sum_to_like(neg(ct), primals[1]) if needs[1] else None)
 neg_p.jvp = lambda primals, tangents: (neg(primals[0]), neg(tangents[0]))
 neg_p.vjp = lambda ct, primals, z, needs: (neg(ct),)
 
@@ -234,8 +241,8 @@ def _mul_jvp(primals, tangents):
 
 mul_p.jvp = _mul_jvp
 mul_p.vjp = lambda ct, primals, z, needs: (
-    unbroadcast(mul(ct, primals[1]), shape_of(primals[0])) if needs[0] else None,
-    unbroadcast(mul(primals[0], ct), shape_of(primals[1])) if needs[1] else None)
+    sum_to_like(bind(mul_p, (ct, primals[1]), _NO_PARAMS), primals[0]) if needs[0] else None,
+    sum_to_like(bind(mul_p, (primals[0], ct), _NO_PARAMS), primals[1]) if needs[1] else None)
 
 
 def _div_jvp(primals, tangents):
@@ -251,8 +258,8 @@ def _div_jvp(primals, tangents):
 
 div_p.jvp = _div_jvp
 div_p.vjp = lambda ct, primals, z, needs: (
-    unbroadcast(div(ct, primals[1]), shape_of(primals[0])) if needs[0] else None,
-    unbroadcast(neg(mul(ct, div(z, primals[1]))), shape_of(primals[1])) if needs[1] else None)
+    sum_to_like(div(ct, primals[1]), primals[0]) if needs[0] else None,
+    sum_to_like(neg(mul(ct, div(z, primals[1]))), primals[1]) if needs[1] else None)
 
 # --------------------------------------------------------------------------
 # Transcendental and other unary functions

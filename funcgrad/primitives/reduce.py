@@ -29,10 +29,10 @@ def keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, 
 
 
 def _expand(v: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
-    """Broadcast a reduced value back to the input's ``shape``."""
-    if axes != tuple(range(len(axes))):  # broadcasting right-aligns: leading axes need no reshape
-        v = _shape.reshape(v, keepdims_shape(shape, axes))
-    return _shape.broadcast_to(v, shape)
+    """Broadcast a reduced value back to the input's ``shape`` (a tuple of ints)."""
+    if len(axes) != len(shape) and axes != tuple(range(len(axes))):
+        v = _shape.reshape(v, keepdims_shape(shape, axes))   # broadcasting right-aligns: leading axes need none
+    return _shape.broadcast_to_p.bind(v, shape=shape) if axes else v
 
 
 def _batch_axes(p: Primitive):
