@@ -145,25 +145,36 @@ class Trace:
 _trace_stack: list[MainTrace] = []
 
 
+def push_main(trace_type: type, data: Any = None) -> MainTrace:
+    """Push a transform onto the stack; pair with :func:`pop_main` in a ``finally``."""
+    main = MainTrace(len(_trace_stack) + 1, trace_type, data)
+    _trace_stack.append(main)
+    return main
+
+
+def pop_main(main: MainTrace) -> None:
+    """End a transform: its tracers count as leaked from now on."""
+    main.alive = False
+    _trace_stack.pop()
+
+
 class new_main:
     """Push a transform onto the stack for the duration of a ``with`` block.
 
     (A class rather than a generator-based context manager: it is entered on
-    every grad/vmap/jvp call.)
+    every vmap/jvp call; grad's hot path uses push_main/pop_main directly.)
     """
 
     __slots__ = ("main",)
 
     def __init__(self, trace_type: type, data: Any = None):
-        self.main = MainTrace(len(_trace_stack) + 1, trace_type, data)
+        self.main = push_main(trace_type, data)
 
     def __enter__(self) -> MainTrace:
-        _trace_stack.append(self.main)
         return self.main
 
     def __exit__(self, *exc: Any) -> None:
-        self.main.alive = False
-        _trace_stack.pop()
+        pop_main(self.main)
 
 
 def _leak_error(tracer: "Tracer") -> TracerLeakError:
@@ -510,10 +521,15 @@ def _apply_impl(prim: Primitive, values: list, params: dict) -> Any:
 
 def _finish_impl(prim: Primitive, values: list, out: Any) -> Any:
     """Wrap what an implementation returned; check it for NaNs under debug_nans."""
-    outs = [_wrap(o) for o in out] if prim.multiple_results else [_wrap(out)]
+    if prim.multiple_results:
+        outs = [_wrap(o) for o in out]
+        if config.debug_nans:
+            check_nans(prim, values, outs)
+        return outs
+    result = _wrap(out)
     if config.debug_nans:
-        check_nans(prim, values, outs)
-    return outs if prim.multiple_results else outs[0]
+        check_nans(prim, values, [result])
+    return result
 
 
 def _eval_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:

@@ -444,6 +444,61 @@ def _run_all(rng_seed=5):
     return outs
 
 
+
+# --------------------------------------------------------------------------
+# select (where) on large arrays
+# --------------------------------------------------------------------------
+
+_SEL_SHAPE = (64, 80)   # 5120 elements: above kernels_select.MIN_SIZE
+
+
+def _sel_case(name, rng):
+    a = rng.standard_normal(_SEL_SHAPE).astype(np.float32)
+    b = rng.standard_normal(_SEL_SHAPE).astype(np.float32)
+    special = a.copy()
+    special[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    return {
+        "two arrays": (a, b),
+        "array, python float": (a, 0.0),
+        "python float, array": (-1.5, b),
+        "array, numpy scalar": (a, np.float32(2.0)),
+        "nan/inf/-0 pass through": (special, -np.inf),
+        "float64 arrays": (a.astype(np.float64), b.astype(np.float64)),
+        "int array, python float (promotes; np.where path)": ((a * 10).astype(np.int32), 0.5),
+        "mixed dtypes (np.where path)": (a.astype(np.float64), b),
+        "transposed view (np.where path)": (a.reshape(80, 64).T, b),
+        "broadcast row (np.where path)": (a, b[:1]),
+        "two scalars (np.where path)": (1.0, 2.0),
+    }[name]
+
+
+@pytest.mark.parametrize("name", ["two arrays", "array, python float", "python float, array", "array, numpy scalar",
+                                  "nan/inf/-0 pass through", "float64 arrays", "int array, python float (promotes; np.where path)",
+                                  "mixed dtypes (np.where path)", "transposed view (np.where path)",
+                                  "broadcast row (np.where path)", "two scalars (np.where path)"])
+def test_select_matches_np_where(name):
+    from funcgrad.primitives.elementwise import _select_impl, _select_large
+    rng = np.random.default_rng(7)
+    c = rng.random(_SEL_SHAPE) > 0.5
+    x, y = _sel_case(name, rng)
+    assert (_select_large(c, x, y) is not None) == ("np.where path" not in name)   # which path ran
+    got, want = _select_impl(c, x, y), np.where(c, x, y)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)   # bit-exact, NaN where NaN (and the sign of -0.0 kept)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_select_large_leaves_inputs_and_rejects_non_bool_condition():
+    from funcgrad.primitives.elementwise import _select_impl
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal(_SEL_SHAPE).astype(np.float32)
+    before = a.copy()
+    _select_impl(a > 0, a, 0.0)
+    np.testing.assert_array_equal(a, before)
+    with pytest.raises(TypeError, match="bool"):
+        _select_impl(a, a, 0.0)
+
+
 @pytest.mark.skipif(_threads.max_threads() < 2, reason="needs 2 numba threads")
 def test_thread_count_does_not_change_results(restore_threads):
     _threads.set_num_threads(1)

@@ -155,7 +155,8 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
     ``pullback(cts)`` maps a list of output cotangents (``None`` = zero) to a
     list of input cotangents (zeros for inputs the outputs do not depend on).
     """
-    with _core.new_main(VJPTrace, []) as main:
+    main = _core.push_main(VJPTrace, [])   # not a with-block: this runs on every grad call
+    try:
         trace = VJPTrace(main)
         leaves, tracers = [], []
         for i, x in enumerate(primals):
@@ -171,6 +172,8 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
             outs.append(o.primal if type(o) is VJPTracer and o._trace.main is main else o)
         if has_aux:
             aux = _lower_tree(aux, main)
+    finally:
+        _core.pop_main(main)
     record: list[Node] = main.data
 
     def pullback(cts: Sequence[Any]) -> list:

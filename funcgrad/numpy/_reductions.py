@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from funcgrad import _dtypes
+from funcgrad._core import bind
 from funcgrad.numpy._base import arr, normalize_axes, normalize_axis, promote_inexact
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import reduce as R
@@ -29,7 +30,7 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> 
         x = E.convert(x, dtype)
     elif axis is None and not keepdims:   # the common case, kept cheap
         ndim = x.ndim
-        return R.reduce_sum_p.bind(x, axes=_ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))) if ndim else x
+        return bind(R.reduce_sum_p, (x,), {"axes": _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))}) if ndim else x
     return _reduce("sum", R.reduce_sum_p, x, axis, keepdims)
 
 

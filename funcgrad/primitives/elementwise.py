@@ -22,6 +22,7 @@ import numpy as np
 from funcgrad import _dtypes
 from funcgrad._core import Array, Primitive, bind, get_aval
 from funcgrad._dtypes import ShapedArray, describe
+from funcgrad.backends.cpu import kernels_select as _kselect
 
 
 _NO_PARAMS: dict = {}  # shared: bind never mutates params
@@ -339,6 +340,7 @@ maximum_p = binary("maximum", np.maximum,
                    lambda x, y, z: _balanced(x, y, z, gt), lambda x, y, z: _balanced(y, x, z, gt))
 minimum_p = binary("minimum", np.minimum,
                    lambda x, y, z: _balanced(x, y, z, lt), lambda x, y, z: _balanced(y, x, z, lt))
+
 pow_p = binary("pow", np.power, _pow_dx, _pow_dy)
 arctan2_p = binary("arctan2", np.arctan2,
                    lambda x, y, z: div(y, add(mul(x, x), mul(y, y))),
@@ -371,9 +373,37 @@ def lt(x, y): return lt_p.bind(x, y)
 
 
 def _select_impl(c, x, y):
-    if np.asarray(c).dtype != np.bool_:
+    c = np.asarray(c)
+    if c.dtype != np.bool_:
         raise TypeError(f"the condition must be a bool array, got {describe(c)}")
+    if c.size >= _kselect.MIN_SIZE and c.flags.c_contiguous:
+        out = _select_large(c, x, y)
+        if out is not None:
+            return out
     return np.where(c, x, y)
+
+
+def _select_large(c: np.ndarray, x: Any, y: Any) -> np.ndarray | None:
+    """where(c, x, y) through the CPU select loops, or None when the layout does not suit them.
+
+    They take ``x`` and ``y`` of ``c``'s shape, C-contiguous and of the result
+    dtype, or 0-d (a scalar); anything else (broadcasting, views) goes to np.where.
+    """
+    try:
+        dtype = np.result_type(x, y)   # numpy's own rule, as np.where applies it (scalars weak)
+    except (TypeError, ValueError, OverflowError):
+        return None                    # np.where reports it
+    ops = []
+    for v in (x, y):
+        v = np.asarray(v)
+        if v.ndim == 0:
+            v = v.astype(dtype)
+        elif v.shape != c.shape or v.dtype != dtype or not v.flags.c_contiguous:
+            return None
+        ops.append(v)
+    if not (ops[0].ndim or ops[1].ndim):
+        return None
+    return _kselect.select_into(np.empty(c.shape, dtype), c, ops[0], ops[1])
 
 
 select_p = _declare("select", _select_impl, lambda c, x, y: _dtypes.result_type(x, y))
