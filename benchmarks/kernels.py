@@ -283,6 +283,20 @@ def scatter_case(rng, m, n, k):
     return cont
 
 
+def select_case(rng, scalar_other, shape=(128, 512)):
+    """fnp.where / the select primitive under a random mask (a ReLU's backward pass)."""
+    import funcgrad.numpy as fnp
+    c = rng.random(shape) > 0.5
+    x = rng.standard_normal(shape, dtype=np.float32)
+    y = np.float32(0.0) if scalar_other else rng.standard_normal(shape, dtype=np.float32)
+    cf, xf, yf = fnp.array(c), fnp.array(x), (0.0 if scalar_other else fnp.array(y))
+    cont = {"funcgrad": lambda: fnp.where(cf, xf, yf), "np.where": lambda: np.where(c, x, y)}
+    if torch is not None:
+        ct, xt, yt = torch.from_numpy(c), torch.from_numpy(x), torch.as_tensor(y)
+        cont["torch.where"] = lambda: torch.where(ct, xt, yt)
+    return cont
+
+
 # ---------------------------------------------------------------------------
 
 def main(argv=None):
@@ -292,6 +306,7 @@ def main(argv=None):
                     help="fewer repeats (smoke test)")
     ap.add_argument("--json", default=str(Path(__file__).parent / "results"
                                           / "kernels.json"))
+    ap.add_argument("--only", default="", help="run only the workloads whose name contains this text")
     args = ap.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
     rng = np.random.default_rng(0)
@@ -310,6 +325,8 @@ def main(argv=None):
          lambda: scatter_case(rng, 50000, 4096, 128), 20, 0),
         ("scatter_add_rows 1000x1 <- 100000",
          lambda: scatter_case(rng, 1000, 100000, 1), 20, 0),
+        ("where 128x512 f32, random mask", lambda: select_case(rng, False), 50, 0),
+        ("where 128x512 f32, scalar other side", lambda: select_case(rng, True), 50, 0),
     ]
     results = []
     print(f"threads: funcgrad/numba {_threads.get_num_threads()}, torch "
@@ -320,6 +337,8 @@ def main(argv=None):
     print(header)
     print("-" * len(header))
     for name, make, *opts in cases:
+        if args.only not in name:
+            continue
         inner, settle = opts if opts else (1, 0.02)
         cont = make()
         timing = run_interleaved(cont, repeats, settle_s=settle, inner=inner)
