@@ -310,27 +310,27 @@ def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
     """
     if not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ValueError(f"conv2d: groups must be a positive int, got {groups!r}")
-    return conv2d_p.bind(x, w, stride=_pair("conv2d", "stride", stride, 1),
-                         padding=_pair("conv2d", "padding", padding, 0),
-                         dilation=_pair("conv2d", "dilation", dilation, 1), groups=int(groups))
+    return conv2d_p.bind(x, w, **_conv_params(stride, padding, dilation, groups))
+
+
+def _conv_params(stride: Any, padding: Any, dilation: Any, groups: Any) -> dict:
+    """The normalised parameters shared by conv2d and its two gradient primitives."""
+    return dict(stride=_pair("conv2d", "stride", stride, 1), padding=_pair("conv2d", "padding", padding, 0),
+                dilation=_pair("conv2d", "dilation", dilation, 1), groups=int(groups))
 
 
 def conv2d_input_grad(dy: Any, w: Any, in_hw: tuple[int, int], stride: Any = 1, padding: Any = 0,
                       dilation: Any = 1, groups: int = 1) -> Any:
     """The vjp of conv2d with respect to x (a transposed convolution). -> f32[N, C, *in_hw]."""
     return conv2d_input_grad_p.bind(dy, w, in_hw=tuple(int(s) for s in in_hw),
-                                    stride=_pair("conv2d", "stride", stride, 1),
-                                    padding=_pair("conv2d", "padding", padding, 0),
-                                    dilation=_pair("conv2d", "dilation", dilation, 1), groups=int(groups))
+                                    **_conv_params(stride, padding, dilation, groups))
 
 
 def conv2d_weight_grad(dy: Any, x: Any, kernel_hw: tuple[int, int], stride: Any = 1, padding: Any = 0,
                        dilation: Any = 1, groups: int = 1) -> Any:
     """The vjp of conv2d with respect to w. -> f32[O, C/groups, *kernel_hw]."""
     return conv2d_weight_grad_p.bind(dy, x, kernel_hw=tuple(int(s) for s in kernel_hw),
-                                     stride=_pair("conv2d", "stride", stride, 1),
-                                     padding=_pair("conv2d", "padding", padding, 0),
-                                     dilation=_pair("conv2d", "dilation", dilation, 1), groups=int(groups))
+                                     **_conv_params(stride, padding, dilation, groups))
 
 
 # --------------------------------------------------------------------------
