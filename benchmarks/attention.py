@@ -38,11 +38,7 @@ import importlib.util
 import os
 import sys
 
-# numba's omp threading layer slows PyTorch ~5x in the same process; workqueue
-# does not (PERF-NOTES). It must be chosen before numba is imported.
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
-if HAVE_TORCH:
-    os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
 
 import argparse  # noqa: E402
 import ctypes  # noqa: E402

@@ -23,11 +23,7 @@ import platform
 import sys
 import time
 
-# numba's default (omp) threading layer slows PyTorch ~5x in the same
-# process; workqueue does not (PERF-NOTES). Must be set before numba loads.
 _HAVE_TORCH = importlib.util.find_spec("torch") is not None
-if _HAVE_TORCH:
-    os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
 
 import numpy as np  # noqa: E402
 
@@ -35,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numba  # noqa: E402
 
+from funcgrad.backends.cpu import _threads  # noqa: E402
 from funcgrad.backends.cpu.flash_attention import (  # noqa: E402
     flash_attention_backward,
     flash_attention_forward,
@@ -99,7 +96,7 @@ def _env_info():
         "numpy": np.__version__,
         "numba": numba.__version__,
         "numba_threads": numba.get_num_threads(),
-        "numba_threading_layer": os.environ.get("NUMBA_THREADING_LAYER", "default"),
+        "numba_threading_layer": _threads.threading_layer(),
         "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES"),
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
         "cpu_count": os.cpu_count(),

@@ -12,7 +12,6 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")  # numba's omp layer slows torch 5x beside it
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402

@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")  # numba's omp layer slows torch 5x beside it
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))

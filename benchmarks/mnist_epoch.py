@@ -13,26 +13,20 @@ machine may be shared: the median resists another process taking a core).
 The JSON (``--json``) records the thread counts of numba and PyTorch, the
 threading layer, ``GLIBC_TUNABLES`` (glibc's allocator settings change the
 step time of allocation-heavy code by up to 1.7x here) and the load average.
-
-numba's ``omp`` threading layer slows PyTorch ~5x in the same process, so
-``NUMBA_THREADING_LAYER=workqueue`` is set before anything imports numba.
 """
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import json
 import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
 
-os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")   # before numba is imported (see above)
-
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Callable  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,8 +131,7 @@ def environment(use_torch: bool) -> dict:
     env = {
         "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
         "machine": platform.machine(), "cpu_count": os.cpu_count(),
-        "numba_threads": _threads.get_num_threads(), "numba_threading_layer_requested":
-            os.environ.get("NUMBA_THREADING_LAYER"),
+        "numba_threads": _threads.get_num_threads(), "numba_threading_layer": _threads.threading_layer(),
         "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES"),
         "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                                       "FUNCGRAD_NUM_THREADS")},

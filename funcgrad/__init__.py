@@ -9,7 +9,8 @@
 from funcgrad import numpy  # noqa: F401  (installs the array methods)
 from funcgrad import nn, optim, random, tree_util
 from funcgrad._config import config
-from funcgrad._core import Array, ConcretizationError, TracerLeakError
+from funcgrad._warnings import CacheWarning, FuncgradWarning, RetraceWarning
+from funcgrad._core import Array, ConcretizationError, TracerArrayConversionError, TracerLeakError
 from funcgrad.api import (checkpoint, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, linearize, make_jaxpr, remat,
                           stop_gradient, value_and_grad, vjp, vmap)
 from funcgrad.devices import default_device, device_put, devices, from_dlpack, set_default_device
@@ -19,7 +20,7 @@ from funcgrad import mixed_precision
 
 __version__ = "0.1.0"
 
-__all__ = ["Array", "ConcretizationError", "TracerLeakError", "checkpoint", "config", "custom_vjp",
+__all__ = ["Array", "CacheWarning", "FuncgradWarning", "RetraceWarning", "ConcretizationError", "TracerArrayConversionError", "TracerLeakError", "checkpoint", "config", "custom_vjp",
            "default_device", "device_put", "get_num_threads", "set_num_threads", "devices", "from_dlpack", "mixed_precision", "set_default_device", "grad",
            "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_jaxpr", "nn", "numpy", "optim", "random", "remat",
            "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

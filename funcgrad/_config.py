@@ -7,12 +7,15 @@ time::
     FUNCGRAD_DEBUG_NANS=1      # or fg.config.update("debug_nans", True)
     FUNCGRAD_JIT_FUSION=0      # or fg.config.update("jit_fusion", False): jit without generated kernels
     FUNCGRAD_CACHE_DIR=/path   # or fg.config.update("cache_dir", "/path"): where generated kernels live
+    FUNCGRAD_CACHE_MAX_BYTES=2G          # or fg.config.update("cache_max_bytes", 2 << 30): kernel cache cap (0: none)
+    FUNCGRAD_BUFFER_POOL_MAX_BYTES=512M  # or fg.config.update("buffer_pool_max_bytes", ...): jit buffers kept
 
 With x64 disabled (the default, as in JAX) float64/int64/uint64 inputs are
 stored as float32/int32/uint32.
 """
 from __future__ import annotations
 
+import operator
 import os
 
 
@@ -23,25 +26,61 @@ def _env_flag(name: str) -> bool:
 class _Config:
     """Mutable process-wide settings read on the hot path as plain attributes."""
 
-    __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir")
+    __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("FUNCGRAD_ENABLE_X64")
         self.debug_nans = _env_flag("FUNCGRAD_DEBUG_NANS")
         self.jit_fusion = os.environ.get("FUNCGRAD_JIT_FUSION", "1").strip().lower() not in ("0", "false", "no", "off")
         self.cache_dir = os.environ.get("FUNCGRAD_CACHE_DIR") or _default_cache_dir()
+        self.cache_max_bytes = _env_bytes("FUNCGRAD_CACHE_MAX_BYTES", 1 << 30)
+        self.buffer_pool_max_bytes = _env_bytes("FUNCGRAD_BUFFER_POOL_MAX_BYTES", 256 << 20)
 
     def update(self, name: str, value: bool | str) -> None:
         """Set an option: ``config.update("enable_x64", True)``."""
         if name not in self.__slots__:
             raise ValueError(f"unknown config option {name!r}; known options: {', '.join(self.__slots__)}")
-        setattr(self, name, str(value) if name == "cache_dir" else bool(value))
+        if name == "cache_dir":
+            value = str(value)
+        elif name in _BYTE_OPTIONS:
+            value = _bytes(value, f"config.update({name!r}, ...)")
+        else:
+            value = bool(value)
+        setattr(self, name, value)
         if name == "enable_x64":
             from funcgrad import _dtypes
             _dtypes._refresh_defaults()
 
     def __repr__(self) -> str:
         return ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__).join(("Config(", ")"))
+
+
+_BYTE_OPTIONS = ("cache_max_bytes", "buffer_pool_max_bytes")
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _bytes(value: object, where: str) -> int:
+    """A byte count: a non-negative int, or a string such as ``"512M"`` or ``"2G"`` (binary units)."""
+    text = str(value).strip().upper().removesuffix("IB").removesuffix("B") if isinstance(value, str) else None
+    try:
+        if text is not None:
+            unit = text[-1:] if text[-1:] in _UNITS else ""
+            number = int(text[:len(text) - len(unit)]) * _UNITS[unit]
+        elif isinstance(value, bool):
+            raise TypeError
+        else:
+            number = operator.index(value)   # ints, numpy ints
+    except (TypeError, ValueError):
+        number = -1
+    if number < 0:
+        raise ValueError(f"{where}: expected a byte count (a non-negative int, or a string like '512M' or '2G'; "
+                         f"0 means no limit), got {value!r}")
+    return number
+
+
+def _env_bytes(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    return _bytes(text, name) if text else default
 
 
 def _default_cache_dir() -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -33,6 +34,34 @@ class TracerLeakError(RuntimeError):
 
 class ConcretizationError(TypeError):
     """Python needed a concrete value (``if``, ``bool()``, ``int()``) from a traced one."""
+
+
+class TracerArrayConversionError(TypeError):
+    """A traced value was about to become a numpy array (``np.asarray(x)``, a numpy function
+    that funcgrad.numpy lacks); numpy would treat it as a constant the transform cannot follow."""
+
+
+# The user-facing name of the transform behind each trace type.
+_TRANSFORM_NAMES = {"VJPTrace": "grad", "JVPTrace": "jvp", "BatchTrace": "vmap", "JaxprTrace": "jit"}
+
+
+def transform_name(tracer: "Tracer") -> str:
+    """``grad``, ``jvp``, ``vmap`` or ``jit``: the transform that owns ``tracer``."""
+    name = type(tracer._trace).__name__
+    return _TRANSFORM_NAMES.get(name, name)
+
+
+def tracer_conversion_error(tracer: "Tracer", what: str = "np.asarray() (numpy's __array__ conversion)",
+                            detail: str = "") -> TracerArrayConversionError:
+    """The error for ``what`` turning ``tracer`` into a numpy array (``detail``: why no funcgrad route)."""
+    name = transform_name(tracer)
+    return TracerArrayConversionError(
+        f"{what} would turn the traced array {describe(tracer)} inside {name} into a numpy array, at "
+        f"{user_source_line()}{detail}. numpy would treat the value as a constant that {name} cannot "
+        "follow, so the result would be silently wrong. Use funcgrad.numpy on traced values (fnp.sin(x), "
+        "not np.sin(np.asarray(x)); numpy ufuncs and functions that funcgrad.numpy also has, such as "
+        "np.sin or np.sum, dispatch there by themselves); write fnp.stop_gradient(x) for a value meant "
+        "as a constant; and convert to numpy only outside the transform, on its results.")
 
 
 def user_source_line() -> str:
@@ -142,20 +171,41 @@ class Trace:
         return fun(*tracers)
 
 
-_trace_stack: list[MainTrace] = []
+class _ThreadState(threading.local):
+    """The transform state of one Python thread.
+
+    Transforms running in different threads must not see each other: a
+    tracer's level is its transform's depth in *this thread's* stack, and a
+    shared stack let one thread's push/pop renumber another's nested grads
+    (silently wrong derivatives).  ``threading.local`` costs one attribute
+    lookup per push/pop; eager ``bind`` never reads it.
+    """
+
+    def __init__(self) -> None:
+        self.trace_stack: list[MainTrace] = []   # active transforms, innermost last
+        self.backward_context: list = []         # record nodes whose vjp rule runs (debug_nans)
+
+
+_thread_state = _ThreadState()
 
 
 def push_main(trace_type: type, data: Any = None) -> MainTrace:
-    """Push a transform onto the stack; pair with :func:`pop_main` in a ``finally``."""
-    main = MainTrace(len(_trace_stack) + 1, trace_type, data)
-    _trace_stack.append(main)
+    """Push a transform onto this thread's stack; pair with :func:`pop_main` in a ``finally``."""
+    stack = _thread_state.trace_stack
+    main = MainTrace(len(stack) + 1, trace_type, data)
+    stack.append(main)
     return main
 
 
 def pop_main(main: MainTrace) -> None:
     """End a transform: its tracers count as leaked from now on."""
     main.alive = False
-    _trace_stack.pop()
+    _thread_state.trace_stack.pop()
+
+
+def trace_stack() -> list[MainTrace]:
+    """This thread's active transforms, innermost last (read-only use)."""
+    return _thread_state.trace_stack
 
 
 class new_main:
@@ -239,7 +289,9 @@ class Tracer:
         return self.concrete_value().item()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return np.asarray(self.concrete_value(), dtype=dtype)
+        # Never a silent constant, even where the value is known (grad/jvp): numpy
+        # would drop the derivative. bool()/float()/.item() stay concrete on purpose.
+        raise tracer_conversion_error(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}<{describe(self)}>"
@@ -420,18 +472,71 @@ def to_numpy_input(x: Any) -> Any:
     if isinstance(x, (bool, int, float)):
         return x
     if isinstance(x, np.ndarray):
-        dtype = _dtypes.canonicalize(x.dtype)
-        return _freeze(np.array(x, dtype=dtype, copy=True))
+        return _freeze(_cast_checked(x, _dtypes.canonicalize(x.dtype), copy=True))
     if isinstance(x, np.generic):
-        return _freeze(np.asarray(x, dtype=_dtypes.canonicalize(x.dtype)))
+        return _freeze(_cast_checked(np.asarray(x), _dtypes.canonicalize(x.dtype)))
     if isinstance(x, (list, tuple)):
-        arr = np.asarray(x)
+        try:
+            arr = np.asarray(x)
+        except ValueError as e:   # ragged nesting
+            raise ValueError(f"cannot convert a nested {type(x).__name__} to an array: {e}") from None
         if arr.dtype == object:
-            raise TypeError(f"cannot convert {type(x).__name__} of mixed or nested non-numeric items to an array")
-        return _freeze(np.asarray(arr, dtype=_default_dtype_for(arr)))
+            _reject_object_items(x, arr)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"cannot make a funcgrad array from {type(x).__name__} {x!r:.60}: numpy reads it as "
+                            f"dtype {arr.dtype} ({_dtypes.kind_name(arr.dtype)}), but funcgrad arrays hold bool, "
+                            "integer and float values only. Convert the items to numbers first.")
+        return _freeze(_cast_checked(arr, _default_dtype_for(arr)))
     if hasattr(x, "__array__"):
         return to_numpy_input(np.asarray(x))
     raise TypeError(f"expected an array, a numpy array or a Python scalar, got {type(x).__name__}: {x!r:.80}")
+
+
+def _reject_object_items(x: Any, arr: np.ndarray) -> None:
+    # numpy keeps Python ints beyond 64 bits as objects
+    big = [v for v in arr.ravel() if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 64]
+    if big:
+        raise OverflowError(_int_overflow_message(big[0], _dtypes.int_))
+    raise TypeError(f"cannot convert {type(x).__name__} of mixed or nested non-numeric items to an array: "
+                    f"{x!r:.60}")
+
+
+def _cast_checked(arr: np.ndarray, dtype: np.dtype, copy: bool = False) -> np.ndarray:
+    """``arr`` as ``dtype``; an integer that does not fit raises OverflowError instead of wrapping around.
+
+    (Narrowing int64 to int32 without x64 would otherwise turn 2**40 into 0.)
+    """
+    src = arr.dtype
+    if src is dtype:   # builtin dtypes are singletons: cheaper than ==
+        return arr.copy() if copy else arr
+    if src.kind in "iu" and dtype.kind in "iu" and arr.size:
+        low, high = _int_bounds(dtype)
+        # Small inputs (lists of Python ints) are checked in Python: numpy's min/max cost microseconds each.
+        values = arr.ravel().tolist() if arr.size <= 64 else None
+        lo, hi = (min(values), max(values)) if values is not None else (int(arr.min()), int(arr.max()))
+        if lo < low or hi > high:
+            raise OverflowError(_int_overflow_message(hi if hi > high else lo, dtype))
+    return arr.astype(dtype)
+
+
+_INT_BOUNDS: dict = {}
+
+
+def _int_bounds(dtype: np.dtype) -> tuple[int, int]:
+    bounds = _INT_BOUNDS.get(dtype)
+    if bounds is None:
+        info = np.iinfo(dtype)
+        bounds = _INT_BOUNDS[dtype] = (int(info.min), int(info.max))
+    return bounds
+
+
+def _int_overflow_message(value: int, dtype: np.dtype) -> str:
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    fit = f" (range [{info.min}, {info.max}])" if info else ""
+    hint = ("funcgrad stores integers in 32 bits unless 64-bit types are enabled: use a float, or enable x64 "
+            "with fg.config.update('enable_x64', True)" if not config.enable_x64 and dtype.itemsize < 8
+            else "use a float, or a smaller value")
+    return f"integer {value} is too large to convert to {dtype}{fit}; {hint}"
 
 
 def _default_dtype_for(arr: np.ndarray) -> np.dtype:
@@ -450,7 +555,10 @@ def as_array(x: Any) -> Any:
     if isinstance(x, bool):
         return Array(_freeze(np.asarray(x)))
     if isinstance(x, int):
-        return Array(_freeze(np.asarray(x, dtype=_dtypes.int_)))
+        try:
+            return Array(_freeze(np.asarray(x, dtype=_dtypes.int_)))
+        except OverflowError:
+            raise OverflowError(_int_overflow_message(x, _dtypes.int_)) from None
     if isinstance(x, float):
         return Array(_freeze(np.asarray(x, dtype=_dtypes.float_)))
     return Array(to_numpy_input(x))
@@ -477,8 +585,8 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
         # is finished here; _finish_impl handles every other.
         try:
             out = prim.impl(*values, **params) if params else prim.impl(*values)
-        except (ValueError, TypeError, IndexError) as e:
-            raise type(e)(_impl_error_message(prim, values, params, e)) from e
+        except (ValueError, TypeError, IndexError, OverflowError) as e:
+            raise impl_error(prim, values, params, e) from e
         if type(out) is np.ndarray and out.dtype.itemsize != 8 and not prim.multiple_results and not config.debug_nans:
             out.setflags(False)   # write=False, passed positionally (no keyword parsing)
             result = _new_array(Array)
@@ -514,8 +622,8 @@ def _apply_impl(prim: Primitive, values: list, params: dict) -> Any:
     """Run the implementation on host values and wrap the result."""
     try:
         out = prim.impl(*values, **params) if params else prim.impl(*values)
-    except (ValueError, TypeError, IndexError) as e:
-        raise type(e)(_impl_error_message(prim, values, params, e)) from e
+    except (ValueError, TypeError, IndexError, OverflowError) as e:
+        raise impl_error(prim, values, params, e) from e
     return _finish_impl(prim, values, out)
 
 
@@ -566,20 +674,57 @@ _new_array = object.__new__
 
 
 def _impl_error_message(prim: Primitive, values: Sequence[Any], params: dict, err: Exception) -> str:
+    if str(err).startswith(f"{prim.name}: "):
+        return str(err)   # the implementation already explained itself
     shown = {k: v for k, v in params.items() if not callable(v)}
     args = ", ".join(describe(v) for v in values)
     extra = f" with {shown}" if shown else ""
+    if _is_ufunc_type_error(err):
+        return f"{prim.name}: not supported for the input types ({args}){extra} (numpy: {err})"
+    if isinstance(err, OverflowError):   # a Python int that does not fit in the array's integer dtype
+        return (f"{prim.name}: invalid arguments ({args}){extra}: {err}. Use a float, convert the array to a "
+                "wider dtype, or enable 64-bit types with fg.config.update('enable_x64', True)")
     return f"{prim.name}: invalid arguments ({args}){extra}: {err}"
+
+
+def _is_ufunc_type_error(err: Exception) -> bool:
+    # numpy's "ufunc 'x' did not contain a loop with signature matching types" family.
+    return isinstance(err, TypeError) and type(err).__name__.startswith(("UFunc", "_UFunc"))
+
+
+def impl_error(prim: Primitive, values: Sequence[Any], params: dict, err: Exception) -> Exception:
+    """The exception to raise (``from err``) for ``err`` out of ``prim``'s implementation.
+
+    It keeps ``err``'s type where that type takes a single message (so
+    ``except ValueError`` still works) and names the primitive, shapes and
+    dtypes.  Exception classes with other constructors (numpy's private
+    ``_UFuncNoLoopError`` takes a ufunc and dtypes) give their nearest
+    built-in base class instead: building the error must never fail itself.
+    """
+    message = _impl_error_message(prim, values, params, err)
+    if not _is_ufunc_type_error(err):
+        try:
+            new = type(err)(message)
+            if str(new) == message:
+                return new
+        except Exception:  # noqa: BLE001 -- any constructor failure means: use the builtin base
+            pass
+    base = next(c for c in type(err).__mro__ if c.__module__ == "builtins" and issubclass(c, Exception))
+    return base(message)
 
 
 # --------------------------------------------------------------------------
 # debug_nans
 # --------------------------------------------------------------------------
 
-# While a reverse-mode transform walks its record backwards, it names here
-# the forward operation whose vjp rule is running, so a NaN raised inside a
-# derivative can point at the user's line that created it.
-_backward_context: list[str] = []
+def backward_context() -> list:
+    """This thread's record nodes whose vjp rules are running, innermost last.
+
+    While a reverse-mode transform walks its record backwards, it names here
+    the forward operation whose vjp rule is running, so a NaN raised inside a
+    derivative can point at the user's line that created it.
+    """
+    return _thread_state.backward_context
 
 
 def _describe_node(node: Any) -> str:
@@ -587,13 +732,28 @@ def _describe_node(node: Any) -> str:
     return f"'{name}' created at {node.where}" if node.where else f"'{name}'"
 
 
-def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array], source: str | None = None) -> None:
+def describe_backward_context() -> str | None:
+    """The forward operation whose vjp rule is running in this thread, as
+    "'sqrt' created at model.py:12 (loss)", or None outside a backward pass."""
+    context = _thread_state.backward_context
+    return _describe_node(context[-1]) if context else None
+
+
+def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array], source: str | None = None,
+               backward: str | None = None) -> None:
+    """Raise FloatingPointError if ``prim`` made a NaN that was not in its inputs.
+
+    ``source`` (the user's line) and ``backward`` (the forward operation whose
+    derivative this is, see ``describe_backward_context``) default to the
+    present; a jitted program passes what was recorded when it was traced.
+    """
     for out in outs:
         v = out._value
         if v.dtype.kind == "f" and np.isnan(v).any():
             if any(isinstance(x, np.ndarray) and x.dtype.kind == "f" and np.isnan(x).any() for x in values):
                 continue  # NaN came in: the first producer already reported (or was user input)
-            where = f" in the backward pass of {_describe_node(_backward_context[-1])}" if _backward_context else ""
+            backward = backward or describe_backward_context()
+            where = f" in the backward pass of {backward}" if backward else ""
             raise FloatingPointError(
                 f"debug_nans: primitive '{prim.name}' produced a NaN{where} "
                 f"(inputs: {', '.join(describe(x) for x in values)}) at {source or user_source_line()}. "

@@ -37,10 +37,21 @@ def canonicalize(dtype: Any) -> np.dtype:
     """The dtype funcgrad stores for ``dtype`` under the current x64 setting."""
     dt = np.dtype(dtype)
     if dt.kind not in _SUPPORTED_KINDS:
-        raise TypeError(f"funcgrad does not support dtype {dt} (supported: bool, integers, float16/32/64)")
+        raise TypeError(f"funcgrad does not support dtype {dt} ({kind_name(dt)}): funcgrad arrays hold bool, "
+                        "integer and float16/32/64 values only; convert the data to one of those first")
     if not config.enable_x64:
         return _NARROW.get(dt, dt)
     return dt
+
+
+_KIND_NAMES = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "float", "c": "complex",
+               "U": "strings", "S": "bytes", "O": "Python objects", "M": "datetimes", "m": "timedeltas",
+               "V": "raw or structured records"}
+
+
+def kind_name(dtype: np.dtype) -> str:
+    """What kind of values a dtype holds, in words (``<U3`` -> ``strings``)."""
+    return _KIND_NAMES.get(np.dtype(dtype).kind, np.dtype(dtype).kind)
 
 
 def is_float(dtype: np.dtype) -> bool:

@@ -44,14 +44,23 @@ class Literal:
 class Eqn:
     """``outvars = prim[params] inputs``."""
 
-    __slots__ = ("prim", "inputs", "params", "outvars", "source")
+    __slots__ = ("prim", "inputs", "params", "outvars", "source", "backward")
 
-    def __init__(self, prim: Any, inputs: list, params: dict, outvars: list, source: str | None = None):
+    def __init__(self, prim: Any, inputs: list, params: dict, outvars: list, source: str | None = None,
+                 backward: str | None = None):
         self.prim = prim
         self.inputs = inputs
         self.params = params
         self.outvars = outvars
-        self.source = source    # the user's line, recorded when tracing with debug_nans on
+        # Recorded only when tracing with debug_nans on, for its messages: the
+        # user's line, and for an equation made by a vjp rule the forward
+        # operation it differentiates ("'sqrt' created at model.py:12 (loss)").
+        self.source = source
+        self.backward = backward
+
+    def with_inputs(self, inputs: list) -> "Eqn":
+        """The same equation (and source information) reading ``inputs``."""
+        return Eqn(self.prim, inputs, self.params, self.outvars, self.source, self.backward)
 
 
 class Jaxpr:

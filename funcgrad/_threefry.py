@@ -122,7 +122,9 @@ def seed_key(seed: int) -> np.ndarray:
     two's complement)."""
     seed = int(seed)
     if not -(2**63) <= seed < 2**64:
-        raise ValueError(f"seed {seed} does not fit in 64 bits")
+        # seed_key is random.key's core: its errors are random.key's.
+        raise ValueError(f"random.key: seed {seed} does not fit in 64 bits: expected an integer in "
+                         f"[-2**63, 2**64); reduce it first, e.g. seed % 2**64")
     seed &= (1 << 64) - 1
     return np.array([seed >> 32, seed & _MASK32], dtype=_U32)
 

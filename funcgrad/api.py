@@ -42,6 +42,27 @@ def _as_leaf(x: Any, where: str) -> Any:
 _SINGLE_LEAF = tree_structure((0,))
 
 
+def _check_argnums(argnums: Any, name: str) -> None:
+    """Reject argnums that are not ints or repeat one (checked once, when the transform is made)."""
+    nums = (argnums,) if _is_int(argnums) else argnums
+    if not isinstance(nums, (tuple, list)) or not all(_is_int(i) for i in nums):
+        raise TypeError(f"{name}: argnums must be an int or a tuple of ints (positions of the arguments to "
+                        f"differentiate), got {argnums!r:.60} of type {type(argnums).__name__}")
+    if len(set(nums)) != len(nums):
+        raise ValueError(f"{name}: argnums={tuple(nums)} names an argument more than once; each argument can "
+                         f"be differentiated once: pass distinct positions, e.g. argnums={tuple(dict.fromkeys(nums))}")
+
+
+def _argnums_spec(argnums: Any, name: str) -> int | tuple[int, ...]:
+    """``argnums`` checked, as an int or a tuple of ints."""
+    _check_argnums(argnums, name)
+    return int(argnums) if _is_int(argnums) else tuple(int(i) for i in argnums)
+
+
+def _is_int(i: Any) -> bool:
+    return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+
+
 def _argnums_tuple(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
     if type(argnums) is int and 0 <= argnums < nargs:
         return (argnums,)
@@ -49,8 +70,12 @@ def _argnums_tuple(argnums: int | Sequence[int], nargs: int, name: str) -> tuple
     for i in nums:
         if not -nargs <= i < nargs:
             raise ValueError(f"{name}: argnums={argnums} but the function was called with {nargs} positional "
-                             "arguments")
-    return tuple(i % nargs for i in nums)
+                             f"argument{'s' if nargs != 1 else ''}; argnums must be in [{-nargs}, {nargs})")
+    out = tuple(int(i) % nargs for i in nums)
+    if len(set(out)) != len(out):   # e.g. (0, -2) with two arguments
+        raise ValueError(f"{name}: argnums={argnums} names the same argument twice with {nargs} positional "
+                         "arguments; pass distinct positions")
+    return out
 
 
 def _check_float_inputs(leaves: list, name: str) -> None:
@@ -71,6 +96,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
 def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) -> Callable:
     # grad and value_and_grad in one wrapper (one frame per call, not two).
     name = _fun_name(f)
+    transform = "value_and_grad" if with_value else "grad"
+    argnums = _argnums_spec(argnums, transform)
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -80,10 +107,10 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) 
         if single:
             nums, leaves, tree = (argnums,), [args[argnums]], _SINGLE_LEAF
         else:
-            nums = _argnums_tuple(argnums, len(args), "grad")
+            nums = _argnums_tuple(argnums, len(args), transform)
             leaves, tree = tree_flatten(tuple([args[i] for i in nums]))
-            leaves = [_as_leaf(x, "grad") for x in leaves]
-            _check_float_inputs(leaves, "grad")
+            leaves = [_as_leaf(x, transform) for x in leaves]
+            _check_float_inputs(leaves, transform)
 
         def flat_fun(*xs):
             new_args = list(args)
@@ -92,14 +119,17 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) 
             out = f(*new_args, **kwargs)
             if has_aux:
                 if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                    raise TypeError(f"grad(has_aux=True): {name} must return a pair (output, aux)")
+                    got = (f"a {type(out).__name__} of {len(out)} items" if isinstance(out, (tuple, list))
+                           else describe(out))
+                    raise TypeError(f"{transform}(has_aux=True): {name} must return a pair (output, aux), got "
+                                    f"{got}")
                 return [out[0]], out[1]
             return [out]
 
         result = vjp_flat(flat_fun, leaves, has_aux)
         (value,), pullback = result[0], result[1]
         if type(value) is Array and value._value.shape == () and value._value.dtype.kind == "f":
-            seed = _unit(value._value.dtype)   # a host value: the cached unit
+            seed = _unit(value._value.dtype)   # a host value: a new unit
         else:
             _check_scalar_output(value, name)
             seed = _ones_like(value)           # tracers and device (GPU) arrays get one of their own
@@ -115,15 +145,19 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) 
     return wrapped
 
 
-_UNITS: dict = {}
+_UNITS: dict = {}   # dtype -> 0-d numpy 1, never handed out: each seed is a copy
 
 
 def _unit(dtype: np.dtype) -> Array:
-    """The (immutable, so shareable) 0-d array 1 of ``dtype``: the seed cotangent."""
-    unit = _UNITS.get(dtype)
-    if unit is None:
-        unit = _UNITS[dtype] = _core.as_array(np.ones((), dtype))
-    return unit
+    """A new 0-d array 1 of ``dtype``: the seed cotangent.
+
+    Never a shared one: the gradient may be the seed itself or a view of it
+    (``grad(lambda x: x)``, ``grad(fnp.sum)``), and a caller writing through
+    it (a library ignoring the read-only flag) must not change later grads."""
+    one = _UNITS.get(dtype)
+    if one is None:
+        one = _UNITS[dtype] = np.ones((), dtype)
+    return _core._wrap(one.copy())
 
 
 def _ones_like(x: Any) -> Any:
@@ -134,6 +168,16 @@ def _check_scalar_output(value: Any, name: str) -> None:
     if isinstance(value, (bool, int, float)):
         raise TypeError(f"grad: {name} returned a Python {type(value).__name__}, not an array that depends on "
                         "the inputs")
+    if isinstance(value, (tuple, list)):
+        items = ", ".join(describe(v) for v in value[:4]) + (", ..." if len(value) > 4 else "")
+        raise TypeError(f"grad requires {name} to return a scalar array, got a {type(value).__name__} of "
+                        f"{len(value)} item{'s' if len(value) != 1 else ''} ({items}). If it returns (loss, aux), "
+                        "use grad(f, has_aux=True); otherwise return one scalar (e.g. the sum of the items).")
+    if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+        got = f"a dict with keys {list(value)[:4]}" if isinstance(value, dict) else \
+            f"{type(value).__name__}: {value!r:.60}"
+        raise TypeError(f"grad requires {name} to return a scalar array, got {got}. Return a 0-d float array "
+                        "such as fnp.sum(...); extra outputs go through grad(f, has_aux=True) as (loss, aux).")
     if value.shape != ():
         raise TypeError(f"grad requires {name} to return a scalar (shape ()), got an array {describe(value)}. "
                         "Use vjp or jacrev for non-scalar outputs, or reduce it (e.g. .sum()).")
@@ -184,14 +228,36 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         ct_leaves, ct_tree = tree_flatten(ct)
         if ct_tree != out_tree:
             raise ValueError(f"vjp: the cotangent's structure {ct_tree} does not match the output's {out_tree}")
-        ct_leaves = [_as_leaf(c, "vjp") for c in ct_leaves]
-        for c, o in zip(ct_leaves, outs):
-            if tuple(c.shape) != tuple(np.shape(o)):
-                raise ValueError(f"vjp: cotangent {describe(c)} does not match the output {describe(o)}")
+        ct_leaves = [_matching_tangent(c, o, "vjp: cotangent", "the output") for c, o in zip(ct_leaves, outs)]
         return tuple(tree_unflatten(in_tree, pullback_flat(ct_leaves)))
 
     out = tree_unflatten(out_tree, outs)
     return (out, pullback, result[2]) if has_aux else (out, pullback)
+
+
+def _matching_tangent(t: Any, primal: Any, what: str, against: str) -> Any:
+    """``t`` as an array with ``primal``'s shape and dtype, or a clear error (as in JAX).
+
+    A tangent (or cotangent) lives in the same space as its primal: an int32
+    tangent for a float32 primal is a mistake, not something to convert.
+    Python scalars are weakly typed and take a float primal's dtype.
+    """
+    if type(t) is Array and type(primal) is Array and t._value.shape == primal._value.shape \
+            and t._value.dtype is primal._value.dtype:
+        return t   # the common case, decided without building avals
+    aval = _core.get_aval(primal)
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and aval.dtype.kind == "f":
+        t = as_array(np.asarray(t, dtype=aval.dtype))
+    t = _as_leaf(t, what.split(":")[0])
+    if tuple(t.shape) != aval.shape:
+        raise ValueError(f"{what} {describe(t)} does not match {against} {describe(aval)}: shapes must be equal")
+    if t.dtype != aval.dtype:
+        raise TypeError(f"{what} {describe(t)} does not match {against} {describe(aval)}: primal and tangent "
+                        f"dtypes must be equal, got {t.dtype} for a {aval.dtype} value. Convert it with "
+                        f".astype('{aval.dtype}')" + (" (integer and bool values have no derivative: leave "
+                                                        "them out of the differentiated arguments)"
+                                                        if aval.dtype.kind != "f" else ""))
+    return t
 
 
 def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
@@ -206,10 +272,7 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
     if p_tree != t_tree:
         raise ValueError(f"jvp: primals {p_tree} and tangents {t_tree} have different structures")
     p_leaves = [_as_leaf(x, "jvp") for x in p_leaves]
-    t_leaves = [_as_leaf(x, "jvp") for x in t_leaves]
-    for p, t in zip(p_leaves, t_leaves):
-        if tuple(p.shape) != tuple(t.shape):
-            raise ValueError(f"jvp: tangent {describe(t)} does not match its primal {describe(p)}")
+    t_leaves = [_matching_tangent(t, p, "jvp: tangent", "its primal") for t, p in zip(t_leaves, p_leaves)]
     out_tree_cell: list = []
 
     def flat_fun(*xs):
@@ -274,6 +337,8 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     The result has shape ``out.shape + in.shape`` (a tree of such blocks).
     """
+    argnums = _argnums_spec(argnums, "jacfwd")
+
     def wrapped(*args: Any) -> Any:
         leaves, in_tree, with_diff = _jac_inputs(args, argnums, "jacfwd")
         out_tree_cell: list = []
@@ -305,6 +370,8 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
 def jacrev(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """Jacobian by reverse mode (one vjp per output element, batched with vmap)."""
+    argnums = _argnums_spec(argnums, "jacrev")
+
     def wrapped(*args: Any) -> Any:
         leaves, in_tree, with_diff = _jac_inputs(args, argnums, "jacrev")
         out_tree_cell: list = []
@@ -334,6 +401,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """Hessian of scalar ``f``: forward-over-reverse, ``jacfwd(jacrev(f))``."""
+    argnums = _argnums_spec(argnums, "hessian")
     return jacfwd(jacrev(f, argnums), argnums)
 
 
@@ -463,30 +531,52 @@ class custom_vjp:
             res = tree_unflatten(trees["res"], res_leaves)
             ct = tree_unflatten(trees["out"], ct_leaves)
             in_cts = self.bwd(*[static[i] for i in self.nondiff_argnums], res, ct)
-            if not isinstance(in_cts, tuple) or len(in_cts) != len(dyn):
+            if not isinstance(in_cts, tuple):
+                raise TypeError(f"custom_vjp {name}: bwd must return a tuple with one cotangent per "
+                                f"differentiable argument ({len(dyn)}), got {type(in_cts).__name__}"
+                                f"{' ' + describe(in_cts) if hasattr(in_cts, 'shape') else ''}; for one argument "
+                                "return (g,), not g")
+            if len(in_cts) != len(dyn):
                 raise ValueError(f"custom_vjp {name}: bwd must return a tuple with one cotangent per "
-                                 f"differentiable argument ({len(dyn)}), got {type(in_cts).__name__} of "
-                                 f"length {len(in_cts) if isinstance(in_cts, tuple) else '?'}")
-            filled = tuple(tree_map(lambda x: x * 0, d) if c is None else c for c, d in zip(in_cts, dyn))
+                                 f"differentiable argument ({len(dyn)}), got a tuple of length {len(in_cts)}")
+            # None means zero; zeros_like reads only shape and dtype (the arguments' tracers are done by now).
+            filled = tuple(tree_map(_fnp.zeros_like, d) if c is None else c for c, d in zip(in_cts, dyn))
             ct_flat, ct_tree = tree_flatten(filled)
             if ct_tree != in_tree:
                 raise ValueError(f"custom_vjp {name}: bwd returned cotangents of structure {ct_tree}, expected "
                                  f"the structure of the arguments {in_tree}")
-            for c, x in zip(ct_flat, leaves):
-                if tuple(np.shape(c)) != tuple(x.shape):
-                    raise ValueError(f"custom_vjp {name}: bwd returned a cotangent {describe(c)} for an "
-                                     f"argument {describe(x)}")
-            return ct_flat
+            return [_bwd_cotangent(c, x, i, name) for i, (c, x) in enumerate(zip(ct_flat, leaves))]
 
         outs = _core.CustomVJPCall(name, fun_flat, fwd_flat, bwd_flat).bind(*leaves)
         return tree_unflatten(trees["out"], outs)
 
 
+def _bwd_cotangent(c: Any, x: Any, i: int, name: str) -> Any:
+    """Check the cotangent a custom_vjp bwd returned for (flat) input ``i``: ``x``'s shape and dtype."""
+    if isinstance(c, (int, float)) and not isinstance(c, bool) and x.dtype.kind == "f":
+        c = as_array(np.asarray(c, dtype=x.dtype))   # a Python number is weakly typed
+    shape, dtype = getattr(c, "shape", None), getattr(c, "dtype", None)
+    if shape is None or dtype is None:
+        raise TypeError(f"custom_vjp {name}: bwd returned {type(c).__name__} {c!r:.40} as the cotangent of input "
+                        f"{i} ({describe(x)}); expected an array {describe(x)} (or None for zero)")
+    if tuple(shape) != tuple(x.shape):
+        raise ValueError(f"custom_vjp {name}: bwd returned a cotangent {describe(c)} for input {i}, an argument "
+                         f"{describe(x)}: expected shape {tuple(x.shape)}")
+    if x.dtype.kind == "f" and dtype != x.dtype:
+        raise TypeError(f"custom_vjp {name}: bwd returned a cotangent {describe(c)} for input {i}, an argument "
+                        f"{describe(x)}: a cotangent must have its argument's dtype {x.dtype}. Convert it in bwd "
+                        f"with .astype('{x.dtype}')")
+    return c
+
+
 def checkpoint(f: Callable) -> Callable:
     """Rematerialise ``f``: its intermediates are not kept for the backward pass
     but recomputed from its inputs when the gradient is taken (trading compute
-    for memory).  Gradients are the same as without it.
+    for memory).  Gradients are the same as without it.  ``f`` returns arrays
+    (or a pytree of them).
     """
+    name = _fun_name(f)
+
     @functools.wraps(f)
     def wrapped(*args: Any) -> Any:
         leaves, in_tree = tree_flatten(args)
@@ -496,7 +586,7 @@ def checkpoint(f: Callable) -> Callable:
         def fun_flat(*xs):
             out_leaves, out_tree = tree_flatten(f(*tree_unflatten(in_tree, xs)))
             out_tree_cell.append(out_tree)
-            return out_leaves
+            return [_output_leaf(o, i, f"checkpoint({name})") for i, o in enumerate(out_leaves)]
 
         outs = _core.bind_checkpoint(fun_flat, leaves)
         return tree_unflatten(out_tree_cell[-1], outs)
@@ -505,6 +595,17 @@ def checkpoint(f: Callable) -> Callable:
 
 
 remat = checkpoint
+
+
+def _output_leaf(x: Any, i: int, where: str) -> Any:
+    """An output leaf of a transformed function: an array, a tracer or a number (made an array)."""
+    if isinstance(x, (Array, Tracer)):
+        return x
+    try:
+        return as_array(x)
+    except TypeError:
+        raise TypeError(f"{where}: the function must return arrays (or a pytree of arrays), but output leaf {i} "
+                        f"is {type(x).__name__}: {x!r:.60}") from None
 
 
 def stop_gradient(x: Any) -> Any:
@@ -525,9 +626,16 @@ def make_jaxpr(f: Callable, static_argnums: int | Sequence[int] = ()) -> Callabl
         d:f32[] = reduce_sum[axes=(0,)] c
       in ( d ) }
     """
-    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    nums = tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else (static_argnums,)
+    if not all(_is_int(i) for i in nums):
+        raise TypeError(f"make_jaxpr: static_argnums must be an int or a tuple of ints, got {static_argnums!r:.60}")
 
     def wrapped(*args: Any) -> Jaxpr:
+        bad = [i for i in nums if not -len(args) <= i < len(args)]
+        if bad:
+            raise ValueError(f"make_jaxpr({_fun_name(f)}): static_argnums={nums} but it was called with "
+                             f"{len(args)} positional argument{'s' if len(args) != 1 else ''}; {bad} do not exist")
+        static = {int(i) % len(args) for i in nums}
         dyn = [a for i, a in enumerate(args) if i not in static]
         leaves, in_tree = tree_flatten(tuple(dyn))
         avals = [_core.get_aval(_as_leaf(x, "make_jaxpr")) for x in leaves]

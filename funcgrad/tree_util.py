@@ -1,6 +1,7 @@
 """Pytrees: nested containers of arrays that transforms flatten and rebuild.
 
-Containers: tuple, list, dict (keys sorted), None (no leaves), namedtuple,
+Containers: tuple, list, dict (keys sorted; keys of mixed types, such as
+``1`` and ``"a"``, sort by type name first), None (no leaves), namedtuple,
 dataclasses registered with :func:`register_dataclass`, and any type
 registered with :func:`register_pytree_node`.  Everything else is a leaf.
 
@@ -66,8 +67,28 @@ def register_dataclass(cls: type | None = None, *, static_fields: Iterable[str] 
 
 register_pytree_node(tuple, lambda t: (t, None), lambda _, c: tuple(c))
 register_pytree_node(list, lambda t: (t, None), lambda _, c: list(c))
-register_pytree_node(dict, lambda d: ([d[k] for k in sorted(d)], tuple(sorted(d))),
-                     lambda keys, c: dict(zip(keys, c)))
+def _sorted_keys(d: dict) -> tuple:
+    """A dict's keys in a fixed order: sorted, as in JAX.  Keys that Python cannot
+    compare (``1`` and ``"a"``) sort by their type's name first, then by value, so
+    the order is still the same for every dict with the same keys."""
+    try:
+        return tuple(sorted(d))
+    except TypeError:
+        pass
+    try:
+        return tuple(sorted(d, key=lambda k: (type(k).__name__, k)))
+    except TypeError:
+        raise TypeError(f"tree_flatten: the keys of a dict must be sortable, to flatten it in a fixed order; "
+                        f"got keys {list(d)!r:.80} of types {sorted({type(k).__name__ for k in d})}, some of "
+                        "which do not compare with each other. Use keys of one type (e.g. str).") from None
+
+
+def _flatten_dict(d: dict) -> tuple[list, tuple]:
+    keys = _sorted_keys(d)
+    return [d[k] for k in keys], keys
+
+
+register_pytree_node(dict, _flatten_dict, lambda keys, c: dict(zip(keys, c)))
 register_pytree_node(type(None), lambda n: ((), None), lambda _, c: None)
 
 
@@ -140,11 +161,24 @@ def _flatten(x: Any, leaves: list, is_leaf: Callable | None) -> PyTreeDef:
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> Any:
-    """Rebuild a tree of structure ``treedef`` from ``leaves``."""
-    leaves = list(leaves)
+    """Rebuild a tree of structure ``treedef`` from ``leaves``.
+
+    >>> leaves, tree = tree_flatten([1, (2, 3)])
+    >>> tree_unflatten(tree, [4, 5, 6])
+    [4, (5, 6)]
+    """
+    if not isinstance(treedef, PyTreeDef):
+        raise TypeError(f"tree_unflatten: the first argument must be a structure (PyTreeDef) from tree_flatten or "
+                        f"tree_structure, got {type(treedef).__name__} {treedef!r:.60}; call it as "
+                        "tree_unflatten(treedef, leaves)")
+    try:
+        leaves = list(leaves)
+    except TypeError:
+        raise TypeError(f"tree_unflatten: leaves must be a list (or other iterable) of {treedef.num_leaves} leaves "
+                        f"for the structure {treedef!r:.80}, got {type(leaves).__name__}") from None
     if len(leaves) != treedef.num_leaves:
         raise ValueError(f"tree_unflatten: the structure {treedef} has {treedef.num_leaves} leaves, "
-                         f"got {len(leaves)}")
+                         f"got {len(leaves)}; pass exactly one leaf per * of the structure")
     it = iter(leaves)
     return _unflatten(treedef, it)
 

@@ -4,15 +4,25 @@
 * ``x32``: float64 disabled for one test (the default, made explicit).
 * ``debug_nans``: NaN checking enabled for one test.
 * ``rng``: a seeded numpy Generator, so every test is reproducible.
+* Hypothesis profiles: ``funcgrad`` (the default: derandomized, so CI sees the
+  same examples every run; no deadline, no example database) and ``thorough``
+  (many random examples), chosen by ``FUNCGRAD_HYPOTHESIS_PROFILE``.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 
 import numpy as np
 import pytest
 
 import funcgrad as fg
+from hypothesis import settings
+
+settings.register_profile("funcgrad", max_examples=30, deadline=None, derandomize=True, database=None,
+                          print_blob=True)
+settings.register_profile("thorough", max_examples=1000, deadline=None, database=None)
+settings.load_profile(os.environ.get("FUNCGRAD_HYPOTHESIS_PROFILE", "funcgrad"))
 
 
 @contextlib.contextmanager

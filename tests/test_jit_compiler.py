@@ -283,3 +283,19 @@ def test_dropped_outputs_are_recycled_and_live_ones_never():
     np.testing.assert_allclose(np.asarray(kept), np.exp(x64) * 6 + 1, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(again), np.exp(x64) * 10 + 1, rtol=1e-6)
     assert not np.asarray(again).flags.writeable
+
+
+@pytest.mark.parametrize("prim,literal,reference", [
+    ("mul_p", 2.5, lambda x: x * 2.5),
+    ("add_p", 0.75, lambda x: x + 0.75),
+    ("lt_p", 1.5, lambda x: x < 1.5),
+])
+def test_fused_literal_of_a_higher_kind_is_not_truncated(prim, literal, reference):
+    # A primitive bound directly on an int array and a float literal: the fused
+    # kernel must compute in float (the literal is weak, but never narrowed to int).
+    from funcgrad.primitives import elementwise as E
+    x = np.arange(-3, 5, dtype=np.int32)
+    f = lambda a: getattr(E, prim).bind(a * 1, literal)
+    got = np.asarray(fg.jit(f)(fnp.array(x)))
+    np.testing.assert_array_equal(got, reference(x.astype(np.float64)).astype(got.dtype))
+    assert got.dtype == (np.bool_ if prim == "lt_p" else np.float32)

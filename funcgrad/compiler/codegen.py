@@ -3,12 +3,11 @@
 numba cannot cache functions built with ``exec``, so each kernel's source is
 written to a file named by the hash of its content in the kernel cache
 directory (``FUNCGRAD_CACHE_DIR`` or ``config.update("cache_dir", ...)``;
-default ``~/.cache/funcgrad/kernels``) and imported from there; numba's own
-``cache=True`` then stores the machine code beside it.  A file is created
-once and never rewritten (numba's cache is keyed on the file's timestamp):
-it is written to a temporary name and *linked* into place, which fails
-harmlessly when another process got there first, so concurrent compiles
-are safe.
+default ``~/.cache/funcgrad/kernels``) and run from there; numba's own
+``cache=True`` then stores the machine code beside it.
+:mod:`funcgrad.compiler.kernel_cache` keeps that directory safe to share
+between concurrent processes, heals damaged entries, falls back when the
+directory is unusable and caps its size.
 
 A kernel iterates over a 2-d view ``(outer, inner)`` of the group's shape:
 ``prange`` over ``outer`` (when the work is large enough to pay for
@@ -18,16 +17,17 @@ values live in registers.  A trailing reduction accumulates over ``inner``.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
-import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from funcgrad._config import config
+from funcgrad import _dtypes
+from funcgrad.compiler import kernel_cache
 
 _UNARY = {
     "neg": "-{0}", "exp": "np.exp({0})", "exp2": "np.exp2({0})", "log": "np.log({0})", "log2": "np.log2({0})",
@@ -87,8 +87,10 @@ def _expr(op: Op, consts: dict, operand_dtype: Callable[[Any], np.dtype]) -> str
     def ref(a: Any, other: Any = None) -> str:
         if isinstance(a, str):
             return a
-        # A literal takes the dtype of the array operand beside it (weak typing).
-        dt = operand_dtype(other) if other is not None and isinstance(other, str) else op.dtype
+        # A literal takes the dtype of the array operand beside it (weak typing),
+        # unless it is of a higher kind (i32 * 2.5 computes in float, not in i32).
+        dt = (_dtypes.canonicalize(np.result_type(operand_dtype(other), a))
+              if other is not None and isinstance(other, str) else op.dtype)
         key = (type(a), a, dt)
         if key not in consts:
             consts[key] = (f"c{len(consts)}", _typed(a, dt))
@@ -177,25 +179,11 @@ def _helpers_digest() -> str:
 
 
 _HELPERS_DIGEST = _helpers_digest()
-_loaded: dict[str, Callable] = {}
-
-
-def _write_once(path: str, source: str) -> None:
-    """Create ``path`` with ``source`` unless it exists; never rewrite it."""
-    if os.path.exists(path):
-        return
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(source)
-        try:
-            os.link(tmp, path)       # atomic create-if-absent
-        except FileExistsError:
-            pass                     # another process wrote the same content first
-    finally:
-        os.unlink(tmp)
+# Kernels loaded in this process, oldest first; bounded (programs hold their own
+# kernels: a forgotten one is only loaded again from the disk cache if needed).
+_loaded: OrderedDict[str, Callable] = OrderedDict()
+MAX_LOADED = 1024
+_load_lock = threading.Lock()
 
 
 def compile_kernel(spec: KernelSpec) -> Callable:
@@ -205,18 +193,25 @@ def compile_kernel(spec: KernelSpec) -> Callable:
     kernel = _loaded.get(digest)
     if kernel is not None:
         return kernel
-    from funcgrad.backends.cpu import _threads  # noqa: F401  (threading layer before first parallel use)
-    path = os.path.join(config.cache_dir, f"fg_{digest}.py")
-    _write_once(path, source)
-    name = f"funcgrad_kernels.fg_{digest}"
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    module_spec.loader.exec_module(module)
-    _loaded[digest] = kernel = module.kernel
+    with _load_lock:   # threads missing together load a kernel once
+        kernel = _loaded.get(digest)
+        if kernel is None:
+            kernel = _load_kernel(spec, source, digest)
+    return kernel
+
+
+def _load_kernel(spec: KernelSpec, source: str, digest: str) -> Callable:
+    """Load the kernel (disk cache or numba) and record it; the caller holds ``_load_lock``."""
+    from funcgrad.backends.cpu import _threads  # (threading layer before first parallel use)
+    kernel = kernel_cache.load_kernel(digest, source)
+    kernel = _threads.guard(kernel) if spec.parallel else kernel
+    _loaded[digest] = kernel
+    while len(_loaded) > MAX_LOADED:
+        sys.modules.pop(kernel_cache.module_name(_loaded.popitem(last=False)[0]), None)
     return kernel
 
 
 def source_path(spec: KernelSpec) -> str:
+    """Where the source of ``spec``'s kernel is cached (in the directory in use now)."""
     digest = hashlib.sha256(generate_source(spec).encode()).hexdigest()[:24]
-    return os.path.join(config.cache_dir, f"fg_{digest}.py")
+    return os.path.join(kernel_cache.cache_dir() or "<memory>", f"fg_{digest}.py")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from funcgrad._core import Array, _wrap
-from funcgrad._ir import Eqn, Jaxpr, Literal, Var
+from funcgrad._ir import Jaxpr, Literal, Var
 
 # Results larger than this stay computed at run time (they would bloat the
 # program and cost memory for every cached signature).
@@ -63,7 +63,7 @@ def cse(jaxpr: Jaxpr) -> Jaxpr:
             for old, new in zip(eqn.outvars, seen[key]):
                 rename[id(old)] = new
             continue
-        eqns.append(Eqn(eqn.prim, inputs, eqn.params, eqn.outvars))
+        eqns.append(eqn.with_inputs(inputs))
         if key is not None:
             seen[key] = eqn.outvars
     return Jaxpr(jaxpr.constvars, jaxpr.consts, jaxpr.invars, eqns, [use(v) for v in jaxpr.outvars])

@@ -17,11 +17,20 @@ buffer it handed out, and reuses it on a later call only when nothing else
 refers to it any more (the caller dropped the Array and no view of it
 lives) -- in a training loop, yesterday's parameters become today's.
 A lock makes one program safe to call from several threads.
+
+The buffers kept between calls are bounded process-wide, in bytes
+(``config.buffer_pool_max_bytes``, default 256 MiB): when a program
+allocates and the total is over the budget, the programs run least recently
+give theirs up (a program running now keeps its own), and a program dropped
+from a jit cache gives them up at once.  A released output buffer still held
+by the caller stays valid: the program only stops reusing it.
 """
 from __future__ import annotations
 
 import sys
 import threading
+import weakref
+from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,6 +51,77 @@ _VIEWS = {"reshape", "transpose", "broadcast_to", "getitem", "stop_gradient", "f
 
 def _writes_into_buffers(eqn: Any) -> bool:
     return isinstance(eqn.prim, FusedKernel) or getattr(eqn.prim, "name", "") == "matmul"
+
+
+class _BufferPool:
+    """Bytes of the buffers programs keep between calls, with least-recently-run release.
+
+    ``held`` maps a program's id to ``[weak reference, bytes]``, least recently
+    run first.  A victim is released only if its lock is free (never the
+    program that is running, nor one another thread is running): a blocking
+    wait here could deadlock against a program waiting for this lock.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()   # re-entered by a weakref callback firing inside it
+        self.held: OrderedDict[int, list] = OrderedDict()
+        self.total = 0
+
+    def use(self, program: "Program") -> None:
+        # No lock on this per-call path: move_to_end is atomic under the GIL, and a
+        # concurrent release (which pops the entry) only makes it raise KeyError.
+        try:
+            self.held.move_to_end(id(program))
+        except KeyError:
+            pass
+
+    def charge(self, program: "Program", nbytes: int) -> None:
+        """``program`` keeps ``nbytes`` more (fewer if negative); release others if over budget."""
+        key = id(program)
+        with self.lock:
+            entry = self.held.get(key)
+            if entry is None:
+                entry = self.held[key] = [weakref.ref(program, lambda _, key=key: self.forget(key)), 0]
+                program.pooled = True
+            self.held.move_to_end(key)
+            entry[1] += nbytes
+            self.total += nbytes
+            budget = config.buffer_pool_max_bytes
+            if nbytes <= 0 or budget <= 0 or self.total <= budget:
+                return
+            for other_key, (ref, _) in list(self.held.items()):
+                if self.total <= budget:
+                    break
+                other = ref()
+                if other is not None and other_key != key and other.lock.acquire(blocking=False):
+                    try:
+                        other._release_buffers()
+                    finally:
+                        other.lock.release()
+
+    def forget(self, key: int) -> int:
+        """Stop counting a program's buffers; returns their bytes."""
+        with self.lock:
+            entry = self.held.pop(key, None)
+            if entry is None:
+                return 0
+            self.total -= entry[1]
+            return entry[1]
+
+
+_POOL = _BufferPool()
+
+
+def pool_bytes() -> int:
+    """Bytes of the buffers compiled programs keep between calls, over all programs."""
+    return _POOL.total
+
+
+def _memory_root(a: Any) -> Any:
+    """The object owning ``a``'s memory (views, broadcasts and strided views point to it)."""
+    while getattr(a, "base", None) is not None:
+        a = a.base
+    return a
 
 
 class Program:
@@ -70,6 +150,10 @@ class Program:
         self.buffers: list[np.ndarray | None] = []
         self.recycled: dict[int, list[np.ndarray]] = {}
         self.lock = threading.Lock()
+        self.pooled = False   # whether the process-wide pool counts buffers of this program
+        # Outputs that are (views of) constants are copied: a caller writing
+        # through one (ignoring the read-only flag) must not change later calls.
+        self._const_roots = {id(_memory_root(c)) for c in self.consts if isinstance(c, np.ndarray)}
         if plan_memory:
             self._plan(slot)
 
@@ -119,6 +203,7 @@ class Program:
         buf = self.buffers[index]
         if buf is None:
             buf = self.buffers[index] = np.empty(aval.shape, aval.dtype)
+            _POOL.charge(self, buf.nbytes)
         return buf
 
     def _output(self, slot: int, aval: Any) -> np.ndarray:
@@ -131,9 +216,21 @@ class Program:
                 return buf
         buf = np.empty(aval.shape, aval.dtype)
         pool.append(buf)
-        if len(pool) > _MAX_RECYCLED:   # callers keeping many results: stop tracking the oldest
-            pool.pop(0)
+        freed = pool.pop(0).nbytes if len(pool) > _MAX_RECYCLED else 0   # callers keeping many: forget the oldest
+        _POOL.charge(self, buf.nbytes - freed)
         return buf
+
+    def _release_buffers(self) -> None:
+        """Drop the buffers kept between calls (the caller holds ``self.lock``)."""
+        self.buffers = [None] * len(self.buffers)
+        self.recycled = {}
+        self.pooled = False
+        _POOL.forget(id(self))
+
+    def release_buffers(self) -> None:
+        """Give up the buffers kept between calls now (they are allocated again if it runs again)."""
+        with self.lock:
+            self._release_buffers()
 
     def _target(self, kind: str, index: int, aval: Any) -> np.ndarray:
         return self._buffer(index, aval) if kind == "buf" else self._output(index, aval)
@@ -142,6 +239,8 @@ class Program:
 
     def run(self, args: Sequence[np.ndarray]) -> list[Array]:
         with self.lock:   # planned and recycled buffers belong to one call at a time
+            if self.pooled:
+                _POOL.use(self)
             return self._run(args)
 
     def _run(self, args: Sequence[np.ndarray]) -> list[Array]:
@@ -163,9 +262,12 @@ class Program:
                 results = [r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64)
                            else _wrap(r)._value for r in results]
             if debug:
-                check_nans(prim, values, [Array(r) for r in results], eqn.source)
+                check_nans(prim, values, [Array(r) for r in results], eqn.source, eqn.backward)
             for i, r in zip(outs, results):
                 env[i] = r
+        if self._const_roots:
+            return [(_wrap(env[i].copy() if id(_memory_root(env[i])) in self._const_roots else env[i])
+                     if kind == "var" else _core.as_array(i)) for kind, i in self.outs]
         return [_wrap(env[i]) if kind == "var" else _core.as_array(i) for kind, i in self.outs]
 
     def __repr__(self) -> str:

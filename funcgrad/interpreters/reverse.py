@@ -203,7 +203,7 @@ def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals:
             prev = ct_of.get(out.key)
             ct_of[out.key] = ct if prev is None else _add(prev, ct)
 
-    context = _core._backward_context
+    context = _core.backward_context()   # this thread's (debug_nans names the running rule)
     pop = ct_of.pop
     for node in reversed(record):
         if node.rule is None and not node.prim.multiple_results:

@@ -67,8 +67,10 @@ class JaxprTrace(Trace):
         out_avals = abstract_eval(prim, avals, params)
         outs = out_avals if prim.multiple_results else [out_avals]
         outvars = [Var(a) for a in outs]
-        source = _core.user_source_line() if config.debug_nans else None
-        self.main.data.eqns.append(Eqn(prim, [t.var for t in tracers], params, outvars, source))
+        source = backward = None
+        if config.debug_nans:   # what eager debug_nans would name (part of jit's cache key)
+            source, backward = _core.user_source_line(), _core.describe_backward_context()
+        self.main.data.eqns.append(Eqn(prim, [t.var for t in tracers], params, outvars, source, backward))
         results = [JaxprTracer(self, v.aval, v) for v in outvars]
         return results if prim.multiple_results else results[0]
 
@@ -98,7 +100,7 @@ def abstract_eval_by_example(prim: Primitive, avals: Sequence[Any], params: dict
     try:
         out = prim.impl(*dummies, **params)
     except (ValueError, TypeError, IndexError) as e:
-        raise type(e)(_core._impl_error_message(prim, avals, params, e)) from e
+        raise _core.impl_error(prim, avals, params, e) from e
     from funcgrad._dtypes import canonicalize
     if prim.multiple_results:
         return [ShapedArray(np.shape(o), canonicalize(np.asarray(o).dtype)) for o in out]

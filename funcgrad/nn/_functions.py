@@ -19,6 +19,7 @@ import funcgrad.numpy as fnp
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
+from funcgrad.numpy._base import normalize_axes, normalize_axis
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import nn as P
 from funcgrad.primitives.random_bits import erf
@@ -34,11 +35,17 @@ def _float(x: Any) -> Any:
 
 
 def relu(x: Any) -> Any:
-    """``max(x, 0)``, with derivative 0 at 0 (as JAX and PyTorch). f32[...] -> f32[...]."""
+    """``max(x, 0)``, with derivative 0 at 0 (as JAX and PyTorch). f32[...] -> f32[...].
+
+    NaN stays NaN (as ``jnp.maximum`` and ``torch.relu``), so a NaN weight
+    cannot hide behind a finite loss; its derivative there passes the
+    cotangent through (as PyTorch's).
+    """
     x = _float(x)
-    # A scalar 0.0 branch is a literal, not traced: the backward pass is one
-    # select (plus its zeros), and -inf inputs give 0 (x * mask would give NaN).
-    return E.select(E.gt(x, 0.0), x, 0.0)
+    # Tested as x <= 0 (false for NaN) so NaN takes the x branch. A scalar 0.0
+    # branch is a literal, not traced: the backward pass is one select (plus
+    # its zeros), and -inf inputs give 0 (x * mask would give NaN).
+    return E.select(E.le_p.bind(x, 0.0), 0.0, x)
 
 
 def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
@@ -93,11 +100,11 @@ def tanh(x: Any) -> Any:
 def _single_axis(name: str, x: Any, axis: Any) -> int | None:
     """``axis`` normalised when it names one axis, else None (a tuple or None)."""
     if axis is None or isinstance(axis, (tuple, list)):
+        normalize_axes(name, axis, x.ndim, x)   # checked here, so errors name this function
         return None
-    axis = int(axis)
-    if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"{name}: axis {axis} is out of range for an array {describe(x)} of rank {x.ndim}")
-    return axis % x.ndim
+    if x.ndim == 0:   # no axis to normalise over (numpy would take axis 0 of a 0-d array)
+        raise ValueError(f"{name}: axis {axis!r} is out of range for an array {describe(x)} of rank 0")
+    return normalize_axis(name, axis, x.ndim, x)   # 1.5 or "1" are refused, not truncated
 
 
 def _over_last_axis(fn: Any, x: Any, axis: int) -> Any:
@@ -105,6 +112,12 @@ def _over_last_axis(fn: Any, x: Any, axis: int) -> Any:
     if axis == x.ndim - 1:
         return fn(x)
     return fnp.moveaxis(fn(fnp.moveaxis(x, axis, -1)), -1, axis)
+
+
+def _shifted(x: Any, axis: Any) -> Any:
+    """``x - max(x, axis)`` with the max held constant (as JAX's softmax): a row
+    holding +inf, or only -inf, becomes NaN in both softmaxes, as in JAX."""
+    return x - fnp.stop_gradient(fnp.max(x, axis=axis, keepdims=True))
 
 
 def softmax(x: Any, axis: Any = -1) -> Any:
@@ -115,7 +128,8 @@ def softmax(x: Any, axis: Any = -1) -> Any:
     x = _float(x)
     single = _single_axis("softmax", x, axis)
     if single is None:
-        return fnp.exp(x - fnp.logsumexp(x, axis=axis, keepdims=True))
+        e = fnp.exp(_shifted(x, axis))
+        return e / fnp.sum(e, axis=axis, keepdims=True)
     return _over_last_axis(P.softmax, x, single)
 
 
@@ -124,14 +138,16 @@ def log_softmax(x: Any, axis: Any = -1) -> Any:
     x = _float(x)
     single = _single_axis("log_softmax", x, axis)
     if single is None:
-        return x - fnp.logsumexp(x, axis=axis, keepdims=True)
+        shifted = _shifted(x, axis)
+        return shifted - fnp.log(fnp.sum(fnp.exp(shifted), axis=axis, keepdims=True))
     return _over_last_axis(P.log_softmax, x, single)
 
 
 def logsumexp(x: Any, axis: Any = -1, keepdims: bool = False) -> Any:
     """``log(sum(exp(x), axis))`` computed stably. f32[..., C] -> f32[...] (axis=-1).
 
-    ``axis=None`` reduces over all axes; a tuple over several.
+    ``axis=None`` reduces over all axes; a tuple over several. As in JAX, a
+    +inf entry gives +inf, an all -inf row gives -inf and a NaN gives NaN.
     """
     x = _float(x)
     single = _single_axis("logsumexp", x, axis)

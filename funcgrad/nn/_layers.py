@@ -25,8 +25,10 @@ checkpoint:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Callable, Sequence
 
+import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad import random
@@ -61,13 +63,68 @@ class Layer:
         return f"{type(self).__name__}({settings})"
 
 
+def _size(name: str, arg: str, value: Any, minimum: int = 1) -> int:
+    """A layer's size setting: an integer ``>= minimum`` (``2.5`` or ``"8"`` are mistakes, not sizes)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: {arg} must be an int, got {type(value).__name__}: {value!r:.40}")
+    if value < minimum:
+        raise ValueError(f"{name}: {arg} must be >= {minimum}, got {value}")
+    return int(value)
+
+
 def _input_shape(name: str, input_shape: Sequence[int], ndim: int | None = None, min_ndim: int = 1) -> Shape:
-    shape = tuple(int(s) for s in input_shape)
+    """``input_shape`` as a tuple of ints (``-1``: an unknown batch size)."""
+    try:
+        shape = tuple(input_shape)
+    except TypeError:
+        raise TypeError(f"{name}.init: input_shape must be a tuple of ints such as (-1, 784), got "
+                        f"{type(input_shape).__name__}: {input_shape!r:.40}") from None
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= -1 for d in shape):
+        raise TypeError(f"{name}.init: input_shape must be a tuple of ints >= -1 (-1: unknown batch size), "
+                        f"got {shape!r:.60}")
+    shape = tuple(int(d) for d in shape)
     if ndim is not None and len(shape) != ndim:
         raise ValueError(f"{name}: expected an input shape of rank {ndim}, got {shape}")
     if len(shape) < min_ndim:
         raise ValueError(f"{name}: expected an input shape of rank >= {min_ndim}, got {shape}")
     return shape
+
+
+def _check_params(name: str, params: Any, expected: Sequence[str]) -> dict:
+    """``params`` as the dict of exactly the ``expected`` keys, each an array; or a clear error.
+
+    A missing ``"b"`` must not silently drop the bias, nor an extra key be ignored.
+    """
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{name}.apply: params must be the dict that {name}.init returns, with keys "
+                        f"{sorted(expected)}, got {type(params).__name__}")
+    missing = sorted(set(expected) - set(params))
+    extra = sorted(set(params) - set(expected), key=str)
+    if missing or extra:
+        what = "; ".join(part for part in (f"missing {missing}" if missing else "",
+                                           f"unexpected {extra}" if extra else "") if part)
+        hint = " (it makes a bias only with use_bias=True)" if {"b", "bias"} & set(missing + extra) else ""
+        raise ValueError(f"{name}.apply: params have keys {sorted(params, key=str)}, expected {sorted(expected)} "
+                         f"({what}); use the params from this layer's init{hint}")
+    for k in expected:
+        if not hasattr(params[k], "shape") or not hasattr(params[k], "dtype"):
+            raise TypeError(f"{name}.apply: params[{k!r}] must be an array, got {type(params[k]).__name__}")
+    return params
+
+
+def _check_param_shape(name: str, key: str, value: Any, expected: tuple, why: str) -> None:
+    if tuple(value.shape) != tuple(expected):
+        raise ValueError(f"{name}.apply: params[{key!r}] is {describe(value)}, expected shape {tuple(expected)} "
+                         f"({why})")
+
+
+def _check_no_params(name: str, params: Any) -> None:
+    """A layer without parameters takes ``()`` (what its init returns); anything else is misaligned params."""
+    if params is None or (isinstance(params, (tuple, list, dict)) and len(params) == 0):
+        return
+    raise ValueError(f"{name}.apply: this layer has no parameters and takes params=(), got a "
+                     f"{type(params).__name__} of {len(params) if hasattr(params, '__len__') else 1} entries: "
+                     "are the params aligned with the layers (e.g. from another model)?")
 
 
 def _check_input(name: str, x: Any, ndim: int | None = None, last: int | None = None, axis: int = -1) -> Any:
@@ -97,8 +154,8 @@ class Linear(Layer):
 
     def __init__(self, out_features: int, *, use_bias: bool = True, w_init: Callable | None = None,
                  b_init: Callable = init_.zeros):
-        self.out_features = int(out_features)
-        self.use_bias = use_bias
+        self.out_features = _size("Linear", "out_features", out_features)
+        self.use_bias = bool(use_bias)
         self.w_init = w_init or init_.lecun_normal()
         self.b_init = b_init
 
@@ -111,9 +168,17 @@ class Linear(Layer):
         return params, shape[:-1] + (self.out_features,)
 
     def apply(self, params, x, *, key=None, train=False):
-        x = _check_input("Linear", x, last=params["w"].shape[0])
-        y = fnp.matmul(x, params["w"])
-        return y + params["b"] if "b" in params else y
+        params = _check_params("Linear", params, ("w", "b") if self.use_bias else ("w",))
+        w = params["w"]
+        if w.ndim != 2 or w.shape[1] != self.out_features:
+            raise ValueError(f"Linear.apply: params['w'] is {describe(w)}, expected shape (in, {self.out_features}) "
+                             "([in_features, out_features])")
+        x = _check_input("Linear", x, last=w.shape[0])
+        y = fnp.matmul(x, w)
+        if not self.use_bias:
+            return y
+        _check_param_shape("Linear", "b", params["b"], (self.out_features,), "[out_features]")
+        return y + params["b"]
 
 
 def _conv_padding(name: str, padding: Any, kernel: tuple[int, int], dilation: tuple[int, int],
@@ -146,14 +211,14 @@ class Conv2d(Layer):
     def __init__(self, out_channels: int, kernel_size: Any, *, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, use_bias: bool = True, w_init: Callable | None = None,
                  b_init: Callable = init_.zeros):
-        self.out_channels = int(out_channels)
+        self.out_channels = _size("Conv2d", "out_channels", out_channels)
         self.kernel_size = C._pair("Conv2d", "kernel_size", kernel_size, 1)
         self.stride = C._pair("Conv2d", "stride", stride, 1)
         self.dilation = C._pair("Conv2d", "dilation", dilation, 1)
         self.padding = C._pair("Conv2d", "padding",
                                _conv_padding("Conv2d", padding, self.kernel_size, self.dilation, self.stride), 0)
-        self.groups = int(groups)
-        self.use_bias = use_bias
+        self.groups = _size("Conv2d", "groups", groups)
+        self.use_bias = bool(use_bias)
         self.w_init = w_init or init_.lecun_normal(in_axis=1, out_axis=0)
         self.b_init = b_init
 
@@ -170,9 +235,16 @@ class Conv2d(Layer):
         return params, (n, o, oh, ow)
 
     def apply(self, params, x, *, key=None, train=False):
+        params = _check_params("Conv2d", params, ("w", "b") if self.use_bias else ("w",))
         x = _check_input("Conv2d", x, ndim=4)
+        _check_param_shape("Conv2d", "w", params["w"],
+                           (self.out_channels, x.shape[1] // self.groups) + self.kernel_size,
+                           f"[out_channels, C/groups, KH, KW] for the input {describe(x)}, groups={self.groups}")
         y = P.conv2d(x, params["w"], self.stride, self.padding, self.dilation, self.groups)
-        return y + fnp.reshape(params["b"], (1, -1, 1, 1)) if "b" in params else y
+        if not self.use_bias:
+            return y
+        _check_param_shape("Conv2d", "b", params["b"], (self.out_channels,), "[out_channels]")
+        return y + fnp.reshape(params["b"], (1, -1, 1, 1))
 
 
 class LayerNorm(Layer):
@@ -182,9 +254,11 @@ class LayerNorm(Layer):
     """
 
     def __init__(self, eps: float = 1e-5, *, use_scale: bool = True, use_bias: bool = True):
+        if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+            raise TypeError(f"LayerNorm: eps must be a number, got {type(eps).__name__}: {eps!r:.40}")
         self.eps = float(eps)
-        self.use_scale = use_scale
-        self.use_bias = use_bias
+        self.use_scale = bool(use_scale)
+        self.use_bias = bool(use_bias)
 
     def init(self, key, input_shape):
         shape = _input_shape("LayerNorm", input_shape)
@@ -197,14 +271,19 @@ class LayerNorm(Layer):
         return params, shape
 
     def apply(self, params, x, *, key=None, train=False):
+        names = ("scale",) * self.use_scale + ("bias",) * self.use_bias
+        params = _check_params("LayerNorm", params, names)
         x = _check_input("LayerNorm", x)
+        for k in names:
+            _check_param_shape("LayerNorm", k, params[k], x.shape[-1:],
+                               f"one entry per feature of the input {describe(x)}")
         mean = fnp.mean(x, axis=-1, keepdims=True)
         centred = x - mean
         var = fnp.mean(centred * centred, axis=-1, keepdims=True)
         y = centred / fnp.sqrt(var + self.eps)
-        if "scale" in params:
+        if self.use_scale:
             y = y * params["scale"]
-        if "bias" in params:
+        if self.use_bias:
             y = y + params["bias"]
         return y
 
@@ -212,22 +291,33 @@ class LayerNorm(Layer):
 class Embedding(Layer):
     """Look up rows of a table: int[...] -> f32[..., features]. params ``{"table": f32[V, features]}``.
 
-    Indices must be in ``[0, V)`` (out of range: IndexError). Default init: standard normal.
+    Indices must be in ``[0, V)``: out of range raises IndexError. A
+    negative index is checked eagerly only; under ``jit`` (traced indices)
+    it counts from the end, as numpy's ``take`` does. Default init: standard normal.
     """
 
     def __init__(self, num_embeddings: int, features: int, *, table_init: Callable | None = None):
-        self.num_embeddings = int(num_embeddings)
-        self.features = int(features)
+        self.num_embeddings = _size("Embedding", "num_embeddings", num_embeddings)
+        self.features = _size("Embedding", "features", features)
         self.table_init = table_init or init_.normal(1.0)
 
     def init(self, key, input_shape):
-        shape = tuple(int(s) for s in input_shape)
+        shape = _input_shape("Embedding", input_shape, min_ndim=0)
         return {"table": self.table_init(key, (self.num_embeddings, self.features))}, shape + (self.features,)
 
     def apply(self, params, x, *, key=None, train=False):
+        params = _check_params("Embedding", params, ("table",))
+        _check_param_shape("Embedding", "table", params["table"], (self.num_embeddings, self.features),
+                           "[num_embeddings, features]")
         ids = x if isinstance(x, (Array, Tracer)) else as_array(x)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got {describe(ids)}")
+        if isinstance(ids, Array) and ids.size:
+            # Concrete indices only: traced ones (under jit) cannot be looked at.
+            for bad in (int(fnp.min(ids)), int(fnp.max(ids))):
+                if not 0 <= bad < self.num_embeddings:
+                    raise IndexError(f"Embedding: index {bad} in {describe(ids)} is out of range "
+                                     f"[0, {self.num_embeddings})")
         return fnp.take(params["table"], ids, axis=0)
 
 
@@ -243,7 +333,7 @@ class _Stateless(Layer):
         return input_shape
 
     def init(self, key, input_shape):
-        return (), self.output_shape(tuple(int(s) for s in input_shape))
+        return (), self.output_shape(_input_shape(type(self).__name__, input_shape, min_ndim=0))
 
 
 class _Pool(_Stateless):
@@ -270,6 +360,7 @@ class MaxPool2d(_Pool):
     _name = "MaxPool2d"
 
     def apply(self, params, x, *, key=None, train=False):
+        _check_no_params(self._name, params)
         return P.max_pool2d(_check_input(self._name, x, ndim=4), self.kernel_size, self.stride, self.padding)
 
 
@@ -278,6 +369,7 @@ class AvgPool2d(_Pool):
     _name = "AvgPool2d"
 
     def apply(self, params, x, *, key=None, train=False):
+        _check_no_params(self._name, params)
         return P.avg_pool2d(_check_input(self._name, x, ndim=4), self.kernel_size, self.stride, self.padding)
 
 
@@ -289,6 +381,7 @@ class Flatten(_Stateless):
         return (shape[0], math.prod(shape[1:]))
 
     def apply(self, params, x, *, key=None, train=False):
+        _check_no_params("Flatten", params)
         x = _check_input("Flatten", x)
         return fnp.reshape(x, (x.shape[0], -1))
 
@@ -303,12 +396,15 @@ class Dropout(_Stateless):
     """
 
     def __init__(self, rate: float):
+        if isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating)):
+            raise TypeError(f"Dropout: rate must be a number in [0, 1), got {type(rate).__name__}: {rate!r:.40}")
         rate = float(rate)
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"Dropout: rate must be in [0, 1), got {rate}")
         self.rate = rate
 
     def apply(self, params, x, *, key=None, train=False):
+        _check_no_params("Dropout", params)
         if not train or self.rate == 0.0:
             return x
         if key is None:
@@ -323,9 +419,13 @@ class Activation(_Stateless):
     """An elementwise (or per-row) function as a layer: ``Activation(nn.relu)``."""
 
     def __init__(self, fn: Callable[[Any], Any]):
+        if not callable(fn):
+            raise TypeError(f"Activation: expected a function of one array (such as nn.relu), got "
+                            f"{type(fn).__name__}: {fn!r:.40}")
         self.fn = fn
 
     def apply(self, params, x, *, key=None, train=False):
+        _check_no_params(type(self).__name__, params)
         return self.fn(x)
 
     def __repr__(self) -> str:
@@ -410,6 +510,9 @@ class Sequential(Layer):
         return tuple(params), shape
 
     def apply(self, params, x, *, key=None, train=False):
+        if not isinstance(params, (tuple, list)):
+            raise TypeError(f"Sequential.apply: params must be the tuple that Sequential.init returns (one entry "
+                            f"per layer), got {type(params).__name__}")
         if len(params) != len(self.layers):
             raise ValueError(f"Sequential: got {len(params)} parameter entries for {len(self.layers)} layers")
         keys = _split(key, len(self.layers)) if key is not None else [None] * len(self.layers)

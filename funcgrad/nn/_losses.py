@@ -3,6 +3,12 @@
 Each takes ``reduction``: ``"mean"`` (default), ``"sum"`` or ``"none"``
 (the per-example losses).
 
+The elementwise losses (``mse``, ``binary_cross_entropy_with_logits``)
+need targets of exactly the predictions' shape (or a Python number): a
+``f32[4,1]`` prediction against ``f32[4]`` targets would broadcast to a
+``[4,4]`` loss, a silently wrong value, so it raises ValueError instead
+(PyTorch only warns).  Reshape one side first, e.g. ``pred[:, 0]``.
+
 >>> import funcgrad.nn as nn, funcgrad.numpy as fnp
 >>> logits = fnp.zeros((4, 10))                # f32[4,10]
 >>> labels = fnp.array([1, 2, 3, 4])           # i32[4]
@@ -11,6 +17,8 @@ Each takes ``reduction``: ``"mean"`` (default), ``"sum"`` or ``"none"``
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad._core import Array, Tracer, as_array
@@ -37,12 +45,26 @@ def _array(x: Any) -> Any:
     return x if isinstance(x, (Array, Tracer)) else as_array(x)
 
 
+def _targets_like(name: str, predictions: Any, targets: Any, what: str = "predictions") -> Any:
+    """``targets`` as an array of exactly the shape of ``predictions`` (a Python number is fine too)."""
+    if isinstance(targets, (int, float)) and not isinstance(targets, bool):
+        return targets
+    t = _array(targets)
+    if tuple(t.shape) != tuple(predictions.shape):
+        raise ValueError(f"{name}: targets {describe(t)} must have the shape of the {what} "
+                         f"{describe(predictions)}: elementwise losses do not broadcast (that would silently "
+                         "average a different set of pairs); reshape one to the other's shape first")
+    return t
+
+
 def cross_entropy(logits: Any, labels: Any, *, axis: int = -1, reduction: str = "mean") -> Any:
     """Softmax cross-entropy between ``logits`` and integer labels or probability targets.
 
     * integer ``labels`` (the shape of ``logits`` without ``axis``): the
       fused ``softmax_cross_entropy`` primitive (one kernel forward, one
-      backward); labels outside ``[0, C)`` raise ValueError;
+      backward); labels outside ``[0, C)`` raise ValueError, eagerly and
+      under ``jit`` alike (the kernel checks every label; JAX instead
+      returns a silently wrong loss for them);
     * float ``labels`` (the shape of ``logits``): ``-sum(labels *
       log_softmax(logits), axis)``, stable for any logits.
 
@@ -52,7 +74,11 @@ def cross_entropy(logits: Any, labels: Any, *, axis: int = -1, reduction: str = 
     logits, labels = _float(logits), _array(labels)
     if logits.ndim == 0:
         raise ValueError(f"cross_entropy: logits must have a class axis, got {describe(logits)}")
-    axis = axis % logits.ndim if -logits.ndim <= axis < logits.ndim else _bad_axis(axis, logits)
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"cross_entropy: axis must be an int, got {type(axis).__name__}: {axis!r:.40}")
+    axis = int(axis) % logits.ndim if -logits.ndim <= axis < logits.ndim else _bad_axis(axis, logits)
+    if logits.shape[axis] == 0:
+        raise ValueError(f"cross_entropy: logits {describe(logits)} have no classes on axis {axis}")
     if labels.dtype.kind in "iu":
         losses = _integer_label_xent(logits, labels, axis)
     elif labels.dtype.kind == "f":
@@ -83,11 +109,15 @@ def _integer_label_xent(logits: Any, labels: Any, axis: int) -> Any:
 
 
 def mse(predictions: Any, targets: Any, *, reduction: str = "mean") -> Any:
-    """Squared error ``(predictions - targets) ** 2`` (shapes broadcast), reduced.
+    """Squared error ``(predictions - targets) ** 2``, reduced.
+
+    ``targets`` must have the shape of ``predictions`` (or be a Python
+    number); other shapes raise ValueError instead of broadcasting.
 
     >>> mse(fnp.array([1.0, 2.0]), fnp.array([1.0, 4.0]))     # f32[]: 2.0
     """
-    diff = _float(predictions) - _array(targets)
+    predictions = _float(predictions)
+    diff = predictions - _targets_like("mse", predictions, targets)
     return _reduce("mse", diff * diff, reduction)
 
 
@@ -95,11 +125,11 @@ def binary_cross_entropy_with_logits(logits: Any, targets: Any, *, reduction: st
     """``-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``, stable for any logits.
 
     Computed as ``softplus(x) - x * t`` (no log of a rounded probability).
-    ``targets`` in [0, 1] with the shape of ``logits`` (or broadcastable).
+    ``targets`` in [0, 1] with exactly the shape of ``logits`` (or a Python
+    number); other shapes raise ValueError instead of broadcasting.
 
     >>> binary_cross_entropy_with_logits(fnp.array([0.0]), fnp.array([1.0]))   # f32[]: log 2
     """
-    x, t = _float(logits), _array(targets)
-    if t.dtype.kind not in "fb" and t.dtype.kind not in "iu":
-        raise TypeError(f"binary_cross_entropy_with_logits: targets must be numbers, got {describe(t)}")
+    x = _float(logits)
+    t = _targets_like("binary_cross_entropy_with_logits", x, targets, "logits")
     return _reduce("binary_cross_entropy_with_logits", softplus(x) - x * t, reduction)

@@ -20,7 +20,7 @@ from funcgrad import random
 from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
 from funcgrad.nn import initializers as init_
-from funcgrad.nn._layers import Layer, _input_shape
+from funcgrad.nn._layers import Layer, _check_param_shape, _check_params, _input_shape
 from funcgrad.primitives.attention import flash_attention
 
 __all__ = ["dot_product_attention", "MultiHeadAttention"]
@@ -37,14 +37,22 @@ def _causal_mask(nq: int, nk: int) -> np.ndarray:
 
 def _naive(q: Any, k: Any, v: Any, causal: bool, scale: float) -> Any:
     """Materialised softmax(q k^T * scale) v: the reference, differentiable to any order."""
+    nq, nk = q.shape[-2], k.shape[-2]
     s = fnp.matmul(q, fnp.swapaxes(k, -1, -2)) * scale
+    # Which rows see a key is known from the shapes alone: a row whose
+    # scores are all -inf (inf in q or k) is not mistaken for a masked one
+    # and gives NaN, as in JAX; only rows with no key are defined as 0.
+    has_key = np.full((nq, 1), nk > 0)
     if causal:
-        s = fnp.where(_causal_mask(q.shape[-2], k.shape[-2]), s, -np.inf)
-    m = fnp.stop_gradient(fnp.max(s, axis=-1, keepdims=True))
-    m = fnp.where(fnp.isfinite(m), m, 0.0)            # rows with no key: shift by 0
+        mask = _causal_mask(nq, nk)
+        s = fnp.where(mask, s, -np.inf)
+        has_key = mask.any(axis=-1, keepdims=True)
+    m = fnp.stop_gradient(fnp.max(s, axis=-1, keepdims=True)) if nk else 0.0
+    m = fnp.where(fnp.isfinite(m), m, 0.0)            # rows with no key (or a +inf score): shift by 0
     p = fnp.exp(s - m)                                # masked entries: exp(-inf) = 0
     total = fnp.sum(p, axis=-1, keepdims=True)
-    total = fnp.where(total > 0, total, 1.0)          # rows with no key: output 0, gradient 0
+    if not has_key.all():
+        total = fnp.where(has_key, total, 1.0)        # rows with no key: output 0, gradient 0
     return fnp.matmul(p / total, v)
 
 
@@ -122,11 +130,25 @@ class MultiHeadAttention(Layer):
                       bv=init_.zeros(None, (inner,)), bo=init_.zeros(None, (d_model,)))
         return params, shape
 
+    def _check_params(self, params: Any) -> None:
+        """The eight arrays that init makes, with shapes that agree (a missing bias must not be a KeyError)."""
+        _check_params("MultiHeadAttention", params, ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"))
+        wq = params["wq"]
+        if wq.ndim != 2 or wq.shape[1] % self.num_heads:
+            raise ValueError(f"MultiHeadAttention.apply: params['wq'] is {describe(wq)}, expected shape "
+                             f"(D, num_heads * head_dim) with num_heads={self.num_heads}")
+        d, inner = wq.shape
+        for name, shape, why in (("wk", (d, inner), "[D, H*hd], as wq"), ("wv", (d, inner), "[D, H*hd], as wq"),
+                                 ("wo", (inner, d), "[H*hd, D]"), ("bq", (inner,), "[H*hd]"),
+                                 ("bk", (inner,), "[H*hd]"), ("bv", (inner,), "[H*hd]"), ("bo", (d,), "[D]")):
+            _check_param_shape("MultiHeadAttention", name, params[name], shape, why)
+
     def _heads(self, x: Any) -> Any:
         b, n, inner = x.shape
         return fnp.transpose(fnp.reshape(x, (b, n, self.num_heads, inner // self.num_heads)), (0, 2, 1, 3))
 
     def apply(self, params, x, *, key=None, train=False):
+        self._check_params(params)
         x = x if isinstance(x, (Array, Tracer)) else as_array(x)
         if x.ndim != 3 or x.shape[-1] != params["wq"].shape[0]:
             raise ValueError(f"MultiHeadAttention: expected x (B, N, {params['wq'].shape[0]}), got {describe(x)}")

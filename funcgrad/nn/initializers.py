@@ -16,16 +16,21 @@ window). The defaults ``in_axis=-2, out_axis=-1`` fit Linear weights
 Names: ``kaiming_*`` are aliases of ``he_*``, ``xavier_*`` of ``glorot_*``.
 The ``*_normal`` variance-scaling initializers draw from a plain normal
 (PyTorch's convention), not a truncated one (JAX's).
+
+Shapes are tuples of non-negative ints (an int is a 1-d shape); ``in_axis``
+and ``out_axis`` must be two different axes of the shape.
 """
 from __future__ import annotations
 
 import math
+from numbers import Real
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad import random
+from funcgrad.random import _shape
 
 __all__ = ["Initializer", "zeros", "ones", "constant", "normal", "uniform", "variance_scaling", "he_normal",
            "he_uniform", "kaiming_normal", "kaiming_uniform", "glorot_normal", "glorot_uniform", "xavier_normal",
@@ -34,44 +39,67 @@ __all__ = ["Initializer", "zeros", "ones", "constant", "normal", "uniform", "var
 Initializer = Callable[..., Any]   # (key, shape, dtype=float32) -> array
 
 
+_PREFIX = "initializers."
+
+
+def _number(name: str, arg: str, value: Any, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
+        raise TypeError(f"{_PREFIX}{name}: {arg} must be a number, got {type(value).__name__}: {value!r:.40}")
+    if positive and not value > 0:
+        raise ValueError(f"{_PREFIX}{name}: {arg} must be positive, got {value}")
+
+
 def zeros(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
     """All zeros (the key is ignored)."""
-    return fnp.zeros(tuple(shape), dtype)
+    return fnp.zeros(_shape(shape, "zeros", _PREFIX), dtype)
 
 
 def ones(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
     """All ones (the key is ignored)."""
-    return fnp.ones(tuple(shape), dtype)
+    return fnp.ones(_shape(shape, "ones", _PREFIX), dtype)
 
 
 def constant(value: float) -> Initializer:
     """Every entry ``value``."""
+    _number("constant", "value", value)
+
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-        return fnp.full(tuple(shape), value, dtype)
+        return fnp.full(_shape(shape, "constant", _PREFIX), value, dtype)
     return init
 
 
 def normal(stddev: float = 1e-2) -> Initializer:
     """Normal with mean 0 and standard deviation ``stddev``."""
+    _number("normal", "stddev", stddev)
+
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-        return random.normal(key, tuple(shape), dtype) * stddev
+        return random.normal(key, _shape(shape, "normal", _PREFIX), dtype) * stddev
     return init
 
 
 def uniform(scale: float = 1e-2) -> Initializer:
     """Uniform on ``[-scale, scale)``."""
+    _number("uniform", "scale", scale)
+
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-        return random.uniform(key, tuple(shape), dtype, -scale, scale)
+        return random.uniform(key, _shape(shape, "uniform", _PREFIX), dtype, -scale, scale)
     return init
 
 
-def _fans(shape: Sequence[int], in_axis: int, out_axis: int) -> tuple[float, float]:
-    shape = tuple(shape)
+def _fans(shape: tuple[int, ...], in_axis: int, out_axis: int) -> tuple[float, float]:
     if len(shape) < 2:
         # Biases and other vectors: the one axis is both fans (as JAX).
         n = shape[0] if shape else 1
         return float(n), float(n)
-    in_axis, out_axis = in_axis % len(shape), out_axis % len(shape)
+    rank = len(shape)
+    for arg, axis in (("in_axis", in_axis), ("out_axis", out_axis)):
+        if not -rank <= axis < rank:
+            raise ValueError(f"{_PREFIX}variance_scaling: {arg}={axis} is out of range for a weight of shape "
+                             f"{shape} (rank {rank}); for OIHW convolution weights use in_axis=1, out_axis=0")
+    in_axis, out_axis = in_axis % rank, out_axis % rank
+    if in_axis == out_axis:
+        raise ValueError(f"{_PREFIX}variance_scaling: in_axis and out_axis are the same axis {in_axis} of the "
+                         f"shape {shape}; they must be different")
     receptive = math.prod(s for i, s in enumerate(shape) if i not in (in_axis, out_axis))
     return float(shape[in_axis] * receptive), float(shape[out_axis] * receptive)
 
@@ -86,15 +114,22 @@ def variance_scaling(scale: float, mode: str, distribution: str, in_axis: int = 
         raise ValueError(f"variance_scaling: mode must be 'fan_in', 'fan_out' or 'fan_avg', got {mode!r}")
     if distribution not in ("normal", "uniform"):
         raise ValueError(f"variance_scaling: distribution must be 'normal' or 'uniform', got {distribution!r}")
+    _number("variance_scaling", "scale", scale, positive=True)
+    for arg, axis in (("in_axis", in_axis), ("out_axis", out_axis)):
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+            raise TypeError(f"{_PREFIX}variance_scaling: {arg} must be an int, got {type(axis).__name__}: "
+                            f"{axis!r:.40}")
 
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
+        shape = _shape(shape, "variance_scaling", _PREFIX)
         fan_in, fan_out = _fans(shape, in_axis, out_axis)
         fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
+        # An empty weight (a zero-sized axis) has fan 0 and nothing to draw.
         variance = scale / max(fan, 1.0)
         if distribution == "normal":
-            return random.normal(key, tuple(shape), dtype) * math.sqrt(variance)
+            return random.normal(key, shape, dtype) * math.sqrt(variance)
         limit = math.sqrt(3.0 * variance)   # uniform on [-a, a) has variance a^2 / 3
-        return random.uniform(key, tuple(shape), dtype, -limit, limit)
+        return random.uniform(key, shape, dtype, -limit, limit)
     return init
 
 

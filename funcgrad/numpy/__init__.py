@@ -31,3 +31,8 @@ pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 
 _install()
 del _install
+
+# numpy's own functions and ufuncs (np.sin(x), np.sum(x)) on funcgrad arrays run the ones above.
+from funcgrad import _numpy_dispatch as _dispatch  # noqa: E402  (needs this module complete)
+_dispatch.install()
+del _dispatch

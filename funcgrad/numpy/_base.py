@@ -1,6 +1,7 @@
 """Argument handling shared by the funcgrad.numpy functions."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 import numpy as np
@@ -23,6 +24,10 @@ def operand(x: Any) -> Any:
     return x if isinstance(x, (Array, Tracer, bool, int, float)) else as_array(x)
 
 
+# Array kinds a weak Python scalar joins without changing the array's dtype.
+_WEAK_KINDS = {float: "f", int: "iuf"}
+
+
 def promote(*xs: Any) -> list:
     """Convert array operands to their common dtype (Python scalars stay weak)."""
     if len(xs) == 2:  # the common cases, kept cheap: one dtype, or an array and a weak scalar
@@ -34,16 +39,36 @@ def promote(*xs: Any) -> list:
             if isinstance(y, (Array, Tracer)):
                 if x.dtype == y.dtype:
                     return list(xs)
-            elif type(y) is float and x.dtype.kind == "f":
+            elif x.dtype.kind in _WEAK_KINDS.get(type(y), ""):
                 return list(xs)
-        elif type(x) is float and isinstance(y, (Array, Tracer)) and y.dtype.kind == "f":
+        elif isinstance(y, (Array, Tracer)) and y.dtype.kind in _WEAK_KINDS.get(type(x), ""):
             return list(xs)
     xs = [operand(x) for x in xs]
     dtypes = {x.dtype for x in xs if not isinstance(x, _SCALARS)}
-    if len(dtypes) <= 1:
+    if len(dtypes) <= 1 and not _scalar_above(xs, dtypes):
         return xs
     dtype = _dtypes.result_type(*xs)
     return [x if isinstance(x, _SCALARS) else convert(x, dtype) for x in xs]
+
+
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def _scalar_rank(x: Any) -> int:
+    return 2 if isinstance(x, float) else 0 if isinstance(x, bool) else 1
+
+
+def _scalar_above(xs: list, dtypes: set) -> bool:
+    """A weak scalar of a higher kind than the arrays (``i32 * 2.5``, ``bool + 3``).
+
+    The arrays are then converted to the result dtype here, so every primitive
+    sees array operands of its computation dtype (the fused kernels type a
+    literal by the array beside it: ``i32 * 2.5`` must not compute ``i32 * 2``).
+    """
+    if not dtypes:
+        return False
+    rank = _KIND_RANK.get(next(iter(dtypes)).kind, 2)
+    return any(_scalar_rank(x) > rank for x in xs if isinstance(x, _SCALARS))
 
 
 def promote_inexact(*xs: Any) -> list:
@@ -62,30 +87,113 @@ def promote_inexact(*xs: Any) -> list:
     return out
 
 
-def normalize_axis(name: str, axis: int, ndim: int, x: Any = None) -> int:
-    axis = int(axis)
+def _shown(value: Any) -> str:
+    """``value`` for an error message: ``f32[]`` for arrays, else its type and repr."""
+    if isinstance(value, (Array, Tracer)):
+        return describe(value)
+    return f"{type(value).__name__} {value!r:.60}"
+
+
+def _as_int(value: Any) -> int | None:
+    """``value`` as an int, or None where it is no integer (a float, bool, string, or
+    an array that is not 0-d integer).  A traced integer raises its own error: its
+    value is unknown under jit, and that error says to make the argument static."""
+    if type(value) is int:   # the common case, kept cheap
+        return value
+    if isinstance(value, (bool, np.bool_, float, np.floating)):
+        return None
+    if isinstance(value, (Array, Tracer)):
+        return operator.index(value) if value.shape == () and value.dtype.kind in "iu" else None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _not_int(value: Any) -> str:
+    """Why ``value`` is not an int, for an error message."""
+    hint = " (sizes and axes are never rounded: convert with int() if that is meant)" \
+        if isinstance(value, (float, np.floating)) else ""
+    return f"{_shown(value)}{hint}"
+
+
+def index_arg(name: str, what: str, value: Any) -> int:
+    """``value`` as a Python int: an int, a numpy integer or a concrete 0-d integer
+    array (through ``__index__``, as numpy and JAX take them).
+
+    Floats are refused, never truncated (``2.5`` is a mistake, not a size), and so
+    are bools and strings, as in numpy.  ``name`` and ``what`` head the error.
+
+    >>> index_arg("zeros", "shape", np.int64(3))
+    3
+    """
+    n = _as_int(value)
+    if n is None:
+        raise TypeError(f"{name}: {what} must be an int, got {_not_int(value)}")
+    return n
+
+
+def _entries(value: Any) -> tuple:
+    """The items of an int-or-sequence argument (``axis``, ``shape``, ``reps``) as a tuple."""
+    if isinstance(value, (tuple, list)):
+        return tuple(value)
+    if isinstance(value, (np.ndarray, Array)) and value.ndim == 1:
+        return tuple(np.asarray(value))
+    return (value,)
+
+
+def normalize_axis(name: str, axis: Any, ndim: int, x: Any = None, of: str | None = None) -> int:
+    """``axis`` (an int in ``[-ndim, ndim)``) as a non-negative int; ``of`` says what the
+    axis is of when that is not ``x`` itself (expand_dims and stack name their result)."""
+    axis = index_arg(name, "axis", axis)
     if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        what = describe(x) if x is not None else f"rank-{ndim} array"
-        raise ValueError(f"{name}: axis {axis} is out of range for an array {what} (rank {ndim})")
+        what = of or (f"an array {describe(x)} (rank {ndim})" if x is not None else f"a rank-{ndim} array")
+        raise ValueError(f"{name}: axis {axis} is out of range for {what}: expected an axis in "
+                         f"[{-ndim}, {max(ndim, 1)})")
     return axis % ndim if ndim else 0
 
 
-def normalize_axes(name: str, axis: Any, ndim: int, x: Any = None) -> tuple[int, ...]:
-    """``None`` -> all axes; int or tuple -> sorted non-negative tuple."""
+def normalize_axes(name: str, axis: Any, ndim: int, x: Any = None, *, keep_order: bool = False,
+                   of: str | None = None) -> tuple[int, ...]:
+    """``None`` -> all axes; an int or a tuple/list of ints -> a sorted tuple of
+    non-negative axes (in the given order with ``keep_order``: transpose, moveaxis).
+    Each axis may appear once.
+
+    >>> normalize_axes("sum", (-1, 0), 3)
+    (0, 2)
+    """
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (int, np.integer)):
-        axis = (axis,)
-    axes = tuple(sorted(normalize_axis(name, a, ndim, x) for a in axis))
+    axes = tuple(normalize_axis(name, a, ndim, x, of) for a in _entries(axis))
     if len(set(axes)) != len(axes):
-        raise ValueError(f"{name}: repeated axis in {axis}")
-    return axes
+        what = f" of an array {describe(x)}" if x is not None else ""
+        raise ValueError(f"{name}: axis {axis!r} names an axis{what} more than once; give each axis once")
+    return axes if keep_order else tuple(sorted(axes))
 
 
-def shape_tuple(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
+def shape_tuple(shape: Any, name: str = "shape", what: str = "shape", unknown: bool = False) -> tuple[int, ...]:
+    """``shape`` (an int, or a tuple/list of ints) as a tuple of Python ints, each >= 0.
+
+    With ``unknown`` (reshape), entries may be -1 (the caller allows one).  ``2.5``, ``True`` and
+    ``"3"`` are refused, never truncated; numpy integers and concrete 0-d
+    integer arrays are accepted.
+
+    >>> shape_tuple([2, np.int64(3)], "zeros")
+    (2, 3)
+    """
+    if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):   # the common cases, kept cheap
+        return shape
+    if type(shape) is int and shape >= 0:
+        return (shape,)
+    entries = (shape,) if isinstance(shape, (str, bytes)) else _entries(shape)   # "3" is no shape
+    dims = tuple(_as_int(d) for d in entries)
+    if None in dims:
+        bad = "" if entries[0] is shape else f": entry {dims.index(None)} is {_not_int(entries[dims.index(None)])}"
+        raise TypeError(f"{name}: {what} must be an int or a tuple of ints, got {_not_int(shape)}{bad}")
+    if any(d < (-1 if unknown else 0) for d in dims):
+        allowed = "sizes must be >= 0 (or -1 for the one inferred size)" if unknown else "sizes must be >= 0"
+        raise ValueError(f"{name}: {what} {dims} has a negative dimension; {allowed}")
+    return dims
 
 
 def as_list(xs: Sequence[Any]) -> list:

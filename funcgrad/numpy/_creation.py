@@ -7,7 +7,7 @@ import numpy as np
 
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer, _freeze, as_array, to_numpy_input
-from funcgrad.numpy._base import shape_tuple
+from funcgrad.numpy._base import index_arg, shape_tuple
 from funcgrad.primitives.elementwise import convert
 
 
@@ -36,36 +36,56 @@ def asarray(obj: Any, dtype: Any = None) -> Any:
     return array(obj, dtype=dtype)
 
 
+def _filled(op: str, shape: Any, fill_value: Any, dtype: Any) -> Array:
+    """A new constant of ``shape`` holding ``fill_value``, built in its final
+    dtype: no float64 temporary, so memory peaks at the result's size."""
+    shape = shape_tuple(shape, op)
+    dtype = _dtypes.canonicalize(dtype)
+    if op in ("zeros", "zeros_like", "ones", "ones_like"):
+        value = (np.zeros if op.startswith("zeros") else np.ones)(shape, dtype)   # zeros: calloc's lazy pages
+    else:
+        try:
+            value = np.full(shape, fill_value, dtype=dtype)
+        except OverflowError:
+            raise OverflowError(f"{op}: fill value {fill_value!r} does not fit in {dtype} (range "
+                                f"{np.iinfo(dtype).min}..{np.iinfo(dtype).max}); pass a wider dtype (and enable x64 "
+                                "for 64-bit ones)") from None
+    return Array(_freeze(value))
+
+
 def zeros(shape: Any, dtype: Any = None) -> Array:
-    return _const(np.zeros(shape_tuple(shape)), dtype or _dtypes.float_)
+    return _filled("zeros", shape, 0, dtype or _dtypes.float_)
 
 
 def ones(shape: Any, dtype: Any = None) -> Array:
-    return _const(np.ones(shape_tuple(shape)), dtype or _dtypes.float_)
+    return _filled("ones", shape, 1, dtype or _dtypes.float_)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     if isinstance(fill_value, (Array, Tracer)):
         from funcgrad.primitives.shape import broadcast_to
-        out = broadcast_to(fill_value, shape_tuple(shape))
+        out = broadcast_to(fill_value, shape_tuple(shape, "full"))
         return out if dtype is None else convert(out, dtype)
     if dtype is None:
         dtype = _dtypes.result_type(fill_value) if isinstance(fill_value, (bool, int, float)) \
             else _dtypes.canonicalize(np.asarray(fill_value).dtype)
-    return _const(np.full(shape_tuple(shape), fill_value), dtype)
+    return _filled("full", shape, fill_value, dtype)
 
 
 def zeros_like(x: Any, dtype: Any = None) -> Array:
-    return _on_device_of(x, _const(np.zeros(np.shape(x) if not hasattr(x, "shape") else x.shape),
-                                   dtype or _dtype_of(x)))
+    return _on_device_of(x, _filled("zeros_like", _shape_of(x), 0, dtype or _dtype_of(x)))
 
 
 def ones_like(x: Any, dtype: Any = None) -> Array:
-    return _on_device_of(x, _const(np.ones(x.shape if hasattr(x, "shape") else np.shape(x)), dtype or _dtype_of(x)))
+    return _on_device_of(x, _filled("ones_like", _shape_of(x), 1, dtype or _dtype_of(x)))
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Any:
-    return _on_device_of(x, full(x.shape if hasattr(x, "shape") else np.shape(x), fill_value, dtype or _dtype_of(x)))
+    return _on_device_of(x, full(_shape_of(x), fill_value, dtype or _dtype_of(x)))
+
+
+def _shape_of(x: Any) -> tuple:
+    return x.shape if hasattr(x, "shape") else np.shape(x)
 
 
 def _on_device_of(x: Any, out: Any) -> Any:
@@ -84,17 +104,45 @@ def _dtype_of(x: Any) -> np.dtype:
 
 
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Array:
-    values = np.arange(start, stop, step) if stop is not None else np.arange(start)
-    if step is None and stop is None:
-        values = np.arange(start)
+    direct = _int_range_dtype(start, stop, step, dtype)
+    if direct is not None:   # exact in the final integer dtype: no int64 temporary
+        return Array(_freeze(np.arange(start, stop, step, dtype=direct)))
+    values = np.arange(start, stop, step)
     if dtype is None:
         dtype = _dtypes.canonicalize(values.dtype) if values.dtype.kind != "f" else _dtypes.float_
     return _const(values, dtype)
 
 
+def _int_range_dtype(start: Any, stop: Any, step: Any, dtype: Any) -> np.dtype | None:
+    """The integer dtype to build ``arange(start, stop, step)`` in directly, given integer
+    bounds and an integer result dtype (else None: computed by numpy, then cast).
+    Raises OverflowError when the values do not fit in it."""
+    bounds = [b for b in (start, stop, step) if b is not None]
+    if not all(isinstance(b, (int, np.integer)) and not isinstance(b, (bool, np.bool_)) for b in bounds):
+        return None
+    target = _dtypes.canonicalize(np.dtype(dtype) if dtype is not None else np.dtype(np.int64))
+    if target.kind not in "iu":
+        return None
+    lo, hi, by = (0, int(start), 1) if stop is None else (int(start), int(stop), 1)
+    by = int(step) if step is not None else by
+    if by == 0:
+        return None   # numpy's error
+    r = range(lo, hi, by)
+    info = np.iinfo(target)
+    if r and not (info.min <= min(r[0], r[-1]) and max(r[0], r[-1]) <= info.max):
+        raise OverflowError(f"arange({start}, {stop}, {step}): values up to {max(r[0], r[-1])} do not fit in {target} "
+                            f"(range {info.min}..{info.max}); pass a wider dtype (and enable x64 for 64-bit ones)")
+    return target
+
+
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> Array:
+    num = index_arg("linspace", "num", num)
+    if num < 0:
+        raise ValueError(f"linspace: num must be >= 0, got {num}")
     return _const(np.linspace(start, stop, num, endpoint=endpoint), dtype or _dtypes.float_)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Array:
-    return _const(np.eye(N, M, k), dtype or _dtypes.float_)
+    N, M = shape_tuple((N, N if M is None else M), "eye", "(N, M)")
+    k = index_arg("eye", "k", k)
+    return Array(_freeze(np.eye(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_))))

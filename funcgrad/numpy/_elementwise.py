@@ -171,20 +171,34 @@ def greater_equal(x: Any, y: Any) -> Any:
     return E.ge_p.bind(*promote(x, y))
 
 
+def _truth(x: Any) -> Any:
+    """``x`` as bool (``x != 0``, numpy's truth value; NaN is true).
+
+    The logical primitives only ever see bools: a fused kernel evaluates them
+    with Python's ``and``/``or``/``!=``, which on numbers return an operand or
+    compare values (``logical_xor(2.0, 3.0)`` would be True).
+    """
+    x = operand(x)
+    if isinstance(x, (bool, int, float)) or x.dtype.kind != "b":
+        return not_equal(x, 0)
+    return x
+
+
 def logical_and(x: Any, y: Any) -> Any:
-    return E.and_p.bind(operand(x), operand(y))
+    """Elementwise ``x and y`` on truth values (any dtype; nonzero is true)."""
+    return E.and_p.bind(_truth(x), _truth(y))
 
 
 def logical_or(x: Any, y: Any) -> Any:
-    return E.or_p.bind(operand(x), operand(y))
+    return E.or_p.bind(_truth(x), _truth(y))
 
 
 def logical_xor(x: Any, y: Any) -> Any:
-    return E.xor_p.bind(operand(x), operand(y))
+    return E.xor_p.bind(_truth(x), _truth(y))
 
 
 def logical_not(x: Any) -> Any:
-    return E.logical_not_p.bind(operand(x))
+    return E.logical_not_p.bind(_truth(x))
 
 
 def where(condition: Any, x: Any, y: Any) -> Any:
@@ -195,11 +209,8 @@ def where(condition: Any, x: Any, y: Any) -> Any:
     because sqrt's derivative there is inf and ``0 * inf = NaN``.  Use the
     double-where pattern ``where(x > 0, sqrt(where(x > 0, x, 1)), 0)``.
     """
-    c = operand(condition)
-    if isinstance(c, (bool, int, float)) or c.dtype.kind != "b":
-        c = not_equal(c, 0)
     x, y = promote(x, y)
-    return E.select_p.bind(c, x, y)
+    return E.select_p.bind(_truth(condition), x, y)
 
 
 def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Any:

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from funcgrad._core import Array, Tracer
+from funcgrad._dtypes import describe
 from funcgrad.numpy import _elementwise as ew
 from funcgrad.numpy import _linalg as la
 from funcgrad.numpy import _reductions as red
@@ -16,21 +19,57 @@ def _swap(f):
 
 
 def _reshape_method(self, *shape: Any) -> Any:
-    if len(shape) == 1 and not isinstance(shape[0], int):
-        shape = tuple(shape[0])
-    return sh.reshape(self, shape)
+    # x.reshape(2, 3) and x.reshape((2, 3)); the shape normaliser checks either form.
+    return sh.reshape(self, shape[0] if len(shape) == 1 else shape)
 
 
 def _transpose_method(self, *axes: Any) -> Any:
-    if len(axes) == 1 and not isinstance(axes[0], int):
-        axes = tuple(axes[0])
+    # x.transpose(), x.transpose(1, 0) and x.transpose((1, 0)) / x.transpose(None).
+    if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+        axes = axes[0]
     return sh.transpose(self, axes or None)
+
+
+# & | ^ ~ are numpy's bitwise ufuncs.  On bool arrays they are logical and/or/xor/not,
+# which is all funcgrad implements: on floats numpy refuses them, and on integers
+# they are bitwise, so treating either as logical would give silently wrong results.
+_BIT_OPS = {"&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor", "~": "invert", "<<": "left_shift",
+            ">>": "right_shift"}
+
+
+def _is_bool_operand(x: Any) -> bool:
+    return isinstance(x, (bool, np.bool_)) or (hasattr(x, "dtype") and getattr(x.dtype, "kind", None) == "b")
+
+
+def _bit_op_error(symbol: str, *operands: Any) -> TypeError:
+    types = " and ".join(describe(x) for x in operands)
+    if symbol in ("<<", ">>"):
+        fix = "funcgrad has no bit shifts: multiply or floor-divide by a power of 2 instead"
+    else:
+        fix = ("funcgrad applies & | ^ ~ to bool arrays only, as logical and/or/xor/not (it has no bitwise "
+               "integer operations): compare first, e.g. (x > 0) & (y > 0), or use fnp.logical_and/logical_or/"
+               "logical_xor/logical_not, which take any dtype")
+    return TypeError(f"operator {symbol} (numpy's ufunc '{_BIT_OPS[symbol]}') is not supported for the input "
+                     f"types {types}: {fix}")
+
+
+def _logical_operator(symbol: str, f, reflected: bool = False):
+    def op(self, other):
+        if not (_is_bool_operand(self) and _is_bool_operand(other)):
+            raise _bit_op_error(symbol, *((other, self) if reflected else (self, other)))
+        return f(other, self) if reflected else f(self, other)
+    return op
+
+
+def _shift_operator(symbol: str, reflected: bool = False):
+    def op(self, other):
+        raise _bit_op_error(symbol, *((other, self) if reflected else (self, other)))
+    return op
 
 
 def _invert(self):
     if self.dtype.kind != "b":
-        raise TypeError(f"~ is only supported on bool arrays here (got {self.dtype}); bitwise ops are not "
-                        "primitives of funcgrad")
+        raise _bit_op_error("~", self)
     return ew.logical_not(self)
 
 
@@ -46,9 +85,12 @@ _METHODS = {
     "__neg__": ew.negative, "__pos__": ew.positive, "__abs__": ew.abs,
     "__lt__": ew.less, "__le__": ew.less_equal, "__gt__": ew.greater, "__ge__": ew.greater_equal,
     "__eq__": ew.equal, "__ne__": ew.not_equal,
-    "__and__": ew.logical_and, "__rand__": _swap(ew.logical_and),
-    "__or__": ew.logical_or, "__ror__": _swap(ew.logical_or),
-    "__xor__": ew.logical_xor, "__invert__": _invert,
+    "__and__": _logical_operator("&", ew.logical_and), "__rand__": _logical_operator("&", ew.logical_and, True),
+    "__or__": _logical_operator("|", ew.logical_or), "__ror__": _logical_operator("|", ew.logical_or, True),
+    "__xor__": _logical_operator("^", ew.logical_xor), "__rxor__": _logical_operator("^", ew.logical_xor, True),
+    "__invert__": _invert,
+    "__lshift__": _shift_operator("<<"), "__rlshift__": _shift_operator("<<", True),
+    "__rshift__": _shift_operator(">>"), "__rrshift__": _shift_operator(">>", True),
     "__getitem__": I.getitem,
     "reshape": _reshape_method, "transpose": _transpose_method,
     "astype": sh.astype, "flatten": sh.ravel, "ravel": sh.ravel, "squeeze": sh.squeeze,

@@ -19,7 +19,9 @@ _ALL_AXES = [tuple(range(n)) for n in range(8)]
 def _reduce(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
     x = arr(x)
     axes = normalize_axes(name, axis, x.ndim, x)
-    out = p.bind(x, axes=axes) if axes else x
+    # No axes (a 0-d array, axis=()): nothing to reduce, but the result still has the
+    # reduction's dtype, as in numpy (a bool or int32 sum is the default int).
+    out = p.bind(x, axes=axes) if axes else E.convert(x, p.abstract_eval(x, ()).dtype)
     return reshape(out, R.keepdims_shape(x.shape, axes)) if keepdims else out
 
 
@@ -30,7 +32,8 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> 
         x = E.convert(x, dtype)
     elif axis is None and not keepdims:   # the common case, kept cheap
         ndim = x.ndim
-        return bind(R.reduce_sum_p, (x,), {"axes": _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))}) if ndim else x
+        if ndim:
+            return bind(R.reduce_sum_p, (x,), {"axes": _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))})
     return _reduce("sum", R.reduce_sum_p, x, axis, keepdims)
 
 

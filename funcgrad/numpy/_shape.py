@@ -8,7 +8,7 @@ import numpy as np
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
-from funcgrad.numpy._base import arr, as_list, normalize_axes, normalize_axis, promote, shape_tuple
+from funcgrad.numpy._base import arr, as_list, index_arg, normalize_axes, normalize_axis, promote, shape_tuple
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import indexing as I
 from funcgrad.primitives import shape as S
@@ -17,7 +17,7 @@ from funcgrad.primitives import shape as S
 def reshape(x: Any, shape: Any, *more: int) -> Any:
     """Reshape (one dimension may be -1)."""
     x = arr(x)
-    shape = shape_tuple(shape) + tuple(more)
+    shape = shape_tuple((shape,) + more if more else shape, "reshape", unknown=True)
     if shape.count(-1) > 1:
         raise ValueError(f"reshape: can only specify one unknown dimension (-1), got shape {shape} for an array "
                          f"{describe(x)}")
@@ -37,10 +37,12 @@ def ravel(x: Any) -> Any:
 def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
     x = arr(x)
     if axes is None:
-        axes = tuple(reversed(range(x.ndim)))
-    if len(axes) != x.ndim:
-        raise ValueError(f"transpose: axes {tuple(axes)} do not match an array {describe(x)}")
-    return S.transpose(x, tuple(normalize_axis("transpose", a, x.ndim, x) for a in axes))
+        return S.transpose(x, tuple(reversed(range(x.ndim))))
+    perm = normalize_axes("transpose", axes, x.ndim, x, keep_order=True)
+    if len(perm) != x.ndim:
+        raise ValueError(f"transpose: axes {tuple(perm)} do not match an array {describe(x)}: give a permutation of "
+                         f"all {x.ndim} axes, e.g. {tuple(reversed(range(x.ndim)))}")
+    return S.transpose(x, perm)
 
 
 def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
@@ -53,12 +55,11 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
 
 def moveaxis(x: Any, source: Any, destination: Any) -> Any:
     x = arr(x)
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = normalize_axes("moveaxis", source, x.ndim, x, keep_order=True)
+    dst = normalize_axes("moveaxis", destination, x.ndim, x, keep_order=True)
     if len(src) != len(dst):
-        raise ValueError("moveaxis: source and destination must have the same number of axes")
-    src = [normalize_axis("moveaxis", a, x.ndim, x) for a in src]
-    dst = [normalize_axis("moveaxis", a, x.ndim, x) for a in dst]
+        raise ValueError(f"moveaxis: source {source!r} and destination {destination!r} must name the same number "
+                         f"of axes (array {describe(x)})")
     order = [i for i in range(x.ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -67,9 +68,9 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Any:
 
 def expand_dims(x: Any, axis: Any) -> Any:
     x = arr(x)
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    out_ndim = x.ndim + len(axes)
-    axes = sorted(normalize_axis("expand_dims", a, out_ndim, x) for a in axes)
+    out_ndim = x.ndim + (len(axis) if isinstance(axis, (tuple, list)) else 1)
+    axes = normalize_axes("expand_dims", axis, out_ndim, x,
+                          of=f"the result of expanding an array {describe(x)} (rank {out_ndim})")
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -89,7 +90,11 @@ def squeeze(x: Any, axis: Any = None) -> Any:
 
 
 def broadcast_to(x: Any, shape: Any) -> Any:
-    return S.broadcast_to(arr(x), shape_tuple(shape))
+    x, shape = arr(x), shape_tuple(shape, "broadcast_to")
+    if len(shape) < x.ndim or any(a not in (1, b) for a, b in zip(x.shape[::-1], shape[::-1])):
+        raise ValueError(f"broadcast_to: cannot broadcast an array {describe(x)} to shape {shape}: aligned from the "
+                         "right, each of its axes must have size 1 or the target's size")
+    return S.broadcast_to(x, shape)
 
 
 def broadcast_arrays(*xs: Any) -> list:
@@ -105,6 +110,10 @@ def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
     if any(x.ndim == 0 for x in xs):
         raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
     axis = normalize_axis("concatenate", axis, xs[0].ndim, xs[0])
+    if any(x.ndim != xs[0].ndim or x.shape[:axis] + x.shape[axis + 1:] != xs[0].shape[:axis] + xs[0].shape[axis + 1:]
+           for x in xs):
+        raise ValueError(f"concatenate: arrays {', '.join(describe(x) for x in xs)} must have the same rank and the "
+                         f"same sizes on every axis but the joined one (axis {axis})")
     return xs[0] if len(xs) == 1 else S.concatenate_p.bind(*xs, axis=axis)
 
 
@@ -115,10 +124,8 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
     shapes = {x.shape for x in xs}
     if len(shapes) != 1:
         raise ValueError(f"stack: all arrays must have the same shape, got {', '.join(describe(x) for x in xs)}")
-    if not -(xs[0].ndim + 1) <= int(axis) <= xs[0].ndim:
-        raise ValueError(f"stack: axis {axis} is out of range for stacking arrays {describe(xs[0])} (the result has "
-                         f"rank {xs[0].ndim + 1})")
-    axis = normalize_axis("stack", axis, xs[0].ndim + 1)
+    axis = normalize_axis("stack", axis, xs[0].ndim + 1,
+                          of=f"stacking arrays {describe(xs[0])} (the result has rank {xs[0].ndim + 1})")
     return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
 
 
@@ -126,14 +133,21 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
     x = arr(x)
     axis = normalize_axis("split", axis, x.ndim, x)
     n = x.shape[axis]
-    if isinstance(indices_or_sections, (int, np.integer)):
-        k = int(indices_or_sections)
+    if not isinstance(indices_or_sections, (tuple, list, np.ndarray, Array, Tracer)) \
+            or getattr(indices_or_sections, "ndim", 1) == 0:
+        k = index_arg("split", "indices_or_sections", indices_or_sections)
         if k <= 0 or n % k:
-            raise ValueError(f"split: an axis of size {n} cannot be split into {k} equal sections")
-        bounds = [i * (n // k) for i in range(k + 1)]
-    else:
-        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
-    return [I.static_slice(x, axis, max(0, min(a, n)), max(0, min(b, n))) for a, b in zip(bounds[:-1], bounds[1:])]
+            raise ValueError(f"split: axis {axis} of an array {describe(x)} (size {n}) cannot be split into {k} equal "
+                             "sections: pass a number of sections that divides it, or a list of split indices")
+        return [I.static_slice(x, axis, i * (n // k), (i + 1) * (n // k)) for i in range(k)]
+    cuts = np.asarray(indices_or_sections)
+    if cuts.ndim != 1:
+        raise TypeError(f"split: indices_or_sections must be an int or a 1-d list of indices, got {cuts.ndim}-d")
+    bounds = [0] + [index_arg("split", "each split index", i) for i in cuts] + [n]
+    # Each piece is x[a:b] along axis, with Python's slice rules (as numpy): negative
+    # indices count from the end, and a piece whose end is before its start is empty.
+    pieces = [slice(a, b).indices(n)[:2] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [I.static_slice(x, axis, a, max(a, b)) for a, b in pieces]
 
 
 def flip(x: Any, axis: Any = None) -> Any:
@@ -146,8 +160,13 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
     if mode != "constant":
         raise NotImplementedError(f"pad: mode {mode!r} is not supported; only 'constant'")
     x = arr(x)
+    given = np.asarray(pad_width)
+    if given.dtype.kind not in "iu":   # 1.5 would be truncated to 1
+        raise TypeError(f"pad: pad_width must hold ints, got {pad_width!r:.60} (dtype {given.dtype})")
+    if given.size and given.min() < 0:
+        raise ValueError(f"pad: pad_width must be >= 0, got {pad_width!r:.60}")
     try:
-        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+        widths = np.broadcast_to(given, (x.ndim, 2))
     except ValueError:
         raise ValueError(f"pad: pad_width {pad_width} does not fit an array {describe(x)}: give one (before, after) "
                          f"pair per axis ({x.ndim}), one pair, or one int") from None
@@ -156,7 +175,7 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
 
 def tile(x: Any, reps: Any) -> Any:
     x = arr(x)
-    reps = shape_tuple(reps)
+    reps = shape_tuple(reps, "tile", "reps")
     nd = max(x.ndim, len(reps))
     reps = (1,) * (nd - len(reps)) + reps
     shape = (1,) * (nd - x.ndim) + x.shape
@@ -170,9 +189,17 @@ def repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
     if axis is None:
         x, axis = ravel(x), 0
     axis = normalize_axis("repeat", axis, x.ndim, x)
-    if isinstance(repeats, (Array, Tracer)):
-        repeats = np.asarray(repeats)
-    idx = np.repeat(np.arange(x.shape[axis]), repeats)
+    if isinstance(repeats, (Array, Tracer)):   # counts set the output shape, so they must be concrete
+        repeats = np.asarray(repeats.concrete_value() if isinstance(repeats, Tracer) else repeats)
+    counts = np.asarray(repeats)
+    if counts.dtype.kind not in "iu" or counts.ndim > 1:
+        raise TypeError(f"repeat: repeats must be an int or a 1-d sequence of ints, got {repeats!r:.60}")
+    if counts.size and counts.min() < 0:
+        raise ValueError(f"repeat: repeats must be >= 0, got {repeats!r:.60}")
+    if counts.ndim == 1 and counts.size not in (1, x.shape[axis]):
+        raise ValueError(f"repeat: {counts.size} repeat counts for axis {axis} of an array {describe(x)} (size "
+                         f"{x.shape[axis]}): give one count, or one per element")
+    idx = np.repeat(np.arange(x.shape[axis]), counts)
     return take(x, idx, axis=axis)
 
 

@@ -12,11 +12,23 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import numpy as np
+
 import funcgrad.numpy as fnp
 from funcgrad import _dtypes
 from funcgrad.primitives.elementwise import convert
 
 Schedule = Callable[[Any], Any]
+
+
+def _step_count(owner: str, name: str, value: Any) -> int:
+    """A schedule's length argument: a non-negative Python (or numpy) integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{owner}: {name} must be an integer number of steps, got {type(value).__name__}: "
+                        f"{value!r:.40}")
+    if value < 0:
+        raise ValueError(f"{owner}: {name} must be non-negative, got {value}")
+    return int(value)
 
 
 def _float_step(step: Any) -> Any:
@@ -41,7 +53,8 @@ def step_decay_schedule(init_value: float, step_size: int, decay_rate: float) ->
     >>> float(s(9)), float(s(10)), float(s(25))
     (1.0, 0.5, 0.25)
     """
-    if step_size <= 0:
+    step_size = _step_count("step_decay_schedule", "step_size", step_size)
+    if step_size == 0:
         raise ValueError(f"step_decay_schedule: step_size must be positive, got {step_size}")
 
     def schedule(step: Any) -> Any:
@@ -62,7 +75,9 @@ def warmup_cosine_decay_schedule(init_value: float, peak_value: float, warmup_st
     >>> float(s(0)), float(s(10)), float(s(60)), float(s(110))
     (0.0, 1.0, 0.5, 0.0)
     """
-    if not 0 <= warmup_steps <= decay_steps:
+    warmup_steps = _step_count("warmup_cosine_decay_schedule", "warmup_steps", warmup_steps)
+    decay_steps = _step_count("warmup_cosine_decay_schedule", "decay_steps", decay_steps)
+    if not warmup_steps <= decay_steps:
         raise ValueError(f"warmup_cosine_decay_schedule: need 0 <= warmup_steps <= decay_steps, got "
                          f"warmup_steps={warmup_steps}, decay_steps={decay_steps}")
     # max(.., 1) only guards the division in the branch not taken.

@@ -8,11 +8,14 @@ step-size block multiplies by ``-learning_rate``.
 """
 from __future__ import annotations
 
+import math
+from numbers import Real
 from typing import Any, Callable, NamedTuple, Union
 
 import funcgrad.numpy as fnp
+from funcgrad._dtypes import describe
 from funcgrad.optim._base import (EmptyState, GradientTransformation, Params, PyTree, Updates, _cast_like, chain,
-                                  increment, new_count, zeros_like_tree)
+                                  check_state, check_trees, increment, new_count, zeros_like_tree)
 from funcgrad.tree_util import tree_leaves, tree_map
 
 ScalarOrSchedule = Union[float, Callable[[Any], Any]]
@@ -41,6 +44,36 @@ class ScaleByScheduleState(NamedTuple):
 
 
 # --------------------------------------------------------------------------
+# Hyperparameters (checked when the optimizer is built, as PyTorch does)
+# --------------------------------------------------------------------------
+
+
+def _hyper(owner: str, name: str, value: Any, low: float = 0.0, high: float = math.inf,
+           open_high: bool = False, open_low: bool = False) -> float:
+    """``value`` as a float in ``[low, high]`` (``(low, ...`` / ``..., high)`` when open), or a clear error."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{owner}: {name} must be a number, got {type(value).__name__}: {value!r:.40}")
+    value = float(value)
+    too_low = value <= low if open_low else value < low
+    too_high = value >= high if open_high else value > high
+    if math.isnan(value) or too_low or too_high:
+        interval = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+        raise ValueError(f"{owner}: {name} must lie in {interval}, got {value}")
+    return value
+
+
+def _learning_rate(owner: str, learning_rate: Any) -> Any:
+    """A schedule (callable) or a non-negative float."""
+    return learning_rate if callable(learning_rate) else _hyper(owner, "learning_rate", learning_rate)
+
+
+def _tag(update: Callable, state_type: type) -> Callable:
+    """Record on ``update`` which state class it takes (``chain`` checks states against it)."""
+    update.state_kind = state_type
+    return update
+
+
+# --------------------------------------------------------------------------
 # Building blocks
 # --------------------------------------------------------------------------
 
@@ -52,16 +85,20 @@ def _require_params(params: Params, name: str) -> None:
 
 def add_decayed_weights(weight_decay: float) -> GradientTransformation:
     """``updates + weight_decay * params`` (L2 decay when placed before the step size)."""
+    weight_decay = _hyper("add_decayed_weights", "weight_decay", weight_decay)
+
     def init(params: Params) -> EmptyState:
         return EmptyState()
 
     def update(updates: Updates, state: EmptyState, params: Params = None) -> tuple[Updates, EmptyState]:
+        check_state("add_decayed_weights", state, EmptyState)
         if weight_decay == 0.0:
             return updates, state
         _require_params(params, "add_decayed_weights")
+        check_trees("add_decayed_weights", "params", params, "grads", updates)
         return tree_map(lambda u, p: u + _cast_like(p * weight_decay, u), updates, params), state
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(init, _tag(update, EmptyState))
 
 
 def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
@@ -69,23 +106,35 @@ def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
 
     Matches PyTorch's SGD (no dampening): the first step's buffer is ``g``.
     """
+    decay = _hyper("trace", "decay (momentum)", decay)
+
     def init(params: Params) -> TraceState:
-        return TraceState(zeros_like_tree(params))
+        return TraceState(zeros_like_tree("trace", params))
 
     def update(updates: Updates, state: TraceState, params: Params = None) -> tuple[Updates, TraceState]:
+        check_state("trace", state, TraceState)
+        check_trees("trace", "the momentum buffer", state.trace, "grads", updates)
         new_trace = tree_map(lambda g, t: g + decay * t, updates, state.trace)
         out = tree_map(lambda g, t: g + decay * t, updates, new_trace) if nesterov else new_trace
         return out, TraceState(new_trace)
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(init, _tag(update, TraceState))
 
 
 def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> GradientTransformation:
     """Adam's direction ``m_hat / (sqrt(v_hat) + eps)`` with bias-corrected moments."""
+    b1 = _hyper("scale_by_adam", "b1", b1, 0.0, 1.0, open_high=True)
+    b2 = _hyper("scale_by_adam", "b2", b2, 0.0, 1.0, open_high=True)
+    eps = _hyper("scale_by_adam", "eps", eps)
+
     def init(params: Params) -> ScaleByAdamState:
-        return ScaleByAdamState(new_count(), zeros_like_tree(params), zeros_like_tree(params))
+        return ScaleByAdamState(new_count(), zeros_like_tree("scale_by_adam", params),
+                                zeros_like_tree("scale_by_adam", params))
 
     def update(updates: Updates, state: ScaleByAdamState, params: Params = None):
+        check_state("scale_by_adam", state, ScaleByAdamState)
+        check_trees("scale_by_adam", "the first moment", state.mu, "grads", updates)
+        check_trees("scale_by_adam", "the second moment", state.nu, "grads", updates)
         mu = tree_map(lambda g, m: (1.0 - b1) * g + b1 * m, updates, state.mu)
         nu = tree_map(lambda g, v: (1.0 - b2) * (g * g) + b2 * v, updates, state.nu)
         count = increment(state.count)
@@ -99,32 +148,37 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Grad
 
         return tree_map(direction, mu, nu), ScaleByAdamState(count, mu, nu)
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(init, _tag(update, ScaleByAdamState))
 
 
 def scale_by_learning_rate(learning_rate: ScalarOrSchedule) -> GradientTransformation:
     """Multiply by ``-learning_rate`` (a float, or a schedule of the step count kept in the state)."""
     if not callable(learning_rate):
-        rate = float(learning_rate)
+        rate = _learning_rate("scale_by_learning_rate", learning_rate)
 
         def init(params: Params) -> EmptyState:
             return EmptyState()
 
         def update(updates: Updates, state: EmptyState, params: Params = None):
+            check_state("scale_by_learning_rate", state, EmptyState)
             return tree_map(lambda u: u * -rate, updates), state
 
-        return GradientTransformation(init, update)
+        return GradientTransformation(init, _tag(update, EmptyState))
 
     def init_scheduled(params: Params) -> ScaleByScheduleState:
         return ScaleByScheduleState(new_count())
 
     def update_scheduled(updates: Updates, state: ScaleByScheduleState, params: Params = None):
+        check_state("scale_by_learning_rate", state, ScaleByScheduleState)
         # The first update uses schedule(0), as in optax.
         rate = fnp.asarray(learning_rate(state.count))
+        if rate.shape != ():
+            raise ValueError(f"scale_by_learning_rate: the learning-rate schedule returned {describe(rate)}, "
+                             "expected a scalar (a 0-d array or a Python float)")
         return (tree_map(lambda u: u * _cast_like(-rate, u), updates),
                 ScaleByScheduleState(increment(state.count)))
 
-    return GradientTransformation(init_scheduled, update_scheduled)
+    return GradientTransformation(init_scheduled, _tag(update_scheduled, ScaleByScheduleState))
 
 
 def clip_by_global_norm(max_norm: float) -> GradientTransformation:
@@ -132,10 +186,13 @@ def clip_by_global_norm(max_norm: float) -> GradientTransformation:
 
     >>> opt = chain(clip_by_global_norm(1.0), sgd(0.1))
     """
+    max_norm = _hyper("clip_by_global_norm", "max_norm", max_norm, open_low=True)
+
     def init(params: Params) -> EmptyState:
         return EmptyState()
 
     def update(updates: Updates, state: EmptyState, params: Params = None):
+        check_state("clip_by_global_norm", state, EmptyState)
         leaves = tree_leaves(updates)
         if not leaves:
             return updates, state
@@ -145,7 +202,7 @@ def clip_by_global_norm(max_norm: float) -> GradientTransformation:
         scale = fnp.where(norm < max_norm, 1.0, max_norm / fnp.maximum(norm, max_norm))
         return tree_map(lambda u: u * _cast_like(scale, u), updates), state
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(init, _tag(update, EmptyState))
 
 
 # --------------------------------------------------------------------------
@@ -163,13 +220,16 @@ def sgd(learning_rate: ScalarOrSchedule, momentum: float = 0.0, nesterov: bool =
     >>> opt = sgd(0.1, momentum=0.9)
     >>> state = opt.init({"w": fnp.zeros((3, 2))})    # (EmptyState(), TraceState(...), EmptyState())
     """
+    learning_rate = _learning_rate("sgd", learning_rate)
+    momentum = _hyper("sgd", "momentum", momentum)
+    weight_decay = _hyper("sgd", "weight_decay", weight_decay)
     if nesterov and momentum <= 0.0:
         raise ValueError("sgd: nesterov=True needs a positive momentum")
     parts = [add_decayed_weights(weight_decay)]
     if momentum:
         parts.append(trace(momentum, nesterov))
     parts.append(scale_by_learning_rate(learning_rate))
-    return chain(*parts)
+    return chain(*parts, name="sgd")
 
 
 def adam(learning_rate: ScalarOrSchedule, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
@@ -179,7 +239,8 @@ def adam(learning_rate: ScalarOrSchedule, b1: float = 0.9, b2: float = 0.999, ep
     >>> opt = adam(1e-3)
     >>> state = opt.init(params)     # (ScaleByAdamState(count=i32[], mu=..., nu=...), EmptyState())
     """
-    return chain(scale_by_adam(b1, b2, eps), scale_by_learning_rate(learning_rate))
+    learning_rate = _learning_rate("adam", learning_rate)
+    return chain(scale_by_adam(b1, b2, eps), scale_by_learning_rate(learning_rate), name="adam")
 
 
 def adamw(learning_rate: ScalarOrSchedule, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
@@ -191,5 +252,6 @@ def adamw(learning_rate: ScalarOrSchedule, b1: float = 0.9, b2: float = 0.999, e
 
     >>> opt = adamw(1e-3, weight_decay=1e-2)
     """
-    return chain(scale_by_adam(b1, b2, eps), add_decayed_weights(weight_decay),
-                 scale_by_learning_rate(learning_rate))
+    learning_rate = _learning_rate("adamw", learning_rate)
+    return chain(scale_by_adam(b1, b2, eps), add_decayed_weights(_hyper("adamw", "weight_decay", weight_decay)),
+                 scale_by_learning_rate(learning_rate), name="adamw")

@@ -124,6 +124,14 @@ def save(path: str | os.PathLike, tree: Any) -> str:
     arrays = {f"leaf_{i}": leaf for i, leaf in enumerate(leaves)}
     arrays[_RECORD] = np.frombuffer(json.dumps(record).encode("utf-8"), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
+    if os.path.lexists(path) and not os.path.isfile(path):
+        # The write is a rename over ``path``: it would replace a directory entry
+        # such as /dev/null or a socket instead of writing through it.
+        raise ValueError(f"checkpoint.save: {path} exists and is not a regular file; refusing to replace it "
+                         "(save to a file path)")
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"checkpoint.save: the directory {directory} of {path} does not exist; create it "
+                                "first (os.makedirs(..., exist_ok=True))")
     fd, tmp = tempfile.mkstemp(prefix=".tmp-ckpt-", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -141,40 +149,135 @@ def save(path: str | os.PathLike, tree: Any) -> str:
 # --------------------------------------------------------------------------
 
 
-def _read(path: str) -> tuple[dict, dict]:
-    """The structure record and the arrays of a checkpoint, or a ValueError saying why not."""
-    def reject(why: str) -> ValueError:
-        return ValueError(f"checkpoint.load: {path} is not a valid funcgrad checkpoint: {why}")
+_ZIP_MAGIC = b"PK\x03\x04"
+_NPY_MAGIC = b"\x93NUMPY"
 
+
+class _Rejected(ValueError):
+    """Raised by the readers below; ``load`` turns it into one message naming the file."""
+
+
+def _reject(path: str, why: str) -> ValueError:
+    return ValueError(f"checkpoint.load: {path} is not a valid funcgrad checkpoint: {why}")
+
+
+def _read(path: str) -> tuple[dict, dict]:
+    """The structure record and the arrays of a checkpoint, or a ValueError saying why not.
+
+    Arrays are read with ``allow_pickle=False``: a file can never run code.
+    """
     # We open the file ourselves so it is closed even when numpy gives up
     # half-way through a damaged archive.
     with open(path, "rb") as f:
+        head = f.read(len(_NPY_MAGIC))
+        f.seek(0)
+        if not head:
+            raise _reject(path, "the file is empty")
+        if head.startswith(_NPY_MAGIC):
+            raise _reject(path, "it holds a single array (.npy), not an .npz archive")
+        if not head.startswith(_ZIP_MAGIC):
+            raise _reject(path, "it is not an .npz (zip) archive")
         try:
-            loaded = np.load(f, allow_pickle=False)
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-            # Not an .npy/.npz at all, or one that would need pickle to read.
-            raise reject(f"numpy cannot read it without pickle ({type(e).__name__}: {e})") from e
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
-            raise reject("it holds a single array, not an .npz archive")
-        try:
-            with loaded as npz:
+            with np.load(f, allow_pickle=False) as npz:
                 if _RECORD not in npz.files:
                     shown = ", ".join(npz.files[:5]) + (", ..." if len(npz.files) > 5 else "")
-                    raise reject(f"it has no {_RECORD} record (its arrays: {shown or 'none'})")
+                    raise _Rejected(f"it has no {_RECORD} record (its arrays: {shown or 'none'})")
                 arrays = {name: npz[name] for name in npz.files}
+        except _Rejected as e:
+            raise _reject(path, str(e)) from None
         except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError) as e:
-            if str(e).startswith("checkpoint.load"):
-                raise
-            raise reject(f"the archive is corrupted ({type(e).__name__}: {e})") from e
+            # A zip whose end (the central directory) is missing: a truncated copy or
+            # an interrupted transfer; a CRC mismatch or object arrays: corrupted.
+            if isinstance(e, (zipfile.BadZipFile, EOFError)):
+                why = "truncated or corrupted .npz archive"
+            elif isinstance(e, ValueError) and "pickle" in str(e):
+                why = "it holds object arrays, which only pickle could read (never done on load)"
+            else:
+                why = "the archive is corrupted"
+            raise _reject(path, f"{why} ({type(e).__name__}: {e})") from e
     try:
         record = json.loads(arrays.pop(_RECORD).tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise reject(f"the structure record is corrupted ({e})") from e
+        raise _reject(path, f"the structure record is corrupted ({e})") from e
     if not isinstance(record, dict) or record.get("format") != _FORMAT or "tree" not in record:
-        raise reject("the structure record has an unknown format")
+        raise _reject(path, "the structure record has an unknown format")
     if record.get("version") != _VERSION:
-        raise reject(f"format version {record.get('version')} is not supported (this funcgrad reads {_VERSION})")
+        raise _reject(path, f"format version {record.get('version')} is not supported (this funcgrad reads "
+                            f"{_VERSION})")
+    try:
+        _validate(record["tree"], "")
+    except _Rejected as e:
+        raise _reject(path, f"the structure record is malformed: {e}") from None
     return record["tree"], arrays
+
+
+# --------------------------------------------------------------------------
+# The structure record is checked whole before anything is built, so a
+# tampered or hand-written record gives one clear error, never a KeyError.
+# --------------------------------------------------------------------------
+
+_LEAF_KINDS = ("array", "bool", "int", "float")
+
+
+def _field(spec: dict, name: str, kind: type | tuple, path: str) -> Any:
+    if name not in spec:
+        raise _Rejected(f"{_show(path)}: a {spec['node']!r} node without its {name!r} field")
+    value = spec[name]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise _Rejected(f"{_show(path)}: field {name!r} of a {spec['node']!r} node is {value!r:.60}")
+    return value
+
+
+def _validate(spec: Any, path: str) -> None:
+    if not isinstance(spec, dict) or not isinstance(spec.get("node"), str):
+        raise _Rejected(f"{_show(path)}: expected a node description, got {spec!r:.60}")
+    node = spec["node"]
+    if node == "none":
+        return
+    if node == "leaf":
+        _validate_leaf(spec, path)
+        return
+    if node not in ("dict", "namedtuple", "list", "tuple"):
+        raise _Rejected(f"{_show(path)}: unknown node type {node!r}")
+    children = _field(spec, "children", list, path)
+    if node == "dict":
+        keys = _field(spec, "keys", list, path)
+        types = _field(spec, "key_types", list, path)
+        if not len(keys) == len(types) == len(children):
+            raise _Rejected(f"{_show(path)}: {len(keys)} keys, {len(types)} key types and {len(children)} children")
+        for k, t in zip(keys, types):
+            if (t, type(k)) not in (("str", str), ("int", int)):
+                raise _Rejected(f"{_show(path)}: key {k!r:.40} of type {t!r:.20}")
+        labels = [_key_path(path, k) for k in keys]
+    elif node == "namedtuple":
+        _field(spec, "type", str, path)
+        fields = _field(spec, "fields", list, path)
+        if len(fields) != len(children) or len(set(map(str, fields))) != len(fields) or not all(
+                isinstance(f, str) and f.isidentifier() and not f.startswith("_") for f in fields):
+            raise _Rejected(f"{_show(path)}: namedtuple fields {fields!r:.60} for {len(children)} children")
+        labels = [f"{path}.{f}" for f in fields]
+    else:
+        labels = [f"{path}[{i}]" for i in range(len(children))]
+    for label, child in zip(labels, children):
+        _validate(child, label)
+
+
+def _validate_leaf(spec: dict, path: str) -> None:
+    kind = _field(spec, "kind", str, path)
+    if kind not in _LEAF_KINDS:
+        raise _Rejected(f"{_show(path)}: unknown leaf kind {kind!r:.20}")
+    dtype = _field(spec, "dtype", str, path)
+    try:
+        ok = np.dtype(dtype).kind in "biuf"
+    except TypeError:
+        ok = False
+    if not ok:
+        raise _Rejected(f"{_show(path)}: unsupported dtype {dtype!r:.20}")
+    shape = _field(spec, "shape", list, path)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise _Rejected(f"{_show(path)}: shape {shape!r:.40} is not a list of sizes")
+    if kind != "array" and shape:
+        raise _Rejected(f"{_show(path)}: a Python {kind} recorded with shape {shape}")
 
 
 def _namedtuple_type(spec: dict) -> type:
@@ -192,9 +295,7 @@ def _namedtuple_type(spec: dict) -> type:
 
 
 def _build(spec: Any, arrays: dict, counter: list, path: str, like: Any, has_like: bool) -> Any:
-    """Rebuild the tree described by ``spec``, checking it against ``like`` when given."""
-    if not isinstance(spec, dict) or "node" not in spec:
-        raise ValueError(f"checkpoint.load: corrupted structure record at {_show(path)}")
+    """Rebuild the tree described by ``spec`` (already validated), checking it against ``like`` when given."""
     node = spec["node"]
     if node == "leaf":
         return _build_leaf(spec, arrays, counter, path, like, has_like)
@@ -211,11 +312,10 @@ def _build(spec: Any, arrays: dict, counter: list, path: str, like: Any, has_lik
         cls = type(like) if has_like else _namedtuple_type(spec)
         return cls(*[_build(c, arrays, counter, f"{path}.{f}", like[i] if has_like else None, has_like)
                      for i, (f, c) in enumerate(zip(spec["fields"], children))])
-    if node in ("list", "tuple"):
-        items = [_build(c, arrays, counter, f"{path}[{i}]", like[i] if has_like else None, has_like)
-                 for i, c in enumerate(children)]
-        return items if node == "list" else tuple(items)
-    raise ValueError(f"checkpoint.load: unknown node type {node!r} at {_show(path)}")
+    # "list" or "tuple": _validate admits no other node type.
+    items = [_build(c, arrays, counter, f"{path}[{i}]", like[i] if has_like else None, has_like)
+             for i, c in enumerate(children)]
+    return items if node == "list" else tuple(items)
 
 
 def _saved_kind(spec: dict) -> str:
@@ -273,11 +373,10 @@ def _build_leaf(spec: dict, arrays: dict, counter: list, path: str, like: Any, h
     counter[0] += 1
     value = arrays.get(f"leaf_{index}")
     if value is None:
-        raise ValueError(f"checkpoint.load: corrupted checkpoint: the array for {_show(path)} is missing")
+        raise _Rejected(f"corrupted: the array for {_show(path)} is missing")
     if list(value.shape) != list(spec["shape"]) or value.dtype.str != spec["dtype"]:
-        raise ValueError(f"checkpoint.load: corrupted checkpoint: {_show(path)} is recorded as "
-                         f"{_aval_str(spec['dtype'], spec['shape'])} but stored as "
-                         f"{_aval_str(value.dtype, value.shape)}")
+        raise _Rejected(f"corrupted: {_show(path)} is recorded as {_aval_str(spec['dtype'], spec['shape'])} but "
+                        f"stored as {_aval_str(value.dtype, value.shape)}")
     if has_like:
         expected = _leaf_aval(like)
         saved = ShapedArray(value.shape, _dtypes.canonicalize(value.dtype))
@@ -297,15 +396,19 @@ def load(path: str | os.PathLike, like: Any = None) -> Any:
 
     ``like``: a template tree (arrays, or anything with ``.shape``/``.dtype``)
     to check the file against: same containers, keys, shapes and dtypes.
-    Raises ``ValueError`` naming the first mismatching path, or saying why
-    the file is not a funcgrad checkpoint (missing record, corrupted or
-    foreign archive).
+    Raises ``ValueError`` naming the first mismatching path, or naming the
+    file and saying why it is not a funcgrad checkpoint: empty, not an
+    ``.npz`` archive, truncated or corrupted, no structure record, a
+    malformed record, or arrays that disagree with the record. Nothing is
+    ever unpickled.
     """
     path = os.fspath(path)
     spec, arrays = _read(path)
     counter = [0]
-    tree = _build(spec, arrays, counter, "", like, like is not None)
+    try:
+        tree = _build(spec, arrays, counter, "", like, like is not None)
+    except _Rejected as e:
+        raise _reject(path, str(e)) from None
     if counter[0] != len(arrays):
-        raise ValueError(f"checkpoint.load: {path} holds {len(arrays)} arrays but its structure names "
-                         f"{counter[0]}: the file is corrupted")
+        raise _reject(path, f"corrupted: it holds {len(arrays)} arrays but its structure names {counter[0]}")
     return tree

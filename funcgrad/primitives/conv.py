@@ -11,7 +11,7 @@ from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives.elementwise import shape_of
 from funcgrad.primitives.shape import moveaxis, reshape
-from funcgrad.backends.cpu.kernels_conv import _pair   # one argument rule for primitives and kernels
+from funcgrad.backends.cpu.kernels_conv import _pair as _int_pair   # one argument rule for primitives and kernels
 
 try:
     from funcgrad.backends.cpu import kernels_conv as _kconv
@@ -23,6 +23,20 @@ from funcgrad.primitives._nn_rules import (_kernel_ok, _require_float, _fold_bat
 # --------------------------------------------------------------------------
 # conv2d (NCHW x OIHW -> NOHW; cross-correlation, as PyTorch and JAX)
 # --------------------------------------------------------------------------
+
+
+def _pair(op: str, name: str, v: Any, minimum: int) -> tuple[int, int]:
+    """An int or a pair of ints -> ``(int, int)``, each ``>= minimum`` (the kernels' rule), after
+    refusing what is no integer: ``2.5`` would be truncated, ``"a"`` leak int()'s message.
+
+    >>> _pair("MaxPool2d", "kernel_size", 2, 1)
+    (2, 2)
+    """
+    items = v if isinstance(v, (tuple, list)) else (v,)
+    if not all(isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_)) for e in items):
+        raise TypeError(f"{op}: {name} must be an int or a pair of ints (each >= {minimum}), got "
+                        f"{type(v).__name__} {v!r:.40}")
+    return _int_pair(op, name, v, minimum)
 
 
 def _conv_out_len(in_len: int, k: int, stride: int, pad: int, dil: int) -> int:

@@ -51,12 +51,41 @@ def broadcast_shapes(name: str, *args: Any) -> tuple[int, ...]:
 
 def _elementwise_aval(out_dtype: Callable[..., np.dtype]) -> Callable[..., ShapedArray]:
     def rule(*args: Any, _name: str = "") -> ShapedArray:
-        return ShapedArray(broadcast_shapes(_name, *args), out_dtype(*args))
+        dtype = out_dtype(*args)
+        if dtype.kind in "iu":
+            check_int_scalars(_name, args, dtype)
+        return ShapedArray(broadcast_shapes(_name, *args), dtype)
     return rule
+
+
+def check_int_scalars(name: str, args: Any, dtype: np.dtype) -> None:
+    """Python ints are weakly typed: they take the array's integer dtype, so they must fit in it.
+
+    numpy raises OverflowError eagerly; a compiled kernel would wrap around silently.
+    """
+    info = np.iinfo(dtype)
+    for a in args:
+        if type(a) is int and not info.min <= a <= info.max:
+            arrays = ", ".join(describe(b) for b in args if type(b) is not int)
+            raise OverflowError(f"{name}: the Python int {a} does not fit in {dtype} (range [{info.min}, "
+                                f"{info.max}]), the dtype of the other operand ({arrays}). Use a float, convert "
+                                "the array to a wider dtype, or enable 64-bit types with "
+                                "fg.config.update('enable_x64', True)")
 
 
 def _same_dtype(*args: Any) -> np.dtype:
     return _dtypes.result_type(*args)
+
+
+def _no_bool(name: str, fix: str) -> Callable[..., np.dtype]:
+    """A dtype rule for ops numpy refuses on bools (eagerly, numpy raises; compiled kernels would not)."""
+    def rule(*args: Any) -> np.dtype:
+        dtype = _dtypes.result_type(*args)
+        if dtype.kind == "b":
+            raise TypeError(f"{name}: not supported for the input types ({', '.join(describe(a) for a in args)}): "
+                            f"numpy has no {name} for bool; {fix}, or convert with .astype(fnp.int32)")
+        return dtype
+    return rule
 
 
 def _bool_dtype(*args: Any) -> np.dtype:
@@ -173,10 +202,10 @@ def binary(name: str, impl: Callable, d_x: Callable | None, d_y: Callable | None
 # --------------------------------------------------------------------------
 
 add_p = _declare("add", np.add, _same_dtype)
-sub_p = _declare("sub", np.subtract, _same_dtype)
+sub_p = _declare("sub", np.subtract, _no_bool("sub", "use fnp.logical_xor"))
 mul_p = _declare("mul", np.multiply, _same_dtype)
 div_p = _declare("div", np.true_divide, _same_dtype)
-neg_p = _declare("neg", np.negative, _same_dtype)
+neg_p = _declare("neg", np.negative, _no_bool("neg", "use fnp.logical_not"))
 
 
 def add(x: Any, y: Any) -> Any:
@@ -288,7 +317,7 @@ abs_p = unary("abs", np.abs, lambda x, y: sign(x))
 # logistic(x) = 1 / (1 + exp(-x)), computed through tanh so it never overflows.
 logistic_p = unary("logistic", lambda x: np.tanh(x * 0.5) * 0.5 + 0.5, lambda x, y: mul(y, sub(1.0, y)))
 
-sign_p = unary("sign", np.sign, None)
+sign_p = unary("sign", np.sign, None, _no_bool("sign", "a bool is its own sign"))
 floor_p = unary("floor", np.floor, None)
 ceil_p = unary("ceil", np.ceil, None)
 round_p = unary("round", np.round, None)

@@ -40,13 +40,45 @@ def _is_bool_array(x: Any) -> bool:
     return isinstance(x, list) and len(x) > 0 and all(isinstance(v, bool) for v in x)
 
 
-def split_index(index: Any, shape: tuple[int, ...]) -> tuple[tuple, list]:
-    """Normalise a numpy-style index into (template, index arrays)."""
+def _axes_used(item: Any) -> int:
+    """How many axes of the indexed array an index item consumes (Ellipsis: counted apart)."""
+    if item is None or item is Ellipsis:
+        return 0
+    if _is_bool_array(item):
+        return len(np.shape(item)) if not isinstance(item, (Array, Tracer)) else item.ndim
+    return 1
+
+
+def _start_axis(index: tuple, k: int, ndim: int) -> int:
+    """The axis of the indexed array at which index item ``k`` starts (Ellipsis spans what the others leave)."""
+    used = [_axes_used(item) for item in index]
+    return sum(ndim - sum(used) if item is Ellipsis else n for item, n in zip(index[:k], used[:k]))
+
+
+def _check_mask(mask_shape: tuple[int, ...], shape: tuple[int, ...], axis: int, target: Any, op: str) -> None:
+    """A boolean mask must match the axes it covers exactly (numpy raises IndexError; so do we)."""
+    what = describe(target) if target is not None else f"of shape {shape}"
+    mask = f"bool[{','.join(map(str, mask_shape))}]"
+    if axis + len(mask_shape) > len(shape):
+        raise IndexError(f"{op}: boolean mask {mask} at axis {axis} covers {len(mask_shape)} axes, but the array "
+                         f"{what} has only {len(shape)}: too many indices")
+    for k, n in enumerate(mask_shape):
+        if shape[axis + k] != n:
+            raise IndexError(f"{op}: boolean mask {mask} does not match the array {what} along axis {axis + k}: "
+                             f"size of axis is {shape[axis + k]} but size of corresponding boolean axis is {n}. A "
+                             "mask must have the shape of the axes it selects from (as in numpy)")
+
+
+def split_index(index: Any, shape: tuple[int, ...], target: Any = None, op: str = "getitem") -> tuple[tuple, list]:
+    """Normalise a numpy-style index into (template, index arrays).
+
+    ``target`` (the indexed array) and ``op`` only serve error messages.
+    """
     if not isinstance(index, tuple):
         index = (index,)
     template: list[tuple] = []
     arrays: list[Any] = []
-    for item in index:
+    for k, item in enumerate(index):
         if item is None:
             template.append(("n",))
         elif item is Ellipsis:
@@ -59,6 +91,7 @@ def split_index(index: Any, shape: tuple[int, ...]) -> tuple[tuple, list]:
             template.append(("i", int(item)))
         elif _is_bool_array(item):
             mask = item.concrete_value() if isinstance(item, Tracer) else np.asarray(item)
+            _check_mask(np.shape(mask), shape, _start_axis(index, k, len(shape)), target, op)
             for nz in np.nonzero(np.asarray(mask)):
                 template.append(("a", len(arrays)))
                 arrays.append(_core.as_array(nz.astype(np.int64)))
@@ -159,7 +192,7 @@ getitem_p.batch, getitem_p.vjp, getitem_p.jvp = _getitem_batch, _getitem_vjp, _g
 
 
 def getitem(x: Any, index: Any) -> Any:
-    template, arrays = split_index(index, shape_of(x))
+    template, arrays = split_index(index, shape_of(x), x)
     return getitem_p.bind(x, *arrays, template=template)
 
 
@@ -196,8 +229,11 @@ def _is_row_gather(template: tuple, arrays: Sequence[Any], out: np.ndarray) -> b
 def _scatter_rows(out: np.ndarray, idx: Any, y: Any) -> None:
     # The numba kernel is deterministic and ~10x faster than np.add.at.
     from funcgrad.backends.cpu.kernels_scatter import scatter_add_rows
-    rows = out.reshape(out.shape[0], -1)
-    src = np.broadcast_to(np.asarray(y, out.dtype), (len(idx),) + out.shape[1:]).reshape(len(idx), -1)
+    inner = int(np.prod(out.shape[1:], dtype=np.int64))
+    if len(idx) == 0 or inner == 0:   # nothing to add (and reshape(-1) is ambiguous at size 0)
+        return
+    rows = out.reshape(out.shape[0], inner)
+    src = np.broadcast_to(np.asarray(y, out.dtype), (len(idx),) + out.shape[1:]).reshape(len(idx), inner)
     scatter_add_rows(rows, np.asarray(idx), src)
 
 
@@ -310,11 +346,11 @@ class _IndexUpdateRef:
         return getitem(self.array, self.index)
 
     def set(self, value: Any) -> Any:
-        template, arrays = split_index(self.index, shape_of(self.array))
+        template, arrays = split_index(self.index, shape_of(self.array), self.array, "at[...].set")
         return scatter_set_p.bind(self.array, value, *arrays, template=template)
 
     def add(self, value: Any) -> Any:
-        template, arrays = split_index(self.index, shape_of(self.array))
+        template, arrays = split_index(self.index, shape_of(self.array), self.array, "at[...].add")
         return scatter_add_p.bind(self.array, value, *arrays, template=template)
 
 

@@ -24,6 +24,20 @@ def _reduced_shape(name: str, x: Any, axes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
+def _check_nonempty(name: str, x: Any, axes: tuple[int, ...]) -> None:
+    """max/min/argmax/argmin have no identity: reducing a zero-size axis is an error, as in numpy and JAX.
+
+    Checked by the shape rule and by the implementation alike, so eager,
+    jit (whose compiled kernels would return -inf/+inf) and vmap agree.
+    """
+    shape = shape_of(x)
+    for a in axes:
+        if 0 <= a < len(shape) and shape[a] == 0:
+            raise ValueError(f"{name}: zero-size reduction of an array {describe(x)} over axis {a} (size 0): it has "
+                             "no identity, so the result is undefined (numpy and JAX raise too). Reduce a non-empty "
+                             "axis, or mask entries with fnp.where instead of removing them.")
+
+
 def keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
@@ -42,10 +56,17 @@ def _batch_axes(p: Primitive):
     return rule
 
 
-def _declare(name: str, impl, dtype_rule) -> Primitive:
+def _declare(name: str, impl, dtype_rule, identity: bool = True) -> Primitive:
     p = Primitive(name)
     p.impl = impl
-    p.abstract_eval = lambda x, axes: ShapedArray(_reduced_shape(name, x, axes), dtype_rule(x.dtype))
+
+    def abstract_eval(x, axes):
+        shape = _reduced_shape(name, x, axes)
+        if not identity:
+            _check_nonempty(name, x, axes)
+        return ShapedArray(shape, dtype_rule(x.dtype))
+
+    p.abstract_eval = abstract_eval
     p.batch = _batch_axes(p)
     return p
 
@@ -69,8 +90,22 @@ def _sum_impl(x, axes):
 
 
 reduce_sum_p = _declare("reduce_sum", _sum_impl, _sum_dtype)
-reduce_max_p = _declare("reduce_max", lambda x, axes: np.max(x, axis=axes), lambda d: d)
-reduce_min_p = _declare("reduce_min", lambda x, axes: np.min(x, axis=axes), lambda d: d)
+
+
+def _max_impl(x, axes):
+    if x.size == 0:
+        _check_nonempty("reduce_max", x, axes)
+    return np.max(x, axis=axes)
+
+
+def _min_impl(x, axes):
+    if x.size == 0:
+        _check_nonempty("reduce_min", x, axes)
+    return np.min(x, axis=axes)
+
+
+reduce_max_p = _declare("reduce_max", _max_impl, lambda d: d, identity=False)
+reduce_min_p = _declare("reduce_min", _min_impl, lambda d: d, identity=False)
 reduce_prod_p = _declare("reduce_prod", lambda x, axes: np.prod(x, axis=axes), _sum_dtype)
 
 
@@ -136,8 +171,20 @@ reduce_prod_p.vjp = lambda ct, primals, out, needs, axes: (
 
 def _arg_declare(name: str, impl) -> Primitive:
     p = Primitive(name)
-    p.impl = impl
-    p.abstract_eval = lambda x, axis: ShapedArray(_reduced_shape(name, x, (axis,)), _dtypes.int_)
+
+    def checked_impl(x, axis):
+        if x.size == 0:
+            _check_nonempty(name, x, (axis,))
+        return impl(x, axis)
+
+    p.impl = checked_impl
+
+    def abstract_eval(x, axis):
+        shape = _reduced_shape(name, x, (axis,))
+        _check_nonempty(name, x, (axis,))
+        return ShapedArray(shape, _dtypes.int_)
+
+    p.abstract_eval = abstract_eval
 
     def batch(values, dims, size, axis):
         return p.bind(_shape.moveaxis(values[0], dims[0], 0), axis=axis + 1), 0
@@ -146,8 +193,8 @@ def _arg_declare(name: str, impl) -> Primitive:
     return p
 
 
-argmax_p = _arg_declare("argmax", lambda x, axis: np.argmax(x, axis=axis))
-argmin_p = _arg_declare("argmin", lambda x, axis: np.argmin(x, axis=axis))
+argmax_p = _arg_declare("argmax", np.argmax)
+argmin_p = _arg_declare("argmin", np.argmin)
 
 
 def _cumsum_impl(x, axis, reverse):

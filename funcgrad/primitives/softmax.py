@@ -129,9 +129,12 @@ log_softmax_p.vjp = lambda ct, primals, y, needs: (log_softmax_grad_p.bind(y, ct
 
 
 def _logsumexp_np(x: np.ndarray) -> np.ndarray:
+    # Shift by 0 where the max is not finite (JAX's rule): +inf -> +inf,
+    # all -inf -> -inf, never inf - inf = NaN.
     m = np.max(x, axis=-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
-    return (np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True)) + m)[..., 0]
+    with np.errstate(divide="ignore"):
+        return (np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True)) + m)[..., 0]
 
 
 def _logsumexp_impl(x):
@@ -151,10 +154,21 @@ logsumexp_p = Primitive("logsumexp")
 logsumexp_p.impl = _logsumexp_impl
 logsumexp_p.abstract_eval = _logsumexp_aval
 logsumexp_p.batch = _batch_last_axis(logsumexp_p)
-logsumexp_p.jvp = lambda primals, tangents: (
-    logsumexp_p.bind(primals[0]),
-    reduce_sum(E.mul(tangents[0], softmax(primals[0])), (len(shape_of(primals[0])) - 1,)))
-logsumexp_p.vjp = lambda ct, primals, out, needs: (E.mul(_expand_last(ct), softmax(primals[0])),)
+def _logsumexp_weights(x, out):
+    # d logsumexp / dx = exp(x - logsumexp(x)): the softmax for finite rows,
+    # and JAX's values for the others (a +inf entry: NaN there, 0 elsewhere;
+    # an all -inf row: NaN).
+    return E.exp(E.sub(x, _expand_last(out)))
+
+
+def _logsumexp_jvp(primals, tangents):
+    x, = primals
+    out = logsumexp_p.bind(x)
+    return out, reduce_sum(E.mul(tangents[0], _logsumexp_weights(x, out)), (len(shape_of(x)) - 1,))
+
+
+logsumexp_p.jvp = _logsumexp_jvp
+logsumexp_p.vjp = lambda ct, primals, out, needs: (E.mul(_expand_last(ct), _logsumexp_weights(primals[0], out)),)
 
 
 def logsumexp(x: Any) -> Any:

@@ -35,13 +35,23 @@ Softmax arithmetic is done in base 2 (logits scaled by ``scale * log2(e)``,
 ``llvm.maxnum`` (``_fmax``), which LLVM vectorises (numba's ``max`` stays
 scalar and cost as much as the exp pass).
 
-Inputs with NaN/inf give unspecified results (the kernels use fast-math).
+NaN and inf: the kernels use fast-math, so they run only when every score
+is provably finite (``_scores_finite``: finite ``scale`` and
+``||q||_F ||k||_F max(1, |scale| log2 e)`` far below the dtype's max; a
+NaN or inf anywhere in q or k fails the test). Otherwise a chunked numpy
+path (``_careful_forward`` / ``_careful_backward``) computes exactly what
+the materialised softmax (``impl='naive'``) and JAX give: a query row whose
+scores hold NaN or +inf, or are all -inf, has a NaN output and spreads NaN
+to the gradients of every key it sees; rows with no visible key keep
+``o = 0``, ``lse = +inf`` and zero gradients. NaN or inf in ``v`` or ``do``
+flow through the products as in any matmul.
 
 Measured at B=8, N=4096, d=64, float32 on 2 cores: see
 ``benchmarks/attention_tiles.py`` and ``_DEFAULT_FWD_BLOCKS`` below.
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 
@@ -591,6 +601,97 @@ def _scratch(width, dtype):
     return np.empty((numba.config.NUMBA_NUM_THREADS, width), dtype=dtype)
 
 
+# --------------------------------------------------------------------------
+# Non-finite scores: a numpy path with the materialised softmax's semantics
+# --------------------------------------------------------------------------
+
+# Elements of one chunk of scores in the numpy path (8 MiB in float64).
+_CAREFUL_CHUNK = 1 << 20
+
+
+def _frobenius(a):
+    """sqrt(sum a^2) as a Python float, in one BLAS pass (twice as fast as
+    max and min): inf if ``a`` holds an inf (or the sum overflows), NaN if it
+    holds a NaN."""
+    flat = a.reshape(-1)
+    return math.sqrt(float(np.dot(flat, flat)))
+
+
+def _scores_finite(q, k, scale):
+    """True when every score ``q_i . k_j * scale`` -- unscaled, scaled to
+    base 2 and minus a row max -- is finite, which the fast-math kernels
+    need: they cannot tell NaN or inf apart. By Cauchy-Schwarz every
+    ``|q_i . k_j| <= ||q||_F ||k||_F``; the two norms are O(N d) work next
+    to the kernels' O(N^2 d)."""
+    if not math.isfinite(scale):
+        return False
+    if q.size == 0 or k.size == 0:
+        return True
+    bound = _frobenius(q) * _frobenius(k) * max(1.0, abs(scale) * _LOG2E)
+    return bound < float(np.finfo(q.dtype).max) / 8   # False for NaN and inf
+
+
+def _careful_chunks(Nq, Nk, causal):
+    """(rows, visible, has_key) per chunk of query rows: ``visible`` is the
+    (rows, Nk) causal mask (or None), ``has_key`` which rows see a key."""
+    off = Nk - Nq
+    step = max(1, _CAREFUL_CHUNK // max(Nk, 1))
+    for i0 in range(0, Nq, step):
+        rows = np.arange(i0, min(i0 + step, Nq))
+        if not causal:
+            yield rows, None, np.full(len(rows), Nk > 0)
+        else:
+            yield rows, np.arange(Nk)[None, :] <= rows[:, None] + off, rows + off >= 0
+
+
+def _careful_probs(qb, kb, rows, visible, has_key, scale):
+    """P = softmax(q k^T * scale) over the visible keys for one chunk of
+    rows, as the materialised softmax computes it (shift by the row max, or
+    by 0 where that max is not finite; rows with no key give P = 0).
+    Returns (P, log of the row sums + shift)."""
+    s = (qb[rows] @ kb.T) * scale
+    if visible is not None:
+        s = np.where(visible, s, -np.inf)
+    m = s.max(axis=1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    p = np.exp(s - m)
+    total = p.sum(axis=1, keepdims=True)
+    lse = (np.log(total) + m)[:, 0]
+    return p / np.where(has_key[:, None], total, 1), np.where(has_key, lse, np.inf)
+
+
+def _careful_forward(q, k, v, causal, scale):
+    """``flash_attention_forward`` for inputs whose scores may be non-finite."""
+    B, Nq, _ = q.shape
+    o = np.empty_like(q)
+    lse = np.empty((B, Nq), q.dtype)
+    with np.errstate(all="ignore"):
+        for b in range(B):
+            for rows, visible, has_key in _careful_chunks(Nq, k.shape[1], causal):
+                p, lse[b, rows] = _careful_probs(q[b], k[b], rows, visible, has_key, scale)
+                o[b, rows] = p @ v[b]
+    return o, lse
+
+
+def _careful_backward(q, k, v, do, causal, scale):
+    """``flash_attention_backward`` for inputs whose scores may be non-finite:
+    the materialised softmax's gradients (NaN where it gives NaN)."""
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    with np.errstate(all="ignore"):
+        for b in range(q.shape[0]):
+            for rows, visible, has_key in _careful_chunks(q.shape[1], k.shape[1], causal):
+                p, _ = _careful_probs(q[b], k[b], rows, visible, has_key, scale)
+                dp = do[b, rows] @ v[b].T
+                ds = p * (dp - (dp * p).sum(axis=1, keepdims=True))
+                if visible is not None:
+                    ds = np.where(visible, ds, 0)     # masked scores are constants
+                ds *= scale                           # after the mask, as q k^T * scale is
+                dq[b, rows] = ds @ k[b]
+                dk[b] += ds.T @ q[b, rows]
+                dv[b] += p.T @ do[b, rows]
+    return dq, dk, dv
+
+
 def flash_attention_forward(q, k, v, *, causal: bool, scale: float,
                             block_q: int | None = None,
                             block_k: int | None = None):
@@ -607,7 +708,9 @@ def flash_attention_forward(q, k, v, *, causal: bool, scale: float,
     Returns:
       o: (B, Nq, d) and lse: (B, Nq), both q's dtype. ``lse`` is the
       row-wise logsumexp of the scaled, masked logits; rows with no visible
-      key (causal, Nq > Nk) get ``o = 0`` and ``lse = +inf``.
+      key (causal, Nq > Nk) get ``o = 0`` and ``lse = +inf``. Rows whose
+      scores hold NaN or +inf, or are all -inf, get a NaN output (see the
+      module doc).
     """
     _check_qkv(q, k, v)
     B, Nq, d = q.shape
@@ -621,6 +724,8 @@ def flash_attention_forward(q, k, v, *, causal: bool, scale: float,
         o[...] = 0
         lse[...] = np.inf
         return o, lse
+    if not _scores_finite(q, k, scale):
+        return _careful_forward(q, k, v, bool(causal), scale)
     bq, bk = _tiles(Nq, Nk, block_q, block_k, _DEFAULT_FWD_BLOCKS)
     scratch = _scratch(bq * bk + 2 * bq * d + 2 * bq, dt)
     with _blas_single_thread():
@@ -656,7 +761,8 @@ def flash_attention_backward(q, k, v, o, lse, do, *, causal: bool,
 
     Returns:
       dq (B, Nq, d), dk (B, Nk, d), dv (B, Nk, d), q's dtype. Rows with no
-      visible key contribute exactly 0.
+      visible key contribute exactly 0; NaN follows the materialised softmax
+      (see the module doc).
     """
     _check_qkv(q, k, v)
     B, Nq, d = q.shape
@@ -670,6 +776,8 @@ def flash_attention_backward(q, k, v, o, lse, do, *, causal: bool,
     dv = np.zeros((B, Nk, d), dtype=dt)
     if B == 0 or Nq == 0 or Nk == 0:
         return dq, dk, dv
+    if not _scores_finite(q, k, scale):
+        return _careful_backward(q, k, v, do, bool(causal), scale)
     bq, bk = _tiles(Nq, Nk, block_q, block_k, _DEFAULT_BWD_BLOCKS)
     D = np.empty((B, Nq), dtype=dt)
     scratch = _scratch(2 * bq * bk + bq * d + bk * d, dt)

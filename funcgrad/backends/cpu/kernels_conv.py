@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -386,17 +387,28 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
+_blas_turn = threading.Lock()   # one caller at a time holds BLAS to one thread
+
+
+@contextlib.contextmanager
 def _blas_one_thread():
     """Context holding BLAS libraries to one thread (process-wide while it
-    lasts), or a no-op without threadpoolctl."""
+    lasts), or a no-op without threadpoolctl.
+
+    The limit is process-wide, so callers in different Python threads take
+    turns (each already runs on all cores through the worker pool): two
+    overlapping limits would each restore what they found, the last one out
+    leaving numpy's matmul on one thread for good.
+    """
     global _blas_controller
     if ThreadpoolController is None:
-        import contextlib
-        return contextlib.nullcontext()
+        yield
+        return
     with _init_lock:
         if _blas_controller is None:
             _blas_controller = ThreadpoolController()  # scans libs once
-    return _blas_controller.limit(limits=1, user_api="blas")
+    with _blas_turn, _blas_controller.limit(limits=1, user_api="blas"):
+        yield
 
 
 def _run_workers(work, n: int) -> list:
@@ -577,7 +589,7 @@ def max_pool2d_forward(x: np.ndarray, kernel, stride=None, padding=0):
     y = np.empty(y_shape, x.dtype)
     idx = np.empty(y_shape, np.int64)
     _threads.prepare()
-    _max_pool_fwd(x, y, idx, *args)
+    _threads.guard(_max_pool_fwd)(x, y, idx, *args)
     return y, idx
 
 
@@ -601,8 +613,8 @@ def max_pool2d_backward(dy: np.ndarray, indices: np.ndarray,
                          f"x_shape {x_shape}")
     dx = np.empty(x_shape, dy.dtype)
     _threads.prepare()
-    _max_pool_bwd(_ascontig(dy), _ascontig(indices.astype(np.int64, copy=False)),
-                  dx)
+    _threads.guard(_max_pool_bwd)(
+        _ascontig(dy), _ascontig(indices.astype(np.int64, copy=False)), dx)
     return dx
 
 
@@ -615,7 +627,7 @@ def avg_pool2d_forward(x: np.ndarray, kernel, stride=None,
     args, y_shape = _pool_geometry(op, x.shape, kernel, stride, padding)
     y = np.empty(y_shape, x.dtype)
     _threads.prepare()
-    _avg_pool_fwd(_ascontig(x), y, *args)
+    _threads.guard(_avg_pool_fwd)(_ascontig(x), y, *args)
     return y
 
 
@@ -631,5 +643,5 @@ def avg_pool2d_backward(dy: np.ndarray, x_shape, kernel, stride=None,
                          f"pooling output shape {y_shape}")
     dx = np.empty(x_shape, dy.dtype)
     _threads.prepare()
-    _avg_pool_bwd(_ascontig(dy), dx, *args)
+    _threads.guard(_avg_pool_bwd)(_ascontig(dy), dx, *args)
     return dx

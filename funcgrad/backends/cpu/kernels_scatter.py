@@ -81,8 +81,8 @@ def _validate(out, idx, src):
                          f"writable")
     m = out.shape[0]
     bad = _first_bad_index(idx, m) if idx.size else -1
-    if bad >= 0:
-        raise ValueError(f"{op}: index {int(idx[bad])} at position {bad} is "
+    if bad >= 0:   # IndexError, as numpy and the gathers raise for out-of-bounds indices
+        raise IndexError(f"{op}: index {int(idx[bad])} at position {bad} is "
                          f"out of range for out with {m} rows (out "
                          f"{out.shape}, idx {idx.shape}): expected "
                          f"-{m} <= idx < {m}")

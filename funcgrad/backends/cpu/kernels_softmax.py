@@ -21,7 +21,11 @@ Example::
     softmax_xent_bwd(x, labels, lse, np.ones(128, np.float32), dx)
 
 Numerics: max-subtracted (rows of -inf entries are fine: they give 0
-probability; a row that is entirely -inf gives NaN, as in PyTorch). Float32
+probability; a row that is entirely -inf, or holds +inf, gives a NaN
+softmax and log_softmax, as in JAX and PyTorch). ``logsumexp_rows`` (and
+the cross-entropy's lse) shift by 0 instead of a non-finite max, as JAX's
+``logsumexp`` does: a row holding +inf gives +inf, an all -inf row -inf,
+a NaN gives NaN. Float32
 inputs accumulate in float32 (as PyTorch does); fast-math lets LLVM
 reassociate the row sums, so results differ from numpy in the last bits.
 """
@@ -30,8 +34,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import prange, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 from . import _threads  # first: selects numba's threading layer
 from ._fastmath import exp_f32, exp_f64
@@ -63,6 +68,23 @@ def _exp_overload(v):
     if v == types.float64:
         return lambda v: exp_f64(v)
     return None
+
+
+@intrinsic
+def _finite_or_zero(typingctx, x):
+    """``x`` if finite, else 0, tested on the exponent bits: fast-math flags
+    would let LLVM fold a float ``isfinite`` test to true."""
+    if x not in (types.float32, types.float64):
+        return None
+    ity = ir.IntType(32 if x == types.float32 else 64)
+    exp_mask = 0x7F800000 if x == types.float32 else 0x7FF0000000000000
+
+    def codegen(context, builder, signature, args):
+        (v,) = args
+        mask = ir.Constant(ity, exp_mask)
+        finite = builder.icmp_unsigned("!=", builder.and_(builder.bitcast(v, ity), mask), mask)
+        return builder.select(finite, v, ir.Constant(v.type, 0.0))
+    return x(x), codegen
 
 
 @numba.njit(inline="always", fastmath=True, cache=True)
@@ -142,10 +164,18 @@ def _log_softmax_row(x, out, i):
         out[i, j] = x[i, j] - shift
 
 
+@numba.njit(inline="always", fastmath=True, cache=True)
+def _row_lse(x, i):
+    """logsumexp of row i, shifted by its max, or by 0 where that max is
+    +-inf or NaN (JAX's rule: +inf -> +inf, all -inf -> -inf, no NaN from
+    inf - inf)."""
+    m = _finite_or_zero(_row_max(x, i))
+    return m + np.log(_row_sum_exp(x, i, m))
+
+
 @numba.njit(**_ROW)
 def _logsumexp_row(x, out, i):
-    m = _row_max(x, i)
-    out[i] = m + np.log(_row_sum_exp(x, i, m))
+    out[i] = _row_lse(x, i)
 
 
 @numba.njit(**_ROW)
@@ -168,8 +198,7 @@ def _log_softmax_bwd_row(y, g, out, i):
 
 @numba.njit(**_ROW)
 def _xent_fwd_row(x, labels, loss_out, lse_out, i):
-    m = _row_max(x, i)
-    lse = m + np.log(_row_sum_exp(x, i, m))
+    lse = _row_lse(x, i)
     lse_out[i] = lse
     loss_out[i] = lse - x[i, labels[i]]
 
@@ -271,7 +300,7 @@ def _pick(x, parallel_kernel, serial_kernel):
     """The parallel kernel for big inputs with >1 thread, else the serial."""
     if x.size >= _PARALLEL_MIN_SIZE and _threads.get_num_threads() > 1:
         _threads.prepare()
-        return parallel_kernel
+        return _threads.guard(parallel_kernel)   # serialised under numba's workqueue layer
     return serial_kernel
 
 

@@ -124,7 +124,7 @@ class GpuArray(Array):
         try:
             out = impl(*values, **params)
         except (ValueError, TypeError, IndexError) as e:
-            raise type(e)(_core._impl_error_message(prim, values, params, e)) from e
+            raise _core.impl_error(prim, values, params, e) from e
         outs = [_wrap(xp, o) for o in out] if prim.multiple_results else [_wrap(xp, out)]
         if config.debug_nans:
             _core.check_nans(prim, [_host_copy(xp, v) for v in values], [to_host(o) for o in outs])

@@ -11,6 +11,9 @@ Causal masking is *bottom-right aligned*: query ``i`` attends key ``j`` iff
 ``j <= i + (Nk - Nq)``. With ``Nq > Nk`` the first ``Nq - Nk`` query rows see
 no key at all: their output is 0 and their ``LSE`` is ``+inf``, which makes
 ``P = exp(S - LSE) = 0`` in the backward pass, hence zero gradients, no NaN.
+NaN and inf follow the materialised softmax (``impl='naive'``) and JAX: a row
+whose scores hold NaN or +inf, or are all -inf, has a NaN output and NaN
+gradients for the keys it sees.
 
 Kernels (structure follows Triton's tutorial 06: inner loop / outer kernel /
 host wrapper):
@@ -99,6 +102,12 @@ def _mma(a, b, acc, DOT_PRECISION: tl.constexpr, UPCAST_DOT: tl.constexpr):
 
 
 @triton.jit
+def _finite_or_zero(x):
+    """x where finite, else 0 (the softmax shift for a max of +-inf or NaN)."""
+    return tl.where(tl.abs(x) < float("inf"), x, 0.0)
+
+
+@triton.jit
 def _visible(offs_m, offs_n, n_k, causal_shift, CAUSAL: tl.constexpr):
     """(BLOCK_M, BLOCK_N) mask: key in bounds and, if causal, not in the
     future of the query (bottom-right aligned: j <= i + Nk - Nq)."""
@@ -133,9 +142,13 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, offs_m, lo, hi, n_k, causa
         if MASKED:
             s = tl.where(_visible(offs_m, offs_n, n_k, causal_shift, CAUSAL), s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        # A row that has seen no visible key yet has m_new = -inf; subtracting
-        # 0 instead keeps exp2(-inf - -inf) = NaN out of p and alpha.
-        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
+        # Shift by 0 where the running max is not finite: a row that has seen
+        # no visible key yet (m = -inf) keeps exp2(-inf - -inf) = NaN out of p
+        # and alpha, and a +inf score gives p = inf (then O = inf / inf = NaN
+        # and LSE = +inf, as the materialised softmax gives) instead of NaN
+        # everywhere. p and l are relative to _finite_or_zero(m); the old l is
+        # rescaled by exp2(m_old - m_sub), which is 0 for m_old = -inf (l = 0).
+        m_sub = _finite_or_zero(m_new)
         p = tl.math.exp2(s - m_sub[:, None])
         alpha = tl.math.exp2(m_i - m_sub)
         l_i = l_i * alpha + tl.sum(p, 1)
@@ -180,9 +193,16 @@ def _attn_fwd(Q, K, V, O, LSE, n_q, n_k, sm_scale,
     acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, offs_m, lo_masked, hi, n_k, causal_shift,
                                     qk_scale, HEAD_DIM, BLOCK_D, BLOCK_N, True, CAUSAL, DOT_PRECISION, UPCAST_DOT)
 
-    empty = l_i == 0.0  # no visible key: O = 0, LSE = +inf
+    # Rows with no visible key (causal, Nq > Nk; known from the shapes): O = 0,
+    # LSE = +inf. Any other row with l = 0 had only -inf scores (inf in q or
+    # k) and gets 0 / 0 = NaN, as in JAX; NaN scores give NaN through l.
+    if CAUSAL:
+        empty = offs_m + causal_shift < 0
+    else:
+        empty = offs_m < 0
     acc = acc / tl.where(empty, 1.0, l_i)[:, None]
-    lse = tl.where(empty, float("inf"), (m_i + tl.math.log2(tl.where(empty, 1.0, l_i))) * 0.6931471805599453)
+    lse = tl.where(empty, float("inf"),
+                   (_finite_or_zero(m_i) + tl.math.log2(tl.where(empty, 1.0, l_i))) * 0.6931471805599453)
 
     _store_rows(O + bid * n_q * HEAD_DIM, acc, offs_m, offs_d, n_q, HEAD_DIM, BLOCK_D)
     tl.store(LSE + bid * n_q + offs_m, lse, mask=offs_m < n_q)
@@ -250,12 +270,15 @@ def _attn_bwd_dkdv_inner(dk, dv, k, v, q_base, do_base, lse_base, delta_base, of
         s_t = _mm(k, tl.trans(q), DOT_PRECISION, UPCAST_DOT) * qk_scale
         p_t = tl.math.exp2(s_t - lse2[None, :])
         if MASKED:  # causal: query i sees key j iff j <= i + shift
-            p_t = tl.where(offs_n[:, None] <= offs_m[None, :] + causal_shift, p_t, 0.0)
+            visible_t = offs_n[:, None] <= offs_m[None, :] + causal_shift
+            p_t = tl.where(visible_t, p_t, 0.0)
         do = _load_rows(do_base, offs_m, offs_d, n_q, HEAD_DIM, BLOCK_D)
         dv = _mma(p_t.to(do.dtype), do, dv, DOT_PRECISION, UPCAST_DOT)
         delta = tl.load(delta_base + offs_m, mask=offs_m < n_q, other=0.0)
         dp_t = _mm(v, tl.trans(do), DOT_PRECISION, UPCAST_DOT)
         ds_t = p_t * (dp_t - delta[None, :])
+        if MASKED:  # 0, not 0 * NaN, where a query row with a NaN output meets a key it cannot see
+            ds_t = tl.where(visible_t, ds_t, 0.0)
         dk = _mma(ds_t.to(q.dtype), q, dk, DOT_PRECISION, UPCAST_DOT)
     return dk, dv
 

@@ -62,12 +62,24 @@ __all__ = [
 
 
 @triton.jit
-def _row_max_and_sum(row_ptr, n_cols, BLOCK_C: tl.constexpr):
-    """(max x, sum exp(x - max)) of one row, in float32, in one sweep.
+def _finite_or_zero(x):
+    """x where finite, else 0 (the shift used for a max of +-inf or NaN)."""
+    return tl.where(tl.abs(x) < float("inf"), x, 0.0)
 
-    Each lane keeps its own running max ``m`` and a sum ``s`` rescaled to it;
-    the lanes are combined once at the end. A lane (or row) that has seen only
-    -inf subtracts 0 instead of -inf, so no ``-inf - -inf = NaN`` appears.
+
+@triton.jit
+def _row_max_and_sum(row_ptr, n_cols, BLOCK_C: tl.constexpr):
+    """(max x, sum exp(x - shift)) of one row, in float32, in one sweep, where
+    shift = max x if that is finite, else 0 (JAX's logsumexp rule).
+
+    Each lane keeps its own running max ``m`` and a sum ``s`` relative to
+    ``_finite_or_zero(m)``; the lanes are combined once at the end. Shifting
+    by 0 instead of an infinite max keeps ``inf - inf = NaN`` out: a row of
+    only -inf sums to 0, a row holding +inf sums to +inf, and the sum is NaN
+    only when the row holds a NaN. Rescaling by ``exp(m_old - shift)`` (not
+    ``exp(_finite_or_zero(m_old) - shift)``) is exact for finite ``m_old``,
+    gives 0 for ``m_old = -inf`` (where ``s = 0``) and inf for ``+inf``
+    (where ``s = inf``).
     """
     offs = tl.arange(0, BLOCK_C)
     m = tl.full([BLOCK_C], float("-inf"), tl.float32)
@@ -76,12 +88,11 @@ def _row_max_and_sum(row_ptr, n_cols, BLOCK_C: tl.constexpr):
         cols = start + offs
         x = tl.load(row_ptr + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m, x)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        m_safe = _finite_or_zero(m_new)
         s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
         m = m_new
     row_max = tl.max(m, 0)
-    row_safe = tl.where(row_max == float("-inf"), 0.0, row_max)
-    return row_max, tl.sum(s * tl.exp(m - row_safe), 0)
+    return row_max, tl.sum(s * tl.exp(m - _finite_or_zero(row_max)), 0)
 
 
 # ==========================================================================
@@ -97,7 +108,10 @@ def _softmax_fwd(X, Y, n_cols, LOG: tl.constexpr, BLOCK_C: tl.constexpr):
     x_row = X + row * n_cols
     y_row = Y + row * n_cols
     row_max, total = _row_max_and_sum(x_row, n_cols, BLOCK_C)
-    shift = tl.where(row_max == float("-inf"), 0.0, row_max)
+    shift = _finite_or_zero(row_max)
+    # As in JAX: a row holding +inf gives NaN (exp(x - max) has inf - inf);
+    # an all -inf row gives 0 / 0 = NaN by itself.
+    total = tl.where(row_max == float("inf"), float("nan"), total)
     log_total = tl.log(total)
     for start in range(0, n_cols, BLOCK_C):
         cols = start + tl.arange(0, BLOCK_C)
@@ -158,7 +172,8 @@ def _xent_fwd(LOGITS, LABELS, LOSS, LSE, n_cols, BLOCK_C: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     row_ptr = LOGITS + row * n_cols
     row_max, total = _row_max_and_sum(row_ptr, n_cols, BLOCK_C)
-    lse = tl.where(row_max == float("-inf"), float("-inf"), row_max + tl.log(total))
+    # +inf entry -> +inf, all -inf -> log(0) = -inf, NaN -> NaN (as JAX's logsumexp)
+    lse = _finite_or_zero(row_max) + tl.log(total)
     label = tl.load(LABELS + row).to(tl.int64)
     picked = tl.load(row_ptr + label).to(tl.float32)
     tl.store(LOSS + row, lse - picked)
