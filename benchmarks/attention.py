@@ -22,7 +22,7 @@ extra memory beyond its outputs and gradients (target <= 100 MB).
     python benchmarks/attention.py --quick         # smoke run: 2 head sizes, N <= 1024, headline at N=1024
     python benchmarks/attention.py --headline-only
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296 \\
-        python benchmarks/attention.py             # the allocator setting of PERF-NOTES
+        python benchmarks/attention.py             # with the glibc allocator tunables set
 
 Times are medians of interleaved repeats (the machine is shared and noisy;
 ratios within one run are the numbers to quote). Memory columns: ``peak MB``

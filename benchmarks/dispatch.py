@@ -1,7 +1,7 @@
 """Eager dispatch cost: one primitive, grad of a tiny function, grad of an MLP loss.
 
 Each funcgrad number is compared with hand-written numpy measured in the same
-run (and JAX, PyTorch, HIPS autograd when installed).  Targets (issue 2):
+run (and JAX, PyTorch, HIPS autograd when installed).  Targets:
 tiny grad <= 50 us per call; MLP grad <= 1.3x numpy forward+backward.
 
     python benchmarks/dispatch.py [--json benchmarks/results/dispatch.json] [--quick]

@@ -4,7 +4,7 @@
 
 Workloads: row softmax 4096x4096 f32 (the numba kernel, ``nn.softmax`` and a
 jit-fused ``fnp`` composite); relu(x*w+b) on 8M f32 elements (jit fusion vs
-numpy's plain expression and its best ``out=`` form; issue 3's target is
+numpy's plain expression and its best ``out=`` form; the target is
 >= 2.5x the plain expression); softmax cross-entropy fwd+bwd at
 (128, 10) and (4096, 1000) f32; conv2d layers of an MNIST CNN (batch 128,
 3x3, padding 1, 28x28: 1->32 forward + weight grad, 32->64 forward + input

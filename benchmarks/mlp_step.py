@@ -1,7 +1,7 @@
 """Full MLP training step: funcgrad eager and jit vs hand-written numpy (and peers).
 
-Batch 128, 784-512-512-10, ReLU, softmax cross-entropy, SGD.  Targets
-(issue 3): jit step <= 1.05x the numpy step; eager <= 1.3x.  Also measures
+Batch 128, 784-512-512-10, ReLU, softmax cross-entropy, SGD.  Targets:
+jit step <= 1.05x the numpy step; eager <= 1.3x.  Also measures
 the jitted step's compile cost in fresh processes (cold and with the kernel
 disk cache warm) and 1-thread vs all-thread scaling.
 

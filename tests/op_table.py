@@ -456,7 +456,7 @@ def _np_add(x, idx, v):
 
 OPS = _creation() + _elementwise() + _reductions() + _shape_ops() + _linalg() + _methods()
 
-# Every public function of funcgrad.numpy named in the issue has at least one row.
+# Every public function of funcgrad.numpy listed here has at least one row.
 PUBLIC = ("array asarray zeros ones full zeros_like ones_like full_like arange linspace eye add subtract multiply "
           "divide floor_divide mod negative power square sqrt reciprocal exp exp2 log log2 log1p expm1 sin cos tan "
           "tanh arcsin arccos arctan arctan2 sinh cosh abs sign maximum minimum where clip floor ceil round isfinite "

@@ -597,7 +597,7 @@ def _counter():
 
 
 def _scratch(width, dtype):
-    """Per-thread scratch rows; allocated by numpy (see PERF-NOTES)."""
+    """Per-thread scratch rows; allocated by numpy (huge pages; kernel-side allocations fill slower)."""
     return np.empty((numba.config.NUMBA_NUM_THREADS, width), dtype=dtype)
 
 

@@ -1,6 +1,6 @@
 """The GPU array type: an immutable funcgrad Array whose buffer is a CuPy array.
 
-UNTESTED ON A GPU (none in this session). The logic is exercised on the CPU
+Not yet run on a GPU. The logic is exercised on the CPU
 by ``tests/test_devices.py`` with a numpy-backed stand-in for CuPy (see
 ``_array_module``), which checks dispatch, transfers and errors, not CuPy.
 

@@ -1,6 +1,6 @@
 """GPU implementations of funcgrad's primitives, written against CuPy.
 
-UNTESTED ON A GPU: this session had none. The table is built by
+Not yet run on a GPU. The table is built by
 :func:`make_impls` from an *array module* ``xp``; the tests build it with
 ``xp = numpy`` and compare every entry with the primitive's reference
 implementation (``tests/test_devices.py``), which checks names, parameters

@@ -19,7 +19,7 @@ The host wrappers flatten leading dims: ``(..., C) -> (N, C)``.
 
 Status: the kernels are tested in Triton's interpreter (``TRITON_INTERPRET=1``,
 numpy arrays) against float64 references and compiled for sm_90 on the CPU
-(``compile_report``). They have **not been run on a GPU** in this session;
+(``compile_report``). They have **not yet been run on a GPU**;
 the CuPy path of the wrappers (``_triton_host.launch``) is the one used by the
 FlashAttention kernels.
 
