@@ -27,6 +27,7 @@ by the caller stays valid: the program only stops reusing it.
 """
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import weakref
@@ -56,8 +57,8 @@ def _writes_into_buffers(eqn: Any) -> bool:
 class _BufferPool:
     """Bytes of the buffers programs keep between calls, with least-recently-run release.
 
-    ``held`` maps a program's id to ``[weak reference, bytes]``, least recently
-    run first.  A victim is released only if its lock is free (never the
+    ``held`` maps a program's id to ``[weak reference, bytes]``; programs give
+    their buffers up least recently run first (by ``Program.last_run``).  A victim is released only if its lock is free (never the
     program that is running, nor one another thread is running): a blocking
     wait here could deadlock against a program waiting for this lock.
     """
@@ -66,14 +67,6 @@ class _BufferPool:
         self.lock = threading.RLock()   # re-entered by a weakref callback firing inside it
         self.held: OrderedDict[int, list] = OrderedDict()
         self.total = 0
-
-    def use(self, program: "Program") -> None:
-        # No lock on this per-call path: move_to_end is atomic under the GIL, and a
-        # concurrent release (which pops the entry) only makes it raise KeyError.
-        try:
-            self.held.move_to_end(id(program))
-        except KeyError:
-            pass
 
     def charge(self, program: "Program", nbytes: int) -> None:
         """``program`` keeps ``nbytes`` more (fewer if negative); release others if over budget."""
@@ -89,7 +82,9 @@ class _BufferPool:
             budget = config.buffer_pool_max_bytes
             if nbytes <= 0 or budget <= 0 or self.total <= budget:
                 return
-            for other_key, (ref, _) in list(self.held.items()):
+            # Least recently run first: each run stamps its program (a counter, no lock on that path).
+            by_age = sorted(self.held.items(), key=lambda item: getattr(item[1][0](), "last_run", 0))
+            for other_key, (ref, _) in by_age:
                 if self.total <= budget:
                     break
                 other = ref()
@@ -110,6 +105,7 @@ class _BufferPool:
 
 
 _POOL = _BufferPool()
+_next_run = itertools.count(1).__next__
 
 
 def pool_bytes() -> int:
@@ -151,9 +147,13 @@ class Program:
         self.recycled: dict[int, list[np.ndarray]] = {}
         self.lock = threading.Lock()
         self.pooled = False   # whether the process-wide pool counts buffers of this program
+        self.last_run = 0     # _next_run() stamp of the latest call: the pool releases the oldest first
         # Outputs that are (views of) constants are copied: a caller writing
         # through one (ignoring the read-only flag) must not change later calls.
         self._const_roots = {id(_memory_root(c)) for c in self.consts if isinstance(c, np.ndarray)}
+        # Which outputs alias a constant is fixed by the program's dataflow, shapes
+        # and dtypes, so it is found once, on the first run (None: not yet known).
+        self._const_outputs: tuple[int, ...] | None = None if self._const_roots else ()
         if plan_memory:
             self._plan(slot)
 
@@ -239,8 +239,7 @@ class Program:
 
     def run(self, args: Sequence[np.ndarray]) -> list[Array]:
         with self.lock:   # planned and recycled buffers belong to one call at a time
-            if self.pooled:
-                _POOL.use(self)
+            self.last_run = _next_run()
             return self._run(args)
 
     def _run(self, args: Sequence[np.ndarray]) -> list[Array]:
@@ -265,10 +264,13 @@ class Program:
                 check_nans(prim, values, [Array(r) for r in results], eqn.source, eqn.backward)
             for i, r in zip(outs, results):
                 env[i] = r
-        if self._const_roots:
-            return [(_wrap(env[i].copy() if id(_memory_root(env[i])) in self._const_roots else env[i])
-                     if kind == "var" else _core.as_array(i)) for kind, i in self.outs]
-        return [_wrap(env[i]) if kind == "var" else _core.as_array(i) for kind, i in self.outs]
+        if self._const_outputs is None:
+            self._const_outputs = tuple(n for n, (kind, i) in enumerate(self.outs)
+                                        if kind == "var" and id(_memory_root(env[i])) in self._const_roots)
+        outs = [_wrap(env[i]) if kind == "var" else _core.as_array(i) for kind, i in self.outs]
+        for n in self._const_outputs:
+            outs[n] = _wrap(outs[n]._value.copy())
+        return outs
 
     def __repr__(self) -> str:
         text = pretty_print(self.jaxpr)
