@@ -13,8 +13,8 @@ pure function of them and a batch, compiled once with ``funcgrad.jit``::
     params = optim.apply_updates(params, updates)
 
 Writes to ``--out`` (default runs/mnist): ``curves.png`` (loss and test
-accuracy), ``params.npz`` (a ``funcgrad.optim.checkpoint`` of the final
-parameters; reload with ``checkpoint.load(path, like=params)``) and
+accuracy), ``params.npz`` (the final parameters, saved with
+``funcgrad.optim.serialization``; reload with ``serialization.load(path, like=params)``) and
 ``metrics.json``. Needs the ``examples`` extra (tqdm, matplotlib).
 """
 from __future__ import annotations
@@ -208,7 +208,7 @@ def _progress_bar(items: list, desc: str, progress: bool) -> Any:
 def _save_outputs(args: argparse.Namespace, params: Any, history: dict, log: Callable[[str], None]) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    optim.checkpoint.save(out / "params.npz", params)
+    optim.serialization.save(out / "params.npz", params)
     metrics = dict(history, model=args.model, optimizer=args.optimizer, lr=args.lr, batch_size=args.batch_size,
                    epochs=args.epochs, seed=args.seed, schedule=args.schedule)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))

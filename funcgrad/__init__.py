@@ -6,8 +6,9 @@
 ...     return fnp.mean((x @ params["w"] + params["b"]) ** 2)
 >>> grads = fg.grad(loss)({"w": fnp.ones((3, 1)), "b": fnp.zeros(1)}, fnp.ones((8, 3)))
 """
+from funcgrad.backends import cpu as _cpu  # noqa: F401  (first: registers the host's kernels and compiler)
 from funcgrad import numpy  # noqa: F401  (installs the array methods)
-from funcgrad import nn, optim, random, tree_util
+from funcgrad import core, dtypes, nn, optim, random, tree_util
 from funcgrad._config import config
 from funcgrad._warnings import CacheWarning, FuncgradWarning, RetraceWarning
 from funcgrad._core import Array, ConcretizationError, TracerArrayConversionError, TracerLeakError
@@ -20,7 +21,7 @@ from funcgrad import mixed_precision
 
 __version__ = "0.1.0"
 
-__all__ = ["Array", "CacheWarning", "FuncgradWarning", "RetraceWarning", "ConcretizationError", "TracerArrayConversionError", "TracerLeakError", "checkpoint", "config", "custom_vjp",
-           "default_device", "device_put", "get_num_threads", "set_num_threads", "devices", "from_dlpack", "mixed_precision", "set_default_device", "grad",
+__all__ = ["Array", "CacheWarning", "FuncgradWarning", "RetraceWarning", "ConcretizationError", "TracerArrayConversionError", "TracerLeakError", "checkpoint", "config", "core", "custom_vjp",
+           "default_device", "device_put", "dtypes", "get_num_threads", "set_num_threads", "devices", "from_dlpack", "mixed_precision", "set_default_device", "grad",
            "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_jaxpr", "nn", "numpy", "optim", "random", "remat",
            "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap"]

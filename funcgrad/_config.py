@@ -9,6 +9,8 @@ time::
     FUNCGRAD_CACHE_DIR=/path   # or fg.config.update("cache_dir", "/path"): where generated kernels live
     FUNCGRAD_CACHE_MAX_BYTES=2G          # or fg.config.update("cache_max_bytes", 2 << 30): kernel cache cap (0: none)
     FUNCGRAD_BUFFER_POOL_MAX_BYTES=512M  # or fg.config.update("buffer_pool_max_bytes", ...): jit buffers kept
+    FUNCGRAD_GPU_HOST_FALLBACK=1  # or fg.config.update("gpu_host_fallback", True): primitives without a GPU
+                                  # implementation run on host copies (with a warning) instead of raising
 
 With x64 disabled (the default, as in JAX) float64/int64/uint64 inputs are
 stored as float32/int32/uint32.
@@ -26,7 +28,8 @@ def _env_flag(name: str) -> bool:
 class _Config:
     """Mutable process-wide settings read on the hot path as plain attributes."""
 
-    __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes")
+    __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes",
+                 "gpu_host_fallback")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("FUNCGRAD_ENABLE_X64")
@@ -35,6 +38,7 @@ class _Config:
         self.cache_dir = os.environ.get("FUNCGRAD_CACHE_DIR") or _default_cache_dir()
         self.cache_max_bytes = _env_bytes("FUNCGRAD_CACHE_MAX_BYTES", 1 << 30)
         self.buffer_pool_max_bytes = _env_bytes("FUNCGRAD_BUFFER_POOL_MAX_BYTES", 256 << 20)
+        self.gpu_host_fallback = _env_flag("FUNCGRAD_GPU_HOST_FALLBACK")
 
     def update(self, name: str, value: bool | str) -> None:
         """Set an option: ``config.update("enable_x64", True)``."""
@@ -47,12 +51,23 @@ class _Config:
         else:
             value = bool(value)
         setattr(self, name, value)
-        if name == "enable_x64":
-            from funcgrad import _dtypes
-            _dtypes._refresh_defaults()
+        for callback in _OBSERVERS.get(name, ()):
+            callback()
 
     def __repr__(self) -> str:
         return ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__).join(("Config(", ")"))
+
+
+_OBSERVERS: dict[str, list] = {}
+
+
+def on_update(name: str, callback: object) -> None:
+    """Call ``callback()`` after every ``config.update(name, ...)``.
+
+    (Modules that cache a value derived from an option, such as the default
+    dtypes under ``enable_x64``, subscribe here: the config never imports them.)
+    """
+    _OBSERVERS.setdefault(name, []).append(callback)
 
 
 _BYTE_OPTIONS = ("cache_max_bytes", "buffer_pool_max_bytes")

@@ -15,13 +15,17 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from funcgrad import _dtypes
 from funcgrad._config import config
 from funcgrad._dtypes import ShapedArray, describe
+# The array half of the core; re-exported because every layer above imports it from here
+# (and pickles written before the split name funcgrad._core._array_from_numpy).
+from funcgrad._array import (Array, _array_from_numpy, _freeze, _immutable_setitem,  # noqa: F401
+                             _int_overflow_message, _new_array, _wrap, to_numpy_input)
 
 # --------------------------------------------------------------------------
 # Errors
@@ -94,10 +98,23 @@ class Primitive:
     * ``batch(values, dims, axis_size, **params) -> (out, out_dim)``: vmap.
 
     Rules are written with primitives, so derivatives can be traced again.
-    Backends may replace ``impl`` (see ``funcgrad.backends``).
+
+    The primitive is also the only registry of what backends and compilers
+    know about it, keyed by the object (never by its name):
+
+    * ``impls[backend]``: the implementation on that backend's buffers,
+      registered from the backend's folder with :func:`register_impl`
+      (``impl`` is the host's: the block's numpy reference until the CPU
+      backend registers a faster one);
+    * ``lowerings[compiler]``: how a compiler emits it inside a generated
+      kernel (:func:`register_lowering`);
+    * ``traits``: properties compilers rely on (:func:`add_traits`), such
+      as ``"view"`` (the host impl may return a view of an input) or
+      ``"writes_out"`` (the host impl accepts ``out=``).
     """
 
-    __slots__ = ("name", "impl", "abstract_eval", "jvp", "vjp", "batch", "multiple_results", "__weakref__")
+    __slots__ = ("name", "impl", "abstract_eval", "jvp", "vjp", "batch", "multiple_results",
+                 "impls", "lowerings", "traits", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False):
         self.name = name
@@ -107,12 +124,38 @@ class Primitive:
         self.jvp: Callable[..., Any] | None = None
         self.vjp: Callable[..., Any] | None = None
         self.batch: Callable[..., Any] | None = None
+        self.impls: dict[str, Callable[..., Any]] = {}
+        self.lowerings: dict[str, Any] = {}
+        self.traits: frozenset[str] = frozenset()
 
     def bind(self, *args: Any, **params: Any) -> Any:
         return bind(self, args, params)
 
     def __repr__(self) -> str:
         return self.name
+
+
+def register_impl(prim: Primitive, backend: str, impl: Callable[..., Any]) -> None:
+    """Make ``impl`` ``prim``'s implementation on ``backend``'s buffers.
+
+    ``"cpu"`` also makes it the host implementation that eager evaluation,
+    compiled programs and constant folding run; the block's reference
+    implementation stays reachable as ``prim.impls["reference"]``.
+    """
+    if backend == "cpu":
+        prim.impls.setdefault("reference", prim.impl)
+        prim.impl = impl
+    prim.impls[backend] = impl
+
+
+def register_lowering(prim: Primitive, compiler: str, lowering: Any) -> None:
+    """Tell ``compiler`` how to emit ``prim`` inside a generated kernel."""
+    prim.lowerings[compiler] = lowering
+
+
+def add_traits(prim: Primitive, *traits: str) -> None:
+    """Declare properties of ``prim`` that compilers rely on (see :class:`Primitive`)."""
+    prim.traits = prim.traits | frozenset(traits)
 
 
 # --------------------------------------------------------------------------
@@ -169,6 +212,24 @@ class Trace:
     def process_checkpoint(self, fun: Callable, tracers: list) -> list:
         # Outside reverse mode, checkpoint is the function itself.
         return fun(*tracers)
+
+
+_TRANSFORMS: dict[str, Callable[..., Any]] = {}
+
+
+def register_transform(name: str, fun: Callable[..., Any]) -> None:
+    """Make a flat transform (``"jvp"``: ``jvp_flat``, ``"vjp"``: ``vjp_flat``) reachable from rules.
+
+    A primitive whose derivative is that of a composite function (see
+    ``primitives/_nn_rules.py``) differentiates it through here: the
+    interpreters register themselves, so the primitives never import them.
+    """
+    _TRANSFORMS[name] = fun
+
+
+def transform(name: str) -> Callable[..., Any]:
+    """The flat transform registered as ``name`` (see :func:`register_transform`)."""
+    return _TRANSFORMS[name]
 
 
 class _ThreadState(threading.local):
@@ -300,6 +361,25 @@ class Tracer:
         raise TypeError("funcgrad arrays and tracers are unhashable")
 
 
+Tracer.__setitem__ = _immutable_setitem  # type: ignore[method-assign]
+
+
+def as_array(x: Any) -> Any:
+    """``x`` as an Array (or tracer); Python scalars become 0-d arrays of default dtype."""
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if isinstance(x, bool):
+        return Array(_freeze(np.asarray(x)))
+    if isinstance(x, int):
+        try:
+            return Array(_freeze(np.asarray(x, dtype=_dtypes.int_)))
+        except OverflowError:
+            raise OverflowError(_int_overflow_message(x, _dtypes.int_)) from None
+    if isinstance(x, float):
+        return Array(_freeze(np.asarray(x, dtype=_dtypes.float_)))
+    return Array(to_numpy_input(x))
+
+
 class PrimalTracer(Tracer):
     """A tracer that carries the real value it stands for (``primal``): jvp and vjp.
 
@@ -334,244 +414,15 @@ class PrimalTracer(Tracer):
 
 
 # --------------------------------------------------------------------------
-# The immutable array
-# --------------------------------------------------------------------------
-
-
-class Array:
-    """An immutable n-d array backed by a read-only numpy buffer (on the CPU).
-
-    Create with ``funcgrad.numpy.array``; it supports numpy's operators,
-    indexing and the usual methods, and ``x.at[idx].set(v)`` for functional
-    updates (writing through an Array raises).
-
-    >>> import funcgrad.numpy as fnp
-    >>> x = fnp.arange(3.0)          # f32[3]
-    >>> (x * 2).sum().item()
-    6.0
-    """
-
-    __slots__ = ("_value",)
-    __array_priority__ = 1000
-
-    def __init__(self, value: np.ndarray):
-        # Callers hand over a read-only ndarray of a canonical dtype.
-        self._value = value
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._value.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._value.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self._value.ndim
-
-    @property
-    def size(self) -> int:
-        return self._value.size
-
-    @property
-    def aval(self) -> ShapedArray:
-        return ShapedArray(self._value.shape, self._value.dtype)
-
-    @property
-    def device(self) -> str:
-        return "cpu"
-
-    def __len__(self) -> int:
-        if not self._value.shape:
-            raise TypeError("len() of a 0-d array")
-        return self._value.shape[0]
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        if copy:
-            return np.array(self._value, dtype=dtype, copy=True)
-        return self._value if dtype is None else self._value.astype(dtype)
-
-    def item(self) -> Any:
-        return self._value.item()
-
-    def tolist(self) -> Any:
-        return self._value.tolist()
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
-
-    def __int__(self) -> int:
-        return int(self._value)
-
-    def __float__(self) -> float:
-        return float(self._value)
-
-    def __index__(self) -> int:
-        return self._value.__index__()
-
-    def __repr__(self) -> str:
-        body = np.array2string(self._value, separator=", ", prefix="Array(")
-        return f"Array({body}, dtype={self._value.dtype})"
-
-    def __str__(self) -> str:
-        return str(self._value)
-
-    def __hash__(self) -> int:
-        raise TypeError("funcgrad arrays are unhashable")
-
-    def __iter__(self) -> Iterator[Any]:
-        if not self._value.shape:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self._value.shape[0]))
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        _immutable_setitem(self, index, value)
-
-    def __reduce__(self) -> Any:
-        return (_array_from_numpy, (np.array(self._value),))
-
-    # DLPack export (zero-copy where the consumer can honour read-only; see
-    # funcgrad.devices.export_dlpack for the rules).
-    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-                   copy: Any = None) -> Any:
-        from funcgrad.devices import export_dlpack
-        return export_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
-
-    def __dlpack_device__(self) -> tuple[int, int]:
-        return self._value.__dlpack_device__()
-
-
-def _immutable_setitem(self: Any, index: Any, value: Any) -> None:
-    # Shared by Array and every Tracer: x[i] = v must fail the same way inside
-    # grad/jit/vmap as outside (not with an AttributeError on the tracer).
-    raise TypeError(
-        f"funcgrad arrays are immutable: item assignment to an array {describe(self)} is not supported. "
-        "Use the functional update x = x.at[index].set(value) (or .add(value)) instead.")
-
-
-Tracer.__setitem__ = _immutable_setitem  # type: ignore[method-assign]
-
-
-def _array_from_numpy(value: np.ndarray) -> Array:
-    return Array(_freeze(value))
-
-
-def _freeze(value: np.ndarray) -> np.ndarray:
-    value.setflags(write=False)
-    return value
-
-
-def to_numpy_input(x: Any) -> Any:
-    """A read-only numpy value of canonical dtype for a user input.
-
-    User numpy arrays are copied (never frozen in place: we must not change
-    the user's array, and we must not alias memory the user can still write).
-    Python scalars pass through unchanged so that numpy keeps them weak.
-    """
-    if isinstance(x, (bool, int, float)):
-        return x
-    if isinstance(x, np.ndarray):
-        return _freeze(_cast_checked(x, _dtypes.canonicalize(x.dtype), copy=True))
-    if isinstance(x, np.generic):
-        return _freeze(_cast_checked(np.asarray(x), _dtypes.canonicalize(x.dtype)))
-    if isinstance(x, (list, tuple)):
-        try:
-            arr = np.asarray(x)
-        except ValueError as e:   # ragged nesting
-            raise ValueError(f"cannot convert a nested {type(x).__name__} to an array: {e}") from None
-        if arr.dtype == object:
-            _reject_object_items(x, arr)
-        if arr.dtype.kind not in "biuf":
-            raise TypeError(f"cannot make a funcgrad array from {type(x).__name__} {x!r:.60}: numpy reads it as "
-                            f"dtype {arr.dtype} ({_dtypes.kind_name(arr.dtype)}), but funcgrad arrays hold bool, "
-                            "integer and float values only. Convert the items to numbers first.")
-        return _freeze(_cast_checked(arr, _default_dtype_for(arr)))
-    if hasattr(x, "__array__"):
-        return to_numpy_input(np.asarray(x))
-    raise TypeError(f"expected an array, a numpy array or a Python scalar, got {type(x).__name__}: {x!r:.80}")
-
-
-def _reject_object_items(x: Any, arr: np.ndarray) -> None:
-    # numpy keeps Python ints beyond 64 bits as objects
-    big = [v for v in arr.ravel() if isinstance(v, int) and not -2 ** 63 <= v < 2 ** 64]
-    if big:
-        raise OverflowError(_int_overflow_message(big[0], _dtypes.int_))
-    raise TypeError(f"cannot convert {type(x).__name__} of mixed or nested non-numeric items to an array: "
-                    f"{x!r:.60}")
-
-
-def _cast_checked(arr: np.ndarray, dtype: np.dtype, copy: bool = False) -> np.ndarray:
-    """``arr`` as ``dtype``; an integer that does not fit raises OverflowError instead of wrapping around.
-
-    (Narrowing int64 to int32 without x64 would otherwise turn 2**40 into 0.)
-    """
-    src = arr.dtype
-    if src is dtype:   # builtin dtypes are singletons: cheaper than ==
-        return arr.copy() if copy else arr
-    if src.kind in "iu" and dtype.kind in "iu" and arr.size:
-        low, high = _int_bounds(dtype)
-        # Small inputs (lists of Python ints) are checked in Python: numpy's min/max cost microseconds each.
-        values = arr.ravel().tolist() if arr.size <= 64 else None
-        lo, hi = (min(values), max(values)) if values is not None else (int(arr.min()), int(arr.max()))
-        if lo < low or hi > high:
-            raise OverflowError(_int_overflow_message(hi if hi > high else lo, dtype))
-    return arr.astype(dtype)
-
-
-_INT_BOUNDS: dict = {}
-
-
-def _int_bounds(dtype: np.dtype) -> tuple[int, int]:
-    bounds = _INT_BOUNDS.get(dtype)
-    if bounds is None:
-        info = np.iinfo(dtype)
-        bounds = _INT_BOUNDS[dtype] = (int(info.min), int(info.max))
-    return bounds
-
-
-def _int_overflow_message(value: int, dtype: np.dtype) -> str:
-    info = np.iinfo(dtype) if dtype.kind in "iu" else None
-    fit = f" (range [{info.min}, {info.max}])" if info else ""
-    hint = ("funcgrad stores integers in 32 bits unless 64-bit types are enabled: use a float, or enable x64 "
-            "with fg.config.update('enable_x64', True)" if not config.enable_x64 and dtype.itemsize < 8
-            else "use a float, or a smaller value")
-    return f"integer {value} is too large to convert to {dtype}{fit}; {hint}"
-
-
-def _default_dtype_for(arr: np.ndarray) -> np.dtype:
-    # Python lists of floats become the default float (float32), as in JAX.
-    if arr.dtype.kind == "f":
-        return _dtypes.float_
-    if arr.dtype.kind in "iu":
-        return _dtypes.canonicalize(arr.dtype)
-    return arr.dtype
-
-
-def as_array(x: Any) -> Any:
-    """``x`` as an Array (or tracer); Python scalars become 0-d arrays of default dtype."""
-    if isinstance(x, (Array, Tracer)):
-        return x
-    if isinstance(x, bool):
-        return Array(_freeze(np.asarray(x)))
-    if isinstance(x, int):
-        try:
-            return Array(_freeze(np.asarray(x, dtype=_dtypes.int_)))
-        except OverflowError:
-            raise OverflowError(_int_overflow_message(x, _dtypes.int_)) from None
-    if isinstance(x, float):
-        return Array(_freeze(np.asarray(x, dtype=_dtypes.float_)))
-    return Array(to_numpy_input(x))
-
-
-# --------------------------------------------------------------------------
 # bind and eager evaluation
 # --------------------------------------------------------------------------
 
 
 def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Apply ``prim`` to ``args``: evaluate eagerly or hand it to a transform."""
-    # The hot path of eager mode: every argument a host Array or a Python scalar.
+    # The one fast path of eager mode: every argument a host Array or a Python
+    # scalar, one array out, no debug_nans. It is apply_primitive inlined for
+    # that case; set_fast_path(False) routes everything through apply_primitive.
     values = []
     for a in args:
         if type(a) is Array:
@@ -581,8 +432,8 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
         else:
             break
     else:
-        # Evaluate now.  The common case (one float32 array out, no debug_nans)
-        # is finished here; _finish_impl handles every other.
+        if not _fast_path[0]:
+            return apply_primitive(prim, args, params)
         try:
             out = prim.impl(*values, **params) if params else prim.impl(*values)
         except (ValueError, TypeError, IndexError, OverflowError) as e:
@@ -598,33 +449,58 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
         if isinstance(a, Tracer) and (top is None or a._trace.main.level > top._trace.main.level):
             top = a
     if top is None:
-        return eval_primitive(prim, args, params)
+        return apply_primitive(prim, args, params)
     trace = top._trace
     if not trace.main.alive:
         raise _leak_error(top)
     return trace.process_primitive(prim, args, params)
 
 
-def eval_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
-    """Run a primitive's implementation on concrete values (no tracers); wrap the result."""
+_fast_path = [True]
+
+
+def set_fast_path(enabled: bool) -> bool:
+    """Switch bind's inlined eager fast path on or off; returns the previous setting.
+
+    With it off every eager primitive goes through :func:`apply_primitive`
+    (the tests run the op table both ways: the two must agree).
+    """
+    previous = _fast_path[0]
+    _fast_path[0] = bool(enabled)
+    return previous
+
+
+def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """Evaluate ``prim`` on concrete arguments where they live: the one evaluation path.
+
+    Host Arrays, Python scalars and user numpy values run the host
+    implementation ``prim.impl``; a device array among the arguments runs
+    the primitive on that array's backend (its ``prim.impls[name]``).
+    Results are wrapped as immutable arrays and checked under debug_nans.
+    """
     values = []
     for a in args:
-        if type(a) is Array or isinstance(a, (bool, int, float)):
-            values.append(a._value if type(a) is Array else a)
+        if type(a) is Array:
+            values.append(a._value)
+        elif isinstance(a, (bool, int, float)):
+            values.append(a)
         elif isinstance(a, Array):   # an Array subclass: a device array, so the primitive runs there
-            return _eval_on_device(prim, args, params)
+            return _apply_on_device(prim, args, params)
         else:
             values.append(to_numpy_input(a))
-    return _apply_impl(prim, values, params)
+    return _finish_impl(prim, values, run_impl(prim, prim.impl, values, params))
 
 
-def _apply_impl(prim: Primitive, values: list, params: dict) -> Any:
-    """Run the implementation on host values and wrap the result."""
+def run_impl(prim: Primitive, impl: Callable[..., Any], values: Sequence[Any], params: dict) -> Any:
+    """``impl(*values, **params)`` on raw buffers; a failure becomes an error naming ``prim``.
+
+    Every caller of an implementation goes through here (eager evaluation,
+    compiled programs, constant folding, device arrays).
+    """
     try:
-        out = prim.impl(*values, **params) if params else prim.impl(*values)
+        return impl(*values, **params) if params else impl(*values)
     except (ValueError, TypeError, IndexError, OverflowError) as e:
         raise impl_error(prim, values, params, e) from e
-    return _finish_impl(prim, values, out)
 
 
 def _finish_impl(prim: Primitive, values: list, out: Any) -> Any:
@@ -640,14 +516,15 @@ def _finish_impl(prim: Primitive, values: list, out: Any) -> Any:
     return result
 
 
-def _eval_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
-    """Evaluate ``prim`` on its backend when an argument is a device array.
+def _apply_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """Evaluate ``prim`` on the backend of the device array among ``args``.
 
-    A backend's array type subclasses Array and implements
-    ``_eval_primitive(prim, args, params)``. Arrays on two devices never meet
-    silently: transfers are explicit (``fg.device_put``). 0-d host arrays,
-    numpy constants and Python scalars travel with the device arrays, as
-    scalars do (gradient seeds and constants inside rules are such values).
+    A backend's array type subclasses Array and names its backend in the
+    class attribute ``backend`` (see ``funcgrad.backends``). Arrays on two
+    devices never meet silently: transfers are explicit
+    (``fg.device_put``). 0-d host arrays, numpy constants and Python scalars
+    travel with the device arrays, as scalars do (gradient seeds and
+    constants inside rules are such values).
     """
     home = next(a for a in args if isinstance(a, Array) and type(a) is not Array)
     for a in args:
@@ -656,21 +533,16 @@ def _eval_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
                 f"{prim.name}: arguments live on different devices: {describe(home)} on '{home.device}' and "
                 f"{describe(a)} on '{a.device}'. Transfers are explicit: move one with "
                 f"fg.device_put(x, '{home.device}') (or '{a.device}').")
-    return home._eval_primitive(prim, args, params)
-
-
-def _wrap(out: Any) -> Array:
-    if type(out) is not np.ndarray:
-        out = np.asarray(out)
-    if out.dtype.itemsize == 8 and not config.enable_x64:
-        out = out.astype(_dtypes.canonicalize(out.dtype))
-    out.setflags(False)   # write=False: cheaper than out.flags.writeable = False (no flags object)
-    array = _new_array(Array)   # skips a Python-level __init__ frame on the hottest path
-    array._value = out
-    return array
-
-
-_new_array = object.__new__
+    backend = type(home).backend
+    values = [backend.device_value(a) for a in args]
+    impl = prim.impls.get(backend.name)
+    if impl is None:
+        impl = backend.missing_impl(prim)   # raises, unless the user asked for host fallback
+    out = run_impl(prim, impl, values, params)
+    outs = [backend.wrap(o) for o in out] if prim.multiple_results else [backend.wrap(out)]
+    if config.debug_nans:
+        check_nans(prim, [backend.host_value(v) for v in values], [backend.to_host(o) for o in outs])
+    return outs if prim.multiple_results else outs[0]
 
 
 def _impl_error_message(prim: Primitive, values: Sequence[Any], params: dict, err: Exception) -> str:
@@ -804,6 +676,27 @@ def _top_tracer(args: Sequence[Any]) -> Tracer | None:
     if top is not None and not top._trace.main.alive:
         raise _leak_error(top)
     return top
+
+
+def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Array:
+    """A concrete array of ``x``'s shape (and dtype, unless given) holding ``fill_value``, on ``x``'s device.
+
+    Transforms make their zero tangents, zero cotangents and seeds here: a
+    constant in every transform, and "like" a device array means on its
+    device too (values of two devices never meet).
+    """
+    aval = get_aval(x)
+    dtype = aval.dtype if dtype is None else _dtypes.canonicalize(dtype)
+    value = np.zeros(aval.shape, dtype) if fill_value == 0 else np.full(aval.shape, fill_value, dtype)
+    out = Array(_freeze(value))
+    if isinstance(x, Array) and type(x) is not Array:
+        out = type(x).backend.to_device(out)
+    return out
+
+
+def zeros_like(x: Any, dtype: Any = None) -> Array:
+    """Concrete zeros of ``x``'s shape and dtype on its device (see :func:`full_like`)."""
+    return full_like(x, 0, dtype)
 
 
 def shape_of_value(x: Any) -> tuple[int, ...]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from funcgrad._config import config
+from funcgrad._config import config, on_update
 
 _NARROW = {
     np.dtype("float64"): np.dtype("float32"),
@@ -31,6 +31,7 @@ def _refresh_defaults() -> None:
 
 
 _refresh_defaults()
+on_update("enable_x64", _refresh_defaults)
 
 
 def canonicalize(dtype: Any) -> np.dtype:

@@ -11,7 +11,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from funcgrad import _core, _dtypes
+from funcgrad import _core, _dtypes, lax
+from funcgrad._argspec import ArgSpec, fun_name as _fun_name, with_args
 from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
 from funcgrad._ir import Jaxpr
@@ -19,14 +20,11 @@ from funcgrad.interpreters.batching import vmap_flat
 from funcgrad.interpreters.forward import jvp_flat
 from funcgrad.interpreters.reverse import vjp_flat
 from funcgrad.interpreters.tracing import trace_to_jaxpr
-from funcgrad.tree_util import broadcast_prefix, tree_flatten, tree_map, tree_structure, tree_unflatten
+from funcgrad.tree_util import (broadcast_prefix, flatten_fun, tree_flatten, tree_map, tree_structure,
+                                tree_unflatten)
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap",
            "custom_vjp", "checkpoint", "remat", "make_jaxpr", "stop_gradient"]
-
-
-def _fun_name(f: Callable) -> str:
-    return getattr(f, "__name__", type(f).__name__)
 
 
 def _as_leaf(x: Any, where: str) -> Any:
@@ -42,40 +40,22 @@ def _as_leaf(x: Any, where: str) -> Any:
 _SINGLE_LEAF = tree_structure((0,))
 
 
-def _check_argnums(argnums: Any, name: str) -> None:
-    """Reject argnums that are not ints or repeat one (checked once, when the transform is made)."""
-    nums = (argnums,) if _is_int(argnums) else argnums
-    if not isinstance(nums, (tuple, list)) or not all(_is_int(i) for i in nums):
-        raise TypeError(f"{name}: argnums must be an int or a tuple of ints (positions of the arguments to "
-                        f"differentiate), got {argnums!r:.60} of type {type(argnums).__name__}")
-    if len(set(nums)) != len(nums):
-        raise ValueError(f"{name}: argnums={tuple(nums)} names an argument more than once; each argument can "
-                         f"be differentiated once: pass distinct positions, e.g. argnums={tuple(dict.fromkeys(nums))}")
+def _argnums_spec(f: Callable, argnums: Any, transform: str) -> ArgSpec:
+    """``argnums`` checked (once, when the transform is made): the arguments to differentiate."""
+    return ArgSpec(transform, "argnums", argnums, static=False, unique=True, fun=f)
 
 
-def _argnums_spec(argnums: Any, name: str) -> int | tuple[int, ...]:
-    """``argnums`` checked, as an int or a tuple of ints."""
-    _check_argnums(argnums, name)
-    return int(argnums) if _is_int(argnums) else tuple(int(i) for i in argnums)
+def _diff_inputs(spec: ArgSpec, args: tuple, transform: str) -> tuple[tuple[int, ...], list, Any]:
+    """The positions, float leaves and structure of the arguments ``spec`` differentiates.
 
-
-def _is_int(i: Any) -> bool:
-    return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
-
-
-def _argnums_tuple(argnums: int | Sequence[int], nargs: int, name: str) -> tuple[int, ...]:
-    if type(argnums) is int and 0 <= argnums < nargs:
-        return (argnums,)
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    for i in nums:
-        if not -nargs <= i < nargs:
-            raise ValueError(f"{name}: argnums={argnums} but the function was called with {nargs} positional "
-                             f"argument{'s' if nargs != 1 else ''}; argnums must be in [{-nargs}, {nargs})")
-    out = tuple(int(i) % nargs for i in nums)
-    if len(set(out)) != len(out):   # e.g. (0, -2) with two arguments
-        raise ValueError(f"{name}: argnums={argnums} names the same argument twice with {nargs} positional "
-                         "arguments; pass distinct positions")
-    return out
+    The structure is that of the tuple of those arguments (what
+    :func:`flatten_fun` rebuilds); an int ``argnums`` picks its one child.
+    """
+    nums = spec.positions(len(args))
+    leaves, tree = tree_flatten(tuple([args[i] for i in nums]))
+    leaves = [_as_leaf(x, transform) for x in leaves]
+    _check_float_inputs(leaves, transform)
+    return nums, leaves, tree
 
 
 def _check_float_inputs(leaves: list, name: str) -> None:
@@ -97,7 +77,9 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) 
     # grad and value_and_grad in one wrapper (one frame per call, not two).
     name = _fun_name(f)
     transform = "value_and_grad" if with_value else "grad"
-    argnums = _argnums_spec(argnums, transform)
+    spec = _argnums_spec(f, argnums, transform)
+    argnums = spec.spec
+    aux_where = f"{transform}(has_aux=True): {name}"
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -107,32 +89,19 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) 
         if single:
             nums, leaves, tree = (argnums,), [args[argnums]], _SINGLE_LEAF
         else:
-            nums = _argnums_tuple(argnums, len(args), transform)
-            leaves, tree = tree_flatten(tuple([args[i] for i in nums]))
-            leaves = [_as_leaf(x, transform) for x in leaves]
-            _check_float_inputs(leaves, transform)
-
-        def flat_fun(*xs):
-            new_args = list(args)
-            for i, sub in zip(nums, xs if single else tree_unflatten(tree, xs)):
-                new_args[i] = sub
-            out = f(*new_args, **kwargs)
-            if has_aux:
-                if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                    got = (f"a {type(out).__name__} of {len(out)} items" if isinstance(out, (tuple, list))
-                           else describe(out))
-                    raise TypeError(f"{transform}(has_aux=True): {name} must return a pair (output, aux), got "
-                                    f"{got}")
-                return [out[0]], out[1]
-            return [out]
-
+            nums, leaves, tree = _diff_inputs(spec, args, transform)
+        # f(x): nothing to put back among other arguments (with_args would give f too; this is the hot path).
+        fun = f if len(args) == 1 and not kwargs else with_args(f, args, kwargs, nums)
+        flat_fun, out_tree = flatten_fun(fun, tree, has_aux=has_aux, where=aux_where)
         result = vjp_flat(flat_fun, leaves, has_aux)
-        (value,), pullback = result[0], result[1]
+        outs, pullback, out_def = result[0], result[1], out_tree()
+        # One array out (checked next); any other structure is rebuilt for _check_scalar_output to describe.
+        value = outs[0] if out_def.node_type is None else tree_unflatten(out_def, outs)
         if type(value) is Array and value._value.shape == () and value._value.dtype.kind == "f":
             seed = _unit(value._value.dtype)   # a host value: a new unit
         else:
             _check_scalar_output(value, name)
-            seed = _ones_like(value)           # tracers and device (GPU) arrays get one of their own
+            seed = _core.full_like(value, 1)   # tracers and device (GPU) arrays get one of their own
         cts = pullback([seed])
         grads = cts if single else tree_unflatten(tree, cts)
         grads = grads[0] if isinstance(argnums, int) else tuple(grads)
@@ -158,10 +127,6 @@ def _unit(dtype: np.dtype) -> Array:
     if one is None:
         one = _UNITS[dtype] = np.ones((), dtype)
     return _core._wrap(one.copy())
-
-
-def _ones_like(x: Any) -> Any:
-    return _fnp.ones_like(x)
 
 
 def _check_scalar_output(value: Any, name: str) -> None:
@@ -210,19 +175,10 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """
     leaves, in_tree = tree_flatten(primals)
     leaves = [_as_leaf(x, "vjp") for x in leaves]
-    out_tree_cell: list = []
-
-    def flat_fun(*xs):
-        out = f(*tree_unflatten(in_tree, xs))
-        if has_aux:
-            out, aux = out
-        out_leaves, out_tree = tree_flatten(out)
-        out_tree_cell.append(out_tree)
-        return (out_leaves, aux) if has_aux else out_leaves
-
+    flat_fun, out_tree_of = flatten_fun(f, in_tree, has_aux=has_aux, where=f"vjp(has_aux=True): {_fun_name(f)}")
     result = vjp_flat(flat_fun, leaves, has_aux=has_aux)
     outs, pullback_flat = result[0], result[1]
-    out_tree = out_tree_cell[0]
+    out_tree = out_tree_of()
 
     def pullback(ct: Any) -> tuple:
         ct_leaves, ct_tree = tree_flatten(ct)
@@ -273,15 +229,9 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
         raise ValueError(f"jvp: primals {p_tree} and tangents {t_tree} have different structures")
     p_leaves = [_as_leaf(x, "jvp") for x in p_leaves]
     t_leaves = [_matching_tangent(t, p, "jvp: tangent", "its primal") for t, p in zip(t_leaves, p_leaves)]
-    out_tree_cell: list = []
-
-    def flat_fun(*xs):
-        out_leaves, out_tree = tree_flatten(f(*tree_unflatten(p_tree, xs)))
-        out_tree_cell.append(out_tree)
-        return out_leaves
-
+    flat_fun, out_tree = flatten_fun(f, p_tree)
     outs, touts = jvp_flat(flat_fun, p_leaves, t_leaves)
-    return tree_unflatten(out_tree_cell[0], outs), tree_unflatten(out_tree_cell[0], touts)
+    return tree_unflatten(out_tree(), outs), tree_unflatten(out_tree(), touts)
 
 
 def linearize(f: Callable, *primals: Any) -> tuple:
@@ -296,23 +246,13 @@ def linearize(f: Callable, *primals: Any) -> tuple:
 # ------------------------------------------------------------- Jacobians
 
 
-def _jac_inputs(args: tuple, argnums: int | Sequence[int], name: str):
-    nums = _argnums_tuple(argnums, len(args), name)
-    diff = args[nums[0]] if isinstance(argnums, int) else tuple(args[i] for i in nums)
-    leaves, in_tree = tree_flatten(diff)
-    leaves = [_as_leaf(x, name) for x in leaves]
-    _check_float_inputs(leaves, name)
-
-    def with_diff(sub: Any) -> list:
-        new_args = list(args)
-        if isinstance(argnums, int):
-            new_args[nums[0]] = sub
-        else:
-            for i, s in zip(nums, sub):
-                new_args[i] = s
-        return new_args
-
-    return leaves, in_tree, with_diff
+def _jac_inputs(spec: ArgSpec, f: Callable, args: tuple, kwargs: dict, transform: str):
+    """Flat ``f`` of the differentiated leaves, those leaves, the output structure (once it ran)
+    and the structure the Jacobian blocks take on the input side."""
+    nums, leaves, in_tree = _diff_inputs(spec, args, transform)
+    flat_fun, out_tree = flatten_fun(with_args(f, args, kwargs, nums), in_tree)
+    jac_tree = in_tree.children[0] if isinstance(spec.spec, int) else in_tree
+    return flat_fun, leaves, out_tree, jac_tree
 
 
 def _basis(leaves: list) -> list:
@@ -337,71 +277,55 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     The result has shape ``out.shape + in.shape`` (a tree of such blocks).
     """
-    argnums = _argnums_spec(argnums, "jacfwd")
+    spec = _argnums_spec(f, argnums, "jacfwd")
 
-    def wrapped(*args: Any) -> Any:
-        leaves, in_tree, with_diff = _jac_inputs(args, argnums, "jacfwd")
-        out_tree_cell: list = []
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacfwd")
 
         def push(*tangent_leaves):
-            def g(*xs):
-                out = f(*with_diff(tree_unflatten(in_tree, xs)))
-                out_leaves, out_tree = tree_flatten(out)
-                out_tree_cell.append(out_tree)
-                return out_leaves
-            return jvp_flat(g, leaves, list(tangent_leaves))[1]
+            return jvp_flat(flat_fun, leaves, list(tangent_leaves))[1]
 
         basis = _basis(leaves)
         columns = vmap_flat(push, basis, [0] * len(basis), basis[0].shape[0] if basis else 0, out_dims=-1)
-        from funcgrad.numpy import reshape
         blocks = []
         for col in columns:
-            out_shape = col.shape[:-1]
+            out_shape = tuple(col.shape[:-1])
             pieces, start = [], 0
             for x in leaves:
                 n = int(np.prod(x.shape, dtype=np.int64))
-                pieces.append(reshape(col[..., start:start + n], out_shape + tuple(x.shape)))
+                pieces.append(lax.reshape(col[..., start:start + n], out_shape + tuple(x.shape)))
                 start += n
             blocks.append(pieces)
-        return _assemble(blocks, out_tree_cell[0], in_tree)
+        return _assemble(blocks, out_tree(), jac_tree)
 
     return wrapped
 
 
 def jacrev(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """Jacobian by reverse mode (one vjp per output element, batched with vmap)."""
-    argnums = _argnums_spec(argnums, "jacrev")
+    spec = _argnums_spec(f, argnums, "jacrev")
 
-    def wrapped(*args: Any) -> Any:
-        leaves, in_tree, with_diff = _jac_inputs(args, argnums, "jacrev")
-        out_tree_cell: list = []
-
-        def g(*xs):
-            out = f(*with_diff(tree_unflatten(in_tree, xs)))
-            out_leaves, out_tree = tree_flatten(out)
-            out_tree_cell.append(out_tree)
-            return out_leaves
-
-        outs, pullback = vjp_flat(g, leaves)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacrev")
+        outs, pullback = vjp_flat(flat_fun, leaves)
         outs = [_as_leaf(o, "jacrev") for o in outs]
         basis = _basis(outs)
         total = basis[0].shape[0] if basis else 0
         rows = vmap_flat(lambda *cts: pullback(list(cts)), basis, [0] * len(basis), total, out_dims=0)
-        from funcgrad.numpy import reshape
         blocks, start = [], 0
         for o in outs:
             n = int(np.prod(o.shape, dtype=np.int64))
-            blocks.append([reshape(r[start:start + n], tuple(o.shape) + tuple(x.shape))
+            blocks.append([lax.reshape(r[start:start + n], tuple(o.shape) + tuple(x.shape))
                            for r, x in zip(rows, leaves)])
             start += n
-        return _assemble(blocks, out_tree_cell[0], in_tree)
+        return _assemble(blocks, out_tree(), jac_tree)
 
     return wrapped
 
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """Hessian of scalar ``f``: forward-over-reverse, ``jacfwd(jacrev(f))``."""
-    argnums = _argnums_spec(argnums, "hessian")
+    argnums = _argnums_spec(f, argnums, "hessian").spec
     return jacfwd(jacrev(f, argnums), argnums)
 
 
@@ -431,22 +355,17 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
                                 args, f"vmap({name}) in_axes")
         leaves = [_as_leaf(x, f"vmap({name})") if d is not None else x for x, d in zip(leaves, dims)]
         size, dims = _axis_size(leaves, dims, name)
-        out_tree_cell: list = []
-
-        def flat_fun(*xs):
-            out_leaves, out_tree = tree_flatten(f(*tree_unflatten(in_tree, xs)))
-            out_tree_cell.append(out_tree)
-            return out_leaves
+        flat_fun, out_tree_of = flatten_fun(f, in_tree)
 
         def resolve_out_dims() -> list:
-            out_tree = out_tree_cell[0]
+            out_tree = out_tree_of()
             if out_axes is None or isinstance(out_axes, int):
                 return [out_axes] * out_tree.num_leaves
             example = tree_unflatten(out_tree, [0] * out_tree.num_leaves)
             return broadcast_prefix(out_axes, example, f"vmap({name}) out_axes")
 
         outs = vmap_flat(flat_fun, leaves, dims, size, out_dims=resolve_out_dims)
-        return tree_unflatten(out_tree_cell[0], outs)
+        return tree_unflatten(out_tree_of(), outs)
 
     return wrapped
 
@@ -486,15 +405,30 @@ class custom_vjp:
     ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, out_cotangent) ->
     tuple`` with one cotangent (or None for zero) per argument.  Works under
     grad, vjp, vmap and jit; forward mode (jvp, jacfwd, hessian) raises.
-    ``nondiff_argnums`` are passed first to ``bwd``, as in JAX.
+    ``nondiff_argnums`` (positions, checked against ``fun``'s signature) are
+    passed first to ``bwd``, in that order, and get no cotangent, as in JAX:
+
+    >>> scaled = custom_vjp(lambda k, x: k * x, nondiff_argnums=(0,))
+    >>> scaled.defvjp(lambda k, x: (k * x, None), lambda k, res, g: (k * g,))
     """
 
-    def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+    def __init__(self, fun: Callable, nondiff_argnums: int | Sequence[int] = ()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = nondiff_argnums
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
+
+    @property
+    def nondiff_argnums(self) -> tuple[int, ...]:
+        return self._nondiff.nums
+
+    @nondiff_argnums.setter
+    def nondiff_argnums(self, nums: int | Sequence[int]) -> None:
+        # Checked now (types, repeats, the function's signature), whether given here or set later.
+        self._nondiff = ArgSpec("custom_vjp", "nondiff_argnums", nums, static=True, unique=True, fun=self.fun,
+                                check_signature=True, purpose="positions of the arguments bwd gets first, not "
+                                "differentiated", where=f"custom_vjp {_fun_name(self.fun)}")
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> "custom_vjp":
         self.fwd, self.bwd = fwd, bwd
@@ -504,33 +438,24 @@ class custom_vjp:
         if self.fwd is None:
             raise TypeError(f"custom_vjp {_fun_name(self.fun)}: call defvjp(fwd, bwd) before using it")
         name = _fun_name(self.fun)
-        static = {i: args[i] for i in self.nondiff_argnums}
-        dyn = [a for i, a in enumerate(args) if i not in static]
-        leaves, in_tree = tree_flatten(tuple(dyn))
+        split = self._nondiff.split(args, {})
+        dyn = split.dynamic
+        leaves, in_tree = tree_flatten(dyn)
         leaves = [_as_leaf(x, f"custom_vjp {name}") for x in leaves]
-        trees: dict[str, Any] = {}
-
-        def full_args(xs):
-            it = iter(tree_unflatten(in_tree, xs))
-            return [static[i] if i in static else next(it) for i in range(len(args))]
-
-        def fun_flat(*xs):
-            out_leaves, trees["out"] = tree_flatten(self.fun(*full_args(xs)))
-            return out_leaves
+        fun_flat, fun_out_tree = flatten_fun(split.bind(self.fun), in_tree)
+        fwd_pair, fwd_out_tree = flatten_fun(split.bind(self._checked_fwd), in_tree, has_aux=True)
+        res_tree: list = []
 
         def fwd_flat(*xs):
-            result = self.fwd(*full_args(xs))
-            if not (isinstance(result, tuple) and len(result) == 2):
-                raise TypeError(f"custom_vjp {name}: fwd must return a pair (output, residuals)")
-            out_leaves, out_tree = tree_flatten(result[0])
-            trees["out"] = out_tree
-            res_leaves, trees["res"] = tree_flatten(result[1])
+            out_leaves, res = fwd_pair(*xs)
+            res_leaves, tree = tree_flatten(res)
+            res_tree[:] = [tree]
             return out_leaves, res_leaves
 
         def bwd_flat(res_leaves, ct_leaves):
-            res = tree_unflatten(trees["res"], res_leaves)
-            ct = tree_unflatten(trees["out"], ct_leaves)
-            in_cts = self.bwd(*[static[i] for i in self.nondiff_argnums], res, ct)
+            res = tree_unflatten(res_tree[0], res_leaves)
+            ct = tree_unflatten(fwd_out_tree(), ct_leaves)
+            in_cts = self.bwd(*[args[i] for i in split.fixed_positions], res, ct)
             if not isinstance(in_cts, tuple):
                 raise TypeError(f"custom_vjp {name}: bwd must return a tuple with one cotangent per "
                                 f"differentiable argument ({len(dyn)}), got {type(in_cts).__name__}"
@@ -540,7 +465,7 @@ class custom_vjp:
                 raise ValueError(f"custom_vjp {name}: bwd must return a tuple with one cotangent per "
                                  f"differentiable argument ({len(dyn)}), got a tuple of length {len(in_cts)}")
             # None means zero; zeros_like reads only shape and dtype (the arguments' tracers are done by now).
-            filled = tuple(tree_map(_fnp.zeros_like, d) if c is None else c for c, d in zip(in_cts, dyn))
+            filled = tuple(tree_map(_core.zeros_like, d) if c is None else c for c, d in zip(in_cts, dyn))
             ct_flat, ct_tree = tree_flatten(filled)
             if ct_tree != in_tree:
                 raise ValueError(f"custom_vjp {name}: bwd returned cotangents of structure {ct_tree}, expected "
@@ -548,7 +473,14 @@ class custom_vjp:
             return [_bwd_cotangent(c, x, i, name) for i, (c, x) in enumerate(zip(ct_flat, leaves))]
 
         outs = _core.CustomVJPCall(name, fun_flat, fwd_flat, bwd_flat).bind(*leaves)
-        return tree_unflatten(trees["out"], outs)
+        out_tree = fun_out_tree()
+        return tree_unflatten(fwd_out_tree() if out_tree is None else out_tree, outs)
+
+    def _checked_fwd(self, *args: Any) -> tuple:
+        result = self.fwd(*args)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(f"custom_vjp {_fun_name(self.fun)}: fwd must return a pair (output, residuals)")
+        return result
 
 
 def _bwd_cotangent(c: Any, x: Any, i: int, name: str) -> Any:
@@ -581,15 +513,13 @@ def checkpoint(f: Callable) -> Callable:
     def wrapped(*args: Any) -> Any:
         leaves, in_tree = tree_flatten(args)
         leaves = [_as_leaf(x, "checkpoint") for x in leaves]
-        out_tree_cell: list = []
+        flat_fun, out_tree = flatten_fun(f, in_tree)
 
         def fun_flat(*xs):
-            out_leaves, out_tree = tree_flatten(f(*tree_unflatten(in_tree, xs)))
-            out_tree_cell.append(out_tree)
-            return [_output_leaf(o, i, f"checkpoint({name})") for i, o in enumerate(out_leaves)]
+            return [_output_leaf(o, i, f"checkpoint({name})") for i, o in enumerate(flat_fun(*xs))]
 
         outs = _core.bind_checkpoint(fun_flat, leaves)
-        return tree_unflatten(out_tree_cell[-1], outs)
+        return tree_unflatten(out_tree(), outs)
 
     return wrapped
 
@@ -609,8 +539,12 @@ def _output_leaf(x: Any, i: int, where: str) -> Any:
 
 
 def stop_gradient(x: Any) -> Any:
-    from funcgrad.numpy import stop_gradient as sg
-    return sg(x)
+    """``x`` (a pytree), with a zero derivative: a constant to every transform.
+
+    >>> grad(lambda v: fnp.sum(v * stop_gradient(v)))(fnp.ones(2))    # [1., 1.], not [2., 2.]
+    """
+    return tree_map(lambda v: lax.stop_gradient(v if isinstance(v, (Array, Tracer, bool, int, float))
+                                                else as_array(v)), x)
 
 
 # ------------------------------------------------------------ make_jaxpr
@@ -626,28 +560,13 @@ def make_jaxpr(f: Callable, static_argnums: int | Sequence[int] = ()) -> Callabl
         d:f32[] = reduce_sum[axes=(0,)] c
       in ( d ) }
     """
-    nums = tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else (static_argnums,)
-    if not all(_is_int(i) for i in nums):
-        raise TypeError(f"make_jaxpr: static_argnums must be an int or a tuple of ints, got {static_argnums!r:.60}")
+    spec = ArgSpec("make_jaxpr", "static_argnums", static_argnums, static=True, fun=f,
+                   purpose="positions of the arguments to hold static")
 
     def wrapped(*args: Any) -> Jaxpr:
-        bad = [i for i in nums if not -len(args) <= i < len(args)]
-        if bad:
-            raise ValueError(f"make_jaxpr({_fun_name(f)}): static_argnums={nums} but it was called with "
-                             f"{len(args)} positional argument{'s' if len(args) != 1 else ''}; {bad} do not exist")
-        static = {int(i) % len(args) for i in nums}
-        dyn = [a for i, a in enumerate(args) if i not in static]
-        leaves, in_tree = tree_flatten(tuple(dyn))
+        split = spec.split(args, {})
+        leaves, in_tree = tree_flatten(split.dynamic)
         avals = [_core.get_aval(_as_leaf(x, "make_jaxpr")) for x in leaves]
-
-        def flat_fun(*xs):
-            it = iter(tree_unflatten(in_tree, xs))
-            full = [args[i] if i in static else next(it) for i in range(len(args))]
-            return tree_flatten(f(*full))[0]
-
-        return trace_to_jaxpr(flat_fun, avals)[0]
+        return trace_to_jaxpr(flatten_fun(split.bind(f), in_tree)[0], avals)[0]
 
     return wrapped
-
-# Imported last, as a module: funcgrad.numpy builds on the transforms above.
-from funcgrad import numpy as _fnp  # noqa: E402

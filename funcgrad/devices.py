@@ -18,6 +18,10 @@ values); user numpy arrays are host data and need a ``device_put``. ``fg.default
 sends arrays: ``FUNCGRAD_DEVICE=gpu`` in the environment or
 ``fg.set_default_device("gpu")``.
 
+The devices are the registered backends (``funcgrad/backends/<name>/``,
+see :mod:`funcgrad.backends`), discovered on first use; the host's is
+``"cpu"``. A transfer between two devices goes through the host.
+
 DLPack: ``np.from_dlpack(fg_array, copy=False)`` shares the buffer
 read-only (a plain ``np.from_dlpack``/``torch.from_dlpack`` gets a copy:
 torch ignores DLPack's read-only flag); ``fg.from_dlpack(obj)`` imports any
@@ -25,34 +29,45 @@ DLPack producer (numpy, torch, CuPy) zero-copy.
 """
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 from typing import Any
 
 import numpy as np
 
+import funcgrad.backends as _backends_pkg
 from funcgrad import _core, _dtypes
 from funcgrad._core import Array, Tracer
+from funcgrad.backends import Backend, get_backend, registered_backends
 from funcgrad.tree_util import tree_map
 
 __all__ = ["default_device", "device_put", "devices", "from_dlpack", "set_default_device"]
 
-_DEVICES = ("cpu", "gpu")
 _default: list[str | None] = [None]  # set_default_device's choice; None: the environment decides
+_discovered = [False]
 
-# DLPack device types (dlpack.h, DLDeviceType)
-_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
-
-
-def _gpu_check() -> None:
-    """Raise a RuntimeError naming why there is no usable GPU."""
-    from funcgrad.backends.gpu import _detect
-    if not _detect.gpu_available():
-        raise RuntimeError(f"no usable GPU: {_detect.gpu_unavailable_reason()}")
+# DLPack device types (dlpack.h, DLDeviceType) whose memory numpy reads on the host
+_DL_HOST_TYPES = (1, 3)   # CPU, CUDA pinned host memory
 
 
-def _gpu_present() -> bool:
-    from funcgrad.backends.gpu import _detect
-    return _detect.gpu_available()
+def _backends() -> dict[str, Backend]:
+    """Every backend (imported on first use from ``funcgrad/backends/<name>/``), the host's first."""
+    if not _discovered[0]:
+        for info in pkgutil.iter_modules(_backends_pkg.__path__):
+            if info.ispkg:
+                importlib.import_module(f"{_backends_pkg.__name__}.{info.name}")
+        _discovered[0] = True
+    found = registered_backends()
+    return {name: found[name] for name in sorted(found, key=lambda n: (found[n].array_type is not Array, n))}
+
+
+def _require(name: str) -> Backend:
+    """The backend ``name``; a RuntimeError naming why when it cannot run on this machine."""
+    backend = get_backend(name)
+    if not backend.available():
+        raise RuntimeError(f"no usable {name.upper()}: {backend.unavailable_reason()}")
+    return backend
 
 
 def devices() -> list[str]:
@@ -60,13 +75,14 @@ def devices() -> list[str]:
 
     Never raises (GPU detection swallows every error and is cached).
     """
-    return ["cpu", "gpu"] if _gpu_present() else ["cpu"]
+    return [name for name, backend in _backends().items() if backend.available()]
 
 
 def _check_name(device: Any) -> str:
     name = str(device).strip().lower()
-    if name not in _DEVICES:
-        raise ValueError(f"unknown device {device!r}: expected one of {', '.join(map(repr, _DEVICES))}")
+    known = _backends()
+    if name not in known:
+        raise ValueError(f"unknown device {device!r}: expected one of {', '.join(map(repr, known))}")
     return name
 
 
@@ -76,8 +92,7 @@ def set_default_device(device: str) -> None:
     Raises RuntimeError("no usable GPU: ...") for ``"gpu"`` without one.
     """
     name = _check_name(device)
-    if name == "gpu":
-        _gpu_check()
+    _require(name)
     _default[0] = name
 
 
@@ -96,11 +111,10 @@ def default_device() -> str:
         name = _check_name(env)
     except ValueError as e:
         raise ValueError(f"FUNCGRAD_DEVICE: {e}") from None
-    if name == "gpu":
-        try:
-            _gpu_check()
-        except RuntimeError as e:
-            raise RuntimeError(f"{e} (FUNCGRAD_DEVICE=gpu is set)") from None
+    try:
+        _require(name)
+    except RuntimeError as e:
+        raise RuntimeError(f"{e} (FUNCGRAD_DEVICE={name} is set)") from None
     return name
 
 
@@ -118,8 +132,7 @@ def device_put(x: Any, device: str | None = None) -> Any:
     the arguments before calling the transformed function).
     """
     name = default_device() if device is None else _check_name(device)
-    if name == "gpu":
-        _gpu_check()
+    _require(name)
     return tree_map(lambda leaf: _put_leaf(leaf, name), x)
 
 
@@ -129,59 +142,18 @@ def _put_leaf(x: Any, device: str) -> Any:
                         "is not supported: transfers are explicit and happen outside transforms; move the "
                         "arguments with fg.device_put before calling the transformed function")
     if not isinstance(x, Array):
-        if _is_cupy(x):
-            from funcgrad.backends.gpu import array as gpu_array
-            x = gpu_array.from_device_buffer(x, copy=True)
-        else:
-            x = _core.as_array(x)
+        owner = next((b for b in _backends().values() if b.owns_buffer(x)), None)
+        x = owner.from_buffer(x, copy=True) if owner is not None else _core.as_array(x)
     if x.device == device:
         return x
-    from funcgrad.backends.gpu import array as gpu_array
-    return gpu_array.to_gpu(x) if device == "gpu" else gpu_array.to_host(x)
-
-
-def _is_cupy(x: Any) -> bool:
-    return type(x).__module__.split(".")[0] == "cupy"
+    if type(x) is not Array:   # a device array: through the host
+        x = type(x).backend.to_host(x)
+    return x if x.device == device else get_backend(device).to_device(x)
 
 
 # --------------------------------------------------------------------------
 # DLPack
 # --------------------------------------------------------------------------
-
-
-def export_dlpack(x: Array, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-                  copy: Any = None) -> Any:
-    """``Array.__dlpack__``: a DLPack capsule of ``x``'s buffer.
-
-    CPU arrays: funcgrad buffers are read-only, and consumers do not all
-    honour DLPack's READ_ONLY flag (torch 2.13 ignores it and writes through
-    it), so by default (``copy=None``) the consumer gets a private copy.
-    A consumer that asks for no copy (``copy=False``) with a versioned
-    capsule (``max_version >= (1, 0)``) gets the buffer zero-copy with the
-    READ_ONLY flag set: ``np.from_dlpack(x, copy=False)`` returns a read-only
-    view of funcgrad's memory (as does ``np.asarray(x)``). ``copy=False``
-    from a pre-1.0 consumer, which cannot be told "read-only", raises
-    BufferError.
-
-    GPU arrays: exported zero-copy through CuPy (CuPy cannot flag read-only;
-    the consumer must not write).
-    """
-    kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
-                                ("copy", copy)) if v is not None}
-    value = x._value
-    if not isinstance(value, np.ndarray):  # a device buffer: its library exports it
-        return value.__dlpack__(**kwargs)
-    if stream is not None and stream != -1:
-        # DLPack: stream is only meaningful for device arrays; -1 = "no sync needed"
-        raise BufferError("stream must be None for a CPU array")
-    if copy is not False:
-        # A private, writable copy: whatever the consumer does, our buffer stays as it was.
-        return np.array(value, copy=True).__dlpack__()
-    if max_version is None or tuple(max_version) < (1, 0):
-        raise BufferError("funcgrad arrays are read-only; this DLPack consumer asked for no copy but cannot "
-                          "receive a read-only flag (it did not ask for DLPack >= 1.0): allow a copy")
-    # numpy sets DLPack's READ_ONLY flag for its read-only arrays in versioned capsules.
-    return value.__dlpack__(**kwargs)
 
 
 def from_dlpack(obj: Any, *, copy: bool | None = None) -> Array:
@@ -201,13 +173,11 @@ def from_dlpack(obj: Any, *, copy: bool | None = None) -> Array:
         raise TypeError(f"from_dlpack: {type(obj).__name__} does not implement the DLPack protocol "
                         "(__dlpack__ and __dlpack_device__)")
     device_type = int(obj.__dlpack_device__()[0])
-    if device_type in (_DL_CUDA, _DL_CUDA_MANAGED):
-        _gpu_check()
-        from funcgrad.backends.gpu import array as gpu_array
-        value = gpu_array._array_module().from_dlpack(obj)
-        return gpu_array.from_device_buffer(value, copy=bool(copy))
-    if device_type not in (_DL_CPU, _DL_CUDA_HOST):
-        raise BufferError(f"from_dlpack: DLPack device type {device_type} is not supported (CPU and CUDA are)")
+    if device_type not in _DL_HOST_TYPES:
+        owner = next((b for b in _backends().values() if device_type in b.dlpack_device_types), None)
+        if owner is None:
+            raise BufferError(f"from_dlpack: DLPack device type {device_type} is not supported (CPU and CUDA are)")
+        return _require(owner.name).from_dlpack(obj, copy=copy)
     if copy is False:
         value = np.from_dlpack(obj, copy=False)
     else:

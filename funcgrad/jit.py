@@ -11,7 +11,6 @@ transform sees every primitive, so all compositions work.
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import warnings
 from collections import OrderedDict
@@ -22,29 +21,30 @@ import numpy as np
 from funcgrad import _core, _dtypes
 from funcgrad._config import config
 from funcgrad._core import Array, Tracer
-from funcgrad._ir import Jaxpr
+from funcgrad._ir import Jaxpr, Literal, pretty_print
 from funcgrad._warnings import RetraceWarning
-from funcgrad.compiler import fusion, passes
-from funcgrad.compiler.program import Program
+from funcgrad.backends import get_backend
 from funcgrad.interpreters.tracing import trace_to_jaxpr
-from funcgrad.tree_util import tree_flatten, tree_leaves, tree_unflatten
+from funcgrad._argspec import ArgSpec, Split, signature
+from funcgrad.tree_util import flatten_fun, tree_flatten, tree_leaves, tree_unflatten
 
 
 class Jitted:
     """The callable returned by :func:`jit`."""
 
-    def __init__(self, f: Callable, static_argnums: Sequence[int], static_argnames: Sequence[str], cache_size: int):
+    def __init__(self, f: Callable, static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
+                 cache_size: int = 64):
         functools.update_wrapper(self, f)
         self.f = f
-        self.static_argnums = tuple(static_argnums)
-        self.static_argnames = tuple(static_argnames)
+        # Which arguments are static, checked against f's signature (a static position may come by keyword).
+        self._spec = _static_spec(static_argnums, static_argnames, f)
+        self.static_argnums = self._spec.nums
+        self.static_argnames = self._spec.names
         self.cache_size = cache_size
-        # Static positions also named by keyword, and whether a missing position has a default.
-        self._static_params, self._static_defaults = _static_params(f, self.static_argnums)
-        self._cache: OrderedDict[Any, tuple[Program, Any]] = OrderedDict()
+        self._cache: OrderedDict[Any, tuple[Any, Any]] = OrderedDict()
         # Same programs, keyed by avals alone, for calls with positional Arrays only:
         # (program, single output?, output tree) in one entry, read without the lock.
-        self._fast: dict[Any, tuple[Program, bool, Any]] = {}
+        self._fast: dict[Any, tuple[Any, bool, Any]] = {}
         # Misses and evictions change both tables: one thread at a time (hits take no lock).
         self._lock = threading.Lock()
         self.hits = 0
@@ -52,37 +52,18 @@ class Jitted:
         # The argument forms of recent misses, until a RetraceWarning has been given.
         self._miss_forms: list[dict] | None = []
 
-    def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, Any]:
-        nargs = len(args)
-        static_pos = {i % nargs: args[i % nargs] for i in self.static_argnums if -nargs <= i < nargs}
-        if len(static_pos) < len(self.static_argnums):
-            self._check_missing_static(nargs, kwargs)
-        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
-        static_kw = {k: v for k, v in kwargs.items()
-                     if k in self.static_argnames or k in self._static_params.values()}
-        dyn_kw = {k: v for k, v in kwargs.items() if k not in static_kw}
-        static_key = (tuple(sorted(static_pos.items())), tuple(sorted(static_kw.items())))
+    def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, Split, Any]:
+        """``((dynamic args, dynamic kwargs), the split, the static part of the signature)``."""
+        split = self._spec.split(args, kwargs)
+        static_pos = sorted([(i, args[i]) for i in split.fixed_positions])
+        static_key = (tuple(static_pos), tuple(sorted(split.fixed_kwargs.items())))
         try:
             hash(static_key)
         except TypeError:
-            bad = [f"argument {k}" for k, v in list(static_pos.items()) + list(static_kw.items()) if not _hashable(v)]
+            bad = [f"argument {k}" for k, v in static_pos + list(split.fixed_kwargs.items()) if not _hashable(v)]
             raise TypeError(f"jit({self.__name__}): static arguments must be hashable, but {', '.join(bad)} "
                             "is not (use a tuple instead of a list, or pass it as an array argument)") from None
-        return (dyn_args, dyn_kw), static_pos | {"__kw__": static_kw}, static_key
-
-    def _check_missing_static(self, nargs: int, kwargs: dict) -> None:
-        """A static position not passed positionally must be passed by keyword or have a default."""
-        for i in self.static_argnums:
-            if -nargs <= i < nargs:
-                continue
-            param = self._static_params.get(i)
-            if param is not None and (param in kwargs or param in self._static_defaults):
-                continue
-            raise ValueError(
-                f"jit({self.__name__}): static_argnums={self.static_argnums} but {self.__name__} was called with "
-                f"{nargs} positional argument{'s' if nargs != 1 else ''}, so argument {i} does not exist. "
-                "static_argnums counts positional arguments from 0: pass that argument positionally, or name it "
-                "in static_argnames.")
+        return (split.dynamic, split.dynamic_kwargs), split, static_key
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and not self.static_argnums:
@@ -100,13 +81,19 @@ class Jitted:
                     return outs[0] if single else tree_unflatten(out_tree, outs)
         (dyn_args, dyn_kw), static, static_key = self._split(args, kwargs)
         leaves, in_tree = tree_flatten((dyn_args, dyn_kw))
-        if any(isinstance(x, Tracer) or (type(x) is not Array and isinstance(x, Array)) for x in leaves):
-            # Inside another transform: inline. Device (GPU) arrays: the compiled
-            # programs are CPU code, so run op by op on the arrays' backend.
-            return self.f(*args, **kwargs)
+        device = None   # a device array among the leaves: the program is its backend's
+        for x in leaves:
+            if type(x) is not Array:
+                if isinstance(x, Tracer):
+                    # Inside another transform: inline (the outer transform sees every primitive).
+                    return self.f(*args, **kwargs)
+                if device is None and isinstance(x, Array):
+                    device = x
         leaves = self._array_leaves(leaves, args, kwargs, static)
         # The switches that change the compiled program are part of the signature.
         key = (in_tree, tuple((x.shape, x.dtype) for x in leaves), static_key, config.debug_nans, config.jit_fusion)
+        if device is not None:   # and where each argument lives
+            key += (tuple(type(x) for x in leaves),)
         entry = self._cache.get(key)
         if entry is None:
             # Traced outside the lock (the function may call other jitted functions); two
@@ -139,7 +126,7 @@ class Jitted:
         program, out_tree = entry
         return tree_unflatten(out_tree, program.run([x._value for x in leaves]))
 
-    def _array_leaves(self, leaves: list, args: tuple, kwargs: dict, static: dict) -> list:
+    def _array_leaves(self, leaves: list, args: tuple, kwargs: dict, static: Split) -> list:
         """The dynamic leaves as Arrays; a leaf that is no array (a str, an object) is an
         error naming its argument and how to make that argument static."""
         try:
@@ -147,46 +134,44 @@ class Jitted:
         except TypeError as e:
             raise TypeError(_not_array_message(self.f, self.__name__, args, kwargs, static)) from e
 
-    def _note_miss(self, args: tuple, kwargs: dict, static: dict) -> None:
+    def _note_miss(self, args: tuple, kwargs: dict, static: Split) -> None:
         """Record what each argument looked like; past RETRACE_WARN_AFTER misses, warn once,
         naming the argument(s) whose changes cause them."""
-        forms = {i: ("static", static[i]) if i in static else _arg_form(a) for i, a in enumerate(args)}
-        forms.update({k: ("static", v) if k in static.get("__kw__", {}) else _arg_form(v) for k, v in kwargs.items()})
+        fixed = static.fixed
+        forms = {i: ("static", fixed[i]) if i in fixed else _arg_form(a) for i, a in enumerate(args)}
+        forms.update({k: ("static", v) if k in fixed else _arg_form(v) for k, v in kwargs.items()})
         self._miss_forms.append(forms)
         if len(self._miss_forms) <= RETRACE_WARN_AFTER:
             return
         history, self._miss_forms = self._miss_forms, None   # once per function
         warnings.warn(_retrace_message(self.__name__, history, self.cache_size), RetraceWarning, stacklevel=3)
 
-    def _compile(self, in_tree: Any, leaves: list, args: tuple, static: dict) -> tuple[Program, Any]:
-        jaxpr, out_tree = self._trace(in_tree, leaves, len(args), static)
-        return compile_jaxpr(jaxpr), out_tree
+    def _compile(self, in_tree: Any, leaves: list, args: tuple, static: Split) -> tuple[Any, Any]:
+        jaxpr, out_tree = self._trace(in_tree, leaves, static)
+        return _program(jaxpr, leaves), out_tree
 
-    def _trace(self, in_tree: Any, leaves: list, nargs: int, static: dict) -> tuple[Jaxpr, Any]:
-        out_tree_cell: list = []
-        static_kw = static.get("__kw__", {})
-
-        def flat_fun(*xs):
-            dyn_args, dyn_kw = tree_unflatten(in_tree, xs)
-            it = iter(dyn_args)
-            full = [static[i] if i in static else next(it) for i in range(nargs)]
-            out_leaves, out_tree = tree_flatten(self.f(*full, **dyn_kw, **static_kw))
-            out_tree_cell.append(out_tree)
-            return out_leaves
-
+    def _trace(self, in_tree: Any, leaves: list, static: Split) -> tuple[Jaxpr, Any]:
+        """The IR of ``f`` on abstract ``leaves`` (of ``(dynamic args, dynamic kwargs)``), static arguments
+        in place, and its output structure."""
+        call = static.bind(self.f)
+        flat_fun, out_tree = flatten_fun(lambda dyn_args, dyn_kw: call(*dyn_args, **dyn_kw), in_tree)
         jaxpr, _ = trace_to_jaxpr(flat_fun, [x.aval for x in leaves])
-        return jaxpr, out_tree_cell[0]
+        return jaxpr, out_tree()
 
-    def trace(self, *args: Any, **kwargs: Any) -> Jaxpr:
-        """The IR this function compiles to for these arguments."""
+    def _traced(self, args: tuple, kwargs: dict) -> tuple[Jaxpr, list]:
+        """The IR for these arguments, and their dynamic leaves as arrays."""
         (dyn_args, dyn_kw), static, _ = self._split(args, kwargs)
         leaves, in_tree = tree_flatten((dyn_args, dyn_kw))
         leaves = self._array_leaves(leaves, args, kwargs, static)
-        return self._trace(in_tree, leaves, len(args), static)[0]
+        return self._trace(in_tree, leaves, static)[0], leaves
 
-    def lower(self, *args: Any, **kwargs: Any) -> Program:
-        """The optimised program (fused groups and buffer plan) for these arguments; print it."""
-        return compile_jaxpr(self.trace(*args, **kwargs))
+    def trace(self, *args: Any, **kwargs: Any) -> Jaxpr:
+        """The IR this function compiles to for these arguments."""
+        return self._traced(args, kwargs)[0]
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """The program these arguments run (on the CPU: fused groups and buffer plan); print it."""
+        return _program(*self._traced(args, kwargs))
 
     def cache_info(self) -> dict:
         """Hits, misses, current size and the traced signatures."""
@@ -256,13 +241,11 @@ def _not_array(leaf: Any) -> bool:
         return True
 
 
-def _not_array_message(f: Callable, name: str, args: tuple, kwargs: dict, static: dict) -> str:
+def _not_array_message(f: Callable, name: str, args: tuple, kwargs: dict, static: Split) -> str:
     """Which dynamic argument holds a value that is no array, and the fix: make it static."""
-    sig = _positional_params(f)
-    params = [p.name for p in sig[0]] if sig else []
-    static_kw = static.get("__kw__", {})
-    dynamic = [(i, a) for i, a in enumerate(args) if i not in static]
-    dynamic += [(k, v) for k, v in kwargs.items() if k not in static_kw]
+    sig = signature(f)
+    params = sig.positional if sig else ()
+    dynamic = [(i, args[i]) for i in static.positions] + list(static.dynamic_kwargs.items())
     for where, value in dynamic:
         bad = [leaf for leaf in tree_leaves(value) if _not_array(leaf)]
         if not bad:
@@ -283,65 +266,69 @@ def _not_array_message(f: Callable, name: str, args: tuple, kwargs: dict, static
     return f"jit({name}): an argument holds a value that is not an array"
 
 
-def compile_jaxpr(jaxpr: Jaxpr) -> Program:
-    """Optimise (fold, CSE, DCE), fuse (unless disabled) and plan a program."""
-    optimised = passes.optimize(jaxpr)
-    # Under debug_nans every primitive runs on its own, so a NaN is named precisely.
-    if config.jit_fusion and not config.debug_nans:
-        optimised = fusion.fuse(optimised)
-    return Program(optimised)
+def _program(jaxpr: Jaxpr, leaves: Sequence[Array]) -> Any:
+    """The program running ``jaxpr`` on these arguments: the compiled program of the backend of
+    the device arrays among them (the host's when there are none), or, for a backend without
+    ``compile``, the primitives one by one (:class:`OpByOp`).
+
+    A program's ``run(buffers)`` takes the arguments' buffers (``x._value``) and returns
+    Arrays; ``release_buffers()`` gives up the memory it keeps between calls.
+    """
+    device = next((x for x in leaves if type(x) is not Array), None)
+    backend = get_backend("cpu") if device is None else type(device).backend
+    if backend.compile is not None:
+        return backend.compile(jaxpr)
+    return OpByOp(jaxpr, backend, [_core._wrap if type(x) is Array else type(x).backend.wrap for x in leaves])
 
 
-def _positional_params(f: Callable) -> tuple[list, bool, set] | None:
-    """(positional parameters, whether f takes *args, keyword names) from f's signature; None if unknown."""
-    try:
-        params = list(inspect.signature(f).parameters.values())
-    except (TypeError, ValueError):   # builtins and some callables have no signature
-        return None
-    kinds = inspect.Parameter
-    positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
-    var_args = any(p.kind == kinds.VAR_POSITIONAL for p in params)
-    keywords = {p.name for p in params if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)}
-    if any(p.kind == kinds.VAR_KEYWORD for p in params):
-        keywords = None   # any name is accepted
-    return positional, var_args, keywords
+class OpByOp:
+    """A traced program run primitive by primitive where its arguments live
+    (``funcgrad._core.apply_primitive``): ``jit`` on a backend that does not compile.
+
+    The function is traced once per signature; each call replays its
+    primitives. The program's constants (arrays the function closed over or
+    made while it was traced) are moved to ``backend`` once, as ``jit`` does
+    on every backend: made eagerly, they would have been made beside the
+    device arrays they meet.
+    """
+
+    def __init__(self, jaxpr: Jaxpr, backend: Any, wraps: Sequence[Callable[[Any], Array]]):
+        self.jaxpr = jaxpr
+        self.wraps = wraps   # per argument: its buffer as the array it was (host or device)
+        self.consts = [backend.to_device(c) if type(c) is Array else c for c in jaxpr.consts]
+
+    def run(self, buffers: Sequence[Any]) -> list[Array]:
+        env: dict[int, Any] = {id(v): c for v, c in zip(self.jaxpr.constvars, self.consts)}
+        for v, wrap, b in zip(self.jaxpr.invars, self.wraps, buffers):
+            env[id(v)] = wrap(b)
+
+        def read(x: Any) -> Any:
+            return x.value if isinstance(x, Literal) else env[id(x)]
+
+        for eqn in self.jaxpr.eqns:
+            out = _core.apply_primitive(eqn.prim, [read(x) for x in eqn.inputs], eqn.params)
+            for v, o in zip(eqn.outvars, out if eqn.prim.multiple_results else [out]):
+                env[id(v)] = o
+        return [_core.as_array(read(v)) for v in self.jaxpr.outvars]
+
+    def release_buffers(self) -> None:
+        """Nothing is kept between calls."""
+
+    def __repr__(self) -> str:
+        return pretty_print(self.jaxpr)
 
 
-def _static_params(f: Callable, nums: tuple) -> tuple[dict, set]:
-    """{static position: its parameter name} and the names among them that have defaults."""
-    sig = _positional_params(f)
-    if sig is None:
-        return {}, set()
-    positional = sig[0]
-    n = len(positional)
-    named = {i: positional[i].name for i in nums if 0 <= i < n}
-    defaults = {positional[i].name for i in named if positional[i].default is not inspect.Parameter.empty}
-    return named, defaults
+def _static_spec(static_argnums: Any, static_argnames: Any, f: Callable | None = None) -> ArgSpec:
+    """jit's static arguments, checked: their types, and with ``f`` its signature (positions it does
+    not take, names it does not know)."""
+    return ArgSpec("jit", "static_argnums", static_argnums, static=True, names=static_argnames,
+                   names_option="static_argnames", fun=f, check_signature=True)
 
 
-def _check_jit_args(f: Callable | None, nums: tuple, names: tuple, cache_size: Any) -> None:
-    """Reject static_argnums/static_argnames/cache_size that jit would otherwise ignore silently."""
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in nums):
-        raise TypeError(f"jit: static_argnums must be an int or a tuple of ints (argument positions), got {nums!r}")
-    if not all(isinstance(n, str) for n in names):
-        raise TypeError(f"jit: static_argnames must be a str or a tuple of str (parameter names), got {names!r}")
+def _check_cache_size(cache_size: Any) -> None:
     if not isinstance(cache_size, int) or isinstance(cache_size, bool) or cache_size < 1:
         raise ValueError(f"jit: cache_size must be a positive int (the number of traced signatures kept), got "
                          f"{cache_size!r}")
-    sig = _positional_params(f) if f is not None else None
-    if sig is None:
-        return
-    positional, var_args, keywords = sig
-    name, n = getattr(f, "__name__", type(f).__name__), len(positional)
-    bad = [i for i in nums if not -n <= i < n]
-    if bad and not var_args:
-        raise ValueError(f"jit({name}): static_argnums={nums} but {name} takes {n} positional argument"
-                         f"{'s' if n != 1 else ''} ({', '.join(p.name for p in positional) or 'none'}); positions "
-                         f"{bad} do not exist")
-    unknown = [k for k in names if keywords is not None and k not in keywords]
-    if unknown:
-        raise ValueError(f"jit({name}): static_argnames={names} names {unknown}, which {name} does not take as a "
-                         f"keyword (its parameters: {', '.join(sorted(keywords)) or 'none'})")
 
 
 def _hashable(v: Any) -> bool:
@@ -365,13 +352,10 @@ def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
     Python control flow on traced arguments raises ConcretizationError:
     mark such arguments static (``static_argnums``/``static_argnames``).
     """
-    # A lone int or str (or anything else not a sequence) is one entry; _check_jit_args checks the types.
-    nums = tuple(static_argnums) if isinstance(static_argnums, (tuple, list)) else (static_argnums,)
-    names = tuple(static_argnames) if isinstance(static_argnames, (tuple, list)) else (static_argnames,)
-    _check_jit_args(f, nums, names, cache_size)
+    _static_spec(static_argnums, static_argnames)   # the types, now (the decorator form has no f yet)
+    _check_cache_size(cache_size)
     if f is None:
         def decorate(g: Callable) -> Jitted:
-            _check_jit_args(g, nums, names, cache_size)
-            return Jitted(g, nums, names, cache_size)
+            return Jitted(g, static_argnums, static_argnames, cache_size)
         return decorate
-    return Jitted(f, nums, names, cache_size)
+    return Jitted(f, static_argnums, static_argnames, cache_size)

@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from funcgrad import _dtypes
-from funcgrad._core import Array, Tracer, as_array
-from funcgrad.primitives import elementwise as E
-from funcgrad.primitives.random_bits import (bitcast_convert_type, bitwise_and, bitwise_or, shift_left,
-                                             shift_right_logical)
-from funcgrad.primitives.reduce import reduce_sum
+import funcgrad.lax as lax
+import funcgrad.numpy as fnp
+from funcgrad.core import Array, Tracer
+from funcgrad.dtypes import default_float_dtype
+from funcgrad.lax import (bitcast_convert_type, bitwise_and, bitwise_or, convert_element_type as convert, shift_left,
+                          shift_right_logical)
 from funcgrad.tree_util import register_dataclass, tree_leaves, tree_map
 
 __all__ = ["BFLOAT16", "DynamicLossScale", "Policy", "all_finite", "from_bfloat16", "round_to_bfloat16",
@@ -49,7 +49,7 @@ _U16, _U32, _F32 = np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.float32
 
 
 def _arr(x: Any) -> Any:
-    return x if isinstance(x, (Array, Tracer)) else as_array(x)
+    return fnp.asarray(x)
 
 
 # --------------------------------------------------------------------------
@@ -69,17 +69,17 @@ def to_bfloat16(x: Any) -> Any:
 
     >>> to_bfloat16(fnp.array([1.0, -2.5, 1e-3]))   # u16[3]
     """
-    x = E.convert(_arr(x), _F32)
+    x = convert(_arr(x), _F32)
     bits = bitcast_convert_type(x, _U32)
     # Round to nearest even on the 16 dropped bits: add 0x7FFF plus the
     # lowest kept bit, then truncate (carries propagate into the exponent,
     # which is exactly how rounding up to the next binade or to inf works).
     lsb = bitwise_and(shift_right_logical(bits, 16), 1)
-    rounded = shift_right_logical(E.add(bits, E.add(lsb, 0x7FFF)), 16)
+    rounded = shift_right_logical(lax.add(bits, lax.add(lsb, 0x7FFF)), 16)
     # A NaN with payload only in the low bits would round to inf: force the
     # quiet bit instead.
     quiet_nan = bitwise_or(shift_right_logical(bits, 16), 0x0040)
-    return E.convert(E.select(E.isnan_p.bind(x), quiet_nan, rounded), _U16)
+    return convert(lax.select(lax.isnan(x), quiet_nan, rounded), _U16)
 
 
 def from_bfloat16(bits: Any) -> Any:
@@ -90,7 +90,7 @@ def from_bfloat16(bits: Any) -> Any:
     bits = _arr(bits)
     if bits.dtype != _U16:
         raise TypeError(f"from_bfloat16: expected uint16 bit patterns (from to_bfloat16), got {bits.dtype}")
-    return bitcast_convert_type(shift_left(E.convert(bits, _U32), 16), _F32)
+    return bitcast_convert_type(shift_left(convert(bits, _U32), 16), _F32)
 
 
 def round_to_bfloat16(x: Any) -> Any:
@@ -101,10 +101,10 @@ def round_to_bfloat16(x: Any) -> Any:
 
     >>> round_to_bfloat16(fnp.array([1.00390625]))   # f32[1]: [1.0] (tie -> even)
     """
-    x = E.convert(_arr(x), _F32)
-    rounded = from_bfloat16(to_bfloat16(E.stop_gradient_p.bind(x)))
+    x = convert(_arr(x), _F32)
+    rounded = from_bfloat16(to_bfloat16(lax.stop_gradient(x)))
     # x + stop_gradient(rounded - x): value of `rounded`, derivative of x.
-    return E.add(x, E.stop_gradient_p.bind(E.sub(rounded, x)))
+    return lax.add(x, lax.stop_gradient(lax.sub(rounded, x)))
 
 
 # --------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def _cast_leaf(x: Any, dtype: Any) -> Any:
         return x
     if dtype is BFLOAT16:
         return round_to_bfloat16(x)
-    return E.convert(x, dtype)
+    return convert(x, dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,14 +182,14 @@ def all_finite(tree: Any) -> Any:
 
     >>> all_finite({"w": fnp.array([1.0, fnp.inf])})   # Array(False)
     """
-    ok = as_array(True)
+    ok = fnp.asarray(True)
     for leaf in tree_leaves(tree):
         leaf = _arr(leaf)
         if leaf.dtype.kind != "f":
             continue
-        n_bad = reduce_sum(E.convert(E.logical_not_p.bind(E.isfinite_p.bind(leaf)), np.int32),
+        n_bad = lax.reduce_sum(convert(lax.logical_not(lax.is_finite(leaf)), np.int32),
                            tuple(range(leaf.ndim)))
-        ok = E.and_p.bind(ok, E.eq(n_bad, 0))
+        ok = lax.logical_and(ok, lax.eq(n_bad, 0))
     return ok
 
 
@@ -202,7 +202,7 @@ def select_tree(pred: Any, on_true: Any, on_false: Any) -> Any:
         params = select_tree(finite, new_params, params)
         opt_state = select_tree(finite, new_opt_state, opt_state)
     """
-    return tree_map(lambda a, b: E.select(pred, _arr(a), _arr(b)), on_true, on_false)
+    return tree_map(lambda a, b: lax.select(pred, _arr(a), _arr(b)), on_true, on_false)
 
 
 @register_dataclass(static_fields=("growth_interval", "factor", "min_scale"))
@@ -236,9 +236,9 @@ class DynamicLossScale:
         # Python numbers become arrays (so jit traces them); tracers and
         # arrays pass through unchanged (unflattening under jit).
         if not isinstance(self.scale, (Array, Tracer)):
-            object.__setattr__(self, "scale", as_array(np.float32(self.scale)))
+            object.__setattr__(self, "scale", fnp.asarray(np.float32(self.scale)))
         if not isinstance(self.counter, (Array, Tracer)):
-            object.__setattr__(self, "counter", as_array(np.int32(self.counter)))
+            object.__setattr__(self, "counter", fnp.asarray(np.int32(self.counter)))
         if int(self.growth_interval) < 1 or float(self.factor) <= 1:
             raise ValueError(f"DynamicLossScale: growth_interval must be >= 1 and factor > 1, got "
                              f"{self.growth_interval} and {self.factor}")
@@ -247,8 +247,8 @@ class DynamicLossScale:
         """``loss * scale`` in float32 (a float16 loss is upcast first: 2**15
         times a loss of 2 already overflows float16)."""
         loss = _arr(loss)
-        dtype = np.result_type(loss.dtype, np.float32) if loss.dtype.kind == "f" else _dtypes.float_
-        return E.mul(E.convert(loss, dtype), E.convert(self.scale, dtype))
+        dtype = np.result_type(loss.dtype, np.float32) if loss.dtype.kind == "f" else default_float_dtype()
+        return lax.mul(convert(loss, dtype), convert(self.scale, dtype))
 
     def unscale_grads(self, grads: Any) -> Any:
         """Each floating gradient divided by ``scale``, computed in float32 and
@@ -260,7 +260,7 @@ class DynamicLossScale:
             if g.dtype.kind != "f":
                 return g
             wide = np.result_type(g.dtype, np.float32)
-            return E.convert(E.div(E.convert(g, wide), E.convert(self.scale, wide)), g.dtype)
+            return convert(lax.div(convert(g, wide), convert(self.scale, wide)), g.dtype)
         return tree_map(unscale, grads)
 
     def adjust(self, grads_finite: Any) -> "DynamicLossScale":
@@ -268,12 +268,12 @@ class DynamicLossScale:
         by ``factor`` (not below ``min_scale``) and reset the counter; after
         ``growth_interval`` finite steps in a row multiply it by ``factor``.
         Growth stops where it would overflow float32."""
-        finite = E.convert(_arr(grads_finite), np.dtype(bool))
-        counter = E.add(self.counter, 1)
-        grow = E.eq(counter, int(self.growth_interval))
-        grown = E.mul(self.scale, float(self.factor))
-        grown = E.select(E.isfinite_p.bind(grown), grown, self.scale)
-        shrunk = E.maximum_p.bind(E.div(self.scale, float(self.factor)), float(self.min_scale))
-        scale = E.select(finite, E.select(grow, grown, self.scale), shrunk)
-        counter = E.select(E.and_p.bind(finite, E.logical_not_p.bind(grow)), counter, 0)
-        return dataclasses.replace(self, scale=scale, counter=E.convert(counter, np.int32))
+        finite = convert(_arr(grads_finite), np.dtype(bool))
+        counter = lax.add(self.counter, 1)
+        grow = lax.eq(counter, int(self.growth_interval))
+        grown = lax.mul(self.scale, float(self.factor))
+        grown = lax.select(lax.is_finite(grown), grown, self.scale)
+        shrunk = lax.max(lax.div(self.scale, float(self.factor)), float(self.min_scale))
+        scale = lax.select(finite, lax.select(grow, grown, self.scale), shrunk)
+        counter = lax.select(lax.logical_and(finite, lax.logical_not(grow)), counter, 0)
+        return dataclasses.replace(self, scale=scale, counter=convert(counter, np.int32))

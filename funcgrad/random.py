@@ -44,13 +44,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+import funcgrad.lax as lax
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes, _threefry
-from funcgrad._core import Array, Tracer, as_array
-from funcgrad._dtypes import describe
-from funcgrad.numpy._base import shape_tuple
-from funcgrad.primitives import random_bits as rb
-from funcgrad.primitives.elementwise import convert
+from funcgrad.core import Array, Tracer, describe
+from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
+from funcgrad.lax import convert_element_type as convert
+from funcgrad.numpy.array_utils import shape_tuple
 
 __all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint",
            "permutation", "categorical", "gumbel", "truncated_normal"]
@@ -69,7 +68,7 @@ def _check_key(k: Any, name: str) -> Any:
         if raw is None or raw.dtype.kind not in "biuf":
             raise TypeError(f"random.{name}: expected a key (u32[2], from random.key or random.split), got "
                             f"{type(k).__name__}: {k!r:.40}")
-        k = as_array(raw)
+        k = fnp.asarray(raw)
     if k.shape != (2,) or k.dtype != _U32:
         hint = ""
         if k.dtype == _U32 and len(k.shape) >= 2 and k.shape[-1] == 2:
@@ -107,7 +106,7 @@ def _float_dtype(dtype: Any, name: str) -> np.dtype:
         raise TypeError(f"random.{name}: bfloat16 is not an array dtype in funcgrad; draw float32 numbers and "
                         "round them with mixed_precision.round_to_bfloat16 (or to_bfloat16 for the bits)")
     try:
-        dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype)
+        dtype = default_float_dtype() if dtype is None else canonicalize_dtype(dtype)
     except TypeError as e:
         raise TypeError(f"random.{name}: dtype must be a float type (float16/32/64), got {dtype!r:.40}: {e}") \
             from None
@@ -126,7 +125,7 @@ def _as(x: Any, dtype: np.dtype, name: str, arg: str) -> Any:
         if raw is None or raw.dtype.kind not in "biuf":
             raise TypeError(f"random.{name}: {arg} must be a number or an array of numbers, got "
                             f"{type(x).__name__}: {x!r:.40}")
-        x = as_array(raw.astype(dtype))
+        x = fnp.asarray(raw.astype(dtype))
     return convert(x, dtype)
 
 
@@ -180,10 +179,19 @@ def key(seed: Any) -> Any:
             seed = int(seed)
         else:
             raise TypeError(f"random.key: the seed must be an integer, got {type(seed).__name__}: {seed!r:.40}")
-    return as_array(_threefry.seed_key(int(seed)))
+    return fnp.asarray(_seed_words(int(seed)))
 
 
 PRNGKey = key
+
+
+def _seed_words(seed: int) -> np.ndarray:
+    """The high and low 32 bits of ``seed`` as a 64-bit integer (two's complement), as ``u32[2]``."""
+    if not -(2**63) <= seed < 2**64:
+        raise ValueError(f"random.key: seed {seed} does not fit in 64 bits: expected an integer in "
+                         f"[-2**63, 2**64); reduce it first, e.g. seed % 2**64")
+    seed &= (1 << 64) - 1
+    return np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=_U32)
 
 
 def _key_from_array(seed: Any) -> Any:
@@ -213,7 +221,7 @@ def _hash_counters(k: Any, n: int) -> Any:
     half = (n + 1) // 2
     counters = np.zeros(2 * half, _U32)
     counters[:n] = np.arange(n, dtype=_U32)
-    y0, y1 = rb.threefry2x32(k[0], k[1], as_array(counters[:half]), as_array(counters[half:]))
+    y0, y1 = lax.threefry2x32(k[0], k[1], fnp.asarray(counters[:half]), fnp.asarray(counters[half:]))
     out = fnp.concatenate([y0, y1])
     return out[:n] if n % 2 else out
 
@@ -255,8 +263,8 @@ def fold_in(key: Any, data: Any) -> Any:
         value = int(data)
         if not 0 <= value <= 0xFFFFFFFF:
             raise ValueError(f"random.fold_in: data must lie in [0, 2**32), got {value}")
-        word = as_array(np.array([value], _U32))
-    y0, y1 = rb.threefry2x32(k[0], k[1], as_array(np.zeros(1, _U32)), word)
+        word = fnp.asarray(np.array([value], _U32))
+    y0, y1 = lax.threefry2x32(k[0], k[1], fnp.asarray(np.zeros(1, _U32)), word)
     return fnp.concatenate([y0, y1])
 
 
@@ -273,13 +281,13 @@ def _random_bits(k: Any, nbits: int, n: int) -> Any:
         # Two words per number: the first half of the words are the high parts.
         words = _hash_counters(k, 2 * n)
         high, low = (convert(w, np.uint64) for w in (words[:n], words[n:]))
-        return rb.bitwise_or(rb.shift_left(high, 32), low)
+        return lax.bitwise_or(lax.shift_left(high, 32), low)
     if nbits in (8, 16):
         # Each word gives 32 // nbits numbers, lowest bits first.
         per_word = 32 // nbits
         words = _hash_counters(k, -(-n // per_word))
-        shifts = as_array((np.arange(per_word, dtype=_U32) * nbits).reshape(per_word, 1))
-        pieces = rb.bitwise_and(rb.shift_right_logical(fnp.reshape(words, (1, -1)), shifts), (1 << nbits) - 1)
+        shifts = fnp.asarray((np.arange(per_word, dtype=_U32) * nbits).reshape(per_word, 1))
+        pieces = lax.bitwise_and(lax.shift_right_logical(fnp.reshape(words, (1, -1)), shifts), (1 << nbits) - 1)
         flat = fnp.reshape(fnp.transpose(pieces), (-1,))
         return convert(flat, np.dtype(f"uint{nbits}"))[:n]
     raise ValueError(f"random: unsupported bit width {nbits}")
@@ -294,7 +302,7 @@ def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = np.uint32) -> A
     k = _check_key(key, "bits")
     shape = _shape(shape, "bits")
     try:
-        dtype = _dtypes.canonicalize(dtype)
+        dtype = canonicalize_dtype(dtype)
     except TypeError as e:
         raise TypeError(f"random.bits: dtype must be an unsigned integer type, got {dtype!r:.40}: {e}") from None
     if dtype.kind != "u":
@@ -313,8 +321,8 @@ def _unit_floats(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     nbits, nmant = info.bits, info.nmant
     word = _random_bits(k, nbits, _numel(shape))
     one_bits = int(np.array(1.0, dtype).view(f"uint{nbits}"))
-    mantissa = rb.shift_right_logical(word, nbits - nmant)
-    floats = rb.bitcast_convert_type(rb.bitwise_or(mantissa, one_bits), dtype) - 1.0
+    mantissa = lax.shift_right_logical(word, nbits - nmant)
+    floats = lax.bitcast_convert_type(lax.bitwise_or(mantissa, one_bits), dtype) - 1.0
     return fnp.reshape(floats, shape)
 
 
@@ -332,7 +340,7 @@ def uniform(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, minval
     out = _unit_floats(k, shape, dtype) * (maxval - minval) + minval
     # Rounding in the line above can reach maxval itself; keep the interval
     # half-open, and never go below minval (the product can round down).
-    top = rb.nextafter(fnp.stop_gradient(maxval), -np.inf)
+    top = lax.nextafter(fnp.stop_gradient(maxval), -np.inf)
     out = fnp.maximum(minval, fnp.minimum(out, top))
     return fnp.broadcast_to(out, shape)
 
@@ -349,7 +357,7 @@ def normal(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
     lo = np.nextafter(np.array(-1.0, dtype), np.array(0.0, dtype))
     u = uniform(k, shape, dtype, lo, 1.0)
     # erf_inv computes float16 in float32: round back to the requested dtype.
-    return convert(rb.erf_inv(u) * _SQRT2, dtype)
+    return convert(lax.erf_inv(u) * _SQRT2, dtype)
 
 
 def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | None = None,
@@ -370,13 +378,13 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | No
         shape = tuple(np.broadcast_shapes(lower.shape, upper.shape))
     shape = _shape(shape, "truncated_normal")
     _check_broadcast("truncated_normal", shape, lower, upper)
-    a = rb.erf(lower * (1.0 / _SQRT2))
-    b = rb.erf(upper * (1.0 / _SQRT2))
+    a = lax.erf(lower * (1.0 / _SQRT2))
+    b = lax.erf(upper * (1.0 / _SQRT2))
     u = uniform(k, shape, dtype, a, b)
-    out = rb.erf_inv(u) * _SQRT2
+    out = lax.erf_inv(u) * _SQRT2
     # erf/erf_inv round-trips can step just outside the bounds: clamp inside.
-    lo = rb.nextafter(fnp.stop_gradient(lower), np.inf)
-    hi = rb.nextafter(fnp.stop_gradient(upper), -np.inf)
+    lo = lax.nextafter(fnp.stop_gradient(lower), np.inf)
+    hi = lax.nextafter(fnp.stop_gradient(upper), -np.inf)
     # erf/erf_inv compute float16 in float32: clamp and round in the requested dtype.
     return fnp.minimum(fnp.maximum(convert(out, dtype), lo), hi)
 
@@ -404,7 +412,7 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None) -> Any
     >>> b = bernoulli(key(0), 0.3, (100,))     # bool[100], about 30 True
     """
     k = _check_key(key, "bernoulli")
-    p = p if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else _as(p, _dtypes.float_, "bernoulli", "p")
+    p = p if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else _as(p, default_float_dtype(), "bernoulli", "p")
     shape = tuple(p.shape) if shape is None else _shape(shape, "bernoulli")
     _check_broadcast("bernoulli", shape, p)
     return uniform(k, shape, p.dtype) < p
@@ -419,7 +427,7 @@ def _int_bound(value: Any, dtype: np.dtype, info: np.iinfo) -> Any:
     if value.dtype.kind not in "iub":
         raise TypeError(f"random.randint: bounds must be integers, got {value.dtype}")
     # Clip in Python/int64 first so out-of-range bounds saturate instead of wrapping.
-    return as_array(np.array(np.clip(value.astype(object), info.min, info.max), dtype=object).astype(dtype))
+    return fnp.asarray(np.array(np.clip(value.astype(object), info.min, info.max), dtype=object).astype(dtype))
 
 
 def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtype: Any = None) -> Any:
@@ -435,7 +443,7 @@ def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtyp
     k = _check_key(key, "randint")
     shape = _shape(shape, "randint")
     try:
-        dtype = _dtypes.int_ if dtype is None else _dtypes.canonicalize(dtype)
+        dtype = default_int_dtype() if dtype is None else canonicalize_dtype(dtype)
     except TypeError as e:
         raise TypeError(f"random.randint: dtype must be an integer type, got {dtype!r:.40}: {e}") from None
     if dtype.kind not in "iu":
@@ -481,7 +489,7 @@ def _shuffle(k: Any, x: Any, axis: int) -> Any:
     rounds = int(np.ceil(3 * np.log(max(1, x.size)) / np.log(2.0**32 - 1)))
     for _ in range(rounds):
         k, sub = _split2(k)
-        order = rb.argsort(bits(sub, x.shape), axis)
+        order = lax.argsort(bits(sub, x.shape), axis)
         x = fnp.take_along_axis(x, order, axis)
     return x
 
@@ -521,7 +529,7 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | No
     k = _check_key(key, "categorical")
     logits = fnp.asarray(logits)
     if logits.dtype.kind != "f":
-        logits = convert(logits, _dtypes.float_)
+        logits = convert(logits, default_float_dtype())
     axis = _axis(axis, logits.ndim, "categorical", f"logits {describe(logits)}")
     batch_shape = tuple(d for i, d in enumerate(logits.shape) if i != axis)
     shape = batch_shape if shape is None else _shape(shape, "categorical")

@@ -14,8 +14,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from funcgrad import _config, _dtypes
-from funcgrad.api import jvp, vjp
+from funcgrad.api import jvp, vjp   # fg.jvp, fg.vjp (a library does not import the package root)
+from funcgrad.dtypes import canonicalize_dtype, default_float_dtype
 from funcgrad.tree_util import tree_flatten, tree_map
 
 # Default tolerances per dtype (as JAX's and HIPS autograd's test utilities).
@@ -38,10 +38,10 @@ def _computed_dtype(args: Sequence[Any], out: Any) -> np.dtype:
     unless x64 is enabled), outputs as they come out; the least precise of
     them limits the accuracy of both the derivative and the differences.
     """
-    ins = [_dtypes.canonicalize(_leaf_dtype(x)) for x in tree_flatten(args)[0]]
+    ins = [canonicalize_dtype(_leaf_dtype(x)) for x in tree_flatten(args)[0]]
     outs = [_leaf_dtype(o) for o in tree_flatten(out)[0]]
     floats = [d for d in ins + outs if d.kind == "f"]
-    return min(floats, key=lambda d: d.itemsize) if floats else _dtypes.canonicalize(np.float64)
+    return min(floats, key=lambda d: d.itemsize) if floats else default_float_dtype()
 
 
 def _leaf_dtype(x: Any) -> np.dtype:
@@ -148,7 +148,7 @@ def check_against_numpy(f: Callable, reference: Callable, args: Sequence[Any], a
 
 
 def x64_enabled() -> bool:
-    return _config.config.enable_x64
+    return default_float_dtype() == np.float64   # fg.config.enable_x64
 
 
 # --------------------------------------------------------------------------

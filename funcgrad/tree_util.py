@@ -218,6 +218,79 @@ def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable | None = None
     return tree_unflatten(treedef, [f(*xs) for xs in zip(leaves, *others)])
 
 
+def flatten_fun(f: Callable, in_tree: PyTreeDef, *, has_aux: bool = False,
+                where: str = "has_aux=True: the function") -> tuple[Callable, Callable[[], PyTreeDef | None]]:
+    """``f`` on flat leaves, as the transforms run it: ``(flat_f, out_tree)``.
+
+    ``flat_f(*leaves)`` rebuilds ``f``'s positional arguments from ``leaves``
+    (``in_tree`` is the structure of the tuple of arguments), calls ``f`` and
+    returns the leaves of its output; ``out_tree()`` is the output's
+    structure once ``flat_f`` has run (its latest run's; None before).  With
+    ``has_aux``, ``f`` returns ``(output, aux)`` and ``flat_f`` returns
+    ``(output leaves, aux)``, ``aux`` untouched; anything else is an error
+    that starts with ``where`` (e.g. ``"grad(has_aux=True): loss"``).
+
+    >>> flat_f, out_tree = flatten_fun(lambda p, x: {"y": p["w"] * x}, tree_structure(({"w": 2}, 3)))
+    >>> flat_f(2, 3), out_tree()
+    ([6], {'y': *})
+    """
+    # This runs on every transformed call: a slotted object and two bound methods cost less than
+    # closures. Arguments that are all leaves (grad of arrays, the common case) need no rebuilding;
+    # num_leaves rules out most others before count, which finds the one _LEAF by identity.
+    if has_aux:
+        flat = _FlatWithAux()
+        flat.where = where
+    else:
+        flat = _Flat()
+    children = in_tree.children
+    direct = (in_tree.node_type is tuple and in_tree.num_leaves == len(children)
+              and children.count(_LEAF) == len(children))
+    flat.f, flat.in_tree, flat.tree = f, None if direct else in_tree, None
+    return flat.run, flat.out_tree
+
+
+class _Flat:
+    """``f`` on leaves, returning its output's leaves (see :func:`flatten_fun`).
+
+    ``in_tree``: the arguments' structure (None: the leaves are the arguments); ``tree``: the
+    output's structure, set by each run.
+    """
+
+    __slots__ = ("f", "in_tree", "tree")
+
+    def run(self, *leaves: Any) -> Any:
+        out = self.f(*leaves) if self.in_tree is None else self.f(*tree_unflatten(self.in_tree, leaves))
+        if type(out) not in _registry and not isinstance(out, tuple):   # a leaf: the usual single array
+            self.tree = _LEAF
+            return [out]
+        out_leaves, self.tree = tree_flatten(out)
+        return out_leaves
+
+    def out_tree(self) -> PyTreeDef | None:
+        return self.tree
+
+
+class _FlatWithAux(_Flat):
+    """``f`` returning ``(output, aux)``: ``run`` gives ``(output leaves, aux)``; ``where`` starts the error
+    for anything else."""
+
+    __slots__ = ("where",)
+
+    def run(self, *leaves: Any) -> Any:
+        out = self.f(*leaves) if self.in_tree is None else self.f(*tree_unflatten(self.in_tree, leaves))
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError(f"{self.where} must return a pair (output, aux), got {_describe_output(out)}")
+        out_leaves, self.tree = tree_flatten(out[0])
+        return out_leaves, out[1]
+
+
+def _describe_output(out: Any) -> str:
+    if isinstance(out, (tuple, list)):
+        return f"a {type(out).__name__} of {len(out)} items"
+    from funcgrad._dtypes import describe   # a lower layer; imported here, where an error is being built
+    return describe(out)
+
+
 def tree_reduce(f: Callable, tree: Any, initializer: Any = None) -> Any:
     import functools
     leaves = tree_leaves(tree)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
-import re
 import tempfile
 from collections import namedtuple
 
@@ -24,9 +22,9 @@ import funcgrad as fg
 import funcgrad.nn as nn
 import funcgrad.numpy as fnp
 from funcgrad import datasets, optim, random
-from funcgrad.optim import checkpoint
+from funcgrad.optim import serialization
 
-from bad_input_table import Case, _i32, _two, check_raises, f32, table_tests  # noqa: F401
+from bad_input_table import Case, f32, table_tests  # noqa: F401
 
 CASES: list[Case] = []
 # Each section appends its rows: ``CASES += [Case("id", lambda: ..., ValueError, ["op", "f32[3]"]), ...]``
@@ -257,7 +255,7 @@ CASES += [
 
 
 def _load_file(content, like=None):
-    """``checkpoint.load`` of a file ``bad.npz`` holding ``content`` (bytes, or a callable writing the path)."""
+    """``serialization.load`` of a file ``bad.npz`` holding ``content`` (bytes, or a callable writing the path)."""
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "bad.npz")
         if callable(content):
@@ -265,7 +263,7 @@ def _load_file(content, like=None):
         else:
             with open(path, "wb") as f:
                 f.write(content)
-        return checkpoint.load(path, like=like)
+        return serialization.load(path, like=like)
 
 
 def _npz(record=None, **arrays):
@@ -281,18 +279,18 @@ def _npz(record=None, **arrays):
 def _saved_bytes(tree):
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "good.npz")
-        checkpoint.save(path, tree)
+        serialization.save(path, tree)
         with open(path, "rb") as f:
             return f.read()
 
 
 def _save_file(tree, name="c.npz"):
-    """``checkpoint.save`` into a temporary directory (``name`` ending in / names an existing subdirectory)."""
+    """``serialization.save`` into a temporary directory (``name`` ending in / names an existing subdirectory)."""
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, name.rstrip("/"))
         if name.endswith("/"):
             os.mkdir(path)
-        return checkpoint.save(path, tree)
+        return serialization.save(path, tree)
 
 
 def _record(tree):
@@ -304,7 +302,7 @@ _NOT_CKPT = "is not a valid funcgrad checkpoint"
 
 CASES += [
     Case("ckpt-random-bytes", lambda: _load_file(np.random.default_rng(0).bytes(300)), ValueError,
-         ["checkpoint.load", "bad.npz", _NOT_CKPT, "not an .npz"]),
+         ["serialization.load", "bad.npz", _NOT_CKPT, "not an .npz"]),
     Case("ckpt-empty", lambda: _load_file(b""), ValueError, ["bad.npz", _NOT_CKPT, "empty"]),
     Case("ckpt-truncated", lambda: _load_file(_saved_bytes({"w": fnp.arange(100.0)})[:300]), ValueError,
          ["bad.npz", _NOT_CKPT, "truncated"]),
@@ -334,13 +332,13 @@ CASES += [
     Case("ckpt-object-array", lambda: _load_file(_npz(__funcgrad_checkpoint__=np.array([{"a": 1}], dtype=object))),
          ValueError, ["bad.npz", _NOT_CKPT, "pickle"]),
     Case("ckpt-like-mismatch", lambda: _load_file(_saved_bytes({"w": f32(2, 3)}), like={"w": f32(3, 2)}),
-         ValueError, ["checkpoint.load", "w", "saved f32[2,3], expected f32[3,2]"]),
-    Case("ckpt-save-str-leaf", lambda: _save_file({"a": "text"}), TypeError, ["checkpoint.save", "str", "a"]),
+         ValueError, ["serialization.load", "w", "saved f32[2,3], expected f32[3,2]"]),
+    Case("ckpt-save-str-leaf", lambda: _save_file({"a": "text"}), TypeError, ["serialization.save", "str", "a"]),
     Case("ckpt-save-over-directory", lambda: _save_file({"a": 1}, "sub/"), ValueError,
-         ["checkpoint.save", "sub", "not a regular file"]),
+         ["serialization.save", "sub", "not a regular file"]),
     Case("ckpt-save-missing-directory",
-         lambda: checkpoint.save(os.path.join(tempfile.gettempdir(), "no-such-dir-fg", "c.npz"), {"a": 1}),
-         FileNotFoundError, ["checkpoint.save", "no-such-dir-fg", "does not exist"]),
+         lambda: serialization.save(os.path.join(tempfile.gettempdir(), "no-such-dir-fg", "c.npz"), {"a": 1}),
+         FileNotFoundError, ["serialization.save", "no-such-dir-fg", "does not exist"]),
 ]
 
 # --- datasets
@@ -574,7 +572,7 @@ def test_checkpoint_hand_written_valid_record_loads():
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "hand.npz")
         _npz(_record(record), leaf_0=value, leaf_1=np.array(7, np.int64))(path)
-        tree = checkpoint.load(path)
+        tree = serialization.load(path)
     assert sorted(tree, key=str) == [3, "a"] and tree["a"] == 7 and type(tree["a"]) is int
     assert tree[3]._fields == ("x", "y") and tree[3].y is None
     np.testing.assert_array_equal(np.asarray(tree[3].x), value)

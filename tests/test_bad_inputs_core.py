@@ -2,23 +2,13 @@
 operators, reductions, masks, check_grads): table rows through the shared checker, and
 the valid neighbours of those rows checked against numpy."""
 
-import json
-import os
-import pickle
-import re
-import tempfile
-from collections import namedtuple
-
 import numpy as np
 import pytest
 
 import funcgrad as fg
-import funcgrad.nn as nn
 import funcgrad.numpy as fnp
-from funcgrad import datasets, optim, random
-from funcgrad.optim import checkpoint
 
-from bad_input_table import Case, _i32, _two, check_raises, f32, table_tests  # noqa: F401
+from bad_input_table import Case, _i32, _two, f32, table_tests  # noqa: F401
 
 CASES: list[Case] = []
 

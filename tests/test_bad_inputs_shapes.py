@@ -1,23 +1,16 @@
 """Bad shapes, sizes and axes in funcgrad.numpy, tree_util, pooling sizes, jit's non-array
 arguments: table rows through the shared checker, and their valid neighbours."""
 
-import json
-import os
-import pickle
 import re
-import tempfile
-from collections import namedtuple
 
 import numpy as np
-import pytest
 
 import funcgrad as fg
 import funcgrad.nn as nn
 import funcgrad.numpy as fnp
-from funcgrad import datasets, optim, random
-from funcgrad.optim import checkpoint
+from funcgrad import random
 
-from bad_input_table import Case, _i32, _two, check_raises, f32, table_tests  # noqa: F401
+from bad_input_table import Case, _i32, _two, f32, table_tests  # noqa: F401
 
 CASES: list[Case] = []
 

@@ -365,12 +365,13 @@ def test_source_writes_are_atomic_and_detect_damage(tmp_path):
 
 def test_in_process_kernel_table_is_bounded(monkeypatch):
     from funcgrad.compiler.codegen import KernelSpec, Op
+    from funcgrad.primitives.elementwise import add_p
     monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
     monkeypatch.setattr(codegen, "MAX_LOADED", 4)
     monkeypatch.setattr(kernel_cache, "load_kernel", lambda digest, source: (lambda *a: digest))
     f32 = np.dtype(np.float32)
     for c in range(10):
-        spec = KernelSpec([("a", "[i, j]", f32)], [Op("b", "add", ["a", float(c)], f32)], ["b"], None, False)
+        spec = KernelSpec([("a", "[i, j]", f32)], [Op("b", add_p, ["a", float(c)], f32)], ["b"], None, False)
         codegen.compile_kernel(spec)
     assert len(codegen._loaded) == 4
 

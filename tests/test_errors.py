@@ -344,6 +344,42 @@ def test_grad_of_python_scalar_output():
 def test_grad_argnums_out_of_range():
     with pytest.raises(ValueError, match=r"argnums=2.*1 positional"):
         fg.grad(lambda x: fnp.sum(x), argnums=2)(A())
+    with pytest.raises(ValueError, match=r"grad\(<lambda>\): argnums=-3 but <lambda> was called with 2 positional "
+                                         r"arguments, so argument -3 does not exist: .*\[-2, 2\)"):
+        fg.grad(lambda x, y: fnp.sum(x * y), argnums=-3)(A(), A())
+
+
+def test_vjp_has_aux_needs_a_pair():
+    with pytest.raises(TypeError, match=r"vjp\(has_aux=True\): <lambda> must return a pair \(output, aux\), "
+                                        r"got f32\[2,3\]"):
+        fg.vjp(lambda x: x * 2.0, A(), has_aux=True)
+
+
+def test_custom_vjp_nondiff_argnums_are_checked():
+    def scale(k, x):
+        return x * k
+
+    with pytest.raises(TypeError, match=r"custom_vjp: nondiff_argnums must be an int or a tuple of ints .*0\.5 of "
+                                        r"type float"):
+        fg.custom_vjp(scale, nondiff_argnums=0.5)
+    with pytest.raises(ValueError, match=r"nondiff_argnums=\(0, 0\) names an argument more than once.*"
+                                         r"nondiff_argnums=\(0,\)"):
+        fg.custom_vjp(scale, nondiff_argnums=(0, 0))
+    with pytest.raises(ValueError, match=r"custom_vjp scale: nondiff_argnums=\(0, -2\) names the same argument "
+                                         r"twice"):
+        fg.custom_vjp(scale, nondiff_argnums=(0, -2))
+    with pytest.raises(ValueError, match=r"custom_vjp scale: nondiff_argnums=\(2,\) but scale takes 2 positional "
+                                         r"arguments \(k, x\); positions \[2\] do not exist"):
+        fg.custom_vjp(scale, nondiff_argnums=2)
+    later = fg.custom_vjp(scale)
+    with pytest.raises(ValueError, match=r"positions \[5\] do not exist"):
+        later.nondiff_argnums = (5,)
+    # with *args the positions are checked against each call
+    first = fg.custom_vjp(lambda *xs: xs[0], nondiff_argnums=1)
+    first.defvjp(lambda *xs: (xs[0], None), lambda k, res, ct: (ct,))
+    with pytest.raises(ValueError, match=r"nondiff_argnums=\(1,\) but <lambda> was called with 1 positional "
+                                         r"argument, so argument 1 does not exist"):
+        first(B())
 
 
 # ----------------------------------------------------------- leaked tracers

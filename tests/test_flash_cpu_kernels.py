@@ -10,6 +10,7 @@ import pytest
 numba = pytest.importorskip("numba")
 
 from funcgrad.backends.cpu import _fastmath  # noqa: E402
+from funcgrad.primitives.attention import flash_attention_bwd_p, flash_attention_p  # noqa: E402
 from funcgrad.backends.cpu.flash_attention import (  # noqa: E402
     flash_attention_backward,
     flash_attention_forward,
@@ -218,31 +219,66 @@ def test_deterministic():
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("bad", [
-    lambda q, k, v: (q, k.astype(np.float64), v),          # mixed dtype
-    lambda q, k, v: (q, k[:, :, :8].copy(), v[:, :, :8].copy()),  # d mismatch
-    lambda q, k, v: (q, k[:1].copy(), v[:1].copy()),       # B mismatch
-    lambda q, k, v: (q, k, v[:, :5].copy()),               # Nk mismatch k/v
-    lambda q, k, v: (q[0], k[0], v[0]),                    # 2-D
-    lambda q, k, v: (q.astype(np.int32), k.astype(np.int32), v.astype(np.int32)),
-    lambda q, k, v: (q.transpose(0, 2, 1), k, v),          # not contiguous
+# --------------------------------------------------------------------------
+# the primitives: validation (the kernels trust their arguments) and the
+# numpy reference implementation
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad, error", [
+    (lambda q, k, v: (q, k.astype(np.float64), v), TypeError),           # mixed dtype
+    (lambda q, k, v: (q, k[:, :, :8].copy(), v[:, :, :8].copy()), ValueError),  # d mismatch
+    (lambda q, k, v: (q, k[:1].copy(), v[:1].copy()), ValueError),       # B mismatch
+    (lambda q, k, v: (q, k, v[:, :5].copy()), ValueError),               # Nk mismatch k/v
+    (lambda q, k, v: (q[0], k[0], v[0]), ValueError),                    # 2-D
+    (lambda q, k, v: (q.astype(np.int32), k.astype(np.int32), v.astype(np.int32)), TypeError),
 ])
-def test_bad_input_raises(bad):
+@pytest.mark.parametrize("impl", ["cpu", "reference"])
+def test_bad_input_raises(bad, error, impl):
     q, k, v, _ = _inputs(2, 16, 12, 16, np.float32)
     q, k, v = bad(q, k, v)
-    with pytest.raises(ValueError, match=r"flash_attention.*\(\d"):
-        flash_attention_forward(q, k, v, causal=False, scale=1.0)
+    with pytest.raises(error, match=r"flash_attention: .*[fi]\d\d\[[\d,]+\]"):
+        flash_attention_p.impls[impl](q, k, v, causal=False, scale=1.0)
 
 
-def test_bad_backward_input_raises():
+@pytest.mark.parametrize("impl", ["cpu", "reference"])
+def test_bad_backward_input_raises(impl):
     q, k, v, do = _inputs(2, 16, 12, 16, np.float32)
     o, lse = flash_attention_forward(q, k, v, causal=False, scale=1.0)
-    with pytest.raises(ValueError, match="flash_attention.*lse"):
-        flash_attention_backward(q, k, v, o, lse[:, :3].copy(), do,
-                                 causal=False, scale=1.0)
-    with pytest.raises(ValueError, match="flash_attention.*do"):
-        flash_attention_backward(q, k, v, o, lse, do.astype(np.float64),
-                                 causal=False, scale=1.0)
+    run = flash_attention_bwd_p.impls[impl]
+    with pytest.raises(ValueError, match=r"flash_attention_bwd: lse must be .* shape \(2, 16\)"):
+        run(q, k, v, o, lse[:, :3].copy(), do, causal=False, scale=1.0)
+    with pytest.raises(ValueError, match=r"flash_attention_bwd: do must be .* shape \(2, 16, 16\)"):
+        run(q, k, v, o, lse, do[:, :, :8].copy(), causal=False, scale=1.0)
+
+
+def test_cpu_impl_takes_non_contiguous_inputs():
+    q, k, v, do = _inputs(2, 16, 12, 16, np.float64, seed=4)
+    qt = np.ascontiguousarray(q.transpose(0, 2, 1)).transpose(0, 2, 1)   # same values, strided
+    o, lse = flash_attention_p.impl(qt, k, v, causal=True, scale=0.3)
+    o_ref, lse_ref, _ = ref_forward(q, k, v, True, 0.3)
+    assert _rel(o, o_ref) < TOL[np.float64]
+    np.testing.assert_allclose(lse, lse_ref, rtol=TOL[np.float64])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("Nq,Nk", [(7, 5), (5, 7), (6, 0)])
+def test_numpy_reference_implementation(Nq, Nk, causal):
+    """The primitives' own numpy implementations (the kernels' reference; Nq > Nk with a
+    causal mask leaves queries that see no key)."""
+    q, k, v, do = _inputs(2, Nq, Nk, 4, np.float64, seed=Nq + Nk)
+    o, lse = flash_attention_p.impls["reference"](q, k, v, causal=causal, scale=0.6)
+    grads = flash_attention_bwd_p.impls["reference"](q, k, v, o, lse, do, causal=causal, scale=0.6)
+    if Nk == 0:   # no key at all: every query is blind (the float64 reference above needs a key)
+        o_ref, lse_ref = np.zeros_like(o), np.full_like(lse, np.inf)
+        grads_ref = (np.zeros_like(q), k, v)
+    else:
+        o_ref, lse_ref, _ = ref_forward(q, k, v, causal, 0.6)
+        grads_ref = ref_backward(q, k, v, do, causal, 0.6)
+    np.testing.assert_allclose(o, o_ref, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(lse, lse_ref, rtol=1e-12)
+    for g, g_ref in zip(grads, grads_ref):
+        assert g.shape == g_ref.shape
+        np.testing.assert_allclose(g, g_ref, rtol=1e-11, atol=1e-12)
 
 
 # --------------------------------------------------------------------------

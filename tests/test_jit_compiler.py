@@ -15,7 +15,7 @@ import funcgrad.numpy as fnp
 from funcgrad._ir import eval_jaxpr
 from funcgrad.compiler import fusion, passes
 from funcgrad.compiler.fusion import FusedKernel
-from funcgrad.jit import compile_jaxpr
+from funcgrad.backends.cpu import backend as cpu_backend
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,7 +76,7 @@ def test_fusion_makes_one_kernel_and_matches_unfused():
     assert len(fused.eqns) == 1 and isinstance(fused.eqns[0].prim, FusedKernel)
     x64, b64 = x.astype(np.float64), b.astype(np.float64)
     expected = np.maximum(x64 * 2 + b64, 0) * np.tanh(x64)
-    np.testing.assert_allclose(compile_jaxpr(fused).run([x, b])[0], expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(cpu_backend.compile(fused).run([x, b])[0], expected, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("reduce", ["sum", "max", "min"])
@@ -299,3 +299,110 @@ def test_fused_literal_of_a_higher_kind_is_not_truncated(prim, literal, referenc
     got = np.asarray(fg.jit(f)(fnp.array(x)))
     np.testing.assert_array_equal(got, reference(x.astype(np.float64)).astype(got.dtype))
     assert got.dtype == (np.bool_ if prim == "lt_p" else np.float32)
+
+
+# ------------------------------------------------------- lowerings and backends
+
+
+def test_fusion_follows_the_registered_lowerings_not_names():
+    """What fuses is what has a numba lowering, looked up on the primitive object."""
+    from funcgrad import _core
+    from funcgrad._dtypes import ShapedArray
+    from funcgrad.compiler.codegen import COMPILER, unary
+    same_aval = lambda x: ShapedArray(x.shape, x.dtype)   # noqa: E731
+    cube = _core.Primitive("cube")
+    cube.impl, cube.abstract_eval = (lambda x: x * x * x), same_aval
+    _core.register_lowering(cube, COMPILER, unary("{0} * {0} * {0}"))
+    impostor = _core.Primitive("add")   # the name of a fusible primitive, but no lowering
+    impostor.impl, impostor.abstract_eval = (lambda x: x + 1), same_aval
+
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    fused = fusion.fuse(fg.make_jaxpr(lambda v: cube.bind(v * 2.0) - 1.0)(x))
+    assert len(fused.eqns) == 1 and isinstance(fused.eqns[0].prim, FusedKernel)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(cpu_backend.compile(fused).run([x])[0], (2 * x64) ** 3 - 1, rtol=1e-6)
+    kept = fusion.fuse(fg.make_jaxpr(lambda v: impostor.bind(v) * 2.0)(x))
+    assert [e.prim for e in kept.eqns][0] is impostor   # left to its host implementation
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_fused_bool_max_min_match_numpy(reduce):
+    # The accumulator starts at the identity of bool max/min (False/True).
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+    f = lambda v: getattr(fnp, reduce)((v * 2.0) > 1.0, axis=-1)   # noqa: E731
+    assert isinstance(fg.jit(f).lower(x).jaxpr.eqns[-1].prim, FusedKernel)
+    np.testing.assert_array_equal(np.asarray(fg.jit(f)(x)), getattr(np, reduce)(x * 2.0 > 1.0, axis=-1))
+
+
+def test_errors_inside_a_compiled_program_name_the_primitive():
+    f = fg.jit(lambda table, idx: table.at[idx].add(1.0))
+    table = np.zeros((3, 2), np.float32)
+    np.testing.assert_array_equal(np.asarray(f(table, np.array([0, 2, 2]))), [[1, 1], [0, 0], [2, 2]])
+    with pytest.raises(IndexError, match=r"^scatter_add: invalid arguments \(f32\[3,2\], .*index 5"):
+        f(table, np.array([0, 5, 1]))
+
+
+class _Tagged(fg.Array):
+    """An array of a made-up backend: numpy buffers, host implementations."""
+
+    __slots__ = ()
+    device = "tagged"
+
+
+class _TaggedBackend:
+    """The least a backend provides for jit: arrays in and out, and optionally ``compile``."""
+
+    name = "tagged"
+    compile = None
+
+    def device_value(self, a):
+        return a._value if isinstance(a, fg.Array) else a
+
+    def wrap(self, out):
+        return _Tagged(np.asarray(out))
+
+    def host_value(self, value):
+        return value
+
+    def missing_impl(self, prim):
+        return prim.impl
+
+    def to_device(self, x):
+        return _Tagged(x._value)
+
+
+def test_jit_on_a_backend_without_compile_replays_the_trace_op_by_op():
+    _Tagged.backend = _TaggedBackend()
+    traced = []
+
+    def f(x, w):
+        traced.append(1)
+        return fnp.tanh(x @ w) * fnp.ones(3)   # a constant made while tracing meets the device array
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    jf = fg.jit(f)
+    for _ in range(2):
+        out = jf(_Tagged(x), _Tagged(w))
+        assert type(out) is _Tagged
+        np.testing.assert_allclose(out._value, np.tanh(x.astype(np.float64) @ w), rtol=1e-5)
+    assert len(traced) == 1   # traced once, run twice
+    host = jf(x, w)           # host arrays: the host's compiled program, a separate signature
+    assert type(host) is fg.Array and len(traced) == 2
+
+
+def test_jit_on_a_backend_with_compile_uses_it():
+    class Compiling(_TaggedBackend):
+        def __init__(self):
+            self.compiled = []
+
+        def compile(self, jaxpr):   # reuse the host's compiler; results stay on this backend
+            self.compiled.append(jaxpr)
+            program = cpu_backend.compile(jaxpr)
+            program.run = lambda buffers, run=program.run: [_Tagged(o._value) for o in run(buffers)]
+            return program
+    backend = _Tagged.backend = Compiling()
+    x = np.linspace(0, 1, 6, dtype=np.float32)
+    jf = fg.jit(lambda v: fnp.sin(v) * 2.0 + 1.0)
+    outs = [jf(_Tagged(x)) for _ in range(3)]
+    assert len(backend.compiled) == 1 and all(type(o) is _Tagged for o in outs)
+    np.testing.assert_allclose(outs[-1]._value, np.sin(x.astype(np.float64)) * 2 + 1, rtol=1e-6)

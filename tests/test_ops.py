@@ -139,6 +139,39 @@ def test_forward_float64(op, shapes, rng, x64):
     _check_forward(op, shapes, rng, np.float64, 1e-12, op.atol64)
 
 
+@pytest.fixture
+def without_fast_path():
+    """Eager evaluation with bind's inlined fast path off: every primitive goes through apply_primitive."""
+    from funcgrad import _core
+    previous = _core.set_fast_path(False)
+    yield
+    _core.set_fast_path(previous)
+
+
+@pytest.mark.parametrize("op,shapes", _cases())
+def test_forward_without_the_fast_path(op, shapes, rng, x32, without_fast_path):
+    # The one general evaluation path gives numpy's results on the whole table, as the fast path does.
+    _check_forward(op, shapes, rng, np.float32, op.rtol, op.atol)
+
+
+def test_the_fast_path_switch_routes_binds(monkeypatch):
+    from funcgrad import _core
+    calls = []
+    general = _core.apply_primitive
+    monkeypatch.setattr(_core, "apply_primitive", lambda prim, args, params: calls.append(prim.name) or
+                        general(prim, args, params))
+    x = fnp.ones((2, 3))
+    fnp.sin(x) + x
+    assert calls == []                                     # the inlined fast path
+    previous = _core.set_fast_path(False)
+    try:
+        out = fnp.sum(fnp.sin(x) + x, axis=1)
+    finally:
+        _core.set_fast_path(previous)
+    assert calls == ["sin", "add", "reduce_sum"]
+    np.testing.assert_allclose(np.asarray(out), (np.sin(np.ones((2, 3))) + 1).sum(axis=1), rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------
 # (b) derivatives vs finite differences, float64, order 2, both modes
 # ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 import funcgrad as fg
 import funcgrad.numpy as fnp
 from funcgrad import optim
-from funcgrad.optim import checkpoint
+from funcgrad.optim import serialization
 from funcgrad.tree_util import tree_leaves, tree_map, tree_structure
 
 STEPS = 5
@@ -285,13 +285,13 @@ def test_checkpoint_round_trip(tmp_path, name):
     params, state = _trained(opt)
     tree = {"params": params, "opt_state": state, "step": 7, "note": None}
     path = tmp_path / "ckpt.npz"
-    assert checkpoint.save(path, tree) == str(path)
+    assert serialization.save(path, tree) == str(path)
     assert sorted(os.listdir(tmp_path)) == ["ckpt.npz"]          # no temporary files left behind
-    for restored in (checkpoint.load(path), checkpoint.load(path, like=tree)):
+    for restored in (serialization.load(path), serialization.load(path, like=tree)):
         assert_trees_equal(restored, tree)
         assert restored["step"] == 7 and type(restored["step"]) is int and restored["note"] is None
     # The restored state drives the optimizer exactly like the original.
-    restored = checkpoint.load(path, like=tree)
+    restored = serialization.load(path, like=tree)
     grads = make_grads(params, 9)
     assert_trees_equal(opt.update(grads, restored["opt_state"], restored["params"]),
                        opt.update(grads, state, params))
@@ -300,8 +300,8 @@ def test_checkpoint_round_trip(tmp_path, name):
 def test_checkpoint_keeps_containers_and_dtypes(tmp_path):
     tree = {"list": [fnp.arange(3), (fnp.ones(2, dtype=fnp.float16), True)],
             "ints": {3: fnp.asarray([1, 2], dtype=fnp.uint8)}, "empty": optim.EmptyState(), "flag": fnp.asarray([True, False])}
-    checkpoint.save(tmp_path / "c.npz", tree)
-    restored = checkpoint.load(tmp_path / "c.npz")
+    serialization.save(tmp_path / "c.npz", tree)
+    restored = serialization.load(tmp_path / "c.npz")
     assert isinstance(restored["list"], list) and isinstance(restored["list"][1], tuple)
     assert isinstance(restored["empty"], optim.EmptyState) and 3 in restored["ints"]
     assert_trees_equal(restored, tree)
@@ -309,10 +309,10 @@ def test_checkpoint_keeps_containers_and_dtypes(tmp_path):
 
 def test_checkpoint_shape_mismatch_names_the_path(tmp_path):
     saved = {"params": {"w1": fnp.zeros((784, 512)), "b1": fnp.zeros(512)}}
-    checkpoint.save(tmp_path / "c.npz", saved)
+    serialization.save(tmp_path / "c.npz", saved)
     like = {"params": {"w1": fnp.zeros((512, 784)), "b1": fnp.zeros(512)}}
     with pytest.raises(ValueError, match=r"params\['w1'\]: saved f32\[784,512\], expected f32\[512,784\]"):
-        checkpoint.load(tmp_path / "c.npz", like=like)
+        serialization.load(tmp_path / "c.npz", like=like)
 
 
 @pytest.mark.parametrize("like,message", [
@@ -324,51 +324,86 @@ def test_checkpoint_shape_mismatch_names_the_path(tmp_path):
     ([fnp.zeros(3)], r"<root>: saved a dict with keys \['params'\], expected a list"),
 ])
 def test_checkpoint_structure_mismatch(tmp_path, like, message):
-    checkpoint.save(tmp_path / "c.npz", {"params": {"w": fnp.zeros(3)}})
+    serialization.save(tmp_path / "c.npz", {"params": {"w": fnp.zeros(3)}})
     with pytest.raises(ValueError, match=message):
-        checkpoint.load(tmp_path / "c.npz", like=like)
+        serialization.load(tmp_path / "c.npz", like=like)
 
 
 def test_checkpoint_namedtuple_mismatch(tmp_path):
     params = make_params()
-    checkpoint.save(tmp_path / "c.npz", optim.adam(0.1).init(params))
+    serialization.save(tmp_path / "c.npz", optim.adam(0.1).init(params))
     with pytest.raises(ValueError, match=r"\[0\]: saved .*ScaleByAdamState.* expected TraceState"):
-        checkpoint.load(tmp_path / "c.npz", like=optim.sgd(0.1, momentum=0.9).init(params)[1:])
+        serialization.load(tmp_path / "c.npz", like=optim.sgd(0.1, momentum=0.9).init(params)[1:])
+
+
+def _warned_here(record) -> None:
+    """Every warning recorded is the rename's DeprecationWarning, pointing at this file (the user's line)."""
+    assert record and all(issubclass(w.category, DeprecationWarning) and "optim.serialization" in str(w.message)
+                          and w.filename == __file__ for w in record), [(w.filename, str(w.message)) for w in record]
+
+
+def test_old_checkpoint_name_still_works_with_a_deprecation_warning(tmp_path):
+    import importlib
+    import sys
+    sys.modules.pop("funcgrad.optim.checkpoint", None)   # not imported as a module before: the attribute path
+    vars(optim).pop("checkpoint", None)
+    tree = {"w": fnp.arange(3.0), "n": 2}
+    with pytest.warns(DeprecationWarning) as record:
+        from funcgrad.optim import checkpoint as old
+    _warned_here(record)
+    old.save(tmp_path / "old.npz", tree)
+    assert_trees_equal(serialization.load(tmp_path / "old.npz"), tree)
+    with pytest.warns(DeprecationWarning) as record:
+        attr = optim.checkpoint
+    _warned_here(record)
+    assert attr.load(tmp_path / "old.npz")["n"] == 2
+    # The module path: a shim module, warned about when imported.
+    sys.modules.pop("funcgrad.optim.checkpoint", None)
+    try:
+        with pytest.warns(DeprecationWarning) as record:
+            shim = importlib.import_module("funcgrad.optim.checkpoint")
+        assert shim.save is serialization.save and shim.load is serialization.load
+        assert all("optim.serialization" in str(w.message) for w in record)
+    finally:
+        sys.modules.pop("funcgrad.optim.checkpoint", None)
+        vars(optim).pop("checkpoint", None)   # the import set it; the next access must warn again
+    with pytest.raises(AttributeError, match="no attribute 'checkpointz'"):
+        optim.checkpointz
 
 
 def test_foreign_and_corrupted_files_are_rejected(tmp_path):
     foreign = tmp_path / "foreign.npz"
     np.savez(foreign, a=np.zeros(3), b=np.ones(2))
     with pytest.raises(ValueError, match="not a valid funcgrad checkpoint: it has no __funcgrad_checkpoint__ record"):
-        checkpoint.load(foreign)
+        serialization.load(foreign)
 
     pickled = tmp_path / "pickled.npz"
     np.savez(pickled, __funcgrad_checkpoint__=np.array([{"evil": 1}], dtype=object))
     with pytest.raises(ValueError, match="not a valid funcgrad checkpoint"):
-        checkpoint.load(pickled)
+        serialization.load(pickled)
 
     single = tmp_path / "single.npy"
     np.save(single, np.zeros(3))
     with pytest.raises(ValueError, match="single array"):
-        checkpoint.load(single)
+        serialization.load(single)
 
     text = tmp_path / "text.npz"
     text.write_text("hello, not an archive")
     with pytest.raises(ValueError, match="not a valid funcgrad checkpoint"):
-        checkpoint.load(text)
+        serialization.load(text)
 
     good = tmp_path / "good.npz"
-    checkpoint.save(good, {"w": fnp.arange(1000.0)})
+    serialization.save(good, {"w": fnp.arange(1000.0)})
     data = bytearray(good.read_bytes())
     truncated = tmp_path / "truncated.npz"
     truncated.write_bytes(bytes(data[:len(data) // 2]))
     with pytest.raises(ValueError, match="not a valid funcgrad checkpoint"):
-        checkpoint.load(truncated)
+        serialization.load(truncated)
     flipped = tmp_path / "flipped.npz"
     data[len(data) // 3] ^= 0xFF                           # inside the leaf's bytes: caught by the zip CRC
     flipped.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="corrupted"):
-        checkpoint.load(flipped)
+        serialization.load(flipped)
 
 
 def test_tampered_records_are_rejected(tmp_path):
@@ -378,35 +413,35 @@ def test_tampered_records_are_rejected(tmp_path):
         return path
 
     with pytest.raises(ValueError, match="structure record is corrupted"):
-        checkpoint.load(write(b"{not json"))
+        serialization.load(write(b"{not json"))
     with pytest.raises(ValueError, match="unknown format"):
-        checkpoint.load(write(b'{"format": "other", "tree": {}}'))
+        serialization.load(write(b'{"format": "other", "tree": {}}'))
     record = b'{"format": "funcgrad.checkpoint", "version": 1, "tree": {"node": "leaf", "kind": "array", ' \
              b'"dtype": "<f4", "shape": [3]}}'
     with pytest.raises(ValueError, match="recorded as f32\\[3\\] but stored as f32\\[4\\]"):
-        checkpoint.load(write(record, leaf_0=np.zeros(4, np.float32)))
+        serialization.load(write(record, leaf_0=np.zeros(4, np.float32)))
     with pytest.raises(ValueError, match="holds 2 arrays but its structure names 1"):
-        checkpoint.load(write(record, leaf_0=np.zeros(3, np.float32), leaf_1=np.zeros(1)))
+        serialization.load(write(record, leaf_0=np.zeros(3, np.float32), leaf_1=np.zeros(1)))
 
 
 def test_save_rejects_what_it_cannot_describe(tmp_path):
     with pytest.raises(TypeError, match=r"cannot store a str at params\['name'\]"):
-        checkpoint.save(tmp_path / "c.npz", {"params": {"name": "w"}})
+        serialization.save(tmp_path / "c.npz", {"params": {"name": "w"}})
     with pytest.raises(TypeError, match="dict keys must be str or int"):
-        checkpoint.save(tmp_path / "c.npz", {(1, 2): fnp.zeros(1)})
+        serialization.save(tmp_path / "c.npz", {(1, 2): fnp.zeros(1)})
     assert not (tmp_path / "c.npz").exists()
     assert os.listdir(tmp_path) == []
 
 
 def test_missing_file_is_a_file_not_found_error(tmp_path):
     with pytest.raises(FileNotFoundError):
-        checkpoint.load(tmp_path / "nope.npz")
+        serialization.load(tmp_path / "nope.npz")
 
 
 def test_zip_crc_really_protects_leaves(tmp_path):
     # Guard for the test above: the byte we flip must lie inside a stored member.
     good = tmp_path / "g.npz"
-    checkpoint.save(good, {"w": fnp.arange(1000.0)})
+    serialization.save(good, {"w": fnp.arange(1000.0)})
     with zipfile.ZipFile(good) as z:
         info = z.getinfo("leaf_0.npy")
     size = good.stat().st_size

@@ -13,7 +13,7 @@ import pytest
 import funcgrad as fg
 import funcgrad.numpy as fnp
 from funcgrad.testing import check_grads
-from funcgrad.tree_util import register_dataclass, tree_flatten, tree_leaves, tree_map
+from funcgrad.tree_util import flatten_fun, register_dataclass, tree_flatten, tree_leaves, tree_structure
 
 # ------------------------------------------------------------------ helpers
 
@@ -248,6 +248,27 @@ def test_custom_vjp_nondiff_argnums(x64):
     np.testing.assert_array_equal(to_np(g), [6.0, 6.0])
 
 
+def test_custom_vjp_nondiff_argnums_negative_and_in_order(rng, x64):
+    # bwd gets the non-differentiable arguments first, in nondiff_argnums order; -1 counts from the end
+    seen = []
+
+    def fwd(x, scale, power):
+        return scale * x ** power, x
+
+    def bwd(power, scale, x, g):
+        seen.append((power, scale))
+        return (g * scale * power * x ** (power - 1),)
+
+    f = fg.custom_vjp(lambda x, scale, power: scale * x ** power, nondiff_argnums=(-1, 1))
+    f.defvjp(fwd, bwd)
+    x = rng.standard_normal(3)
+    g = fg.grad(lambda v: fnp.sum(f(v, 2.5, 3)))(fnp.asarray(x))
+    np.testing.assert_allclose(to_np(g), fd_grad(lambda v: np.sum(2.5 * v ** 3), x), rtol=1e-6, atol=1e-8)
+    assert seen == [(3, 2.5)]
+    assert f.nondiff_argnums == (2, 1)             # -1: the last parameter of the signature
+    np.testing.assert_allclose(to_np(f(fnp.asarray(x), 2.5, 3)), 2.5 * x ** 3, rtol=1e-12)
+
+
 # -------------------------------------------------------------- checkpoint
 
 
@@ -421,6 +442,51 @@ def test_jacobian_of_dict_output(rng, x64):
         np.testing.assert_allclose(to_np(j["v"]), 3 * np.eye(2), rtol=1e-12)
 
 
+def test_jacobians_and_hessian_pass_keyword_arguments(rng, x64):
+    # keyword arguments are held fixed, as in grad
+    x = rng.standard_normal(3)
+    f = lambda v, *, scale: fnp.sin(v) * scale
+    expected = fd_jacobian(lambda v: np.sin(v) * 1.5, x)
+    for jac in (fg.jacfwd, fg.jacrev):
+        np.testing.assert_allclose(to_np(jac(f)(fnp.asarray(x), scale=1.5)), expected, rtol=1e-6, atol=1e-8)
+    h = fg.hessian(lambda v, *, scale: fnp.sum(v ** 3) * scale)(fnp.asarray(x), scale=2.0)
+    np.testing.assert_allclose(to_np(h), np.diag(12.0 * x), rtol=1e-12)
+
+
+# ------------------------------------------ the pytree wrapper behind every transform
+
+
+def test_flatten_fun_rebuilds_arguments_and_records_the_output_structure():
+    def f(params, xs):
+        return {"y": params["w"] * xs[0] + params["b"], "z": (xs[1], xs[0] - 1)}
+
+    args = ({"w": 3, "b": 1}, [5, 7])
+    leaves, in_tree = tree_flatten(args)
+    flat_f, out_tree = flatten_fun(f, in_tree)
+    assert out_tree() is None                      # known once it has run
+    expected_leaves, expected_tree = tree_flatten(f(*args))
+    assert flat_f(*leaves) == expected_leaves == [16, 7, 4]
+    assert out_tree() == expected_tree
+    # with aux: the output is flattened, the aux comes back untouched
+    aux = {"note": [1, 2]}
+    flat_aux, out_tree_aux = flatten_fun(lambda a, b: ((a + b, a * b), aux), tree_structure((0, 0)), has_aux=True)
+    out_leaves, got_aux = flat_aux(2, 5)
+    assert out_leaves == [7, 10] and got_aux is aux and out_tree_aux() == tree_structure((0, 0))
+    with pytest.raises(TypeError, match=r"demo\(has_aux=True\): g must return a pair \(output, aux\), got int"):
+        flatten_fun(lambda a: a, tree_structure((0,)), has_aux=True, where="demo(has_aux=True): g")[0](3)
+
+
+def test_grad_of_single_leaf_and_pytree_arguments_agree(rng, x64):
+    # the single-array fast path and the pytree path differentiate the same function alike
+    x, w = rng.standard_normal(3), rng.standard_normal(3)
+    loss = lambda p, w: fnp.sum(fnp.tanh(p["x"] * w) ** 2)
+    g_tree = fg.grad(loss)({"x": fnp.asarray(x)}, fnp.asarray(w))["x"]
+    g_leaf = fg.grad(lambda v, w: loss({"x": v}, w))(fnp.asarray(x), fnp.asarray(w))
+    expected = fd_grad(lambda v: np.sum(np.tanh(v * w) ** 2), x)
+    np.testing.assert_allclose(to_np(g_leaf), expected, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(to_np(g_tree), expected, rtol=1e-6, atol=1e-8)
+
+
 # -------------------------------------------------------------------- jit
 
 
@@ -479,6 +545,29 @@ def test_jit_static_argnums():
     assert f.cache_info()["misses"] == 2 and f.cache_info()["hits"] == 1
     g = fg.jit(power, static_argnames="n")
     np.testing.assert_allclose(to_np(g(x, n=4)), np.asarray([1.5, -2.0]) ** 4, rtol=1e-6)
+
+
+def test_jit_static_argument_by_position_keyword_or_default():
+    # a static position may come positionally, by keyword, or keep its default; -1 counts from the end
+    traces = []
+
+    def power(x, n=2):
+        traces.append(n)
+        out = x
+        for _ in range(n - 1):        # Python control flow: only possible on a static value
+            out = out * x
+        return out
+
+    x_np = np.asarray([1.5, -2.0])
+    x = fnp.asarray(x_np)
+    for nums in (1, -1, (np.int64(1),)):
+        f = fg.jit(power, static_argnums=nums)
+        np.testing.assert_allclose(to_np(f(x, 3)), x_np ** 3, rtol=1e-6)
+        np.testing.assert_allclose(to_np(f(x, n=4)), x_np ** 4, rtol=1e-6)
+        np.testing.assert_allclose(to_np(f(x)), x_np ** 2, rtol=1e-6)
+    assert traces == [3, 4, 2, 3, 4, 2, 3, 4, 2]
+    ir = str(fg.jit(power, static_argnums=1).trace(x, n=3))
+    assert ir.count("mul") == 2, ir
 
 
 def test_jit_runs_cached_program_without_python():

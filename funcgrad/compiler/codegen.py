@@ -13,6 +13,17 @@ A kernel iterates over a 2-d view ``(outer, inner)`` of the group's shape:
 ``prange`` over ``outer`` (when the work is large enough to pay for
 threads), a plain loop over ``inner``, and no temporaries: intermediate
 values live in registers.  A trailing reduction accumulates over ``inner``.
+
+What a primitive becomes inside a kernel is its *lowering*, registered
+against the primitive object by the backend that compiles with this module
+(``funcgrad/backends/cpu/lowering.py``)::
+
+    _core.register_lowering(exp_p, COMPILER, unary("np.exp({0})"))
+
+An :class:`Elementwise` lowering makes the primitive fusible; a
+:class:`Reduction` lets it end a group.  The helpers the generated source
+imports and the threading hooks come from the :class:`Runtime` that backend
+installs with :func:`set_runtime`.
 """
 from __future__ import annotations
 
@@ -29,24 +40,8 @@ import numpy as np
 from funcgrad import _dtypes
 from funcgrad.compiler import kernel_cache
 
-_UNARY = {
-    "neg": "-{0}", "exp": "np.exp({0})", "exp2": "np.exp2({0})", "log": "np.log({0})", "log2": "np.log2({0})",
-    "log1p": "np.log1p({0})", "expm1": "np.expm1({0})", "sqrt": "np.sqrt({0})", "sin": "np.sin({0})",
-    "cos": "np.cos({0})", "tan": "np.tan({0})", "tanh": "np.tanh({0})", "arcsin": "np.arcsin({0})",
-    "arccos": "np.arccos({0})", "arctan": "np.arctan({0})", "sinh": "np.sinh({0})", "cosh": "np.cosh({0})",
-    "abs": "np.abs({0})", "sign": "np.sign({0})", "floor": "np.floor({0})", "ceil": "np.ceil({0})",
-    "isnan": "np.isnan({0})", "isfinite": "np.isfinite({0})", "logical_not": "(not {0})",
-    "stop_gradient": "{0}", "logistic": "(np.tanh({0} * {half}) * {half} + {half})",
-}
-_BINARY = {
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}", "pow": "{0} ** {1}",
-    "maximum": "np.maximum({0}, {1})", "minimum": "np.minimum({0}, {1})", "arctan2": "np.arctan2({0}, {1})",
-    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
-    "ge": "{0} >= {1}", "logical_and": "({0} and {1})", "logical_or": "({0} or {1})",
-    "logical_xor": "({0} != {1})",
-}
-FUSIBLE = set(_UNARY) | set(_BINARY) | {"select", "convert_element_type"}
-REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min"}
+# The key of this compiler's lowerings in ``Primitive.lowerings``.
+COMPILER = "numba"
 
 # Iteration sizes below this run serially: starting numba's threads costs
 # more than the loop itself.
@@ -58,7 +53,7 @@ class Op:
     """One fused operation: ``out = prim(args)``; args are names or literal values."""
 
     out: str
-    prim: str
+    prim: Any             # the Primitive; its numba lowering writes the expression
     args: list
     dtype: np.dtype
     params: dict = field(default_factory=dict)
@@ -66,16 +61,108 @@ class Op:
 
 @dataclass
 class KernelSpec:
-    """Everything the source depends on (and nothing else: it is the cache key)."""
+    """Everything the source depends on."""
 
     inputs: list          # (name, index pattern "[i, j]" / "[0, j]" / "[i, 0]" / "[0, 0]", dtype)
     ops: list             # Op, in order
     outputs: list         # names written at [i, j]
-    reduction: tuple | None  # (prim name, operand name, dtype, output name) or None
+    reduction: tuple | None  # (primitive, operand name, dtype, output name) or None
     parallel: bool
 
 
-def _typed(value: Any, dtype: np.dtype) -> str:
+# Renders one operand of an operation: a name stays as it is; a literal
+# becomes a typed constant of the kernel, typed like ``other`` (weak typing).
+Ref = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """The lowering of an elementwise primitive: ``emit(op, ref)`` is its expression.
+
+    ``reassoc``: the expression needs fastmath ``reassoc`` to vectorise (the
+    fast exp); ``free``: it moves no data of its own (``broadcast_to``: the
+    kernel's index patterns broadcast), so it does not count towards
+    making a group worth a kernel.
+
+    >>> neg = Elementwise(lambda op, ref: f"-{ref(op.args[0])}")
+    """
+
+    emit: Callable[[Op, Ref], str]
+    reassoc: bool = False
+    free: bool = False
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The lowering of a reduction that may end a group, over its trailing axes.
+
+    ``identity(dtype)`` starts the accumulator ``acc``; ``update`` are the
+    lines folding the operand ``{x}`` into it (inside the inner loop).
+
+    >>> total = Reduction(lambda dtype: 0, ("acc += {x}",))
+    """
+
+    identity: Callable[[np.dtype], Any]
+    update: tuple[str, ...]
+
+
+def unary(template: str, **options: Any) -> Elementwise:
+    """The lowering writing ``template`` with the operand as ``{0}``: ``unary("np.sin({0})")``."""
+    return Elementwise(lambda op, ref: template.format(ref(op.args[0])), **options)
+
+
+def binary(template: str, **options: Any) -> Elementwise:
+    """The lowering writing ``template`` with operands ``{0}`` and ``{1}``: ``binary("{0} + {1}")``.
+
+    A literal operand takes the dtype of the array operand beside it.
+    """
+    def emit(op: Op, ref: Ref) -> str:
+        x, y = op.args
+        return template.format(ref(x, y), ref(y, x))
+    return Elementwise(emit, **options)
+
+
+def lowering(prim: Any) -> Any:
+    """``prim``'s lowering for this compiler, or None (it then stays outside kernels)."""
+    return prim.lowerings.get(COMPILER)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What generated kernels run with, installed by the backend compiling with them.
+
+    * ``imports``: the import line of the helper functions lowerings call;
+    * ``helpers_digest``: a hash of those helpers' source, written into every
+      kernel, so a change in a helper makes new kernels (and cache entries);
+    * ``prepare()``: called before each kernel run (the requested thread
+      count, in whichever Python thread runs it);
+    * ``guard(kernel)``: wraps a parallel kernel (e.g. serialises launches
+      under a threading layer that allows one at a time).
+    """
+
+    imports: str
+    helpers_digest: str
+    prepare: Callable[[], None]
+    guard: Callable[[Callable], Callable]
+
+
+_runtime: list[Runtime] = []
+
+
+def set_runtime(runtime: Runtime) -> None:
+    """Install the runtime generated kernels use (the CPU backend does, on import)."""
+    _runtime[:] = [runtime]
+
+
+def runtime() -> Runtime:
+    if not _runtime:
+        raise RuntimeError("funcgrad.compiler: no numba runtime installed; import funcgrad (its CPU backend "
+                           "installs it) before compiling")
+    return _runtime[0]
+
+
+def typed_constant(value: Any, dtype: np.dtype) -> str:
+    """``value`` as a source literal of ``dtype``: ``np.float32(0.5)``, ``np.float32(-np.inf)``, ``True``."""
     if dtype.kind == "b":
         return "True" if value else "False"
     if dtype.kind == "f" and not np.isfinite(value):
@@ -93,25 +180,10 @@ def _expr(op: Op, consts: dict, operand_dtype: Callable[[Any], np.dtype]) -> str
               if other is not None and isinstance(other, str) else op.dtype)
         key = (type(a), a, dt)
         if key not in consts:
-            consts[key] = (f"c{len(consts)}", _typed(a, dt))
+            consts[key] = (f"c{len(consts)}", typed_constant(a, dt))
         return consts[key][0]
 
-    if op.prim == "exp" and op.dtype.name in ("float32", "float64"):
-        # A vectorisable exp (funcgrad.backends.cpu._fastmath): ~1 ulp, several times libm's speed.
-        return f"exp_{op.dtype.name[0]}{op.dtype.name[-2:]}({ref(op.args[0])})"
-    if op.prim in _UNARY:
-        half = ref(0.5) if op.prim == "logistic" else ""
-        return _UNARY[op.prim].format(ref(op.args[0]), half=half)
-    if op.prim in _BINARY:
-        x, y = op.args
-        return _BINARY[op.prim].format(ref(x, y), ref(y, x))
-    if op.prim == "select":
-        c, x, y = op.args
-        return f"({ref(x, y)} if {ref(c)} else {ref(y, x)})"
-    if op.prim == "convert_element_type":
-        target = op.params["dtype"]
-        return f"({ref(op.args[0])} != 0)" if target.kind == "b" else f"np.{target.name}({ref(op.args[0])})"
-    raise KeyError(op.prim)
+    return lowering(op.prim).emit(op, ref)
 
 
 def _fastmath_flags(spec: KernelSpec) -> str:
@@ -120,7 +192,7 @@ def _fastmath_flags(spec: KernelSpec) -> str:
     inf behave as in numpy) nor contract (no FMA): kernels without exp or a
     reduction give bit-for-bit numpy's results; sums may differ from numpy's
     by float reassociation."""
-    if spec.reduction or any(op.prim == "exp" for op in spec.ops):
+    if spec.reduction or any(lowering(op.prim).reassoc for op in spec.ops):
         return ", fastmath={'reassoc'}"
     return ""
 
@@ -132,6 +204,7 @@ def _cast(expr: str, dtype: np.dtype) -> str:
 
 def generate_source(spec: KernelSpec) -> str:
     """The Python source of the kernel described by ``spec``."""
+    rt = runtime()
     dtypes = {name: dtype for name, _, dtype in spec.inputs}
     dtypes.update({op.out: op.dtype for op in spec.ops})
     consts: dict = {}
@@ -142,9 +215,9 @@ def generate_source(spec: KernelSpec) -> str:
     loop = "numba.prange" if spec.parallel else "range"
     args = ["n0", "n1"] + [f"a_{n}" for n, _, _ in spec.inputs] + [f"o_{n}" for n in spec.outputs]
     lines = ["# Generated by funcgrad.compiler.codegen; do not edit.",
-             f"# helpers: {_HELPERS_DIGEST}",   # a change in the helpers makes a new file (and cache entry)
+             f"# helpers: {rt.helpers_digest}",   # a change in the helpers makes a new file (and cache entry)
              "import numba", "import numpy as np",
-             "from funcgrad.backends.cpu._fastmath import exp_f32, exp_f64", "", "",
+             rt.imports, "", "",
              "@numba.njit(parallel=%s, cache=True, error_model='numpy', nogil=True%s)"
              % (spec.parallel, _fastmath_flags(spec)),
              f"def kernel({', '.join(args + (['r_out'] if spec.reduction else []))}):"]
@@ -152,33 +225,16 @@ def generate_source(spec: KernelSpec) -> str:
     lines.append(f"    for i in {loop}(n0):")
     if spec.reduction:
         prim, operand, dtype, _ = spec.reduction
-        init = {"reduce_sum": 0, "reduce_max": -np.inf, "reduce_min": np.inf}[prim]
-        if dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            init = {"reduce_sum": 0, "reduce_max": info.min, "reduce_min": info.max}[prim]
-        lines.append(f"        acc = {_typed(init, dtype)}")
+        reduction = lowering(prim)
+        lines.append(f"        acc = {typed_constant(reduction.identity(dtype), dtype)}")
     lines.append("        for j in range(n1):")
     lines += body
     if spec.reduction:
-        prim, operand, dtype, _ = spec.reduction
-        if prim == "reduce_sum":
-            lines.append(f"            acc += {operand}")
-        else:
-            cmp = ">" if prim == "reduce_max" else "<"
-            # NaN propagates, as in numpy's max/min.
-            lines.append(f"            if {operand} {cmp} acc or {operand} != {operand}:")
-            lines.append(f"                acc = {operand}")
+        lines += ["            " + line.format(x=operand) for line in reduction.update]
         lines.append("        r_out[i] = acc")
     return "\n".join(lines) + "\n"
 
 
-def _helpers_digest() -> str:
-    from funcgrad.backends.cpu import _fastmath
-    with open(_fastmath.__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
-
-
-_HELPERS_DIGEST = _helpers_digest()
 # Kernels loaded in this process, oldest first; bounded (programs hold their own
 # kernels: a forgotten one is only loaded again from the disk cache if needed).
 _loaded: OrderedDict[str, Callable] = OrderedDict()
@@ -202,9 +258,8 @@ def compile_kernel(spec: KernelSpec) -> Callable:
 
 def _load_kernel(spec: KernelSpec, source: str, digest: str) -> Callable:
     """Load the kernel (disk cache or numba) and record it; the caller holds ``_load_lock``."""
-    from funcgrad.backends.cpu import _threads  # (threading layer before first parallel use)
     kernel = kernel_cache.load_kernel(digest, source)
-    kernel = _threads.guard(kernel) if spec.parallel else kernel
+    kernel = runtime().guard(kernel) if spec.parallel else kernel
     _loaded[digest] = kernel
     while len(_loaded) > MAX_LOADED:
         sys.modules.pop(kernel_cache.module_name(_loaded.popitem(last=False)[0]), None)

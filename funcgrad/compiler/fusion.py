@@ -9,7 +9,12 @@ as soon as anything outside it uses one of its values, so every input of a
 group is computed before the group runs.  Intermediates that nothing outside
 the group uses never leave registers.
 
-Matmul, convolutions and shape changes stay as they are (BLAS does those).
+Which primitives may join is decided by their lowerings alone
+(``prim.lowerings["numba"]``, see :mod:`funcgrad.compiler.codegen`): an
+:class:`~funcgrad.compiler.codegen.Elementwise` one joins, a
+:class:`~funcgrad.compiler.codegen.Reduction` one may end a group.
+Matmul, convolutions and shape changes have none and stay as they are
+(BLAS does those).
 """
 from __future__ import annotations
 
@@ -19,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from funcgrad._dtypes import ShapedArray
-from funcgrad.backends.cpu import _threads
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
-from funcgrad.compiler.codegen import FUSIBLE, PARALLEL_MIN_ELEMENTS, REDUCTIONS, KernelSpec, Op, compile_kernel
+from funcgrad.compiler import codegen
+from funcgrad.compiler.codegen import (PARALLEL_MIN_ELEMENTS, Elementwise, KernelSpec, Op, Reduction, compile_kernel,
+                                       lowering)
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 
@@ -35,6 +41,8 @@ class FusedKernel:
 
     multiple_results = True
     name = "fused"
+    lowerings: dict = {}                       # never fused again
+    traits = frozenset({"writes_out"})         # impl(..., out=[buffers]): the program's memory plan
 
     def __init__(self, spec: KernelSpec, layouts: list, shape: tuple, view: tuple[int, int], out_avals: list,
                  summary: str):
@@ -45,6 +53,7 @@ class FusedKernel:
         self.out_avals = out_avals
         self.summary = summary
         self.kernel = compile_kernel(spec)
+        self.prepare = codegen.runtime().prepare
 
     def __repr__(self) -> str:
         return f"fused[{self.summary}]"
@@ -59,7 +68,7 @@ class FusedKernel:
         flat = [o.reshape(n0, n1) for o in outs[:len(self.spec.outputs)]]
         if self.spec.reduction:
             flat.append(outs[-1].reshape(n0))
-        _threads.prepare()   # the requested thread count, in whichever Python thread runs this
+        self.prepare()   # the requested thread count, in whichever Python thread runs this
         self.kernel(n0, n1, *args, *flat)
         return outs
 
@@ -107,25 +116,19 @@ class _Group:
         self.members |= other.members
 
 
-def _prim_name(eqn: Eqn) -> str:
-    return getattr(eqn.prim, "name", "")
-
-
 def _supported(eqn: Eqn) -> bool:
     values = [x for x in eqn.inputs if isinstance(x, Var)] + list(eqn.outvars)
     return all(v.aval.dtype in _DTYPES for v in values)
 
 
 def _elementwise_shape(eqn: Eqn) -> tuple | None:
-    name = _prim_name(eqn)
-    if name in FUSIBLE or name == "broadcast_to":
-        if _supported(eqn):
-            return eqn.outvars[0].aval.shape
+    if isinstance(lowering(eqn.prim), Elementwise) and _supported(eqn):
+        return eqn.outvars[0].aval.shape
     return None
 
 
 def _trailing_reduction(eqn: Eqn, shape: tuple) -> bool:
-    if _prim_name(eqn) not in REDUCTIONS or not _supported(eqn):
+    if not isinstance(lowering(eqn.prim), Reduction) or not _supported(eqn):
         return False
     axes = eqn.params["axes"]
     return len(axes) > 0 and tuple(axes) == tuple(range(len(shape) - len(axes), len(shape)))
@@ -198,8 +201,13 @@ def fuse(jaxpr: Jaxpr) -> Jaxpr:
     return Jaxpr(jaxpr.constvars, jaxpr.consts, jaxpr.invars, new_eqns, jaxpr.outvars)
 
 
+def _free(eqn: Eqn) -> bool:
+    rule = lowering(eqn.prim)
+    return isinstance(rule, Elementwise) and rule.free
+
+
 def _worth_fusing(group: _Group) -> bool:
-    ops = [e for e in group.eqns if _prim_name(e) != "broadcast_to"]
+    ops = [e for e in group.eqns if not _free(e)]
     if len(ops) >= 2:
         return True
     # A lone operation only pays off when threads can split it.
@@ -245,9 +253,8 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
             break
         args = [name_of(x) for x in eqn.inputs]
         out = eqn.outvars[0]
-        prim = "stop_gradient" if _prim_name(eqn) == "broadcast_to" else _prim_name(eqn)
         names[id(out)] = f"v{len(ops)}"
-        ops.append(Op(names[id(out)], prim, args, out.aval.dtype, dict(eqn.params)))
+        ops.append(Op(names[id(out)], eqn.prim, args, out.aval.dtype, dict(eqn.params)))
 
     members = [e for e in group.eqns if e is not reduction]
     escaping = [e.outvars[0] for e in members
@@ -256,7 +263,7 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
     outvars = list(escaping)
     if reduction is not None:
         operand = name_of(reduction.inputs[0])
-        red = (_prim_name(reduction), operand, reduction.outvars[0].aval.dtype, "r")
+        red = (reduction.prim, operand, reduction.outvars[0].aval.dtype, "r")
         outvars.append(reduction.outvars[0])
     n_work = math.prod(shape)
     view = (math.prod(shape[:split]), math.prod(shape[split:]))
@@ -264,7 +271,7 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
             and all(x.aval.shape == shape or math.prod(x.aval.shape) == 1 for x in inputs):
         view = _flat_view(n_work)   # e.g. 1-d work: any factorisation will do, so make rows to share out
     spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red, n_work >= PARALLEL_MIN_ELEMENTS)
-    summary = ",".join(_prim_name(e) for e in group.eqns)
+    summary = ",".join(e.prim.name for e in group.eqns)
     kernel = FusedKernel(spec, [(p, None) for _, p, _ in in_specs], shape, view,
                          [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary)
     return [Eqn(kernel, inputs, {}, outvars)]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from funcgrad._core import Array, _wrap
+from funcgrad._core import Array, _wrap, run_impl
 from funcgrad._ir import Jaxpr, Literal, Var
 
 # Results larger than this stay computed at run time (they would bloat the
@@ -77,11 +77,11 @@ def fold_constants(jaxpr: Jaxpr) -> Jaxpr:
     for eqn in jaxpr.eqns:
         all_known = all(isinstance(x, Literal) or id(x) in known for x in eqn.inputs)
         small = all(int(np.prod(v.aval.shape, dtype=np.int64)) <= FOLD_MAX_ELEMENTS for v in eqn.outvars)
-        if not (all_known and small and getattr(eqn.prim, "impl", None) is not None):
+        if not (all_known and small and eqn.prim.impl is not None):
             eqns.append(eqn)
             continue
         values = [x.value if isinstance(x, Literal) else known[id(x)] for x in eqn.inputs]
-        out = eqn.prim.impl(*values, **eqn.params)
+        out = run_impl(eqn.prim, eqn.prim.impl, values, eqn.params)
         outs = out if eqn.prim.multiple_results else [out]
         for v, o in zip(eqn.outvars, outs):
             arr = _wrap(o)

@@ -8,9 +8,13 @@ machines: ~2 us per 4 KiB page), so a steady-state call allocates only its
 outputs.  Values handed to the user are never planned buffers (nor views of
 them): they stay valid and immutable after the next call.
 
-Only equations that can write into a given buffer take part: fused kernels
-and ``matmul`` (``np.matmul(..., out=)``).  Everything else allocates as in
-eager mode.
+Only equations that can write into a given buffer take part: primitives
+with the ``"writes_out"`` trait (their host implementation takes ``out=``:
+fused kernels, ``matmul``).  Everything else allocates as in eager mode.
+Primitives with the ``"view"`` trait may return a view of their first
+input, whose buffer then lives as long as the view does.  Traits are
+declared on the primitive objects by the backend that owns their host
+implementations (``funcgrad/backends/cpu/impls.py``).
 
 Outputs of such equations are *recycled*: the program keeps each output
 buffer it handed out, and reuses it on a later call only when nothing else
@@ -38,20 +42,15 @@ import numpy as np
 
 from funcgrad import _core
 from funcgrad._config import config
-from funcgrad._core import Array, _wrap, check_nans
+from funcgrad._core import Array, _wrap, check_nans, run_impl
 from funcgrad._ir import Jaxpr, Literal, pretty_print
-from funcgrad.compiler.fusion import FusedKernel
 
-# Primitives whose result may be a view of their first input: the buffer
-# behind such a result must stay alive as long as the view does.
 # Output buffers remembered per output, for reuse once the caller drops them.
 _MAX_RECYCLED = 4
 
-_VIEWS = {"reshape", "transpose", "broadcast_to", "getitem", "stop_gradient", "flip"}
-
 
 def _writes_into_buffers(eqn: Any) -> bool:
-    return isinstance(eqn.prim, FusedKernel) or getattr(eqn.prim, "name", "") == "matmul"
+    return "writes_out" in eqn.prim.traits
 
 
 class _BufferPool:
@@ -170,7 +169,7 @@ class Program:
         # A view keeps its base's buffer alive (walk backwards so chains propagate).
         base_of: dict[int, int] = {}
         for i, (prim, ins, params, outs, _) in enumerate(self.steps):
-            if getattr(prim, "name", "") in _VIEWS and ins and ins[0][0] == "var":
+            if "view" in prim.traits and ins and ins[0][0] == "var":
                 base_of[outs[0]] = base_of.get(ins[0][1], ins[0][1])
         for view, base in base_of.items():
             last_use[base] = max(last_use.get(base, -1), last_use.get(view, -1))
@@ -249,14 +248,13 @@ class Program:
         debug = config.debug_nans
         for (prim, ins, params, outs, buffers), eqn in zip(self.steps, self.jaxpr.eqns):
             values = [env[i] if kind == "var" else i for kind, i in ins]
-            if buffers is not None:
+            if buffers is not None:   # a "writes_out" primitive: its impl fills the planned buffers
                 targets = [self._target(kind, b, v.aval) for (kind, b), v in zip(buffers, eqn.outvars)]
-                if isinstance(prim, FusedKernel):
-                    results = prim.impl(*values, out=targets)
-                else:
-                    results = [np.matmul(*values, out=targets[0])]
+                out = targets if prim.multiple_results else targets[0]
+                out = prim.impl(*values, out=out, **params) if params else prim.impl(*values, out=out)
+                results = out if prim.multiple_results else [out]
             else:
-                out = prim.impl(*values, **params)
+                out = run_impl(prim, prim.impl, values, params)
                 results = list(out) if prim.multiple_results else [out]
                 results = [r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64)
                            else _wrap(r)._value for r in results]

@@ -6,6 +6,8 @@ from typing import Any, Callable, Sequence
 from funcgrad import _core
 from funcgrad._core import ConcretizationError, Primitive, Trace, Tracer
 from funcgrad._dtypes import ShapedArray
+from funcgrad.primitives.indexing import batch_by_loop
+from funcgrad.primitives.shape import move_to_front, moveaxis
 
 
 class BatchTracer(Tracer):
@@ -63,7 +65,7 @@ class BatchTrace(Trace):
         values = [t.value for t in tracers]
         dims = [t.bdim for t in tracers]
         size = self.axis_size
-        moved = [v if d is None else _moveaxis(v, d, 0) for v, d in zip(values, dims)]
+        moved = [v if d is None else moveaxis(v, d, 0) for v, d in zip(values, dims)]
         dims0 = [None if d is None else 0 for d in dims]
 
         def fun(*xs):
@@ -92,33 +94,6 @@ class BatchTrace(Trace):
 
         outs = _core.CustomVJPCall(call.name, fun, fwd, bwd).bind(*moved)
         return [BatchTracer(self, o, 0) for o in outs]
-
-
-def _moveaxis(x: Any, src: int, dst: int) -> Any:
-    return _fnp.moveaxis(x, src, dst) if src != dst else x
-
-
-def move_to_front(x: Any, d: int | None, size: int) -> Any:
-    """``x`` with its mapped axis first; an unmapped ``x`` is broadcast to ``size``."""
-    if d is None:
-        shape = _core.get_aval(x).shape
-        return _fnp.broadcast_to(x, (size,) + shape)
-    return _moveaxis(x, d, 0)
-
-
-def batch_by_loop(prim: Primitive) -> Callable:
-    """A correct (slow) batching rule for any primitive: apply it per example and stack."""
-    def rule(values, dims, size, **params):
-        stack, take = _fnp.stack, _fnp.take
-        per_example = []
-        for i in range(size):
-            args = [v if d is None else take(v, i, axis=d) for v, d in zip(values, dims)]
-            per_example.append(_core.bind(prim, args, params))
-        if prim.multiple_results:
-            outs = [stack([ex[j] for ex in per_example]) for j in range(len(per_example[0]))]
-            return outs, [0] * len(outs)
-        return stack(per_example), 0
-    return rule
 
 
 def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int,
@@ -151,7 +126,4 @@ def _to_out_dim(value: Any, bdim: int | None, out_dim: int | None, size: int) ->
     ndim = _core.get_aval(value).ndim
     if not -ndim <= out_dim < ndim:
         raise ValueError(f"vmap: out_axes={out_dim} is out of range for an output of rank {ndim}")
-    return _moveaxis(value, 0, out_dim % ndim)
-
-# Imported last, as a module: it builds on the core this module is part of.
-from funcgrad import numpy as _fnp  # noqa: E402
+    return moveaxis(value, 0, out_dim % ndim)

@@ -58,8 +58,8 @@ def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> 
             else:
                 primal_outs.append(o)
                 tangent_outs.append(None)
-    tangent_outs = [_fnp.zeros_like(p) if t is None else t for p, t in zip(primal_outs, tangent_outs)]
+    tangent_outs = [_core.zeros_like(p) if t is None else t for p, t in zip(primal_outs, tangent_outs)]
     return primal_outs, tangent_outs
 
-# Imported last, as a module: it builds on the core this module is part of.
-from funcgrad import numpy as _fnp  # noqa: E402
+
+_core.register_transform("jvp", jvp_flat)

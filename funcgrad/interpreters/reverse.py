@@ -19,6 +19,8 @@ from typing import Any, Callable, Sequence
 from funcgrad import _core
 from funcgrad._core import Array, MainTrace, PrimalTracer, Primitive, Trace, user_source_line
 from funcgrad._config import config
+from funcgrad import tree_util as _tree_util
+from funcgrad.primitives import elementwise as _elementwise
 
 
 class Node:
@@ -139,7 +141,7 @@ def _differentiable(x: Any) -> bool:
 
 
 def zeros_like_value(x: Any) -> Any:
-    return _fnp.zeros_like(x)
+    return _core.zeros_like(x)
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -239,6 +241,4 @@ def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals:
     return in_cts
 
 
-# Imported last, as modules: they build on the core this module is part of.
-from funcgrad import numpy as _fnp, tree_util as _tree_util  # noqa: E402
-from funcgrad.primitives import elementwise as _elementwise  # noqa: E402
+_core.register_transform("vjp", vjp_flat)

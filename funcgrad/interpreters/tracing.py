@@ -97,10 +97,7 @@ def _dummy(a: Any) -> Any:
 def abstract_eval_by_example(prim: Primitive, avals: Sequence[Any], params: dict) -> Any:
     """Shape/dtype rule by running the reference implementation on dummy inputs."""
     dummies = [_dummy(a) for a in avals]
-    try:
-        out = prim.impl(*dummies, **params)
-    except (ValueError, TypeError, IndexError) as e:
-        raise _core.impl_error(prim, avals, params, e) from e
+    out = _core.run_impl(prim, prim.impls.get("reference", prim.impl), dummies, params)
     from funcgrad._dtypes import canonicalize
     if prim.multiple_results:
         return [ShapedArray(np.shape(o), canonicalize(np.asarray(o).dtype)) for o in out]

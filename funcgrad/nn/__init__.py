@@ -12,6 +12,7 @@ Layers follow one convention (see ``funcgrad/nn/_layers.py``):
 ``init(key, input_shape) -> (params, output_shape)`` and
 ``apply(params, x, *, key=None, train=False) -> y``.
 """
+from funcgrad.lax import avg_pool2d, conv2d, max_pool2d
 from funcgrad.nn import initializers
 from funcgrad.nn._functions import (gelu, leaky_relu, log_softmax, logsumexp, one_hot, relu, sigmoid, silu, softmax,
                                     softplus, swish, tanh)
@@ -20,7 +21,6 @@ from funcgrad.nn._layers import (Activation, AvgPool2d, Conv2d, Dropout, Embeddi
                                  Tanh, serial)
 from funcgrad.nn._losses import binary_cross_entropy_with_logits, cross_entropy, mse
 from funcgrad.nn.attention import MultiHeadAttention, dot_product_attention
-from funcgrad.primitives.nn import avg_pool2d, conv2d, max_pool2d
 
 __all__ = ["initializers", "relu", "leaky_relu", "gelu", "sigmoid", "softplus", "silu", "swish", "tanh", "softmax",
            "log_softmax", "logsumexp", "one_hot", "cross_entropy", "mse", "binary_cross_entropy_with_logits",

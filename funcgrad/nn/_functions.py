@@ -15,14 +15,11 @@ from typing import Any
 
 import numpy as np
 
+import funcgrad.lax as lax
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
-from funcgrad._core import Array, Tracer, as_array
-from funcgrad._dtypes import describe
-from funcgrad.numpy._base import normalize_axes, normalize_axis
-from funcgrad.primitives import elementwise as E
-from funcgrad.primitives import nn as P
-from funcgrad.primitives.random_bits import erf
+from funcgrad.core import describe
+from funcgrad.dtypes import default_float_dtype
+from funcgrad.numpy.array_utils import normalize_axes, normalize_axis
 
 __all__ = ["relu", "leaky_relu", "gelu", "sigmoid", "softplus", "silu", "swish", "tanh", "softmax",
            "log_softmax", "logsumexp", "one_hot"]
@@ -30,8 +27,8 @@ __all__ = ["relu", "leaky_relu", "gelu", "sigmoid", "softplus", "silu", "swish",
 
 def _float(x: Any) -> Any:
     """``x`` as a float Array or tracer (integers -> default float)."""
-    x = x if isinstance(x, (Array, Tracer)) else as_array(x)
-    return x if x.dtype.kind == "f" else E.convert(x, _dtypes.float_)
+    x = fnp.asarray(x)
+    return x if x.dtype.kind == "f" else lax.convert_element_type(x, default_float_dtype())
 
 
 def relu(x: Any) -> Any:
@@ -45,13 +42,13 @@ def relu(x: Any) -> Any:
     # Tested as x <= 0 (false for NaN) so NaN takes the x branch. A scalar 0.0
     # branch is a literal, not traced: the backward pass is one select (plus
     # its zeros), and -inf inputs give 0 (x * mask would give NaN).
-    return E.select(E.le_p.bind(x, 0.0), 0.0, x)
+    return lax.select(lax.le(x, 0.0), 0.0, x)
 
 
 def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
     """``x`` where ``x > 0``, else ``negative_slope * x``. f32[...] -> f32[...]."""
     x = _float(x)
-    return E.select(E.gt(x, 0.0), x, E.mul(x, float(negative_slope)))
+    return lax.select(lax.gt(x, 0.0), x, lax.mul(x, float(negative_slope)))
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -66,14 +63,14 @@ def gelu(x: Any, approximate: bool = True) -> Any:
     """
     x = _float(x)
     if approximate:
-        inner = E.mul(_SQRT_2_OVER_PI, E.add(x, E.mul(0.044715, E.mul(x, E.mul(x, x)))))
-        return E.mul(E.mul(0.5, x), E.add(1.0, E.tanh(inner)))
-    return E.mul(E.mul(0.5, x), E.add(1.0, erf(E.mul(x, 1.0 / math.sqrt(2.0)))))
+        inner = lax.mul(_SQRT_2_OVER_PI, lax.add(x, lax.mul(0.044715, lax.mul(x, lax.mul(x, x)))))
+        return lax.mul(lax.mul(0.5, x), lax.add(1.0, lax.tanh(inner)))
+    return lax.mul(lax.mul(0.5, x), lax.add(1.0, lax.erf(lax.mul(x, 1.0 / math.sqrt(2.0)))))
 
 
 def sigmoid(x: Any) -> Any:
     """``1 / (1 + exp(-x))`` (the ``logistic`` primitive; never overflows). f32[...] -> f32[...]."""
-    return E.logistic(_float(x))
+    return lax.logistic(_float(x))
 
 
 def softplus(x: Any) -> Any:
@@ -86,7 +83,7 @@ def softplus(x: Any) -> Any:
 def silu(x: Any) -> Any:
     """``x * sigmoid(x)`` (also called swish). f32[...] -> f32[...]."""
     x = _float(x)
-    return E.mul(x, E.logistic(x))
+    return lax.mul(x, lax.logistic(x))
 
 
 swish = silu
@@ -94,7 +91,7 @@ swish = silu
 
 def tanh(x: Any) -> Any:
     """Hyperbolic tangent. f32[...] -> f32[...]."""
-    return E.tanh(_float(x))
+    return lax.tanh(_float(x))
 
 
 def _single_axis(name: str, x: Any, axis: Any) -> int | None:
@@ -130,7 +127,7 @@ def softmax(x: Any, axis: Any = -1) -> Any:
     if single is None:
         e = fnp.exp(_shifted(x, axis))
         return e / fnp.sum(e, axis=axis, keepdims=True)
-    return _over_last_axis(P.softmax, x, single)
+    return _over_last_axis(lax.softmax, x, single)
 
 
 def log_softmax(x: Any, axis: Any = -1) -> Any:
@@ -140,7 +137,7 @@ def log_softmax(x: Any, axis: Any = -1) -> Any:
     if single is None:
         shifted = _shifted(x, axis)
         return shifted - fnp.log(fnp.sum(fnp.exp(shifted), axis=axis, keepdims=True))
-    return _over_last_axis(P.log_softmax, x, single)
+    return _over_last_axis(lax.log_softmax, x, single)
 
 
 def logsumexp(x: Any, axis: Any = -1, keepdims: bool = False) -> Any:
@@ -153,7 +150,7 @@ def logsumexp(x: Any, axis: Any = -1, keepdims: bool = False) -> Any:
     single = _single_axis("logsumexp", x, axis)
     if single is None:
         return fnp.logsumexp(x, axis=axis, keepdims=keepdims)
-    out = P.logsumexp(x if single == x.ndim - 1 else fnp.moveaxis(x, single, -1))
+    out = lax.logsumexp(x if single == x.ndim - 1 else fnp.moveaxis(x, single, -1))
     return fnp.expand_dims(out, single) if keepdims else out
 
 
@@ -164,11 +161,11 @@ def one_hot(labels: Any, num_classes: int, dtype: Any = np.float32) -> Any:
 
     >>> one_hot(fnp.array([0, 2]), 3)       # f32[2,3]: [[1, 0, 0], [0, 0, 1]]
     """
-    labels = labels if isinstance(labels, (Array, Tracer)) else as_array(labels)
+    labels = fnp.asarray(labels)
     if labels.dtype.kind not in "iu":
         raise TypeError(f"one_hot: labels must be integers, got {describe(labels)}")
     num_classes = int(num_classes)
     if num_classes < 0:
         raise ValueError(f"one_hot: num_classes must be non-negative, got {num_classes}")
-    hot = E.eq(fnp.expand_dims(labels, -1), np.arange(num_classes, dtype=labels.dtype))
-    return E.convert(hot, dtype)
+    hot = lax.eq(fnp.expand_dims(labels, -1), np.arange(num_classes, dtype=labels.dtype))
+    return lax.convert_element_type(hot, dtype)

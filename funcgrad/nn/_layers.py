@@ -30,14 +30,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+import funcgrad.lax as lax   # conv/pool shape rules shared with the primitives
 import funcgrad.numpy as fnp
 from funcgrad import random
-from funcgrad._core import Array, Tracer, as_array
-from funcgrad._dtypes import describe
+from funcgrad.core import Array, describe
 from funcgrad.nn import _functions as F
 from funcgrad.nn import initializers as init_
-from funcgrad.primitives import conv as C   # shape rules shared with the primitives
-from funcgrad.primitives import nn as P
 
 __all__ = ["Layer", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "Embedding",
            "Sequential", "serial", "Activation", "ReLU", "GELU", "Sigmoid", "Tanh", "SiLU", "Softplus", "Softmax",
@@ -128,7 +126,7 @@ def _check_no_params(name: str, params: Any) -> None:
 
 
 def _check_input(name: str, x: Any, ndim: int | None = None, last: int | None = None, axis: int = -1) -> Any:
-    x = x if isinstance(x, (Array, Tracer)) else as_array(x)
+    x = fnp.asarray(x)
     if ndim is not None and x.ndim != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D input, got {describe(x)}")
     if x.ndim == 0:
@@ -212,10 +210,10 @@ class Conv2d(Layer):
                  dilation: Any = 1, groups: int = 1, use_bias: bool = True, w_init: Callable | None = None,
                  b_init: Callable = init_.zeros):
         self.out_channels = _size("Conv2d", "out_channels", out_channels)
-        self.kernel_size = C._pair("Conv2d", "kernel_size", kernel_size, 1)
-        self.stride = C._pair("Conv2d", "stride", stride, 1)
-        self.dilation = C._pair("Conv2d", "dilation", dilation, 1)
-        self.padding = C._pair("Conv2d", "padding",
+        self.kernel_size = lax.int_pair("Conv2d", "kernel_size", kernel_size, 1)
+        self.stride = lax.int_pair("Conv2d", "stride", stride, 1)
+        self.dilation = lax.int_pair("Conv2d", "dilation", dilation, 1)
+        self.padding = lax.int_pair("Conv2d", "padding",
                                _conv_padding("Conv2d", padding, self.kernel_size, self.dilation, self.stride), 0)
         self.groups = _size("Conv2d", "groups", groups)
         self.use_bias = bool(use_bias)
@@ -226,8 +224,8 @@ class Conv2d(Layer):
         n, c, h, w = _input_shape("Conv2d", input_shape, ndim=4)
         w_shape = (self.out_channels, c // self.groups) + self.kernel_size
         # Checks channels/groups and that the output is not empty.
-        _, o, oh, ow = C._conv_geometry("Conv2d", (max(n, 1), c, h, w), w_shape, self.stride, self.padding,
-                                        self.dilation, self.groups, "input", "weights")
+        _, o, oh, ow = lax.conv2d_shape((max(n, 1), c, h, w), w_shape, self.stride, self.padding, self.dilation,
+                                        self.groups, name="Conv2d", x_what="input", w_what="weights")
         k_w, k_b = random.split(key)
         params = {"w": self.w_init(k_w, w_shape)}
         if self.use_bias:
@@ -240,7 +238,7 @@ class Conv2d(Layer):
         _check_param_shape("Conv2d", "w", params["w"],
                            (self.out_channels, x.shape[1] // self.groups) + self.kernel_size,
                            f"[out_channels, C/groups, KH, KW] for the input {describe(x)}, groups={self.groups}")
-        y = P.conv2d(x, params["w"], self.stride, self.padding, self.dilation, self.groups)
+        y = lax.conv2d(x, params["w"], self.stride, self.padding, self.dilation, self.groups)
         if not self.use_bias:
             return y
         _check_param_shape("Conv2d", "b", params["b"], (self.out_channels,), "[out_channels]")
@@ -309,7 +307,7 @@ class Embedding(Layer):
         params = _check_params("Embedding", params, ("table",))
         _check_param_shape("Embedding", "table", params["table"], (self.num_embeddings, self.features),
                            "[num_embeddings, features]")
-        ids = x if isinstance(x, (Array, Tracer)) else as_array(x)
+        ids = fnp.asarray(x)
         if ids.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got {describe(ids)}")
         if isinstance(ids, Array) and ids.size:
@@ -340,14 +338,14 @@ class _Pool(_Stateless):
     _name = "pool"
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0):
-        self.kernel_size = C._pair(self._name, "kernel_size", kernel_size, 1)
-        self.stride = self.kernel_size if stride is None else C._pair(self._name, "stride", stride, 1)
-        self.padding = C._pair(self._name, "padding", padding, 0)
+        self.kernel_size = lax.int_pair(self._name, "kernel_size", kernel_size, 1)
+        self.stride = self.kernel_size if stride is None else lax.int_pair(self._name, "stride", stride, 1)
+        self.padding = lax.int_pair(self._name, "padding", padding, 0)
 
     def output_shape(self, input_shape):
         n, c, h, w = _input_shape(self._name, input_shape, ndim=4)
-        _, _, oh, ow = C._pool_out_shape(self._name, (max(n, 1), c, h, w), self.kernel_size, self.stride,
-                                         self.padding)
+        _, _, oh, ow = lax.pool2d_shape((max(n, 1), c, h, w), self.kernel_size, self.stride, self.padding,
+                                        name=self._name)
         return (n, c, oh, ow)
 
 
@@ -361,7 +359,7 @@ class MaxPool2d(_Pool):
 
     def apply(self, params, x, *, key=None, train=False):
         _check_no_params(self._name, params)
-        return P.max_pool2d(_check_input(self._name, x, ndim=4), self.kernel_size, self.stride, self.padding)
+        return lax.max_pool2d(_check_input(self._name, x, ndim=4), self.kernel_size, self.stride, self.padding)
 
 
 class AvgPool2d(_Pool):
@@ -370,7 +368,7 @@ class AvgPool2d(_Pool):
 
     def apply(self, params, x, *, key=None, train=False):
         _check_no_params(self._name, params)
-        return P.avg_pool2d(_check_input(self._name, x, ndim=4), self.kernel_size, self.stride, self.padding)
+        return lax.avg_pool2d(_check_input(self._name, x, ndim=4), self.kernel_size, self.stride, self.padding)
 
 
 class Flatten(_Stateless):

@@ -20,11 +20,10 @@ from typing import Any
 
 import numpy as np
 
+import funcgrad.lax as lax
 import funcgrad.numpy as fnp
-from funcgrad._core import Array, Tracer, as_array
-from funcgrad._dtypes import describe
+from funcgrad.core import describe
 from funcgrad.nn._functions import _float, log_softmax, softplus
-from funcgrad.primitives import nn as P
 
 __all__ = ["cross_entropy", "mse", "binary_cross_entropy_with_logits"]
 
@@ -42,7 +41,7 @@ def _reduce(name: str, losses: Any, reduction: str) -> Any:
 
 
 def _array(x: Any) -> Any:
-    return x if isinstance(x, (Array, Tracer)) else as_array(x)
+    return fnp.asarray(x)
 
 
 def _targets_like(name: str, predictions: Any, targets: Any, what: str = "predictions") -> Any:
@@ -104,7 +103,7 @@ def _integer_label_xent(logits: Any, labels: Any, axis: int) -> Any:
     if axis != logits.ndim - 1:
         logits = fnp.moveaxis(logits, axis, -1)
     n_classes = logits.shape[-1]
-    flat = P.softmax_cross_entropy(fnp.reshape(logits, (-1, n_classes)), fnp.reshape(labels, (-1,)))
+    flat = lax.softmax_cross_entropy(fnp.reshape(logits, (-1, n_classes)), fnp.reshape(labels, (-1,)))
     return fnp.reshape(flat, batch_shape)
 
 

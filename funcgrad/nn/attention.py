@@ -17,11 +17,10 @@ import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad import random
-from funcgrad._core import Array, Tracer, as_array
-from funcgrad._dtypes import describe
+from funcgrad.core import describe
+from funcgrad.lax import flash_attention
 from funcgrad.nn import initializers as init_
 from funcgrad.nn._layers import Layer, _check_param_shape, _check_params, _input_shape
-from funcgrad.primitives.attention import flash_attention
 
 __all__ = ["dot_product_attention", "MultiHeadAttention"]
 
@@ -70,7 +69,7 @@ def dot_product_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale
     ``"naive"`` -- the materialised softmax (any derivative order).
     ``"auto"`` -- flash when Nq * Nk >= 16384 and d <= 256, else naive.
     """
-    q, k, v = (x if isinstance(x, (Array, Tracer)) else as_array(x) for x in (q, k, v))
+    q, k, v = (fnp.asarray(x) for x in (q, k, v))
     if q.ndim < 2 or k.ndim != q.ndim or v.shape != k.shape or q.shape[:-2] != k.shape[:-2] \
             or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"dot_product_attention: expected q (..., Nq, d) and k, v (..., Nk, d) with the same leading "
@@ -149,7 +148,7 @@ class MultiHeadAttention(Layer):
 
     def apply(self, params, x, *, key=None, train=False):
         self._check_params(params)
-        x = x if isinstance(x, (Array, Tracer)) else as_array(x)
+        x = fnp.asarray(x)
         if x.ndim != 3 or x.shape[-1] != params["wq"].shape[0]:
             raise ValueError(f"MultiHeadAttention: expected x (B, N, {params['wq'].shape[0]}), got {describe(x)}")
         q = self._heads(x @ params["wq"] + params["bq"])

@@ -30,7 +30,7 @@ import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad import random
-from funcgrad.random import _shape
+from funcgrad.numpy.array_utils import shape_tuple
 
 __all__ = ["Initializer", "zeros", "ones", "constant", "normal", "uniform", "variance_scaling", "he_normal",
            "he_uniform", "kaiming_normal", "kaiming_uniform", "glorot_normal", "glorot_uniform", "xavier_normal",
@@ -42,6 +42,11 @@ Initializer = Callable[..., Any]   # (key, shape, dtype=float32) -> array
 _PREFIX = "initializers."
 
 
+def _shape(shape: Any, name: str) -> tuple[int, ...]:
+    """``shape`` checked as ``fnp.zeros`` and ``random.normal`` check it, errors naming ``initializers.name``."""
+    return shape_tuple(shape, _PREFIX + name)
+
+
 def _number(name: str, arg: str, value: Any, positive: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(value):
         raise TypeError(f"{_PREFIX}{name}: {arg} must be a number, got {type(value).__name__}: {value!r:.40}")
@@ -51,12 +56,12 @@ def _number(name: str, arg: str, value: Any, positive: bool = False) -> None:
 
 def zeros(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
     """All zeros (the key is ignored)."""
-    return fnp.zeros(_shape(shape, "zeros", _PREFIX), dtype)
+    return fnp.zeros(_shape(shape, "zeros"), dtype)
 
 
 def ones(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
     """All ones (the key is ignored)."""
-    return fnp.ones(_shape(shape, "ones", _PREFIX), dtype)
+    return fnp.ones(_shape(shape, "ones"), dtype)
 
 
 def constant(value: float) -> Initializer:
@@ -64,7 +69,7 @@ def constant(value: float) -> Initializer:
     _number("constant", "value", value)
 
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-        return fnp.full(_shape(shape, "constant", _PREFIX), value, dtype)
+        return fnp.full(_shape(shape, "constant"), value, dtype)
     return init
 
 
@@ -73,7 +78,7 @@ def normal(stddev: float = 1e-2) -> Initializer:
     _number("normal", "stddev", stddev)
 
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-        return random.normal(key, _shape(shape, "normal", _PREFIX), dtype) * stddev
+        return random.normal(key, _shape(shape, "normal"), dtype) * stddev
     return init
 
 
@@ -82,7 +87,7 @@ def uniform(scale: float = 1e-2) -> Initializer:
     _number("uniform", "scale", scale)
 
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-        return random.uniform(key, _shape(shape, "uniform", _PREFIX), dtype, -scale, scale)
+        return random.uniform(key, _shape(shape, "uniform"), dtype, -scale, scale)
     return init
 
 
@@ -121,7 +126,7 @@ def variance_scaling(scale: float, mode: str, distribution: str, in_axis: int = 
                             f"{axis!r:.40}")
 
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-        shape = _shape(shape, "variance_scaling", _PREFIX)
+        shape = _shape(shape, "variance_scaling")
         fan_in, fan_out = _fans(shape, in_axis, out_axis)
         fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
         # An empty weight (a zero-sized axis) has fan 0 and nothing to draw.

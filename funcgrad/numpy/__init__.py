@@ -29,6 +29,21 @@ int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint32, bool_ = _np.uint8, _np.uint32, _np.bool_
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 
+__all__ = [  # the public names; linalg is a submodule
+    "abs", "absolute", "add", "amax", "amin", "arange", "arccos", "arcsin", "arctan", "arctan2", "argmax", "argmin",
+    "around", "array", "asarray", "astype", "bool_", "broadcast_arrays", "broadcast_to", "ceil", "clip", "concatenate",
+    "cos", "cosh", "cumsum", "divide", "dot", "e", "einsum", "equal", "exp", "exp2", "expand_dims", "expm1", "eye",
+    "flip", "float16", "float32", "float64", "floor", "floor_divide", "full", "full_like", "greater", "greater_equal",
+    "inf", "inner", "int16", "int32", "int64", "int8", "isfinite", "isnan", "less", "less_equal", "linspace", "log",
+    "log1p", "log2", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "matmul", "max", "maximum",
+    "mean", "min", "minimum", "mod", "moveaxis", "multiply", "nan", "ndarray", "ndim", "negative", "newaxis",
+    "not_equal", "ones", "ones_like", "outer", "pad", "pi", "positive", "power", "prod", "ravel", "reciprocal",
+    "remainder", "repeat", "reshape", "round", "shape", "sign", "sin", "sinh", "size", "split", "sqrt", "square",
+    "squeeze", "stack", "std", "stop_gradient", "subtract", "sum", "swapaxes", "take", "take_along_axis", "tan", "tanh",
+    "tensordot", "tile", "transpose", "tril", "triu", "true_divide", "uint32", "uint8", "var", "vdot", "where", "zeros",
+    "zeros_like"
+]
+
 _install()
 del _install
 

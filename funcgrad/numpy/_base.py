@@ -9,7 +9,7 @@ import numpy as np
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
-from funcgrad.primitives.elementwise import convert
+from funcgrad.lax import convert_element_type as convert
 
 _SCALARS = (bool, int, float)
 
@@ -198,3 +198,8 @@ def shape_tuple(shape: Any, name: str = "shape", what: str = "shape", unknown: b
 
 def as_list(xs: Sequence[Any]) -> list:
     return [arr(x) for x in xs]
+
+
+def keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with the reduced ``axes`` kept as length 1 (``keepdims=True``)."""
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))

@@ -8,7 +8,7 @@ import numpy as np
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer, _freeze, as_array, to_numpy_input
 from funcgrad.numpy._base import index_arg, shape_tuple
-from funcgrad.primitives.elementwise import convert
+from funcgrad.lax import convert_element_type as convert
 
 
 def _const(value: np.ndarray, dtype: Any) -> Array:
@@ -63,7 +63,7 @@ def ones(shape: Any, dtype: Any = None) -> Array:
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     if isinstance(fill_value, (Array, Tracer)):
-        from funcgrad.primitives.shape import broadcast_to
+        from funcgrad.lax import broadcast_to
         out = broadcast_to(fill_value, shape_tuple(shape, "full"))
         return out if dtype is None else convert(out, dtype)
     if dtype is None:

@@ -5,7 +5,7 @@ from typing import Any
 
 from funcgrad._core import bind
 from funcgrad.numpy._base import operand, promote, promote_inexact
-from funcgrad.primitives import elementwise as E
+from funcgrad import lax
 
 _NO_PARAMS: dict = {}
 
@@ -14,20 +14,20 @@ _NO_PARAMS: dict = {}
 
 def add(x: Any, y: Any) -> Any:
     """Elementwise ``x + y`` with numpy broadcasting."""
-    return bind(E.add_p, promote(x, y), _NO_PARAMS)
+    return bind(lax.add_p, promote(x, y), _NO_PARAMS)
 
 
 def subtract(x: Any, y: Any) -> Any:
-    return bind(E.sub_p, promote(x, y), _NO_PARAMS)
+    return bind(lax.sub_p, promote(x, y), _NO_PARAMS)
 
 
 def multiply(x: Any, y: Any) -> Any:
-    return bind(E.mul_p, promote(x, y), _NO_PARAMS)
+    return bind(lax.mul_p, promote(x, y), _NO_PARAMS)
 
 
 def divide(x: Any, y: Any) -> Any:
     """True division; integers are divided in the default float dtype."""
-    return E.div_p.bind(*promote_inexact(x, y))
+    return lax.div_p.bind(*promote_inexact(x, y))
 
 
 true_divide = divide
@@ -35,23 +35,23 @@ true_divide = divide
 
 def floor_divide(x: Any, y: Any) -> Any:
     """``x // y`` (zero gradient, as in JAX)."""
-    return E.floor_divide_p.bind(*promote(x, y))
+    return lax.floor_divide_p.bind(*promote(x, y))
 
 
 def mod(x: Any, y: Any) -> Any:
     """``x % y`` with the sign of ``y`` (numpy's convention)."""
-    return E.mod_p.bind(*promote(x, y))
+    return lax.mod_p.bind(*promote(x, y))
 
 
 remainder = mod
 
 
 def power(x: Any, y: Any) -> Any:
-    return E.pow_p.bind(*promote(x, y))
+    return lax.pow_p.bind(*promote(x, y))
 
 
 def negative(x: Any) -> Any:
-    return E.neg_p.bind(operand(x))
+    return lax.neg_p.bind(operand(x))
 
 
 def positive(x: Any) -> Any:
@@ -60,37 +60,37 @@ def positive(x: Any) -> Any:
 
 def square(x: Any) -> Any:
     x = operand(x)
-    return E.mul_p.bind(x, x)
+    return lax.mul_p.bind(x, x)
 
 
 def reciprocal(x: Any) -> Any:
     (x,) = promote_inexact(x)
-    return E.div_p.bind(1.0, x)
+    return lax.div_p.bind(1.0, x)
 
 
 def maximum(x: Any, y: Any) -> Any:
     """Elementwise max; at ties each side gets half the gradient (JAX's convention)."""
-    return E.maximum_p.bind(*promote(x, y))
+    return lax.maximum_p.bind(*promote(x, y))
 
 
 def minimum(x: Any, y: Any) -> Any:
-    return E.minimum_p.bind(*promote(x, y))
+    return lax.minimum_p.bind(*promote(x, y))
 
 
 def arctan2(y: Any, x: Any) -> Any:
-    return E.arctan2_p.bind(*promote_inexact(y, x))
+    return lax.arctan2_p.bind(*promote_inexact(y, x))
 
 
 def abs(x: Any) -> Any:  # noqa: A001 - numpy's name
     """|x|; the gradient at 0 is 0 (sign(0), JAX's convention)."""
-    return E.abs_p.bind(operand(x))
+    return lax.abs_p.bind(operand(x))
 
 
 absolute = abs
 
 
 def sign(x: Any) -> Any:
-    return E.sign_p.bind(operand(x))
+    return lax.sign_p.bind(operand(x))
 
 
 # Transcendental (integers promote to the default float) --------------------
@@ -104,71 +104,71 @@ def _inexact_unary(p):
     return f
 
 
-exp = _inexact_unary(E.exp_p)
-exp2 = _inexact_unary(E.exp2_p)
-log = _inexact_unary(E.log_p)
-log2 = _inexact_unary(E.log2_p)
-log1p = _inexact_unary(E.log1p_p)
-expm1 = _inexact_unary(E.expm1_p)
-sqrt = _inexact_unary(E.sqrt_p)
-sin = _inexact_unary(E.sin_p)
-cos = _inexact_unary(E.cos_p)
-tan = _inexact_unary(E.tan_p)
-tanh = _inexact_unary(E.tanh_p)
-arcsin = _inexact_unary(E.arcsin_p)
-arccos = _inexact_unary(E.arccos_p)
-arctan = _inexact_unary(E.arctan_p)
-sinh = _inexact_unary(E.sinh_p)
-cosh = _inexact_unary(E.cosh_p)
-floor = _inexact_unary(E.floor_p)
-ceil = _inexact_unary(E.ceil_p)
+exp = _inexact_unary(lax.exp_p)
+exp2 = _inexact_unary(lax.exp2_p)
+log = _inexact_unary(lax.log_p)
+log2 = _inexact_unary(lax.log2_p)
+log1p = _inexact_unary(lax.log1p_p)
+expm1 = _inexact_unary(lax.expm1_p)
+sqrt = _inexact_unary(lax.sqrt_p)
+sin = _inexact_unary(lax.sin_p)
+cos = _inexact_unary(lax.cos_p)
+tan = _inexact_unary(lax.tan_p)
+tanh = _inexact_unary(lax.tanh_p)
+arcsin = _inexact_unary(lax.arcsin_p)
+arccos = _inexact_unary(lax.arccos_p)
+arctan = _inexact_unary(lax.arctan_p)
+sinh = _inexact_unary(lax.sinh_p)
+cosh = _inexact_unary(lax.cosh_p)
+floor = _inexact_unary(lax.floor_p)
+ceil = _inexact_unary(lax.ceil_p)
 
 
 def round(x: Any, decimals: int = 0) -> Any:  # noqa: A001 - numpy's name
     """Round half to even (numpy's rule); zero gradient."""
     (x,) = promote_inexact(x)
     if decimals == 0:
-        return E.round_p.bind(x)
+        return lax.round_p.bind(x)
     scale = 10.0 ** decimals
-    return E.div_p.bind(E.round_p.bind(E.mul_p.bind(x, scale)), scale)
+    return lax.div_p.bind(lax.round_p.bind(lax.mul_p.bind(x, scale)), scale)
 
 
 around = round
 
 
 def isfinite(x: Any) -> Any:
-    return E.isfinite_p.bind(operand(x))
+    return lax.isfinite_p.bind(operand(x))
 
 
 def isnan(x: Any) -> Any:
-    return E.isnan_p.bind(operand(x))
+    return lax.isnan_p.bind(operand(x))
 
 
 # Comparisons and logic --------------------------------------------------
 
 
 def equal(x: Any, y: Any) -> Any:
-    return E.eq_p.bind(*promote(x, y))
+    return lax.eq_p.bind(*promote(x, y))
 
 
 def not_equal(x: Any, y: Any) -> Any:
-    return E.ne_p.bind(*promote(x, y))
+    return lax.ne_p.bind(*promote(x, y))
 
 
 def less(x: Any, y: Any) -> Any:
-    return E.lt_p.bind(*promote(x, y))
+    return lax.lt_p.bind(*promote(x, y))
 
 
 def less_equal(x: Any, y: Any) -> Any:
-    return E.le_p.bind(*promote(x, y))
+    return lax.le_p.bind(*promote(x, y))
 
 
 def greater(x: Any, y: Any) -> Any:
-    return E.gt_p.bind(*promote(x, y))
+    return lax.gt_p.bind(*promote(x, y))
 
 
 def greater_equal(x: Any, y: Any) -> Any:
-    return E.ge_p.bind(*promote(x, y))
+    return lax.ge_p.bind(*promote(x, y))
 
 
 def _truth(x: Any) -> Any:
@@ -186,19 +186,19 @@ def _truth(x: Any) -> Any:
 
 def logical_and(x: Any, y: Any) -> Any:
     """Elementwise ``x and y`` on truth values (any dtype; nonzero is true)."""
-    return E.and_p.bind(_truth(x), _truth(y))
+    return lax.and_p.bind(_truth(x), _truth(y))
 
 
 def logical_or(x: Any, y: Any) -> Any:
-    return E.or_p.bind(_truth(x), _truth(y))
+    return lax.or_p.bind(_truth(x), _truth(y))
 
 
 def logical_xor(x: Any, y: Any) -> Any:
-    return E.xor_p.bind(_truth(x), _truth(y))
+    return lax.xor_p.bind(_truth(x), _truth(y))
 
 
 def logical_not(x: Any) -> Any:
-    return E.logical_not_p.bind(_truth(x))
+    return lax.logical_not_p.bind(_truth(x))
 
 
 def where(condition: Any, x: Any, y: Any) -> Any:
@@ -210,7 +210,7 @@ def where(condition: Any, x: Any, y: Any) -> Any:
     double-where pattern ``where(x > 0, sqrt(where(x > 0, x, 1)), 0)``.
     """
     x, y = promote(x, y)
-    return E.select_p.bind(_truth(condition), x, y)
+    return lax.select_p.bind(_truth(condition), x, y)
 
 
 def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Any:
@@ -226,4 +226,4 @@ def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Any:
 def stop_gradient(x: Any) -> Any:
     """The identity, with a zero derivative."""
     from funcgrad.tree_util import tree_map
-    return tree_map(lambda v: E.stop_gradient_p.bind(operand(v)), x)
+    return tree_map(lambda v: lax.stop_gradient_p.bind(operand(v)), x)

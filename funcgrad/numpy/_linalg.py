@@ -8,8 +8,8 @@ from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, promote
 from funcgrad.numpy._elementwise import multiply
 from funcgrad.numpy._shape import ravel
-from funcgrad.primitives import linalg as L
-from funcgrad.primitives.shape import reshape
+from funcgrad.lax import reshape
+from funcgrad import lax
 
 
 def matmul(x: Any, y: Any) -> Any:
@@ -28,7 +28,7 @@ def matmul(x: Any, y: Any) -> Any:
                          f"second ({y.shape[-2 if y.ndim > 1 else 0]})")
     x2 = reshape(x, (1,) + x.shape) if x.ndim == 1 else x
     y2 = reshape(y, y.shape + (1,)) if y.ndim == 1 else y
-    out = L.matmul_p.bind(x2, y2)
+    out = lax.matmul_p.bind(x2, y2)
     if x.ndim == 1 and y.ndim == 1:
         return reshape(out, ())
     if x.ndim == 1:
@@ -44,7 +44,7 @@ def einsum(spec: str, *operands: Any) -> Any:
     >>> einsum("bhqd,bhkd->bhqk", q, k)   # attention scores
     """
     xs = promote(*[arr(o) for o in operands])
-    return L.einsum(spec, *xs)
+    return lax.einsum(spec, *xs)
 
 
 def tensordot(x: Any, y: Any, axes: Any = 2) -> Any:

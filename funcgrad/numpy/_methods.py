@@ -11,7 +11,39 @@ from funcgrad.numpy import _elementwise as ew
 from funcgrad.numpy import _linalg as la
 from funcgrad.numpy import _reductions as red
 from funcgrad.numpy import _shape as sh
-from funcgrad.primitives import indexing as I
+from funcgrad import lax
+
+
+class _IndexUpdateRef:
+    __slots__ = ("array", "index")
+
+    def __init__(self, array: Any, index: Any):
+        self.array, self.index = array, index
+
+    def get(self) -> Any:
+        return lax.getitem(self.array, self.index)
+
+    def set(self, value: Any) -> Any:
+        return lax.scatter(self.array, self.index, value, op="at[...].set")
+
+    def add(self, value: Any) -> Any:
+        return lax.scatter_add(self.array, self.index, value, op="at[...].add")
+
+
+class IndexUpdateHelper:
+    """``x.at[index].set(v)`` / ``.add(v)`` / ``.get()``: functional updates.
+
+    >>> x = fnp.zeros(3)
+    >>> x.at[1].set(5.0)     # Array([0., 5., 0.]); x is unchanged
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any):
+        self.array = array
+
+    def __getitem__(self, index: Any) -> _IndexUpdateRef:
+        return _IndexUpdateRef(self.array, index)
 
 
 def _swap(f):
@@ -91,7 +123,7 @@ _METHODS = {
     "__invert__": _invert,
     "__lshift__": _shift_operator("<<"), "__rlshift__": _shift_operator("<<", True),
     "__rshift__": _shift_operator(">>"), "__rrshift__": _shift_operator(">>", True),
-    "__getitem__": I.getitem,
+    "__getitem__": lax.getitem,
     "reshape": _reshape_method, "transpose": _transpose_method,
     "astype": sh.astype, "flatten": sh.ravel, "ravel": sh.ravel, "squeeze": sh.squeeze,
     "swapaxes": sh.swapaxes, "repeat": sh.repeat, "take": sh.take,
@@ -102,7 +134,7 @@ _METHODS = {
 
 _PROPERTIES = {
     "T": property(lambda self: sh.transpose(self)),
-    "at": property(lambda self: I.IndexUpdateHelper(self)),
+    "at": property(lambda self: IndexUpdateHelper(self)),
     "real": property(lambda self: self),
 }
 

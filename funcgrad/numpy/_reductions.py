@@ -7,10 +7,9 @@ import numpy as np
 
 from funcgrad import _dtypes
 from funcgrad._core import bind
-from funcgrad.numpy._base import arr, normalize_axes, normalize_axis, promote_inexact
-from funcgrad.primitives import elementwise as E
-from funcgrad.primitives import reduce as R
-from funcgrad.primitives.shape import reshape
+from funcgrad.numpy._base import arr, keepdims_shape, normalize_axes, normalize_axis, promote_inexact
+from funcgrad.lax import reshape
+from funcgrad import lax
 
 
 _ALL_AXES = [tuple(range(n)) for n in range(8)]
@@ -21,29 +20,29 @@ def _reduce(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
     axes = normalize_axes(name, axis, x.ndim, x)
     # No axes (a 0-d array, axis=()): nothing to reduce, but the result still has the
     # reduction's dtype, as in numpy (a bool or int32 sum is the default int).
-    out = p.bind(x, axes=axes) if axes else E.convert(x, p.abstract_eval(x, ()).dtype)
-    return reshape(out, R.keepdims_shape(x.shape, axes)) if keepdims else out
+    out = p.bind(x, axes=axes) if axes else lax.convert_element_type(x, p.abstract_eval(x, ()).dtype)
+    return reshape(out, keepdims_shape(x.shape, axes)) if keepdims else out
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:  # noqa: A001
     """Sum over ``axis`` (int, tuple or None = all). Bools and ints sum as integers."""
     x = arr(x)
     if dtype is not None:
-        x = E.convert(x, dtype)
+        x = lax.convert_element_type(x, dtype)
     elif axis is None and not keepdims:   # the common case, kept cheap
         ndim = x.ndim
         if ndim:
-            return bind(R.reduce_sum_p, (x,), {"axes": _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))})
-    return _reduce("sum", R.reduce_sum_p, x, axis, keepdims)
+            return bind(lax.reduce_sum_p, (x,), {"axes": _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))})
+    return _reduce("sum", lax.reduce_sum_p, x, axis, keepdims)
 
 
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     """Maximum; tied maxima share the gradient equally (JAX's convention)."""
-    return _reduce("max", R.reduce_max_p, x, axis, keepdims)
+    return _reduce("max", lax.reduce_max_p, x, axis, keepdims)
 
 
 def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    return _reduce("min", R.reduce_min_p, x, axis, keepdims)
+    return _reduce("min", lax.reduce_min_p, x, axis, keepdims)
 
 
 amax, amin = max, min
@@ -51,7 +50,7 @@ amax, amin = max, min
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Product; its gradient is the product of the other elements (exact with zeros)."""
-    return _reduce("prod", R.reduce_prod_p, x, axis, keepdims)
+    return _reduce("prod", lax.reduce_prod_p, x, axis, keepdims)
 
 
 def _count(x: Any, axis: Any) -> int:
@@ -62,7 +61,7 @@ def _count(x: Any, axis: Any) -> int:
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     (x,) = promote_inexact(arr(x))
     n = _count(x, axis)
-    return E.div_p.bind(sum(x, axis, keepdims), float(n))
+    return lax.div_p.bind(sum(x, axis, keepdims), float(n))
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
@@ -72,13 +71,13 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
 def _variance(name: str, x: Any, axis: Any, keepdims: bool, ddof: int) -> Any:
     (x,) = promote_inexact(arr(x))
     normalize_axes(name, axis, x.ndim, x)   # a bad axis is reported as var/std's, not the inner mean's
-    centered = E.sub_p.bind(x, mean(x, axis, keepdims=True))
+    centered = lax.sub_p.bind(x, mean(x, axis, keepdims=True))
     n = _count(x, axis)
-    return E.div_p.bind(sum(E.mul_p.bind(centered, centered), axis, keepdims), float(n - ddof))
+    return lax.div_p.bind(sum(lax.mul_p.bind(centered, centered), axis, keepdims), float(n - ddof))
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    return E.sqrt_p.bind(_variance("std", x, axis, keepdims, ddof))
+    return lax.sqrt_p.bind(_variance("std", x, axis, keepdims, ddof))
 
 
 def _arg(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
@@ -88,36 +87,36 @@ def _arg(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
         return reshape(out, (1,) * x.ndim) if keepdims else out
     axis = normalize_axis(name, axis, x.ndim, x)
     out = p.bind(x, axis=axis)
-    return reshape(out, R.keepdims_shape(x.shape, (axis,))) if keepdims else out
+    return reshape(out, keepdims_shape(x.shape, (axis,))) if keepdims else out
 
 
 def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Index of the first maximum (int32; int64 with x64)."""
-    return _arg("argmax", R.argmax_p, x, axis, keepdims)
+    return _arg("argmax", lax.argmax_p, x, axis, keepdims)
 
 
 def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    return _arg("argmin", R.argmin_p, x, axis, keepdims)
+    return _arg("argmin", lax.argmin_p, x, axis, keepdims)
 
 
 def cumsum(x: Any, axis: Any = None, dtype: Any = None) -> Any:
     """Cumulative sum along ``axis`` (None: over the flattened array)."""
     x = arr(x)
     if dtype is not None:
-        x = E.convert(x, dtype)
+        x = lax.convert_element_type(x, dtype)
     if axis is None:
         x, axis = reshape(x, (x.size,)), 0
-    return R.cumsum_p.bind(x, axis=normalize_axis("cumsum", axis, x.ndim, x), reverse=False)
+    return lax.cumsum_p.bind(x, axis=normalize_axis("cumsum", axis, x.ndim, x), reverse=False)
 
 
 def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """``log(sum(exp(x)))`` computed stably (shifted by the max; -inf rows give -inf)."""
     (x,) = promote_inexact(arr(x))
     axes = normalize_axes("logsumexp", axis, x.ndim, x)
-    m = E.stop_gradient_p.bind(max(x, axes, keepdims=True))
-    m = E.select_p.bind(E.isfinite_p.bind(m), m, 0.0)   # all -inf rows: shift by 0
-    s = sum(E.exp_p.bind(E.sub_p.bind(x, m)), axes, keepdims=True)
-    out = E.add_p.bind(E.log_p.bind(s), m)
+    m = lax.stop_gradient_p.bind(max(x, axes, keepdims=True))
+    m = lax.select_p.bind(lax.isfinite_p.bind(m), m, 0.0)   # all -inf rows: shift by 0
+    s = sum(lax.exp_p.bind(lax.sub_p.bind(x, m)), axes, keepdims=True)
+    out = lax.add_p.bind(lax.log_p.bind(s), m)
     return out if keepdims else reshape(out, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 

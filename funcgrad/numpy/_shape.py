@@ -9,9 +9,7 @@ from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, as_list, index_arg, normalize_axes, normalize_axis, promote, shape_tuple
-from funcgrad.primitives import elementwise as E
-from funcgrad.primitives import indexing as I
-from funcgrad.primitives import shape as S
+from funcgrad import lax
 
 
 def reshape(x: Any, shape: Any, *more: int) -> Any:
@@ -26,23 +24,23 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
         if known == 0 or x.size % known:
             raise ValueError(f"reshape: cannot reshape an array {describe(x)} into shape {shape}")
         shape = tuple(x.size // known if s == -1 else s for s in shape)
-    return S.reshape(x, shape)
+    return lax.reshape(x, shape)
 
 
 def ravel(x: Any) -> Any:
     x = arr(x)
-    return S.reshape(x, (x.size,))
+    return lax.reshape(x, (x.size,))
 
 
 def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
     x = arr(x)
     if axes is None:
-        return S.transpose(x, tuple(reversed(range(x.ndim))))
+        return lax.transpose(x, tuple(reversed(range(x.ndim))))
     perm = normalize_axes("transpose", axes, x.ndim, x, keep_order=True)
     if len(perm) != x.ndim:
         raise ValueError(f"transpose: axes {tuple(perm)} do not match an array {describe(x)}: give a permutation of "
                          f"all {x.ndim} axes, e.g. {tuple(reversed(range(x.ndim)))}")
-    return S.transpose(x, perm)
+    return lax.transpose(x, perm)
 
 
 def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
@@ -50,7 +48,7 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
     perm = list(range(x.ndim))
     a, b = normalize_axis("swapaxes", axis1, x.ndim, x), normalize_axis("swapaxes", axis2, x.ndim, x)
     perm[a], perm[b] = perm[b], perm[a]
-    return S.transpose(x, tuple(perm))
+    return lax.transpose(x, tuple(perm))
 
 
 def moveaxis(x: Any, source: Any, destination: Any) -> Any:
@@ -63,7 +61,7 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Any:
     order = [i for i in range(x.ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
-    return S.transpose(x, tuple(order))
+    return lax.transpose(x, tuple(order))
 
 
 def expand_dims(x: Any, axis: Any) -> Any:
@@ -74,7 +72,7 @@ def expand_dims(x: Any, axis: Any) -> Any:
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
-    return S.reshape(x, tuple(shape))
+    return lax.reshape(x, tuple(shape))
 
 
 def squeeze(x: Any, axis: Any = None) -> Any:
@@ -86,7 +84,7 @@ def squeeze(x: Any, axis: Any = None) -> Any:
         for a in axes:
             if x.shape[a] != 1:
                 raise ValueError(f"squeeze: cannot remove axis {a} of size {x.shape[a]} from an array {describe(x)}")
-    return S.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+    return lax.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
 
 def broadcast_to(x: Any, shape: Any) -> Any:
@@ -94,13 +92,13 @@ def broadcast_to(x: Any, shape: Any) -> Any:
     if len(shape) < x.ndim or any(a not in (1, b) for a, b in zip(x.shape[::-1], shape[::-1])):
         raise ValueError(f"broadcast_to: cannot broadcast an array {describe(x)} to shape {shape}: aligned from the "
                          "right, each of its axes must have size 1 or the target's size")
-    return S.broadcast_to(x, shape)
+    return lax.broadcast_to(x, shape)
 
 
 def broadcast_arrays(*xs: Any) -> list:
     xs = as_list(xs)
     shape = tuple(np.broadcast_shapes(*[x.shape for x in xs]))
-    return [S.broadcast_to(x, shape) for x in xs]
+    return [lax.broadcast_to(x, shape) for x in xs]
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
@@ -114,7 +112,7 @@ def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
            for x in xs):
         raise ValueError(f"concatenate: arrays {', '.join(describe(x) for x in xs)} must have the same rank and the "
                          f"same sizes on every axis but the joined one (axis {axis})")
-    return xs[0] if len(xs) == 1 else S.concatenate_p.bind(*xs, axis=axis)
+    return xs[0] if len(xs) == 1 else lax.concatenate_p.bind(*xs, axis=axis)
 
 
 def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
@@ -139,7 +137,7 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
         if k <= 0 or n % k:
             raise ValueError(f"split: axis {axis} of an array {describe(x)} (size {n}) cannot be split into {k} equal "
                              "sections: pass a number of sections that divides it, or a list of split indices")
-        return [I.static_slice(x, axis, i * (n // k), (i + 1) * (n // k)) for i in range(k)]
+        return [lax.static_slice(x, axis, i * (n // k), (i + 1) * (n // k)) for i in range(k)]
     cuts = np.asarray(indices_or_sections)
     if cuts.ndim != 1:
         raise TypeError(f"split: indices_or_sections must be an int or a 1-d list of indices, got {cuts.ndim}-d")
@@ -147,12 +145,12 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
     # Each piece is x[a:b] along axis, with Python's slice rules (as numpy): negative
     # indices count from the end, and a piece whose end is before its start is empty.
     pieces = [slice(a, b).indices(n)[:2] for a, b in zip(bounds[:-1], bounds[1:])]
-    return [I.static_slice(x, axis, a, max(a, b)) for a, b in pieces]
+    return [lax.static_slice(x, axis, a, max(a, b)) for a, b in pieces]
 
 
 def flip(x: Any, axis: Any = None) -> Any:
     x = arr(x)
-    return S.flip_p.bind(x, axes=normalize_axes("flip", axis, x.ndim, x))
+    return lax.flip_p.bind(x, axes=normalize_axes("flip", axis, x.ndim, x))
 
 
 def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Any:
@@ -170,7 +168,7 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
     except ValueError:
         raise ValueError(f"pad: pad_width {pad_width} does not fit an array {describe(x)}: give one (before, after) "
                          f"pair per axis ({x.ndim}), one pair, or one int") from None
-    return S.pad_p.bind(x, widths=tuple((int(a), int(b)) for a, b in widths), value=constant_values)
+    return lax.pad_p.bind(x, widths=tuple((int(a), int(b)) for a, b in widths), value=constant_values)
 
 
 def tile(x: Any, reps: Any) -> Any:
@@ -179,9 +177,9 @@ def tile(x: Any, reps: Any) -> Any:
     nd = max(x.ndim, len(reps))
     reps = (1,) * (nd - len(reps)) + reps
     shape = (1,) * (nd - x.ndim) + x.shape
-    x = S.reshape(x, tuple(v for s in shape for v in (1, s)))
-    x = S.broadcast_to(x, tuple(v for r, s in zip(reps, shape) for v in (r, s)))
-    return S.reshape(x, tuple(r * s for r, s in zip(reps, shape)))
+    x = lax.reshape(x, tuple(v for s in shape for v in (1, s)))
+    x = lax.broadcast_to(x, tuple(v for r, s in zip(reps, shape) for v in (r, s)))
+    return lax.reshape(x, tuple(r * s for r, s in zip(reps, shape)))
 
 
 def repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
@@ -211,8 +209,8 @@ def take(x: Any, indices: Any, axis: int | None = None) -> Any:
     axis = normalize_axis("take", axis, x.ndim, x)
     if isinstance(indices, (int, np.integer)):
         index = (slice(None),) * axis + (int(indices),)
-        return I.getitem(x, index)
-    return I.getitem(x, (slice(None),) * axis + (arr(indices),))
+        return lax.getitem(x, index)
+    return lax.getitem(x, (slice(None),) * axis + (arr(indices),))
 
 
 def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
@@ -229,7 +227,7 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
             shape = [1] * x.ndim
             shape[d] = x.shape[d]
             index.append(np.arange(x.shape[d]).reshape(shape))
-    return I.getitem(x, tuple(index))
+    return lax.getitem(x, tuple(index))
 
 
 def _tri_mask(x: Any, k: int, lower: bool) -> np.ndarray:
@@ -239,16 +237,16 @@ def _tri_mask(x: Any, k: int, lower: bool) -> np.ndarray:
 
 def tril(x: Any, k: int = 0) -> Any:
     x = arr(x)
-    return E.select_p.bind(_tri_mask(x, k, True), x, False if x.dtype.kind == "b" else 0)
+    return lax.select_p.bind(_tri_mask(x, k, True), x, False if x.dtype.kind == "b" else 0)
 
 
 def triu(x: Any, k: int = 0) -> Any:
     x = arr(x)
-    return E.select_p.bind(_tri_mask(x, k, False), x, False if x.dtype.kind == "b" else 0)
+    return lax.select_p.bind(_tri_mask(x, k, False), x, False if x.dtype.kind == "b" else 0)
 
 
 def astype(x: Any, dtype: Any) -> Any:
-    return E.convert(arr(x), dtype)
+    return lax.convert_element_type(arr(x), dtype)
 
 
 def shape(x: Any) -> tuple[int, ...]:

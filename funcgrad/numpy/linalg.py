@@ -12,7 +12,7 @@ from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, normalize_axes, promote_inexact
 from funcgrad.numpy._elementwise import abs, power, sqrt
 from funcgrad.numpy._reductions import max, min, sum
-from funcgrad.primitives import elementwise as E
+from funcgrad import lax
 
 __all__ = ["norm"]
 
@@ -25,7 +25,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     """
     (x,) = promote_inexact(arr(x))
     if axis is None and ord is None:
-        return sqrt(sum(E.mul_p.bind(x, x), None, keepdims))
+        return sqrt(sum(lax.mul_p.bind(x, x), None, keepdims))
     axes = normalize_axes("norm", axis if axis is not None else tuple(range(x.ndim)), x.ndim, x)
     if len(axes) == 1:
         return _vector_norm(x, ord, axes, keepdims)
@@ -36,13 +36,13 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
 
 def _vector_norm(x, ord, axes, keepdims):
     if ord is None or ord == 2:
-        return sqrt(sum(E.mul_p.bind(x, x), axes, keepdims))
+        return sqrt(sum(lax.mul_p.bind(x, x), axes, keepdims))
     if ord == np.inf:
         return max(abs(x), axes, keepdims)
     if ord == -np.inf:
         return min(abs(x), axes, keepdims)
     if ord == 0:
-        return sum(E.convert(E.ne_p.bind(x, 0), x.dtype), axes, keepdims)
+        return sum(lax.convert_element_type(lax.ne_p.bind(x, 0), x.dtype), axes, keepdims)
     if ord == 1:
         return sum(abs(x), axes, keepdims)
     return power(sum(power(abs(x), float(ord)), axes, keepdims), 1.0 / float(ord))
@@ -51,7 +51,7 @@ def _vector_norm(x, ord, axes, keepdims):
 def _matrix_norm(x, ord, axes, keepdims):
     row, col = axes
     if ord is None or ord == "fro":
-        return sqrt(sum(E.mul_p.bind(x, x), axes, keepdims))
+        return sqrt(sum(lax.mul_p.bind(x, x), axes, keepdims))
     if ord in (1, -1):
         sums = sum(abs(x), row, keepdims=True)
         out = (max if ord == 1 else min)(sums, col, keepdims=True)
@@ -65,5 +65,5 @@ def _matrix_norm(x, ord, axes, keepdims):
 
 
 def _squeeze_axes(x, axes):
-    from funcgrad.primitives.shape import reshape
+    from funcgrad.lax import reshape
     return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))

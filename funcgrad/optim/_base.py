@@ -13,10 +13,9 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 import funcgrad.numpy as fnp
-from funcgrad._core import Array, Tracer
-from funcgrad._dtypes import describe
-from funcgrad.primitives.elementwise import convert
-from funcgrad.tree_util import _node_type, tree_flatten, tree_map
+from funcgrad.core import Array, Tracer, describe
+from funcgrad.lax import convert_element_type as convert
+from funcgrad.tree_util import all_leaves, tree_flatten, tree_map
 
 PyTree = Any
 Params = PyTree
@@ -149,20 +148,24 @@ def _shape(x: Any) -> tuple:
     return tuple(shape) if shape is not None else np.shape(x)
 
 
+def _is_node(x: Any) -> bool:
+    """Whether ``x`` is a pytree container rather than a leaf (arrays answered without flattening)."""
+    return not isinstance(x, (Array, np.ndarray)) and not all_leaves((x,))
+
+
 def tree_paths(tree: Any) -> list[str]:
     """The path of every leaf of ``tree`` in flattening order: ``['layer1']['w']``, ``[0].mu``."""
     out: list[str] = []
 
     def walk(x: Any, path: str) -> None:
-        found = _node_type(x)
-        if found is None:
+        # One level of x: its children become the leaves.
+        children, node = tree_flatten(x, is_leaf=lambda child: child is not x)
+        t = node.node_type
+        if t is None:
             out.append(path)
             return
-        t, node = found
-        children, aux = node.flatten(x)
-        children = list(children)
         if t is dict:
-            labels = [f"[{k!r}]" for k in aux]
+            labels = [f"[{k!r}]" for k in node.aux]
         elif isinstance(x, tuple) and hasattr(t, "_fields"):
             labels = [f".{f}" for f in t._fields]
         else:
@@ -183,7 +186,7 @@ def _matches(a: Any, b: Any) -> bool | None:
     """
     ta = type(a)
     if ta is not type(b):
-        return False if (_node_type(a) or _node_type(b)) else _shape(a) == _shape(b)
+        return False if (_is_node(a) or _is_node(b)) else _shape(a) == _shape(b)
     if ta is dict:
         if a.keys() != b.keys():
             return False
@@ -194,7 +197,7 @@ def _matches(a: Any, b: Any) -> bool | None:
         results = [_matches(x, y) for x, y in zip(a, b)]
     elif a is None:
         return True
-    elif _node_type(a) is not None:
+    elif _is_node(a):
         return None
     else:
         return _shape(a) == _shape(b)
@@ -223,8 +226,8 @@ def check_trees(owner: str, a_name: str, a: Any, b_name: str, b: Any) -> None:
 
 
 _FOREIGN_STATE = ("this state was made by another optimizer's init (states are not interchangeable); use the "
-                  "state from this optimizer's init, or load a checkpoint with "
-                  "checkpoint.load(path, like=opt.init(params))")
+                  "state from this optimizer's init, or load a saved state with "
+                  "serialization.load(path, like=opt.init(params))")
 
 
 def check_state(owner: str, state: Any, expected: type) -> None:

@@ -15,8 +15,8 @@ from typing import Any, Callable
 import numpy as np
 
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
-from funcgrad.primitives.elementwise import convert
+from funcgrad.dtypes import default_float_dtype
+from funcgrad.lax import convert_element_type as convert
 
 Schedule = Callable[[Any], Any]
 
@@ -32,7 +32,7 @@ def _step_count(owner: str, name: str, value: Any) -> int:
 
 
 def _float_step(step: Any) -> Any:
-    return convert(fnp.asarray(step), _dtypes.float_)
+    return convert(fnp.asarray(step), default_float_dtype())
 
 
 def constant_schedule(value: float) -> Schedule:
@@ -42,7 +42,7 @@ def constant_schedule(value: float) -> Schedule:
     0.1...
     """
     def schedule(step: Any) -> Any:
-        return fnp.full((), value, _dtypes.float_)
+        return fnp.full((), value, default_float_dtype())
     return schedule
 
 
@@ -59,7 +59,7 @@ def step_decay_schedule(init_value: float, step_size: int, decay_rate: float) ->
 
     def schedule(step: Any) -> Any:
         stage = fnp.floor(_float_step(step) / float(step_size))
-        return fnp.power(fnp.full((), decay_rate, _dtypes.float_), stage) * init_value
+        return fnp.power(fnp.full((), decay_rate, default_float_dtype()), stage) * init_value
     return schedule
 
 

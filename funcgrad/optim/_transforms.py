@@ -13,7 +13,7 @@ from numbers import Real
 from typing import Any, Callable, NamedTuple, Union
 
 import funcgrad.numpy as fnp
-from funcgrad._dtypes import describe
+from funcgrad.core import describe
 from funcgrad.optim._base import (EmptyState, GradientTransformation, Params, PyTree, Updates, _cast_like, chain,
                                   check_state, check_trees, increment, new_count, zeros_like_tree)
 from funcgrad.tree_util import tree_leaves, tree_map

@@ -3,29 +3,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
-
-from funcgrad._core import Primitive
+from funcgrad._core import Primitive, transform
 from funcgrad._dtypes import ShapedArray, describe
-from funcgrad.primitives.elementwise import shape_of
-from funcgrad.primitives.reduce import reduce_sum
-from funcgrad.primitives.shape import reshape
-
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+from funcgrad.primitives.shape import move_to_front, reduce_sum, reshape, shape_of
 
 # --------------------------------------------------------------------------
 # Shared helpers
 # --------------------------------------------------------------------------
-
-
-def _kernel_ok(module: Any, *arrays: np.ndarray) -> bool:
-    """Whether a kernel module is present and takes these arrays' dtype."""
-    return module is not None and all(a.dtype in _KERNEL_DTYPES for a in arrays) and all(a.size for a in arrays)
-
-
-def _rows(x: np.ndarray) -> np.ndarray:
-    """``x`` (..., C) as a C-contiguous (N, C) array (a view when possible)."""
-    return np.ascontiguousarray(x).reshape(-1, x.shape[-1])
 
 
 def _sum_last(v: Any) -> Any:
@@ -54,15 +38,12 @@ def _composite_rules(p: Primitive, composite: Callable[..., Any]) -> None:
     of ``p`` itself is needed (second order and up), where the composite's
     extra passes are the price of generality.
     """
-    from funcgrad.interpreters.forward import jvp_flat
-    from funcgrad.interpreters.reverse import vjp_flat
-
     def jvp(primals, tangents, **params):
-        outs, tangent_outs = jvp_flat(lambda *xs: [composite(*xs, **params)], list(primals), list(tangents))
+        outs, tangent_outs = transform("jvp")(lambda *xs: [composite(*xs, **params)], list(primals), list(tangents))
         return outs[0], tangent_outs[0]
 
     def vjp(ct, primals, out, needs, **params):
-        _, pullback = vjp_flat(lambda *xs: [composite(*xs, **params)], list(primals))
+        _, pullback = transform("vjp")(lambda *xs: [composite(*xs, **params)], list(primals))
         cts = pullback([ct])
         return [c if need else None for c, need in zip(cts, needs)]
 
@@ -77,7 +58,6 @@ def _fold_batch(p: Primitive) -> Callable:
     once, and each output is unfolded back to ``(B, N, ...)``.  Correct for
     primitives that treat the examples along axis 0 independently.
     """
-    from funcgrad.interpreters.batching import move_to_front
 
     def rule(values, dims, size, **params):
         folded = []
@@ -97,7 +77,6 @@ def _fold_batch(p: Primitive) -> Callable:
 def _batch_last_axis(p: Primitive) -> Callable:
     """vmap rule for a primitive over the last axis: mapped axis to the front."""
     def rule(values, dims, size, **params):
-        from funcgrad.interpreters.batching import move_to_front
         return p.bind(*[move_to_front(v, d, size) for v, d in zip(values, dims)], **params), 0
     return rule
 

@@ -11,9 +11,13 @@ see no key have output 0, lse = +inf and zero gradients.
 Not defined (clear errors): forward mode (jvp) and second-order reverse
 mode of the flash path -- use ``impl="naive"`` for those.
 
-Implementations: numba kernels on the CPU (``funcgrad.backends.cpu
-.flash_attention``); the Triton kernels in ``funcgrad.backends.gpu`` serve
-GPU arrays.
+Implementations: the ``impl`` of each primitive here is a float64 numpy
+reference that materialises the (Nq, Nk) scores (clear, O(N^2) memory);
+the CPU backend registers its tiled numba kernels
+(``funcgrad.backends.cpu.flash_attention``) as the host implementation; on
+GPU arrays, the Triton kernels of
+``funcgrad.backends.gpu.flash_attention`` (float32/float16), registered
+as both primitives' ``"gpu"`` implementations.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import numpy as np
 
 from funcgrad._core import Primitive, bind
 from funcgrad._dtypes import ShapedArray, describe
-from funcgrad.primitives.elementwise import shape_of
+from funcgrad.primitives.shape import move_to_front, shape_of
 from funcgrad.primitives.shape import reshape
 
 _SECOND_ORDER = ("second-order differentiation through dot_product_attention(impl='flash') is not implemented: "
@@ -44,26 +48,59 @@ def _check(name: str, q: Any, k: Any, v: Any) -> tuple[int, int, int, int]:
     return qs[0], qs[1], ks[1], qs[2]
 
 
-def _kernel_dtype(dtype: np.dtype) -> np.dtype:
-    # The CPU kernels compute in float32 or float64; half precision goes through float32.
-    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float32)
+def _check_bwd(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any) -> None:
+    """Check flash_attention_bwd's operands: q, k, v as for the forward; o, do (B, Nq, d) and
+    lse (B, Nq), float (computed in q's dtype)."""
+    B, Nq, _, d = _check("flash_attention_bwd", q, k, v)
+    for name, x, shape in (("o", o, (B, Nq, d)), ("do", do, (B, Nq, d)), ("lse", lse, (B, Nq))):
+        if tuple(shape_of(x)) != shape or x.dtype.kind != "f":
+            raise ValueError(f"flash_attention_bwd: {name} must be a float array of shape {shape} for q "
+                             f"{describe(q)}, got {describe(x)}")
 
 
-def _prepared(*xs: np.ndarray) -> list[np.ndarray]:
-    dt = _kernel_dtype(xs[0].dtype)
-    return [np.ascontiguousarray(x, dtype=dt) for x in xs]
+# ---------------------------------------------------------- the reference
+
+
+def _scores(q: np.ndarray, k: np.ndarray, causal: bool, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Scaled float64 logits (B, Nq, Nk), -inf where masked, and which queries see no key (Nq,)."""
+    Nq, Nk = q.shape[1], k.shape[1]
+    s = np.einsum("bid,bjd->bij", q.astype(np.float64), k.astype(np.float64)) * scale
+    visible = np.ones((Nq, Nk), bool)
+    if causal:
+        visible = np.arange(Nk)[None, :] <= np.arange(Nq)[:, None] + (Nk - Nq)   # bottom-right aligned
+    return np.where(visible, s, -np.inf), ~visible.any(axis=1)
+
+
+def _forward_reference(q, k, v, *, causal, scale):
+    _check("flash_attention", q, k, v)
+    s, blind = _scores(q, k, causal, scale)
+    with np.errstate(invalid="ignore", divide="ignore"):   # NaN rows stay NaN, as in the kernels
+        m = np.max(s, axis=-1, keepdims=True, initial=-np.inf)
+        e = np.exp(s - m)
+        total = e.sum(axis=-1, keepdims=True)
+        o = np.einsum("bij,bjd->bid", e / total, v.astype(np.float64))
+        lse = (m + np.log(total))[..., 0]
+    o[:, blind], lse[:, blind] = 0.0, np.inf   # queries that see no key
+    return [o.astype(q.dtype), lse.astype(q.dtype)]
+
+
+def _backward_reference(q, k, v, o, lse, do, *, causal, scale):
+    _check_bwd(q, k, v, o, lse, do)
+    s, _ = _scores(q, k, causal, scale)
+    q64, k64, v64, do64 = (x.astype(np.float64) for x in (q, k, v, do))
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - lse.astype(np.float64)[..., None])   # 0 where masked and for blind queries
+        dv = np.einsum("bij,bid->bjd", p, do64)
+        delta = (do64 * o.astype(np.float64)).sum(axis=-1, keepdims=True)
+        ds = p * (np.einsum("bid,bjd->bij", do64, v64) - delta)
+        dq = np.einsum("bij,bjd->bid", ds, k64) * scale
+        dk = np.einsum("bij,bid->bjd", ds, q64) * scale
+    return [g.astype(q.dtype) for g in (dq, dk, dv)]
 
 
 # ---------------------------------------------------------------- forward
 
 flash_attention_p = Primitive("flash_attention", multiple_results=True)
-
-
-def _forward_impl(q, k, v, *, causal, scale):
-    from funcgrad.backends.cpu.flash_attention import flash_attention_forward
-    _check("flash_attention", q, k, v)
-    o, lse = flash_attention_forward(*_prepared(q, k, v), causal=causal, scale=scale)
-    return [o.astype(q.dtype, copy=False), lse.astype(q.dtype, copy=False)]
 
 
 def _forward_aval(q, k, v, *, causal, scale):
@@ -86,7 +123,6 @@ def _forward_jvp(primals, tangents, **params):
 
 def _fold_batch(values, dims, size):
     """Move the vmapped axis first and merge it into B (an unmapped operand is broadcast)."""
-    from funcgrad.interpreters.batching import move_to_front
     out = []
     for v, d in zip(values, dims):
         v = move_to_front(v, d, size)
@@ -105,7 +141,7 @@ def _forward_batch(values, dims, size, *, causal, scale):
     return [_unfold(o, size), _unfold(lse, size)], [0, 0]
 
 
-flash_attention_p.impl = _forward_impl
+flash_attention_p.impl = _forward_reference
 flash_attention_p.abstract_eval = _forward_aval
 flash_attention_p.vjp = _forward_vjp
 flash_attention_p.jvp = _forward_jvp
@@ -116,14 +152,8 @@ flash_attention_p.batch = _forward_batch
 flash_attention_bwd_p = Primitive("flash_attention_bwd", multiple_results=True)
 
 
-def _backward_impl(q, k, v, o, lse, do, *, causal, scale):
-    from funcgrad.backends.cpu.flash_attention import flash_attention_backward
-    dq, dk, dv = flash_attention_backward(*_prepared(q, k, v, o, lse, do), causal=causal, scale=scale)
-    return [g.astype(q.dtype, copy=False) for g in (dq, dk, dv)]
-
-
 def _backward_aval(q, k, v, o, lse, do, *, causal, scale):
-    _check("flash_attention_bwd", q, k, v)
+    _check_bwd(q, k, v, o, lse, do)
     return [ShapedArray(shape_of(x), x.dtype) for x in (q, k, v)]
 
 
@@ -136,7 +166,7 @@ def _backward_batch(values, dims, size, *, causal, scale):
     return [_unfold(g, size) for g in grads], [0, 0, 0]
 
 
-flash_attention_bwd_p.impl = _backward_impl
+flash_attention_bwd_p.impl = _backward_reference
 flash_attention_bwd_p.abstract_eval = _backward_aval
 flash_attention_bwd_p.vjp = _backward_vjp
 flash_attention_bwd_p.jvp = _forward_jvp

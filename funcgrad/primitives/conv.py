@@ -9,16 +9,10 @@ from funcgrad import _dtypes
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.primitives import elementwise as E
-from funcgrad.primitives.elementwise import shape_of
-from funcgrad.primitives.shape import moveaxis, reshape
-from funcgrad.backends.cpu.kernels_conv import _pair as _int_pair   # one argument rule for primitives and kernels
+from funcgrad.primitives.indexing import getitem
+from funcgrad.primitives.shape import move_to_front, moveaxis, reshape, shape_of
 
-try:
-    from funcgrad.backends.cpu import kernels_conv as _kconv
-except ImportError:  # pragma: no cover
-    _kconv = None
-
-from funcgrad.primitives._nn_rules import (_kernel_ok, _require_float, _fold_batch)
+from funcgrad.primitives._nn_rules import (_require_float, _fold_batch)
 
 # --------------------------------------------------------------------------
 # conv2d (NCHW x OIHW -> NOHW; cross-correlation, as PyTorch and JAX)
@@ -26,17 +20,22 @@ from funcgrad.primitives._nn_rules import (_kernel_ok, _require_float, _fold_bat
 
 
 def _pair(op: str, name: str, v: Any, minimum: int) -> tuple[int, int]:
-    """An int or a pair of ints -> ``(int, int)``, each ``>= minimum`` (the kernels' rule), after
-    refusing what is no integer: ``2.5`` would be truncated, ``"a"`` leak int()'s message.
+    """An int or a pair of ints -> ``(int, int)``, each ``>= minimum``, after refusing what is
+    no integer: ``2.5`` would be truncated, ``"a"`` leak int()'s message. The one rule for these
+    arguments: implementations and kernels take the pairs it returns as they are.
 
     >>> _pair("MaxPool2d", "kernel_size", 2, 1)
     (2, 2)
     """
-    items = v if isinstance(v, (tuple, list)) else (v,)
-    if not all(isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_)) for e in items):
+    pair = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+    if not all(isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_)) for e in pair):
         raise TypeError(f"{op}: {name} must be an int or a pair of ints (each >= {minimum}), got "
                         f"{type(v).__name__} {v!r:.40}")
-    return _int_pair(op, name, v, minimum)
+    if len(pair) != 2:
+        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}")
+    if min(pair) < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {v!r}")
+    return int(pair[0]), int(pair[1])
 
 
 def _conv_out_len(in_len: int, k: int, stride: int, pad: int, dil: int) -> int:
@@ -93,9 +92,8 @@ def _np_conv_patches(xp, kh, kw, stride, dilation, oh, ow):
 
 
 def _np_conv(x, w, stride, padding, dilation, groups):
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    _, _, oh, ow = _conv_geometry("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
+    n, o, oh, ow = _conv_geometry("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
+    _, cg, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
     patches = _np_conv_patches(xp, kh, kw, stride, dilation, oh, ow).reshape(n, groups, cg, kh, kw, oh, ow)
     y = np.einsum("ngckluv,gockl->ngouv", patches, w.reshape(groups, o // groups, cg, kh, kw))
@@ -126,12 +124,12 @@ def _np_conv_weight_grad(dy, x, kernel_hw, stride, padding, dilation, groups):
     return dw.reshape(o, c // groups, kh, kw).astype(x.dtype, copy=False)
 
 
+# The numpy references. They check shapes too: eager calls reach an implementation
+# without abstract_eval. (The CPU backend registers numba kernels that check with
+# the same functions, once, and fall back to these.)
+
 def _conv_impl(x, w, stride, padding, dilation, groups):
-    # Check shapes here too: eager calls reach impl without abstract_eval.
-    _conv_geometry("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
-    if _kernel_ok(_kconv, x, w) and x.dtype == w.dtype:
-        return _kconv.conv2d_forward(x, w, stride, padding, dilation, groups)
-    return _np_conv(x, w, stride, padding, dilation, groups)
+    return _np_conv(x, w, stride, padding, dilation, groups)   # _np_conv checks the geometry
 
 
 def _conv_input_grad_shapes(dy_shape, w_shape, in_hw, groups) -> tuple[int, int, int, int]:
@@ -163,16 +161,12 @@ def _conv_weight_grad_check(dy, x, kernel_hw, stride, padding, dilation, groups)
 
 
 def _conv_input_grad_impl(dy, w, in_hw, stride, padding, dilation, groups):
-    x_shape = _conv_input_grad_check(dy, w, in_hw, stride, padding, dilation, groups)
-    if _kernel_ok(_kconv, dy, w) and dy.dtype == w.dtype:
-        return _kconv.conv2d_backward_input(dy, w, x_shape, stride, padding, dilation, groups)
+    _conv_input_grad_check(dy, w, in_hw, stride, padding, dilation, groups)
     return _np_conv_input_grad(dy, w, in_hw, stride, padding, dilation, groups)
 
 
 def _conv_weight_grad_impl(dy, x, kernel_hw, stride, padding, dilation, groups):
-    w_shape = _conv_weight_grad_check(dy, x, kernel_hw, stride, padding, dilation, groups)
-    if _kernel_ok(_kconv, dy, x) and dy.dtype == x.dtype:
-        return _kconv.conv2d_backward_weight(dy, x, w_shape, stride, padding, dilation, groups)
+    _conv_weight_grad_check(dy, x, kernel_hw, stride, padding, dilation, groups)
     return _np_conv_weight_grad(dy, x, kernel_hw, stride, padding, dilation, groups)
 
 
@@ -260,7 +254,6 @@ def _examples_into_n(v: Any, d: int, size: int) -> Any:
 
 def _batch_into_channels(v: Any, d: int | None, size: int) -> Any:
     """(N, C, H, W) mapped at ``d`` (or unmapped: broadcast) -> (N, B*C, H, W), batch-major channels."""
-    from funcgrad.interpreters.batching import move_to_front
     from funcgrad.primitives.shape import transpose
     v = transpose(move_to_front(v, d, size), (1, 0, 2, 3, 4))
     n, b, c, h, w = shape_of(v)
@@ -269,7 +262,6 @@ def _batch_into_channels(v: Any, d: int | None, size: int) -> Any:
 
 def _batch_into_out_channels(w: Any, d: int | None, size: int) -> Any:
     """Weights (O, C/g, KH, KW) mapped at ``d`` -> (B*O, C/g, KH, KW)."""
-    from funcgrad.interpreters.batching import move_to_front
     w = move_to_front(w, d, size)
     b, o, cg, kh, kw = shape_of(w)
     return reshape(w, (b * o, cg, kh, kw))
@@ -408,29 +400,42 @@ def _np_avg_pool_grad(dy, in_hw, kernel, stride, padding):
     return dxp[:, :, padding[0]:padding[0] + in_hw[0], padding[1]:padding[1] + in_hw[1]]
 
 
+def _max_pool_grad_check(dy, indices, in_hw) -> tuple[int, int, int, int]:
+    """Check max_pool2d_grad's operands; return the input's shape."""
+    if tuple(indices.shape) != tuple(dy.shape) or len(dy.shape) != 4:
+        raise ValueError(f"max_pool2d_grad: dy {describe(dy)} and indices {describe(indices)} must have the "
+                         "same 4-D shape")
+    return tuple(dy.shape[:2]) + tuple(in_hw)
+
+
+def _avg_pool_grad_check(dy, in_hw, kernel, stride, padding) -> tuple[int, int, int, int]:
+    """Check avg_pool2d_grad's operands; return the input's shape."""
+    if len(dy.shape) != 4:
+        raise ValueError(f"avg_pool2d_grad: dy {describe(dy)} must be 4-D (N, C, OH, OW)")
+    x_shape = tuple(dy.shape[:2]) + tuple(in_hw)
+    expected = _pool_out_shape("avg_pool2d_grad", x_shape, kernel, stride, padding)
+    if tuple(dy.shape) != expected:
+        raise ValueError(f"avg_pool2d_grad: dy {describe(dy)} does not match the pooling output shape {expected}")
+    return x_shape
+
+
 def _max_pool_impl(x, kernel, stride, padding):
     _pool_out_shape("max_pool2d", x.shape, kernel, stride, padding)
-    if _kernel_ok(_kconv, x):
-        return _kconv.max_pool2d_forward(x, kernel, stride, padding)
     return _np_max_pool(x, kernel, stride, padding)
 
 
 def _max_pool_grad_impl(dy, indices, in_hw):
-    if _kernel_ok(_kconv, dy):
-        return _kconv.max_pool2d_backward(dy, indices, tuple(dy.shape[:2]) + tuple(in_hw))
+    _max_pool_grad_check(dy, indices, in_hw)
     return _np_max_pool_grad(dy, indices, in_hw)
 
 
 def _avg_pool_impl(x, kernel, stride, padding):
     _pool_out_shape("avg_pool2d", x.shape, kernel, stride, padding)
-    if _kernel_ok(_kconv, x):
-        return _kconv.avg_pool2d_forward(x, kernel, stride, padding)
     return _np_avg_pool(x, kernel, stride, padding)
 
 
 def _avg_pool_grad_impl(dy, in_hw, kernel, stride, padding):
-    if _kernel_ok(_kconv, dy):
-        return _kconv.avg_pool2d_backward(dy, tuple(dy.shape[:2]) + tuple(in_hw), kernel, stride, padding)
+    _avg_pool_grad_check(dy, in_hw, kernel, stride, padding)
     return _np_avg_pool_grad(dy, in_hw, kernel, stride, padding)
 
 
@@ -441,25 +446,19 @@ def _max_pool_aval(x, kernel, stride, padding):
 
 
 def _max_pool_grad_aval(dy, indices, in_hw):
-    if tuple(indices.shape) != tuple(dy.shape) or len(dy.shape) != 4:
-        raise ValueError(f"max_pool2d_grad: dy {describe(dy)} and indices {describe(indices)} must have the "
-                         "same 4-D shape")
-    return ShapedArray(tuple(dy.shape[:2]) + tuple(in_hw), dy.dtype)
+    return ShapedArray(_max_pool_grad_check(dy, indices, in_hw), dy.dtype)
 
 
 def _avg_pool_grad_aval(dy, in_hw, kernel, stride, padding):
-    expected = _pool_out_shape("avg_pool2d_grad", tuple(dy.shape[:2]) + tuple(in_hw), kernel, stride, padding)
-    if tuple(dy.shape) != expected:
-        raise ValueError(f"avg_pool2d_grad: dy {describe(dy)} does not match the pooling output shape {expected}")
-    return ShapedArray(tuple(dy.shape[:2]) + tuple(in_hw), dy.dtype)
+    return ShapedArray(_avg_pool_grad_check(dy, in_hw, kernel, stride, padding), dy.dtype)
 
 
 def _gather_plane(v: Any, indices: Any) -> Any:
     """out[n, c, p, q] = v[n, c].flat[indices[n, c, p, q]] (differentiable: getitem)."""
-    from funcgrad.numpy import take_along_axis
     n, c, h, w = shape_of(v)
     oh, ow = shape_of(indices)[2:]
-    flat = take_along_axis(reshape(v, (n, c, h * w)), reshape(indices, (n, c, oh * ow)), axis=2)
+    rows = (np.arange(n).reshape(n, 1, 1), np.arange(c).reshape(1, c, 1), reshape(indices, (n, c, oh * ow)))
+    flat = getitem(reshape(v, (n, c, h * w)), rows)
     return reshape(flat, (n, c, oh, ow))
 
 

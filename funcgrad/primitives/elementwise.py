@@ -20,18 +20,13 @@ from typing import Any, Callable
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import Array, Primitive, bind, get_aval
+from funcgrad._core import Primitive, add_traits, bind, zeros_like
 from funcgrad._dtypes import ShapedArray, describe
-from funcgrad.backends.cpu import kernels_select as _kselect
+from funcgrad.primitives.shape import (broadcast_tangent, moveaxis, reshape, shape_of, sum_to_like,  # noqa: F401
+                                       unbroadcast)
 
 
 _NO_PARAMS: dict = {}  # shared: bind never mutates params
-
-
-def shape_of(x: Any) -> tuple[int, ...]:
-    if type(x) is Array:
-        return x._value.shape
-    return () if isinstance(x, (bool, int, float)) else tuple(x.shape)
 
 
 # --------------------------------------------------------------------------
@@ -95,7 +90,6 @@ def _bool_dtype(*args: Any) -> np.dtype:
 def batch_elementwise(prim: Primitive) -> Callable:
     """vmap rule for any elementwise primitive: align mapped axes at the front."""
     def rule(values, dims, size, **params):
-        moveaxis, reshape = _shape.moveaxis, _shape.reshape
         rank = max(len(shape_of(v)) - (d is not None) for v, d in zip(values, dims))
         args = []
         for v, d in zip(values, dims):
@@ -117,37 +111,13 @@ def _declare(name: str, impl: Callable, out_dtype: Callable[..., np.dtype]) -> P
     aval_rule = _elementwise_aval(out_dtype)
     p.abstract_eval = lambda *a, **kw: aval_rule(*a, _name=name)
     p.batch = batch_elementwise(p)
+    add_traits(p, "elementwise")
     return p
 
 
 # --------------------------------------------------------------------------
 # Rule builders
 # --------------------------------------------------------------------------
-
-
-def unbroadcast(ct: Any, shape: tuple[int, ...]) -> Any:
-    """Sum ``ct`` over the axes that broadcasting added to reach it from ``shape``."""
-    ct_shape = shape_of(ct)
-    if ct_shape == shape:
-        return ct
-    shape = tuple(shape)
-    if ct_shape == shape:
-        return ct
-    lead = len(ct_shape) - len(shape)
-    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and ct_shape[i + lead] != 1)
-    out = _reduce.reduce_sum(ct, axes) if axes else ct
-    return _shape.reshape(out, shape) if shape_of(out) != shape else out
-
-
-def sum_to_like(ct: Any, x: Any) -> Any:
-    """``ct`` summed down to the shape of operand ``x`` (the vjp of broadcasting ``x``)."""
-    if type(ct) is Array and type(x) is Array and ct._value.shape == x._value.shape:
-        return ct   # the common case, decided without a call
-    return unbroadcast(ct, shape_of(x))
-
-
-def broadcast_tangent(t: Any, shape: tuple[int, ...]) -> Any:
-    return t if shape_of(t) == tuple(shape) else _shape.broadcast_to(t, tuple(shape))
 
 
 def unary(name: str, impl: Callable, deriv: Callable | None, out_dtype: Callable = _same_dtype) -> Primitive:
@@ -402,37 +372,11 @@ def lt(x, y): return lt_p.bind(x, y)
 
 
 def _select_impl(c, x, y):
+    # The reference; the CPU backend runs large contiguous selects through numba loops.
     c = np.asarray(c)
     if c.dtype != np.bool_:
         raise TypeError(f"the condition must be a bool array, got {describe(c)}")
-    if c.size >= _kselect.MIN_SIZE and c.flags.c_contiguous:
-        out = _select_large(c, x, y)
-        if out is not None:
-            return out
     return np.where(c, x, y)
-
-
-def _select_large(c: np.ndarray, x: Any, y: Any) -> np.ndarray | None:
-    """where(c, x, y) through the CPU select loops, or None when the layout does not suit them.
-
-    They take ``x`` and ``y`` of ``c``'s shape, C-contiguous and of the result
-    dtype, or 0-d (a scalar); anything else (broadcasting, views) goes to np.where.
-    """
-    try:
-        dtype = np.result_type(x, y)   # numpy's own rule, as np.where applies it (scalars weak)
-    except (TypeError, ValueError, OverflowError):
-        return None                    # np.where reports it
-    ops = []
-    for v in (x, y):
-        v = np.asarray(v)
-        if v.ndim == 0:
-            v = v.astype(dtype)
-        elif v.shape != c.shape or v.dtype != dtype or not v.flags.c_contiguous:
-            return None
-        ops.append(v)
-    if not (ops[0].ndim or ops[1].ndim):
-        return None
-    return _kselect.select_into(np.empty(c.shape, dtype), c, ops[0], ops[1])
 
 
 select_p = _declare("select", _select_impl, lambda c, x, y: _dtypes.result_type(x, y))
@@ -447,7 +391,7 @@ def _zero_tangent(x):
     # in attention), and inf * 0 would put NaN into the tangent.
     if isinstance(x, (bool, int, float)):
         return 0.0
-    return _fnp.zeros_like(x, dtype=_dtypes.result_type(x, 0.0))
+    return zeros_like(x, dtype=_dtypes.result_type(x, 0.0))
 
 
 def _select_jvp(primals, tangents):
@@ -478,6 +422,7 @@ convert_p = Primitive("convert_element_type")
 convert_p.impl = lambda x, dtype: np.asarray(x).astype(dtype)
 convert_p.abstract_eval = lambda x, dtype: ShapedArray(shape_of(x), dtype)
 convert_p.batch = lambda values, dims, size, dtype: (convert_p.bind(values[0], dtype=dtype), dims[0])
+add_traits(convert_p, "elementwise")
 
 
 def convert(x: Any, dtype: Any) -> Any:
@@ -507,9 +452,5 @@ stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.impl = lambda x: x
 stop_gradient_p.abstract_eval = lambda x: ShapedArray(shape_of(x), x.dtype)
 stop_gradient_p.batch = lambda values, dims, size: (stop_gradient_p.bind(values[0]), dims[0])
+add_traits(stop_gradient_p, "elementwise")
 
-del get_aval
-
-# Imported last, as modules: they build on this one (rules above use them at call time).
-from funcgrad import numpy as _fnp  # noqa: E402
-from funcgrad.primitives import reduce as _reduce, shape as _shape  # noqa: E402

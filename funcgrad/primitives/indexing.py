@@ -1,4 +1,5 @@
-"""Indexing: ``getitem`` (gather) and its transposes ``scatter_add`` / ``scatter_set``.
+"""Indexing and joining: ``getitem`` (gather), its transposes ``scatter_add`` /
+``scatter_set``, and ``concatenate``, ``pad``, ``flip`` (whose transposes slice).
 
 An index is split into a hashable *template* (a static parameter) and the
 integer index arrays (operands).  Template items::
@@ -21,11 +22,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _core
-from funcgrad._core import Array, Primitive, Tracer
+from funcgrad._core import Array, Primitive, Tracer, zeros_like
 from funcgrad._dtypes import ShapedArray, describe, result_type
-from funcgrad.interpreters.batching import batch_by_loop, move_to_front
-from funcgrad.primitives.elementwise import shape_of, unbroadcast
-from funcgrad.primitives.shape import moveaxis, reshape
+from funcgrad.primitives.elementwise import eq, mul, select
+from funcgrad.primitives.shape import linear_jvp, move_to_front, moveaxis, reshape, shape_of, unbroadcast
 
 # ------------------------------------------------------ index normalisation
 
@@ -177,9 +177,8 @@ def _getitem_batch(values, dims, size, template):
 
 
 def _getitem_vjp(ct, primals, out, needs, template):
-    from funcgrad.numpy import zeros
     x, arrays = primals[0], primals[1:]
-    zero = zeros(shape_of(x), ct.dtype)
+    zero = zeros_like(x, ct.dtype)
     return (scatter_add_p.bind(zero, ct, *arrays, template=template),) + (None,) * len(arrays)
 
 
@@ -205,36 +204,19 @@ def static_slice(x: Any, axis: int, start: int, stop: int) -> Any:
 
 
 def _scatter_impl(mode: str):
+    # The reference; the CPU backend runs the embedding-gradient pattern of
+    # scatter_add (one 1-d index array of rows) through a numba kernel.
     def impl(x, y, *arrays, template):
         out = np.array(x, dtype=np.result_type(x, y), copy=True)
         index = build_index(template, arrays)
         if mode == "set":
             out[index] = y
-        elif _is_row_gather(template, arrays, out):
-            _scatter_rows(out, arrays[0], y)
         elif arrays:
             np.add.at(out, index, y)   # accumulates duplicate indices
         else:
             out[index] += y            # basic indices never repeat
         return out
     return impl
-
-
-def _is_row_gather(template: tuple, arrays: Sequence[Any], out: np.ndarray) -> bool:
-    """``x[idx]`` / ``x[idx, :, ...]`` with one 1-d index array: the embedding/take pattern."""
-    return (len(arrays) == 1 and template[0] == ("a", 0) and np.ndim(arrays[0]) == 1 and out.ndim >= 1
-            and out.dtype.kind == "f" and all(t == ("s", None, None, None) for t in template[1:]))
-
-
-def _scatter_rows(out: np.ndarray, idx: Any, y: Any) -> None:
-    # The numba kernel is deterministic and ~10x faster than np.add.at.
-    from funcgrad.backends.cpu.kernels_scatter import scatter_add_rows
-    inner = int(np.prod(out.shape[1:], dtype=np.int64))
-    if len(idx) == 0 or inner == 0:   # nothing to add (and reshape(-1) is ambiguous at size 0)
-        return
-    rows = out.reshape(out.shape[0], inner)
-    src = np.broadcast_to(np.asarray(y, out.dtype), (len(idx),) + out.shape[1:]).reshape(len(idx), inner)
-    scatter_add_rows(rows, np.asarray(idx), src)
 
 
 def _scatter_aval(name: str):
@@ -282,7 +264,6 @@ def _landed(x_shape: tuple[int, ...], arrays: Sequence[Any], template: tuple) ->
     others must get no cotangent.  Scatter the update positions' ids with the
     same primitive as the forward pass and read back who won.
     """
-    from funcgrad.primitives.elementwise import eq
     target = _target_shape(x_shape, template, arrays)
     ids = _core.as_array(np.arange(int(np.prod(target, dtype=np.int64)), dtype=np.int32).reshape(target))
     board = _core.as_array(np.full(x_shape, -1, dtype=np.int32))
@@ -297,7 +278,6 @@ def _scatter_set_vjp(ct, primals, out, needs, template):
     if needs[1]:
         part = getitem_p.bind(ct, *arrays, template=template)
         if arrays:   # index arrays may repeat: only the surviving writes get a cotangent
-            from funcgrad.primitives.elementwise import mul, select
             part = select(_landed(shape_of(x), arrays, template), part, mul(part, 0.0))
         cy = unbroadcast(part, shape_of(y))
     return (cx, cy) + (None,) * len(arrays)
@@ -305,7 +285,6 @@ def _scatter_set_vjp(ct, primals, out, needs, template):
 
 def _scatter_jvp(p: Primitive):
     def jvp(primals, tangents, template):
-        from funcgrad.numpy import zeros_like
         x, y, arrays = primals[0], primals[1], primals[2:]
         tx = zeros_like(x) if tangents[0] is None else tangents[0]
         ty = zeros_like(y) if tangents[1] is None else tangents[1]
@@ -336,35 +315,115 @@ scatter_set_p.vjp, scatter_set_p.jvp, scatter_set_p.batch = (
     _scatter_set_vjp, _scatter_jvp(scatter_set_p), _scatter_batch(scatter_set_p))
 
 
-class _IndexUpdateRef:
-    __slots__ = ("array", "index")
-
-    def __init__(self, array: Any, index: Any):
-        self.array, self.index = array, index
-
-    def get(self) -> Any:
-        return getitem(self.array, self.index)
-
-    def set(self, value: Any) -> Any:
-        template, arrays = split_index(self.index, shape_of(self.array), self.array, "at[...].set")
-        return scatter_set_p.bind(self.array, value, *arrays, template=template)
-
-    def add(self, value: Any) -> Any:
-        template, arrays = split_index(self.index, shape_of(self.array), self.array, "at[...].add")
-        return scatter_add_p.bind(self.array, value, *arrays, template=template)
+def scatter_set(x: Any, index: Any, value: Any, op: str = "scatter_set") -> Any:
+    """``x`` with ``x[index]`` replaced by ``value`` (numpy indexing; the last duplicate write wins)."""
+    template, arrays = split_index(index, shape_of(x), x, op)
+    return scatter_set_p.bind(x, value, *arrays, template=template)
 
 
-class IndexUpdateHelper:
-    """``x.at[index].set(v)`` / ``.add(v)`` / ``.get()``: functional updates.
+def scatter_add(x: Any, index: Any, value: Any, op: str = "scatter_add") -> Any:
+    """``x`` with ``value`` added at ``x[index]`` (numpy indexing; duplicate indices accumulate)."""
+    template, arrays = split_index(index, shape_of(x), x, op)
+    return scatter_add_p.bind(x, value, *arrays, template=template)
 
-    >>> x = fnp.zeros(3)
-    >>> x.at[1].set(5.0)     # Array([0., 5., 0.]); x is unchanged
-    """
 
-    __slots__ = ("array",)
+def batch_by_loop(prim: Primitive):
+    """A correct (slow) batching rule for any primitive: apply it per example and stack."""
+    def take(v: Any, i: int, axis: int) -> Any:
+        return getitem(v, (slice(None),) * axis + (i,))
 
-    def __init__(self, array: Any):
-        self.array = array
+    def stack(xs: Sequence[Any]) -> Any:
+        return concatenate_p.bind(*[reshape(x, (1,) + shape_of(x)) for x in xs], axis=0)
 
-    def __getitem__(self, index: Any) -> _IndexUpdateRef:
-        return _IndexUpdateRef(self.array, index)
+    def rule(values, dims, size, **params):
+        per_example = []
+        for i in range(size):
+            args = [v if d is None else take(v, i, d) for v, d in zip(values, dims)]
+            per_example.append(_core.bind(prim, args, params))
+        if prim.multiple_results:
+            outs = [stack([ex[j] for ex in per_example]) for j in range(len(per_example[0]))]
+            return outs, [0] * len(outs)
+        return stack(per_example), 0
+    return rule
+
+
+# ------------------------------------------------------------ concatenate
+
+
+def _concat_impl(*xs, axis):
+    return np.concatenate(xs, axis=axis)
+
+
+def _concat_aval(*xs, axis):
+    first = shape_of(xs[0])
+    for x in xs[1:]:
+        s = shape_of(x)
+        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != axis):
+            raise ValueError(f"concatenate: arrays {', '.join(describe(x) for x in xs)} must have the same "
+                             f"shape except along axis {axis}")
+    total = sum(shape_of(x)[axis] for x in xs)
+    return ShapedArray(first[:axis] + (total,) + first[axis + 1:], result_type(*xs))
+
+
+concatenate_p = Primitive("concatenate")
+concatenate_p.impl = _concat_impl
+concatenate_p.abstract_eval = _concat_aval
+concatenate_p.jvp = linear_jvp(concatenate_p)
+
+
+def _concat_vjp(ct, primals, out, needs, axis):
+    cts, start = [], 0
+    for x, need in zip(primals, needs):
+        n = shape_of(x)[axis]
+        cts.append(static_slice(ct, axis, start, start + n) if need else None)
+        start += n
+    return cts
+
+
+def _concat_batch(values, dims, size, axis):
+    xs = [move_to_front(v, d, size) for v, d in zip(values, dims)]
+    return concatenate_p.bind(*xs, axis=axis + 1), 0
+
+
+concatenate_p.vjp = _concat_vjp
+concatenate_p.batch = _concat_batch
+
+# ------------------------------------------------------------------- pad
+
+pad_p = Primitive("pad")
+pad_p.impl = lambda x, widths, value: np.pad(x, widths, mode="constant", constant_values=value)
+
+
+def _pad_aval(x, widths, value):
+    if len(widths) != len(shape_of(x)) or any(lo < 0 or hi < 0 for lo, hi in widths):
+        raise ValueError(f"pad: widths {widths} do not fit an array {describe(x)} (one non-negative "
+                         "(before, after) pair per axis)")
+    return ShapedArray(tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, widths)), x.dtype)
+
+
+def _pad_vjp(ct, primals, out, needs, widths, value):
+    index = tuple(slice(lo, lo + s) for s, (lo, hi) in zip(shape_of(primals[0]), widths))
+    return (getitem(ct, index),)
+
+
+def _pad_jvp(primals, tangents, widths, value):
+    t = tangents[0]
+    return pad_p.bind(primals[0], widths=widths, value=value), pad_p.bind(t, widths=widths, value=0)
+
+
+pad_p.abstract_eval = _pad_aval
+pad_p.jvp = _pad_jvp
+pad_p.vjp = _pad_vjp
+pad_p.batch = lambda values, dims, size, widths, value: (
+    pad_p.bind(moveaxis(values[0], dims[0], 0), widths=((0, 0),) + widths, value=value), 0)
+
+# ------------------------------------------------------------------ flip
+
+flip_p = Primitive("flip")
+flip_p.impl = lambda x, axes: np.flip(x, axes)
+flip_p.abstract_eval = lambda x, axes: ShapedArray(shape_of(x), x.dtype)
+flip_p.jvp = linear_jvp(flip_p)
+flip_p.vjp = lambda ct, primals, out, needs, axes: (flip_p.bind(ct, axes=axes),)
+flip_p.batch = lambda values, dims, size, axes: (
+    flip_p.bind(moveaxis(values[0], dims[0], 0), axes=tuple(a + 1 for a in axes)), 0)
+

@@ -13,7 +13,8 @@ import numpy as np
 
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe, result_type
-from funcgrad.primitives.elementwise import add, shape_of, unbroadcast
+from funcgrad.primitives.elementwise import add
+from funcgrad.primitives.shape import shape_of, unbroadcast
 from funcgrad.primitives.shape import broadcast_to, moveaxis, reshape, transpose
 
 # ----------------------------------------------------------------- matmul

@@ -24,6 +24,7 @@ from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.primitives.elementwise import (batch_elementwise, binary, broadcast_shapes, exp, mul, shape_of,
                                              unary)
+from funcgrad.primitives.shape import moveaxis
 
 _U32 = np.dtype(np.uint32)
 
@@ -165,7 +166,6 @@ def _argsort_aval(x: Any, axis: int) -> ShapedArray:
 
 
 def _argsort_batch(values, dims, size, axis):
-    from funcgrad.primitives.shape import moveaxis
     return argsort_p.bind(moveaxis(values[0], dims[0], 0), axis=axis + 1), 0
 
 

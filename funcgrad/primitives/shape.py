@@ -1,8 +1,12 @@
-"""Shape primitives: reshape, transpose, broadcast_to, concatenate, pad, flip.
+"""The structural primitives every rule needs: reshape, transpose, broadcast_to and reduce_sum.
 
-All are linear, so their jvp applies the primitive to the tangent and their
-vjp is the transpose (reshape back, inverse permutation, sum over broadcast
-axes, slice, unpad, flip).
+``broadcast_to`` and ``reduce_sum`` are each other's transpose, so they live
+together at the bottom of the primitives, with the helpers that rules of
+every other primitive use to undo broadcasting (``unbroadcast``,
+``sum_to_like``) and to line up batch axes (``move_to_front``). This module
+imports nothing above the core. All four primitives are linear: their jvp
+applies the primitive to the tangent, their vjp is the transpose (reshape
+back, inverse permutation, sum over broadcast axes, broadcast back).
 """
 from __future__ import annotations
 
@@ -11,15 +15,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from funcgrad._core import Primitive
-from funcgrad._dtypes import ShapedArray, describe, result_type
-from funcgrad.primitives.elementwise import shape_of, unbroadcast
+from funcgrad import _dtypes
+from funcgrad._core import Array, Primitive, get_aval, zeros_like
+from funcgrad._dtypes import ShapedArray, describe
 
 
-def _linear_jvp(p: Primitive):
+def shape_of(x: Any) -> tuple[int, ...]:
+    if type(x) is Array:
+        return x._value.shape
+    return () if isinstance(x, (bool, int, float)) else tuple(x.shape)
+
+
+def linear_jvp(p: Primitive):
     def jvp(primals, tangents, **params):
         out = p.bind(*primals, **params)
-        ts = [_fnp.zeros_like(x) if t is None else t for x, t in zip(primals, tangents)]
+        ts = [zeros_like(x) if t is None else t for x, t in zip(primals, tangents)]
         return out, p.bind(*ts, **params)
     return jvp
 
@@ -31,6 +41,13 @@ def moveaxis(x: Any, src: int, dst: int) -> Any:
     perm = [i for i in range(ndim) if i != src]
     perm.insert(dst, src)
     return transpose(x, tuple(perm))
+
+
+def move_to_front(x: Any, d: int | None, size: int) -> Any:
+    """``x`` with its mapped axis first; an unmapped ``x`` is broadcast to ``size`` (batching rules use it)."""
+    if d is None:
+        return broadcast_to(x, (size,) + get_aval(x).shape)
+    return moveaxis(x, d, 0)
 
 
 # ---------------------------------------------------------------- reshape
@@ -47,7 +64,7 @@ def _reshape_aval(x, shape):
 
 
 reshape_p.abstract_eval = _reshape_aval
-reshape_p.jvp = _linear_jvp(reshape_p)
+reshape_p.jvp = linear_jvp(reshape_p)
 reshape_p.vjp = lambda ct, primals, out, needs, shape: (reshape(ct, shape_of(primals[0])),)
 reshape_p.batch = lambda values, dims, size, shape: (
     reshape_p.bind(moveaxis(values[0], dims[0], 0), shape=(size,) + shape), 0)
@@ -71,7 +88,7 @@ def _transpose_aval(x, perm):
 
 
 transpose_p.abstract_eval = _transpose_aval
-transpose_p.jvp = _linear_jvp(transpose_p)
+transpose_p.jvp = linear_jvp(transpose_p)
 transpose_p.vjp = lambda ct, primals, out, needs, perm: (transpose(ct, tuple(int(i) for i in np.argsort(perm))),)
 transpose_p.batch = lambda values, dims, size, perm: (
     transpose_p.bind(moveaxis(values[0], dims[0], 0), perm=(0,) + tuple(p + 1 for p in perm)), 0)
@@ -111,7 +128,7 @@ def _broadcast_aval(x, shape):
 
 
 broadcast_to_p.abstract_eval = _broadcast_aval
-broadcast_to_p.jvp = _linear_jvp(broadcast_to_p)
+broadcast_to_p.jvp = linear_jvp(broadcast_to_p)
 broadcast_to_p.vjp = lambda ct, primals, out, needs, shape: (unbroadcast(ct, shape_of(primals[0])),)
 
 
@@ -130,88 +147,118 @@ def broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
     return x if shape_of(x) == shape and not isinstance(x, (bool, int, float)) else broadcast_to_p.bind(x, shape=shape)
 
 
-# ------------------------------------------------------------ concatenate
+# ------------------------------------------------------ reductions (shared)
+
+def reduced_shape(name: str, x: Any, axes: tuple[int, ...]) -> tuple[int, ...]:
+    shape = shape_of(x)
+    for a in axes:
+        if not 0 <= a < len(shape):
+            raise ValueError(f"{name}: axis {a} is out of range for an array {describe(x)} of rank {len(shape)}")
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
-def _concat_impl(*xs, axis):
-    return np.concatenate(xs, axis=axis)
+def check_nonempty(name: str, x: Any, axes: tuple[int, ...]) -> None:
+    """max/min/argmax/argmin have no identity: reducing a zero-size axis is an error, as in numpy and JAX.
+
+    Checked by the shape rule and by the implementation alike, so eager,
+    jit (whose compiled kernels would return -inf/+inf) and vmap agree.
+    """
+    shape = shape_of(x)
+    for a in axes:
+        if 0 <= a < len(shape) and shape[a] == 0:
+            raise ValueError(f"{name}: zero-size reduction of an array {describe(x)} over axis {a} (size 0): it has "
+                             "no identity, so the result is undefined (numpy and JAX raise too). Reduce a non-empty "
+                             "axis, or mask entries with fnp.where instead of removing them.")
 
 
-def _concat_aval(*xs, axis):
-    first = shape_of(xs[0])
-    for x in xs[1:]:
-        s = shape_of(x)
-        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != axis):
-            raise ValueError(f"concatenate: arrays {', '.join(describe(x) for x in xs)} must have the same "
-                             f"shape except along axis {axis}")
-    total = sum(shape_of(x)[axis] for x in xs)
-    return ShapedArray(first[:axis] + (total,) + first[axis + 1:], result_type(*xs))
+def keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
-concatenate_p = Primitive("concatenate")
-concatenate_p.impl = _concat_impl
-concatenate_p.abstract_eval = _concat_aval
-concatenate_p.jvp = _linear_jvp(concatenate_p)
+def expand_reduced(v: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
+    """Broadcast a reduced value back to the input's ``shape`` (a tuple of ints)."""
+    if len(axes) != len(shape) and axes != tuple(range(len(axes))):
+        v = reshape(v, keepdims_shape(shape, axes))   # broadcasting right-aligns: leading axes need none
+    return broadcast_to_p.bind(v, shape=shape) if axes else v
 
 
-def _concat_vjp(ct, primals, out, needs, axis):
-    from funcgrad.primitives.indexing import static_slice
-    cts, start = [], 0
-    for x, need in zip(primals, needs):
-        n = shape_of(x)[axis]
-        cts.append(static_slice(ct, axis, start, start + n) if need else None)
-        start += n
-    return cts
+def batch_axes(p: Primitive):
+    def rule(values, dims, size, axes):
+        x = moveaxis(values[0], dims[0], 0)
+        return p.bind(x, axes=tuple(a + 1 for a in axes)), 0
+    return rule
 
 
-def _concat_batch(values, dims, size, axis):
-    from funcgrad.interpreters.batching import move_to_front
-    xs = [move_to_front(v, d, size) for v, d in zip(values, dims)]
-    return concatenate_p.bind(*xs, axis=axis + 1), 0
+def declare_reduction(name: str, impl, dtype_rule, identity: bool = True) -> Primitive:
+    p = Primitive(name)
+    p.impl = impl
+
+    def abstract_eval(x, axes):
+        shape = reduced_shape(name, x, axes)
+        if not identity:
+            check_nonempty(name, x, axes)
+        return ShapedArray(shape, dtype_rule(x.dtype))
+
+    p.abstract_eval = abstract_eval
+    p.batch = batch_axes(p)
+    return p
 
 
-concatenate_p.vjp = _concat_vjp
-concatenate_p.batch = _concat_batch
+# ------------------------------------------------------------ reduce_sum
 
-# ------------------------------------------------------------------- pad
-
-pad_p = Primitive("pad")
-pad_p.impl = lambda x, widths, value: np.pad(x, widths, mode="constant", constant_values=value)
-
-
-def _pad_aval(x, widths, value):
-    if len(widths) != len(shape_of(x)) or any(lo < 0 or hi < 0 for lo, hi in widths):
-        raise ValueError(f"pad: widths {widths} do not fit an array {describe(x)} (one non-negative "
-                         "(before, after) pair per axis)")
-    return ShapedArray(tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, widths)), x.dtype)
+def sum_dtype(dtype: np.dtype) -> np.dtype:
+    # numpy sums bools and small integers in the platform integer.
+    if dtype.kind in "bi":
+        return _dtypes.int_
+    if dtype.kind == "u":
+        return _dtypes.canonicalize(np.uint64)
+    return dtype
 
 
-def _pad_vjp(ct, primals, out, needs, widths, value):
-    from funcgrad.primitives.indexing import getitem
-    index = tuple(slice(lo, lo + s) for s, (lo, hi) in zip(shape_of(primals[0]), widths))
-    return (getitem(ct, index),)
+def _sum_impl(x, axes):
+    # float16 sums accumulate in float32 and round once: numpy accumulates
+    # float16 in float16 when the reduced axis is not the contiguous one
+    # (4096 ones sum to 2048), though it upcasts along contiguous rows.
+    if x.dtype.char == "e":   # float16
+        return np.add.reduce(x, axis=axes, dtype=np.float32).astype(np.float16)
+    return np.add.reduce(x, axis=axes)   # np.sum's Python wrapper costs 2 us per call
 
 
-def _pad_jvp(primals, tangents, widths, value):
-    t = tangents[0]
-    return pad_p.bind(primals[0], widths=widths, value=value), pad_p.bind(t, widths=widths, value=0)
+reduce_sum_p = declare_reduction("reduce_sum", _sum_impl, sum_dtype)
 
 
-pad_p.abstract_eval = _pad_aval
-pad_p.jvp = _pad_jvp
-pad_p.vjp = _pad_vjp
-pad_p.batch = lambda values, dims, size, widths, value: (
-    pad_p.bind(moveaxis(values[0], dims[0], 0), widths=((0, 0),) + widths, value=value), 0)
+def reduce_sum(x: Any, axes: tuple[int, ...]) -> Any:
+    return reduce_sum_p.bind(x, axes=tuple(axes))
 
-# ------------------------------------------------------------------ flip
 
-flip_p = Primitive("flip")
-flip_p.impl = lambda x, axes: np.flip(x, axes)
-flip_p.abstract_eval = lambda x, axes: ShapedArray(shape_of(x), x.dtype)
-flip_p.jvp = _linear_jvp(flip_p)
-flip_p.vjp = lambda ct, primals, out, needs, axes: (flip_p.bind(ct, axes=axes),)
-flip_p.batch = lambda values, dims, size, axes: (
-    flip_p.bind(moveaxis(values[0], dims[0], 0), axes=tuple(a + 1 for a in axes)), 0)
+reduce_sum_p.jvp = lambda primals, tangents, axes: (reduce_sum(primals[0], axes), reduce_sum(tangents[0], axes))
+reduce_sum_p.vjp = lambda ct, primals, out, needs, axes: (expand_reduced(ct, shape_of(primals[0]), axes),)
 
-# Imported last, as a module: it builds on this one.
-from funcgrad import numpy as _fnp  # noqa: E402
+
+
+# ------------------------------------------------- undoing broadcasting
+
+
+def unbroadcast(ct: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``ct`` over the axes that broadcasting added to reach it from ``shape``."""
+    ct_shape = shape_of(ct)
+    if ct_shape == shape:
+        return ct
+    shape = tuple(shape)
+    if ct_shape == shape:
+        return ct
+    lead = len(ct_shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and ct_shape[i + lead] != 1)
+    out = reduce_sum(ct, axes) if axes else ct
+    return reshape(out, shape) if shape_of(out) != shape else out
+
+
+def sum_to_like(ct: Any, x: Any) -> Any:
+    """``ct`` summed down to the shape of operand ``x`` (the vjp of broadcasting ``x``)."""
+    if type(ct) is Array and type(x) is Array and ct._value.shape == x._value.shape:
+        return ct   # the common case, decided without a call
+    return unbroadcast(ct, shape_of(x))
+
+
+def broadcast_tangent(t: Any, shape: tuple[int, ...]) -> Any:
+    return t if shape_of(t) == tuple(shape) else broadcast_to(t, tuple(shape))

@@ -4,22 +4,17 @@ See ``funcgrad/primitives/nn.py`` for how fused gradients get their own (composi
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.primitives import elementwise as E
-from funcgrad.primitives.elementwise import shape_of
+from funcgrad.primitives.shape import shape_of
+from funcgrad.primitives._nn_rules import (_batch_last_axis, _composite_rules, _expand_last, _fold_batch,
+                                           _require_float, _same_aval_over_last_axis, _sum_last)
 from funcgrad.primitives.reduce import reduce_sum
-
-try:  # The kernels are optional: every primitive has a numpy reference.
-    from funcgrad.backends.cpu import kernels_softmax as _ksoftmax
-except ImportError:  # pragma: no cover - exercised only without numba
-    _ksoftmax = None
-
-from funcgrad.primitives._nn_rules import (_kernel_ok, _rows, _sum_last, _expand_last, _require_float, _composite_rules, _fold_batch, _batch_last_axis, _same_aval_over_last_axis)
 
 # --------------------------------------------------------------------------
 # softmax and log_softmax over the last axis
@@ -36,36 +31,16 @@ def _log_softmax_np(x: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
 
 
-def _row_kernel(kernel_name: str, reference: Callable) -> Callable:
-    """impl running ``kernels_softmax.<kernel_name>(rows, out)`` on (..., C)."""
-    def impl(x):
-        if not _kernel_ok(_ksoftmax, x):
-            return reference(x)
-        rows = _rows(x)
-        out = np.empty_like(rows)
-        getattr(_ksoftmax, kernel_name)(rows, out)
-        return out.reshape(x.shape)
-    return impl
-
-
-def _row_grad_kernel(kernel_name: str, reference: Callable) -> Callable:
-    """impl of ``kernels_softmax.<kernel_name>(y, g, out)`` on (..., C) pairs."""
-    def impl(y, g):
-        if not _kernel_ok(_ksoftmax, y, g) or y.dtype != g.dtype:
-            return reference(y, g)
-        out = np.empty(y.shape, y.dtype)
-        getattr(_ksoftmax, kernel_name)(_rows(y), _rows(g), out.reshape(-1, y.shape[-1]))
-        return out
-    return impl
-
+# The implementations below are the numpy references; the CPU backend registers
+# numba kernels for the float32/float64 cases (funcgrad/backends/cpu/impls.py).
 
 softmax_p = Primitive("softmax")
-softmax_p.impl = _row_kernel("softmax", _softmax_np)
+softmax_p.impl = _softmax_np
 softmax_p.abstract_eval = _same_aval_over_last_axis("softmax")
 softmax_p.batch = _batch_last_axis(softmax_p)
 
 log_softmax_p = Primitive("log_softmax")
-log_softmax_p.impl = _row_kernel("log_softmax", _log_softmax_np)
+log_softmax_p.impl = _log_softmax_np
 log_softmax_p.abstract_eval = _same_aval_over_last_axis("log_softmax")
 log_softmax_p.batch = _batch_last_axis(log_softmax_p)
 
@@ -95,13 +70,13 @@ def _log_softmax_grad_composite(y, g):
 
 
 softmax_grad_p = Primitive("softmax_grad")
-softmax_grad_p.impl = _row_grad_kernel("softmax_bwd", lambda y, g: y * (g - np.sum(g * y, -1, keepdims=True)))
+softmax_grad_p.impl = lambda y, g: y * (g - np.sum(g * y, -1, keepdims=True))
 softmax_grad_p.abstract_eval = _same_aval_over_last_axis("softmax_grad")
 softmax_grad_p.batch = _batch_last_axis(softmax_grad_p)
 _composite_rules(softmax_grad_p, _softmax_grad_composite)
 
 log_softmax_grad_p = Primitive("log_softmax_grad")
-log_softmax_grad_p.impl = _row_grad_kernel("log_softmax_bwd", lambda y, g: g - np.exp(y) * np.sum(g, -1, keepdims=True))
+log_softmax_grad_p.impl = lambda y, g: g - np.exp(y) * np.sum(g, -1, keepdims=True)
 log_softmax_grad_p.abstract_eval = _same_aval_over_last_axis("log_softmax_grad")
 log_softmax_grad_p.batch = _batch_last_axis(log_softmax_grad_p)
 _composite_rules(log_softmax_grad_p, _log_softmax_grad_composite)
@@ -137,21 +112,13 @@ def _logsumexp_np(x: np.ndarray) -> np.ndarray:
         return (np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True)) + m)[..., 0]
 
 
-def _logsumexp_impl(x):
-    if not _kernel_ok(_ksoftmax, x):
-        return _logsumexp_np(x)
-    out = np.empty(x.shape[:-1], x.dtype)
-    _ksoftmax.logsumexp_rows(_rows(x), out.reshape(-1))
-    return out
-
-
 def _logsumexp_aval(x):
     _same_aval_over_last_axis("logsumexp")(x)
     return ShapedArray(x.shape[:-1], x.dtype)
 
 
 logsumexp_p = Primitive("logsumexp")
-logsumexp_p.impl = _logsumexp_impl
+logsumexp_p.impl = _logsumexp_np
 logsumexp_p.abstract_eval = _logsumexp_aval
 logsumexp_p.batch = _batch_last_axis(logsumexp_p)
 def _logsumexp_weights(x, out):
@@ -201,12 +168,7 @@ def _xent_np(logits, labels):
 
 def _xent_impl(logits, labels):
     _check_labels("softmax_cross_entropy", logits, labels)
-    if not _kernel_ok(_ksoftmax, logits):
-        return _xent_np(logits, labels)
-    loss = np.empty(logits.shape[0], logits.dtype)
-    lse = np.empty_like(loss)
-    _ksoftmax.softmax_xent_fwd(np.ascontiguousarray(logits), np.ascontiguousarray(labels), loss, lse)
-    return loss
+    return _xent_np(logits, labels)
 
 
 def _xent_grad_np(logits, labels, g):
@@ -217,14 +179,7 @@ def _xent_grad_np(logits, labels, g):
 
 def _xent_grad_impl(logits, labels, g):
     _check_labels("softmax_cross_entropy_grad", logits, labels)
-    if not _kernel_ok(_ksoftmax, logits) or g.dtype != logits.dtype:
-        return _xent_grad_np(logits, labels, g).astype(logits.dtype, copy=False)
-    logits = np.ascontiguousarray(logits)
-    lse = np.empty(logits.shape[0], logits.dtype)
-    _ksoftmax.logsumexp_rows(logits, lse)
-    out = np.empty_like(logits)
-    _ksoftmax.softmax_xent_bwd(logits, np.ascontiguousarray(labels), lse, np.ascontiguousarray(g), out)
-    return out
+    return _xent_grad_np(logits, labels, g).astype(logits.dtype, copy=False)
 
 
 def _xent_aval_check(name: str, logits: Any, labels: Any) -> None:

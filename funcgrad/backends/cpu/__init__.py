@@ -1,7 +1,82 @@
-"""funcgrad's hand-written numba CPU kernels.
+"""The CPU backend: numpy buffers, funcgrad's numba kernels, and the numba compiler behind ``jit``.
 
-Imported before any of them: numba's cache of these kernels then heals
-damaged files and falls back to a private directory when it cannot write
-(see :mod:`funcgrad.compiler.kernel_cache`).
+Importing it (``import funcgrad`` does, before anything runs) registers
+
+* the kernel-selecting host implementations of the primitives that have
+  numba kernels (:mod:`.impls`; each primitive's numpy reference stays as
+  ``prim.impls["reference"]``) and the traits compiled programs rely on;
+* the lowerings of fusible primitives for the numba compiler, and the
+  runtime its generated kernels use (:mod:`.lowering`);
+* :data:`backend`, whose :meth:`CpuBackend.compile` turns a traced program
+  into a :class:`funcgrad.compiler.program.Program` (optimised, fused into
+  generated kernels, with a buffer plan).
+
+The kernel cache module is imported before any kernel: numba's cache of
+these kernels then heals damaged files and falls back to a private
+directory when it cannot write (see :mod:`funcgrad.compiler.kernel_cache`).
 """
-from funcgrad.compiler import kernel_cache as _kernel_cache  # noqa: F401
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from funcgrad.compiler import kernel_cache as _kernel_cache  # noqa: F401  (first: see the docstring)
+
+from funcgrad import _core
+from funcgrad._config import config
+from funcgrad._core import Array
+from funcgrad._ir import Jaxpr
+from funcgrad.backends import Backend, register_backend
+from funcgrad.backends.cpu import impls as _impls
+from funcgrad.backends.cpu import lowering as _lowering
+from funcgrad.compiler import fusion, passes
+from funcgrad.compiler.program import Program
+
+
+class CpuBackend(Backend):
+    """The host: numpy buffers behind :class:`funcgrad.Array`, numba kernels, compiled jit programs.
+
+    >>> from funcgrad.backends.cpu import backend
+    >>> program = backend.compile(fg.make_jaxpr(lambda x: fnp.sin(x) * 2)(fnp.ones(3)))
+    >>> program.run([np.ones(3, np.float32)])[0]      # Array([1.6829419, ...])
+    """
+
+    name = "cpu"
+    array_type = Array
+
+    def device_value(self, arg: Any) -> Any:
+        if isinstance(arg, Array):
+            return arg._value
+        return arg if isinstance(arg, (bool, int, float)) else _core.to_numpy_input(arg)
+
+    def wrap(self, out: Any) -> Array:
+        return _core._wrap(out)
+
+    def host_value(self, value: Any) -> Any:
+        return value
+
+    def missing_impl(self, prim: Any) -> Callable[..., Any]:
+        return prim.impl
+
+    def to_device(self, x: Any) -> Any:
+        return x
+
+    def to_host(self, x: Any) -> Any:
+        return x
+
+    def compile(self, jaxpr: Jaxpr) -> Program:
+        """Optimise (fold, CSE, DCE), fuse into numba kernels (unless disabled) and plan a program.
+
+        ``program.run(buffers)`` takes the inputs' numpy buffers and returns Arrays.
+        """
+        optimised = passes.optimize(jaxpr)
+        # Under debug_nans every primitive runs on its own, so a NaN is named precisely.
+        if config.jit_fusion and not config.debug_nans:
+            optimised = fusion.fuse(optimised)
+        return Program(optimised)
+
+
+_impls.register()
+_lowering.register()
+backend = register_backend(CpuBackend())
+
+__all__ = ["backend", "CpuBackend"]

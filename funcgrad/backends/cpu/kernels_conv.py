@@ -51,12 +51,11 @@ except ImportError:  # pragma: no cover - then BLAS keeps its own threads
     ThreadpoolController = None
 
 __all__ = ["conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
-           "conv2d_output_shape", "max_pool2d_forward", "max_pool2d_backward",
+           "max_pool2d_forward", "max_pool2d_backward",
            "avg_pool2d_forward", "avg_pool2d_backward"]
 
 _JIT = dict(parallel=True, cache=True, nogil=True, error_model="numpy")
 _SERIAL = dict(cache=True, nogil=True, error_model="numpy")
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 # Target size of one worker's im2col workspace. Forward 32->64 layer,
 # 2 workers, contended machine: 1 MiB 240 ms, 4 MiB 217 ms (median), within
@@ -232,50 +231,13 @@ def _avg_pool_bwd(dy, dx, kh, kw, sh, sw, ph, pw):
 
 
 # ---------------------------------------------------------------------------
-# Argument normalisation and validation
+# Geometry (arguments are trusted: the conv2d and pooling primitives in
+# funcgrad.primitives.conv validate them, once, before any kernel runs)
 # ---------------------------------------------------------------------------
 
-def _pair(op: str, name: str, v, minimum: int) -> tuple[int, int]:
-    """int or (int, int) -> (int, int), each >= minimum."""
-    if isinstance(v, (int, np.integer)):
-        pair = (int(v), int(v))
-    else:
-        try:
-            pair = tuple(int(e) for e in v)
-        except TypeError:
-            raise ValueError(f"{op}: {name} must be an int or a pair of "
-                             f"ints, got {v!r}") from None
-        if len(pair) != 2:
-            raise ValueError(f"{op}: {name} must be an int or a pair of "
-                             f"ints, got {v!r}")
-    if min(pair) < minimum:
-        raise ValueError(f"{op}: {name} must be >= {minimum}, got {v!r}")
-    return pair
-
-
-def _check_array(op: str, name: str, a, ndim: int = 4):
-    if not isinstance(a, np.ndarray):
-        raise TypeError(f"{op}: {name} must be a numpy array, got "
-                        f"{type(a).__name__}")
-    if a.ndim != ndim:
-        raise ValueError(f"{op}: {name} must be {ndim}-D "
-                         f"{'(N, C, H, W)' if ndim == 4 else ''}, got shape "
-                         f"{a.shape}")
-    if a.dtype not in _FLOATS:
-        raise ValueError(f"{op}: {name} must be float32 or float64, got "
-                         f"{a.dtype}")
-
-
-def _check_shape_arg(op: str, name: str, shape) -> tuple[int, ...]:
-    try:
-        shape = tuple(int(s) for s in shape)
-    except TypeError:
-        raise ValueError(f"{op}: {name} must be a 4-tuple, got "
-                         f"{shape!r}") from None
-    if len(shape) != 4 or min(shape) < 0:
-        raise ValueError(f"{op}: {name} must be 4 non-negative ints, got "
-                         f"{shape}")
-    return shape
+def _two(v) -> tuple[int, int]:
+    """An int or an (h, w) pair as (int, int)."""
+    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else (int(v[0]), int(v[1]))
 
 
 def _out_len(in_len, k, stride, pad, dil):
@@ -283,46 +245,20 @@ def _out_len(in_len, k, stride, pad, dil):
 
 
 class _ConvGeometry:
-    """Validated conv2d arguments: shapes, stride/padding/dilation pairs."""
+    """A conv2d's sizes: shapes, stride/padding/dilation pairs, output size."""
 
-    def __init__(self, op, x_shape, w_shape, stride, padding, dilation,
-                 groups):
+    def __init__(self, x_shape, w_shape, stride, padding, dilation, groups):
         n, c, h, w = x_shape
         o, cg, kh, kw = w_shape
-        self.sh, self.sw = _pair(op, "stride", stride, 1)
-        self.ph, self.pw = _pair(op, "padding", padding, 0)
-        self.dh, self.dw = _pair(op, "dilation", dilation, 1)
-        if not isinstance(groups, (int, np.integer)) or groups < 1:
-            raise ValueError(f"{op}: groups must be a positive int, got "
-                             f"{groups!r}")
-        groups = int(groups)
-        if c % groups or o % groups:
-            raise ValueError(
-                f"{op}: groups={groups} must divide both input channels "
-                f"(x {tuple(x_shape)}: C={c}) and output channels (w "
-                f"{tuple(w_shape)}: O={o})")
-        if cg != c // groups:
-            raise ValueError(
-                f"{op}: input channels do not match the weights: x "
-                f"{tuple(x_shape)} has C={c}, so with groups={groups} w "
-                f"(O, C/groups, KH, KW) must have shape[1] == {c // groups}, "
-                f"got w {tuple(w_shape)}")
-        if kh < 1 or kw < 1:
-            raise ValueError(f"{op}: kernel size must be >= 1, got w "
-                             f"{tuple(w_shape)}")
+        self.sh, self.sw = _two(stride)
+        self.ph, self.pw = _two(padding)
+        self.dh, self.dw = _two(dilation)
         self.oh = _out_len(h, kh, self.sh, self.ph, self.dh)
         self.ow = _out_len(w, kw, self.sw, self.pw, self.dw)
-        if self.oh <= 0 or self.ow <= 0:
-            raise ValueError(
-                f"{op}: output size {self.oh}x{self.ow} <= 0 for x "
-                f"{tuple(x_shape)}, w {tuple(w_shape)}, stride "
-                f"{(self.sh, self.sw)}, padding {(self.ph, self.pw)}, "
-                f"dilation {(self.dh, self.dw)}: the (dilated) kernel is "
-                f"larger than the padded input")
         self.n, self.c, self.h, self.w = n, c, h, w
         self.o, self.cg, self.kh, self.kw = o, cg, kh, kw
-        self.groups = groups
-        self.og = o // groups
+        self.groups = int(groups)
+        self.og = o // self.groups
         self.y_shape = (n, o, self.oh, self.ow)
 
     def kernel_args(self):
@@ -336,16 +272,6 @@ class _ConvGeometry:
 
     def cols_shape(self, b):
         return (b, self.c * self.kh * self.kw, self.oh * self.ow)
-
-
-def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0, dilation=1,
-                        groups=1) -> tuple[int, int, int, int]:
-    """(N, O, OH, OW) of conv2d_forward; raises ValueError like it."""
-    op = "conv2d"
-    g = _ConvGeometry(op, _check_shape_arg(op, "x_shape", x_shape),
-                      _check_shape_arg(op, "w_shape", w_shape), stride,
-                      padding, dilation, groups)
-    return g.y_shape
 
 
 # Per-thread workspace: reused pages are ~10x cheaper to write than fresh
@@ -435,14 +361,9 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, stride=1, padding=0,
     x: (N, C, H, W) float32/float64; w: (O, C/groups, KH, KW), same dtype;
     stride, padding, dilation: int or (h, w) pair. Returns a new
     (N, O, OH, OW) array with OH = (H + 2*ph - dh*(KH-1) - 1)//sh + 1.
+    Arguments are not checked (see the geometry section above).
     """
-    op = "conv2d_forward"
-    _check_array(op, "x", x)
-    _check_array(op, "w", w)
-    if w.dtype != x.dtype:
-        raise ValueError(f"{op}: x is {x.dtype} but w is {w.dtype}; "
-                         f"expected one dtype")
-    g = _ConvGeometry(op, x.shape, w.shape, stride, padding, dilation, groups)
+    g = _ConvGeometry(x.shape, w.shape, stride, padding, dilation, groups)
     x, w = _ascontig(x), _ascontig(w)
     y = np.empty(g.y_shape, x.dtype)
     if y.size == 0:
@@ -465,28 +386,16 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, stride=1, padding=0,
     return y
 
 
-def _check_dy(op, dy, g: _ConvGeometry, dtype):
-    _check_array(op, "dy", dy)
-    if dy.shape != g.y_shape:
-        raise ValueError(f"{op}: dy has shape {dy.shape}, expected the "
-                         f"conv2d output shape {g.y_shape}")
-    if dy.dtype != dtype:
-        raise ValueError(f"{op}: dy is {dy.dtype}, expected {dtype}")
-
-
 def conv2d_backward_input(dy: np.ndarray, w: np.ndarray, x_shape, stride=1,
                           padding=0, dilation=1,
                           groups: int = 1) -> np.ndarray:
     """Gradient of conv2d_forward with respect to x.
 
     dy: (N, O, OH, OW); w: (O, C/groups, KH, KW); x_shape: (N, C, H, W).
-    Returns dx: (N, C, H, W), dy's dtype.
+    Returns dx: (N, C, H, W), dy's dtype. Arguments are not checked.
     """
-    op = "conv2d_backward_input"
-    _check_array(op, "w", w)
-    x_shape = _check_shape_arg(op, "x_shape", x_shape)
-    g = _ConvGeometry(op, x_shape, w.shape, stride, padding, dilation, groups)
-    _check_dy(op, dy, g, w.dtype)
+    x_shape = tuple(int(s) for s in x_shape)
+    g = _ConvGeometry(x_shape, w.shape, stride, padding, dilation, groups)
     dy, w = _ascontig(dy), _ascontig(w)
     dx = np.empty(x_shape, w.dtype)
     if dx.size == 0:
@@ -516,13 +425,10 @@ def conv2d_backward_weight(dy: np.ndarray, x: np.ndarray, w_shape, stride=1,
     """Gradient of conv2d_forward with respect to w.
 
     dy: (N, O, OH, OW); x: (N, C, H, W); w_shape: (O, C/groups, KH, KW).
-    Returns dw: (O, C/groups, KH, KW), x's dtype.
+    Returns dw: (O, C/groups, KH, KW), x's dtype. Arguments are not checked.
     """
-    op = "conv2d_backward_weight"
-    _check_array(op, "x", x)
-    w_shape = _check_shape_arg(op, "w_shape", w_shape)
-    g = _ConvGeometry(op, x.shape, w_shape, stride, padding, dilation, groups)
-    _check_dy(op, dy, g, x.dtype)
+    w_shape = tuple(int(s) for s in w_shape)
+    g = _ConvGeometry(x.shape, w_shape, stride, padding, dilation, groups)
     dy, x = _ascontig(dy), _ascontig(x)
     dw = np.zeros(w_shape, x.dtype)
     if dw.size == 0 or dy.size == 0:
@@ -556,21 +462,14 @@ def conv2d_backward_weight(dy: np.ndarray, x: np.ndarray, w_shape, stride=1,
 # Pooling
 # ---------------------------------------------------------------------------
 
-def _pool_geometry(op, x_shape, kernel, stride, padding):
-    kh, kw = _pair(op, "kernel", kernel, 1)
-    sh, sw = _pair(op, "stride", kernel if stride is None else stride, 1)
-    ph, pw = _pair(op, "padding", padding, 0)
-    if 2 * ph > kh or 2 * pw > kw:
-        raise ValueError(f"{op}: padding {(ph, pw)} must be at most half "
-                         f"the kernel {(kh, kw)} (as in PyTorch), so that "
-                         f"every window overlaps the input")
+def _pool_geometry(x_shape, kernel, stride, padding):
+    """Kernel arguments and output shape (arguments trusted, as for conv2d)."""
+    kh, kw = _two(kernel)
+    sh, sw = _two(kernel if stride is None else stride)
+    ph, pw = _two(padding)
     n, c, h, w = x_shape
     oh = (h + 2 * ph - kh) // sh + 1
     ow = (w + 2 * pw - kw) // sw + 1
-    if oh <= 0 or ow <= 0:
-        raise ValueError(f"{op}: output size {oh}x{ow} <= 0 for input "
-                         f"{tuple(x_shape)}, kernel {(kh, kw)}, stride "
-                         f"{(sh, sw)}, padding {(ph, pw)}")
     return (kh, kw, sh, sw, ph, pw), (n, c, oh, ow)
 
 
@@ -582,9 +481,7 @@ def max_pool2d_forward(x: np.ndarray, kernel, stride=None, padding=0):
     flat position h*W + w of each max in its input plane (PyTorch's
     convention), for max_pool2d_backward.
     """
-    op = "max_pool2d_forward"
-    _check_array(op, "x", x)
-    args, y_shape = _pool_geometry(op, x.shape, kernel, stride, padding)
+    args, y_shape = _pool_geometry(x.shape, kernel, stride, padding)
     x = _ascontig(x)
     y = np.empty(y_shape, x.dtype)
     idx = np.empty(y_shape, np.int64)
@@ -596,17 +493,10 @@ def max_pool2d_forward(x: np.ndarray, kernel, stride=None, padding=0):
 def max_pool2d_backward(dy: np.ndarray, indices: np.ndarray,
                         x_shape) -> np.ndarray:
     """dx (x_shape, dy's dtype): each dy routed to its window's argmax
-    (summed where windows overlap)."""
+    (summed where windows overlap). Shapes are not checked; index values
+    are (they are data: one out of its plane would write out of bounds)."""
     op = "max_pool2d_backward"
-    _check_array(op, "dy", dy)
-    x_shape = _check_shape_arg(op, "x_shape", x_shape)
-    if not isinstance(indices, np.ndarray) or indices.shape != dy.shape:
-        raise ValueError(f"{op}: indices must be an array of dy's shape "
-                         f"{dy.shape}, got "
-                         f"{getattr(indices, 'shape', type(indices))}")
-    if dy.shape[:2] != tuple(x_shape[:2]):
-        raise ValueError(f"{op}: dy {dy.shape} and x_shape {x_shape} "
-                         f"disagree on (N, C)")
+    x_shape = tuple(int(s) for s in x_shape)
     plane = x_shape[2] * x_shape[3]
     if indices.size and (indices.min() < 0 or indices.max() >= plane):
         raise ValueError(f"{op}: indices out of range [0, {plane}) for "
@@ -622,9 +512,7 @@ def avg_pool2d_forward(x: np.ndarray, kernel, stride=None,
                        padding=0) -> np.ndarray:
     """Average pooling, count_include_pad=True (PyTorch's default): every
     window divides by KH*KW. x: (N, C, H, W) f32/f64 -> (N, C, OH, OW)."""
-    op = "avg_pool2d_forward"
-    _check_array(op, "x", x)
-    args, y_shape = _pool_geometry(op, x.shape, kernel, stride, padding)
+    args, y_shape = _pool_geometry(x.shape, kernel, stride, padding)
     y = np.empty(y_shape, x.dtype)
     _threads.prepare()
     _threads.guard(_avg_pool_fwd)(_ascontig(x), y, *args)
@@ -634,13 +522,8 @@ def avg_pool2d_forward(x: np.ndarray, kernel, stride=None,
 def avg_pool2d_backward(dy: np.ndarray, x_shape, kernel, stride=None,
                         padding=0) -> np.ndarray:
     """Gradient of avg_pool2d_forward: dx of x_shape, dy's dtype."""
-    op = "avg_pool2d_backward"
-    _check_array(op, "dy", dy)
-    x_shape = _check_shape_arg(op, "x_shape", x_shape)
-    args, y_shape = _pool_geometry(op, x_shape, kernel, stride, padding)
-    if dy.shape != y_shape:
-        raise ValueError(f"{op}: dy has shape {dy.shape}, expected the "
-                         f"pooling output shape {y_shape}")
+    x_shape = tuple(int(s) for s in x_shape)
+    args, _ = _pool_geometry(x_shape, kernel, stride, padding)
     dx = np.empty(x_shape, dy.dtype)
     _threads.prepare()
     _threads.guard(_avg_pool_bwd)(_ascontig(dy), dx, *args)

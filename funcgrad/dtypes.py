@@ -1,0 +1,44 @@
+"""funcgrad.dtypes: the dtypes funcgrad stores, in the spirit of ``jax.dtypes``.
+
+funcgrad holds bool, integer and float16/32/64 values.  Without x64
+(``fg.config.update("enable_x64", True)``) every 64-bit dtype is stored as
+its 32-bit one, and the defaults for Python floats and ints are float32 and
+int32; with x64 they are float64 and int64.
+
+>>> import funcgrad.numpy as fnp
+>>> from funcgrad import dtypes
+>>> dtypes.canonicalize_dtype("float64")        # without x64
+dtype('float32')
+>>> dtypes.default_float_dtype()
+dtype('float32')
+>>> dtypes.result_type(fnp.ones(2, "float16"), 2.0)   # Python scalars are weakly typed
+dtype('float16')
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from funcgrad import _dtypes
+from funcgrad._dtypes import result_type
+
+__all__ = ["canonicalize_dtype", "default_float_dtype", "default_int_dtype", "result_type"]
+
+
+def canonicalize_dtype(dtype: Any) -> np.dtype:
+    """The dtype funcgrad stores for ``dtype`` under the current x64 setting.
+
+    Raises TypeError for dtypes funcgrad arrays cannot hold (complex, strings, objects).
+    """
+    return _dtypes.canonicalize(dtype)
+
+
+def default_float_dtype() -> np.dtype:
+    """The dtype of Python floats and float results of integer inputs: float32 (float64 with x64)."""
+    return _dtypes.float_
+
+
+def default_int_dtype() -> np.dtype:
+    """The dtype of Python ints: int32 (int64 with x64)."""
+    return _dtypes.int_

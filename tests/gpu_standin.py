@@ -1,0 +1,71 @@
+"""A numpy stand-in for CuPy, so the GPU backend's logic runs on machines without a GPU.
+
+Device buffers are ``FakeDeviceArray``, a distinct ndarray subclass, so a
+host value leaking into device code (or the reverse) shows up. This checks
+funcgrad's side of the GPU backend (dispatch, transfers, errors, the
+Triton kernels in Triton's interpreter), not CuPy itself.
+
+>>> with gpu_standin(use_triton=False):
+...     g = fg.device_put(fnp.ones(3), "gpu")   # a GpuArray over a FakeDeviceArray
+"""
+from __future__ import annotations
+
+import contextlib
+import types
+from typing import Iterator
+
+import numpy as np
+
+import funcgrad as fg
+from funcgrad.backends.gpu import _detect
+from funcgrad.backends.gpu import array as gpu_array
+
+
+class FakeDeviceArray(np.ndarray):
+    """A "device" buffer: a distinct type, so host values leaking in show up."""
+
+
+def fake_cupy() -> types.SimpleNamespace:
+    """numpy's namespace with CuPy's transfer functions, over ``FakeDeviceArray``."""
+    ns = {k: getattr(np, k) for k in dir(np) if not k.startswith("_")}
+
+    def asarray(a, dtype=None):
+        if isinstance(a, FakeDeviceArray) and (dtype is None or a.dtype == dtype):
+            return a
+        return np.array(a, dtype=dtype, copy=True).view(FakeDeviceArray)
+
+    def array(a, dtype=None, copy=True):
+        return np.array(a, dtype=dtype, copy=True).view(FakeDeviceArray)
+
+    def asnumpy(a):
+        assert isinstance(a, FakeDeviceArray), f"asnumpy of a host value {type(a)}"
+        return np.array(a).view(np.ndarray)
+
+    def from_dlpack(obj):
+        return np.from_dlpack(obj).view(FakeDeviceArray)
+
+    ns.update(ndarray=FakeDeviceArray, asarray=asarray, array=array, asnumpy=asnumpy, from_dlpack=from_dlpack)
+    return types.SimpleNamespace(**ns)
+
+
+@contextlib.contextmanager
+def gpu_standin(*, use_triton: bool) -> Iterator[None]:
+    """The GPU backend over :func:`fake_cupy` for the block (reported usable).
+
+    ``use_triton``: let the Triton kernels run (in Triton's interpreter:
+    ``TRITON_INTERPRET=1`` must be set before triton is imported).
+    """
+    fg.devices()   # discover the backends (registers the GPU implementations)
+    saved = _detect.gpu_available
+    _detect.gpu_available = lambda: True
+    gpu_array._use_array_module(fake_cupy(), use_triton=use_triton)
+    try:
+        yield
+    finally:
+        gpu_array._use_array_module(None)
+        _detect.gpu_available = saved
+
+
+def to_device(x: np.ndarray) -> FakeDeviceArray:
+    """A raw stand-in device buffer of ``x``."""
+    return np.array(x, copy=True).view(FakeDeviceArray)
