@@ -64,22 +64,20 @@ def _conv2d(reference: Impl) -> Impl:
     return impl
 
 
-def _conv2d_input_grad(reference: Impl) -> Impl:
-    def impl(dy, w, in_hw, stride, padding, dilation, groups):
-        if not (_kernel_ok(dy, w) and dy.dtype == w.dtype):
-            return reference(dy, w, in_hw, stride, padding, dilation, groups)
-        x_shape = C._conv_input_grad_check(dy, w, in_hw, stride, padding, dilation, groups)
-        return _kconv.conv2d_backward_input(dy, w, x_shape, stride, padding, dilation, groups)
-    return impl
+def _conv2d_grad(check: Callable[..., Any], kernel: Callable[..., Any]) -> Callable[[Impl], Impl]:
+    """The input or weight gradient: ``check`` gives the result's shape, ``kernel`` computes it."""
+    def make(reference: Impl) -> Impl:
+        def impl(dy, other, stride, padding, dilation, groups, **hw):   # hw: in_hw or kernel_hw
+            if not (_kernel_ok(dy, other) and dy.dtype == other.dtype):
+                return reference(dy, other, stride=stride, padding=padding, dilation=dilation, groups=groups, **hw)
+            shape = check(dy, other, *hw.values(), stride, padding, dilation, groups)
+            return kernel(dy, other, shape, stride, padding, dilation, groups)
+        return impl
+    return make
 
 
-def _conv2d_weight_grad(reference: Impl) -> Impl:
-    def impl(dy, x, kernel_hw, stride, padding, dilation, groups):
-        if not (_kernel_ok(dy, x) and dy.dtype == x.dtype):
-            return reference(dy, x, kernel_hw, stride, padding, dilation, groups)
-        w_shape = C._conv_weight_grad_check(dy, x, kernel_hw, stride, padding, dilation, groups)
-        return _kconv.conv2d_backward_weight(dy, x, w_shape, stride, padding, dilation, groups)
-    return impl
+_conv2d_input_grad = _conv2d_grad(C._conv_input_grad_check, _kconv.conv2d_backward_input)
+_conv2d_weight_grad = _conv2d_grad(C._conv_weight_grad_check, _kconv.conv2d_backward_weight)
 
 
 def _max_pool2d(reference: Impl) -> Impl:
