@@ -80,13 +80,20 @@ _conv2d_input_grad = _conv2d_grad(C._conv_input_grad_check, _kconv.conv2d_backwa
 _conv2d_weight_grad = _conv2d_grad(C._conv_weight_grad_check, _kconv.conv2d_backward_weight)
 
 
-def _max_pool2d(reference: Impl) -> Impl:
-    def impl(x, kernel, stride, padding):
-        if not _kernel_ok(x):
-            return reference(x, kernel, stride, padding)
-        C._pool_out_shape("max_pool2d", x.shape, kernel, stride, padding)
-        return _kconv.max_pool2d_forward(x, kernel, stride, padding)
-    return impl
+def _pool2d(name: str, kernel_fn: Callable[..., Any]) -> Callable[[Impl], Impl]:
+    """Max or average pooling forward: the kernel for float arrays it suits, else the reference."""
+    def make(reference: Impl) -> Impl:
+        def impl(x, kernel, stride, padding):
+            if not _kernel_ok(x):
+                return reference(x, kernel, stride, padding)
+            C._pool_out_shape(name, x.shape, kernel, stride, padding)
+            return kernel_fn(x, kernel, stride, padding)
+        return impl
+    return make
+
+
+_max_pool2d = _pool2d("max_pool2d", _kconv.max_pool2d_forward)
+_avg_pool2d = _pool2d("avg_pool2d", _kconv.avg_pool2d_forward)
 
 
 def _max_pool2d_grad(reference: Impl) -> Impl:
@@ -95,15 +102,6 @@ def _max_pool2d_grad(reference: Impl) -> Impl:
             return reference(dy, indices, in_hw)
         C._max_pool_grad_check(dy, indices, in_hw)
         return _kconv.max_pool2d_backward(dy, indices, tuple(dy.shape[:2]) + tuple(in_hw))
-    return impl
-
-
-def _avg_pool2d(reference: Impl) -> Impl:
-    def impl(x, kernel, stride, padding):
-        if not _kernel_ok(x):
-            return reference(x, kernel, stride, padding)
-        C._pool_out_shape("avg_pool2d", x.shape, kernel, stride, padding)
-        return _kconv.avg_pool2d_forward(x, kernel, stride, padding)
     return impl
 
 
