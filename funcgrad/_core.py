@@ -96,6 +96,10 @@ class Primitive:
     * ``vjp(cts, primals, outs, needs, **params) -> input cotangents``:
       reverse mode (``needs[i]`` says whether input i wants one).
     * ``batch(values, dims, axis_size, **params) -> (out, out_dim)``: vmap.
+    * ``vjp_forward(primals, needs, **params) -> (outs, backward)``
+      (optional): reverse mode's forward pass for primitives whose vjp
+      needs values the plain forward pass does not keep (a loop's carries);
+      ``backward(cts)`` then replaces ``vjp``.
 
     Rules are written with primitives, so derivatives can be traced again.
 
@@ -113,7 +117,7 @@ class Primitive:
       ``"writes_out"`` (the host impl accepts ``out=``).
     """
 
-    __slots__ = ("name", "impl", "abstract_eval", "jvp", "vjp", "batch", "multiple_results",
+    __slots__ = ("name", "impl", "abstract_eval", "jvp", "vjp", "vjp_forward", "batch", "multiple_results",
                  "impls", "lowerings", "traits", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False):
@@ -123,6 +127,7 @@ class Primitive:
         self.abstract_eval: Callable[..., Any] | None = None
         self.jvp: Callable[..., Any] | None = None
         self.vjp: Callable[..., Any] | None = None
+        self.vjp_forward: Callable[..., Any] | None = None
         self.batch: Callable[..., Any] | None = None
         self.impls: dict[str, Callable[..., Any]] = {}
         self.lowerings: dict[str, Any] = {}

@@ -87,6 +87,50 @@ class Jaxpr:
         return [v.aval for v in self.outvars]
 
 
+class SubProgram:
+    """A closed program held in a primitive's parameters: a loop body, a branch of ``cond``.
+
+    The constants of a user's function are hoisted out (:func:`close_jaxpr`):
+    they are leading inputs, passed to the primitive as operands, so that
+    transforms see them (a loop body closing over a traced parameter is
+    differentiated with respect to it). Only concrete constants that a
+    rule made (zeros, literals) stay inside. A
+    compiler may attach ``program``, its compiled form (see
+    ``funcgrad.compiler.passes.compile_subprograms``); without one the
+    primitive's implementation runs the equations one by one.
+    """
+
+    __slots__ = ("jaxpr", "program")
+
+    def __init__(self, jaxpr: Jaxpr, program: Any = None):
+        self.jaxpr = jaxpr
+        self.program = program
+
+    @property
+    def in_avals(self) -> list[ShapedArray]:
+        return self.jaxpr.in_avals
+
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        return self.jaxpr.out_avals
+
+    def with_program(self, program: Any) -> "SubProgram":
+        return SubProgram(self.jaxpr, program)
+
+    def __call__(self, *args: Any) -> list:
+        """Apply the program with ``bind`` (so transforms see its primitives)."""
+        return eval_jaxpr(self.jaxpr, args)
+
+    def __repr__(self) -> str:
+        return pretty_print(self.jaxpr)
+
+
+def close_jaxpr(jaxpr: Jaxpr) -> tuple[SubProgram, list]:
+    """``jaxpr`` with its constants hoisted into leading inputs, and the constants' values."""
+    hoisted = Jaxpr([], [], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)
+    return SubProgram(hoisted), list(jaxpr.consts)
+
+
 def _var_names() -> Any:
     import itertools
     import string
@@ -95,15 +139,26 @@ def _var_names() -> Any:
             yield "".join(combo)
 
 
-def _format_param(v: Any) -> str:
+def _format_param(v: Any, indent: int = 0) -> str:
+    if isinstance(v, SubProgram):
+        return _indented(pretty_print(v.jaxpr, indent + 4), indent)
+    if isinstance(v, tuple) and v and all(isinstance(b, SubProgram) for b in v):
+        return "(" + ", ".join(_format_param(b, indent) for b in v) + ")"
     if isinstance(v, np.dtype):
         return str(v)
-    if callable(v):
-        return getattr(v, "__name__", type(v).__name__)
+    if callable(v) or hasattr(v, "bind"):   # a function, or a call object (custom_vjp, custom_jvp)
+        return getattr(v, "__name__", None) or getattr(v, "name", None) or type(v).__name__
     return repr(v)
 
 
-def pretty_print(jaxpr: Jaxpr) -> str:
+def _indented(text: str, indent: int) -> str:
+    """A nested program as a parameter: on its own lines, indented under the equation."""
+    pad = " " * (indent + 6)
+    return "\n" + "\n".join(pad + line for line in text.splitlines()) + "\n" + " " * (indent + 4)
+
+
+def pretty_print(jaxpr: Jaxpr, indent: int = 0) -> str:
+    """The program as text; nested programs (loop bodies, branches) print indented in the parameters."""
     names: dict[int, str] = {}
     gen = _var_names()
 
@@ -120,13 +175,26 @@ def pretty_print(jaxpr: Jaxpr) -> str:
     lines = ["{ lambda " + " ".join(decl(v) for v in jaxpr.constvars) + " ; "
              + " ".join(decl(v) for v in jaxpr.invars) + " . let"]
     for eqn in jaxpr.eqns:
-        params = ",".join(f"{k}={_format_param(v)}" for k, v in sorted(eqn.params.items()))
+        params = ",".join(f"{k}={_format_param(v, indent)}" for k, v in sorted(eqn.params.items()))
         prim_name = getattr(eqn.prim, "name", str(eqn.prim))
         head = prim_name + (f"[{params}]" if params else "")
         lhs = " ".join(decl(v) for v in eqn.outvars)
         lines.append(f"    {lhs} = {head} " + " ".join(name(x) for x in eqn.inputs))
     lines.append("  in ( " + " ".join(name(v) for v in jaxpr.outvars) + " ) }")
     return "\n".join(lines)
+
+
+def dce(jaxpr: Jaxpr) -> Jaxpr:
+    """Drop equations (and constants) whose results are never used."""
+    live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
+    kept = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(id(v) in live for v in eqn.outvars):
+            kept.append(eqn)
+            live.update(id(x) for x in eqn.inputs if isinstance(x, Var))
+    kept.reverse()
+    pairs = [(v, c) for v, c in zip(jaxpr.constvars, jaxpr.consts) if id(v) in live]
+    return Jaxpr([v for v, _ in pairs], [c for _, c in pairs], jaxpr.invars, kept, jaxpr.outvars)
 
 
 def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any]) -> list:

@@ -5,7 +5,9 @@
   parameters, to the same inputs;
 * :func:`fold_constants` evaluates, at compile time, equations whose inputs
   are all constants (small results only, so a program does not grow by a
-  large materialised constant).
+  large materialised constant; never a loop, which could run for long);
+* :func:`compile_subprograms` compiles the sub-programs (loop bodies,
+  branches) in the parameters of control-flow equations.
 """
 from __future__ import annotations
 
@@ -14,24 +16,11 @@ from typing import Any
 import numpy as np
 
 from funcgrad._core import Array, _wrap, run_impl
-from funcgrad._ir import Jaxpr, Literal, Var
+from funcgrad._ir import Eqn, Jaxpr, Literal, SubProgram, Var, dce
 
 # Results larger than this stay computed at run time (they would bloat the
 # program and cost memory for every cached signature).
 FOLD_MAX_ELEMENTS = 1 << 16
-
-
-def dce(jaxpr: Jaxpr) -> Jaxpr:
-    """Drop equations (and constants) whose results are never used."""
-    live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
-    kept = []
-    for eqn in reversed(jaxpr.eqns):
-        if any(id(v) in live for v in eqn.outvars):
-            kept.append(eqn)
-            live.update(id(x) for x in eqn.inputs if isinstance(x, Var))
-    kept.reverse()
-    pairs = [(v, c) for v, c in zip(jaxpr.constvars, jaxpr.consts) if id(v) in live]
-    return Jaxpr([v for v, _ in pairs], [c for _, c in pairs], jaxpr.invars, kept, jaxpr.outvars)
 
 
 def _hashable_params(params: dict) -> Any:
@@ -77,7 +66,7 @@ def fold_constants(jaxpr: Jaxpr) -> Jaxpr:
     for eqn in jaxpr.eqns:
         all_known = all(isinstance(x, Literal) or id(x) in known for x in eqn.inputs)
         small = all(int(np.prod(v.aval.shape, dtype=np.int64)) <= FOLD_MAX_ELEMENTS for v in eqn.outvars)
-        if not (all_known and small and eqn.prim.impl is not None):
+        if not (all_known and small and eqn.prim.impl is not None) or "higher_order" in eqn.prim.traits:
             eqns.append(eqn)
             continue
         values = [x.value if isinstance(x, Literal) else known[id(x)] for x in eqn.inputs]
@@ -91,9 +80,62 @@ def fold_constants(jaxpr: Jaxpr) -> Jaxpr:
     return dce(Jaxpr(constvars, consts, jaxpr.invars, eqns, jaxpr.outvars))
 
 
+def inline_calls(jaxpr: Jaxpr) -> Jaxpr:
+    """Replace each ``custom_call`` equation by the equations of its function.
+
+    A compiled program only runs forward, where a function with custom
+    derivative rules is just its function: inlined, it fuses with its
+    neighbours. (Loop bodies keep theirs: a loop's rules may still apply
+    them when the program is differentiated before it is compiled.)
+    """
+    if not any(getattr(e.prim, "name", None) == "custom_call" for e in jaxpr.eqns):
+        return jaxpr
+    constvars, consts = list(jaxpr.constvars), list(jaxpr.consts)
+    rename: dict[int, Any] = {}
+
+    def use(x: Any) -> Any:
+        return rename.get(id(x), x) if isinstance(x, Var) else x
+
+    eqns: list[Eqn] = []
+    for eqn in jaxpr.eqns:
+        if getattr(eqn.prim, "name", None) != "custom_call":
+            eqns.append(eqn.with_inputs([use(x) for x in eqn.inputs]))
+            continue
+        inner = inline_calls(eqn.params["fun"].jaxpr)
+        constvars += inner.constvars
+        consts += inner.consts
+        for v, x in zip(inner.invars, eqn.inputs):
+            rename[id(v)] = use(x)
+        for e in inner.eqns:
+            eqns.append(e.with_inputs([use(x) for x in e.inputs]))
+        for v, x in zip(eqn.outvars, inner.outvars):
+            rename[id(v)] = use(x)
+    return Jaxpr(constvars, consts, jaxpr.invars, eqns, [use(v) for v in jaxpr.outvars])
+
+
+def compile_subprograms(jaxpr: Jaxpr, compile: Any) -> Jaxpr:
+    """``jaxpr`` with every sub-program in its equations' parameters compiled by ``compile``
+    (``Jaxpr -> program``; nested loops compile recursively through it): the loop then calls
+    its body's compiled program each step instead of evaluating it equation by equation."""
+    def compiled(value: Any) -> Any:
+        if isinstance(value, SubProgram):
+            return value.with_program(compile(value.jaxpr))
+        if isinstance(value, tuple) and any(isinstance(v, SubProgram) for v in value):
+            return tuple(compiled(v) for v in value)
+        return value
+
+    eqns = []
+    for eqn in jaxpr.eqns:
+        if "higher_order" in eqn.prim.traits:
+            params = {k: compiled(v) for k, v in eqn.params.items()}
+            eqn = Eqn(eqn.prim, eqn.inputs, params, eqn.outvars, eqn.source, eqn.backward)
+        eqns.append(eqn)
+    return Jaxpr(jaxpr.constvars, jaxpr.consts, jaxpr.invars, eqns, jaxpr.outvars)
+
+
 def optimize(jaxpr: Jaxpr) -> Jaxpr:
-    """The standard pipeline before fusion: fold, merge, prune."""
-    return dce(cse(fold_constants(jaxpr)))
+    """The standard pipeline before fusion: inline calls, fold, merge, prune."""
+    return dce(cse(fold_constants(inline_calls(jaxpr))))
 
 
-__all__ = ["dce", "cse", "fold_constants", "optimize", "Array"]
+__all__ = ["dce", "cse", "fold_constants", "inline_calls", "compile_subprograms", "optimize", "Array"]

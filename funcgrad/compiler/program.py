@@ -239,9 +239,15 @@ class Program:
     def run(self, args: Sequence[np.ndarray]) -> list[Array]:
         with self.lock:   # planned and recycled buffers belong to one call at a time
             self.last_run = _next_run()
+            return [_wrap(r) for r in self._run(args)]
+
+    def run_buffers(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """:meth:`run`, returning raw buffers (a loop calling its compiled body each step)."""
+        with self.lock:
+            self.last_run = _next_run()
             return self._run(args)
 
-    def _run(self, args: Sequence[np.ndarray]) -> list[Array]:
+    def _run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         env: list[Any] = [None] * self.n_slots
         env[:len(self.consts)] = self.consts
         env[len(self.consts):self.n_fixed] = args
@@ -265,9 +271,9 @@ class Program:
         if self._const_outputs is None:
             self._const_outputs = tuple(n for n, (kind, i) in enumerate(self.outs)
                                         if kind == "var" and id(_memory_root(env[i])) in self._const_roots)
-        outs = [_wrap(env[i]) if kind == "var" else _core.as_array(i) for kind, i in self.outs]
+        outs = [env[i] if kind == "var" else _core.as_array(i)._value for kind, i in self.outs]
         for n in self._const_outputs:
-            outs[n] = _wrap(outs[n]._value.copy())
+            outs[n] = outs[n].copy()
         return outs
 
     def __repr__(self) -> str:

@@ -117,6 +117,29 @@ def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],
     return results
 
 
+def vmap_flat_dims(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int
+                   ) -> tuple[list, list]:
+    """Map flat ``fun`` like :func:`vmap_flat`, returning each output where it came out: ``(values, dims)``
+    (dim None: the output does not depend on the mapped inputs). Control-flow rules use it to find
+    which loop carries become mapped."""
+    with _core.new_main(BatchTrace, axis_size) as main:
+        trace = BatchTrace(main)
+        tracers = [BatchTracer(trace, a, d) if d is not None else a for a, d in zip(args, in_dims)]
+        values, dims = [], []
+        for o in fun(*tracers):
+            if isinstance(o, BatchTracer) and o._trace.main is main:
+                values.append(o.value)
+                dims.append(o.bdim)
+            else:
+                values.append(o)
+                dims.append(None)
+    return values, dims
+
+
+_core.register_transform("vmap", vmap_flat)
+_core.register_transform("vmap_dims", vmap_flat_dims)
+
+
 def _to_out_dim(value: Any, bdim: int | None, out_dim: int | None, size: int) -> Any:
     if out_dim is None:
         if bdim is not None:

@@ -89,6 +89,11 @@ class VJPTrace(Trace):
                 primals.append(a)
             parents.append(None)
             needs.append(False)
+        if tracked and prim.vjp_forward is not None:
+            outs, backward = prim.vjp_forward(primals, needs, **params)
+            node = Node(prim, params, primals, outs, parents, needs, lambda cts, node: backward(cts))
+            main.data.append(node)
+            return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(outs)]
         out = _core.bind(prim, primals, params)
         if not tracked or prim.vjp is None:
             return out  # independent of the inputs, or not differentiable

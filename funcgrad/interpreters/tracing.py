@@ -9,7 +9,8 @@ from funcgrad import _core
 from funcgrad._config import config
 from funcgrad._core import ConcretizationError, Primitive, Trace, Tracer
 from funcgrad._dtypes import ShapedArray
-from funcgrad._ir import Eqn, Jaxpr, Literal, Var
+from funcgrad._ir import Eqn, Jaxpr, Literal, SubProgram, Var
+from funcgrad.primitives.control_flow import custom_call_p
 
 
 class JaxprTracer(Tracer):
@@ -75,9 +76,37 @@ class JaxprTrace(Trace):
         return results if prim.multiple_results else results[0]
 
     def process_custom_vjp(self, call: _core.CustomVJPCall, tracers: list) -> list:
-        # A staged program is only ever run forward (transforms of jit inline
-        # the Python function instead), so the function itself is recorded.
-        return list(call.fun(*tracers))
+        return self._custom_call(call, call.fun, tracers)
+
+    def process_custom_jvp(self, call: Any, tracers: list) -> list:
+        return self._custom_call(call, call.fun, tracers)
+
+    def process_checkpoint(self, fun: Callable, tracers: list) -> list:
+        return self._custom_call(_Checkpointed(fun), fun, tracers)
+
+    def _custom_call(self, call: Any, fun: Callable, tracers: list) -> list:
+        """Record a function with rules of its own as one ``custom_call`` equation: the traced
+        function runs it, and a transform of the program (a loop body differentiated, batched)
+        applies ``call`` again, so its own rules (custom_vjp/custom_jvp, rematerialisation) hold.
+        A function closing over traced values is recorded inline instead (its rules cannot
+        name them)."""
+        inner, outs = trace_to_jaxpr(lambda *xs: list(fun(*xs)), [t.aval for t in tracers])
+        if any(isinstance(c, Tracer) for c in inner.consts):
+            return list(fun(*tracers))
+        return self.process_primitive(custom_call_p, tracers, {"call": call, "fun": SubProgram(inner)})
+
+
+class _Checkpointed:
+    """A checkpointed (rematerialised) function as a call object (``bind(*args) -> list``)."""
+
+    __slots__ = ("fun", "__name__")
+
+    def __init__(self, fun: Callable):
+        self.fun = fun
+        self.__name__ = f"checkpoint({getattr(fun, '__name__', 'f')})"
+
+    def bind(self, *args: Any) -> list:
+        return _core.bind_checkpoint(self.fun, args)
 
 
 def abstract_eval(prim: Primitive, avals: Sequence[Any], params: dict) -> Any:
@@ -115,3 +144,6 @@ def trace_to_jaxpr(fun: Callable, in_avals: Sequence[ShapedArray]) -> tuple[Jaxp
         builder: _Builder = main.data
         jaxpr = Jaxpr(builder.constvars, builder.consts, invars, builder.eqns, [t.var for t in out_tracers])
     return jaxpr, outs
+
+
+_core.register_transform("trace", trace_to_jaxpr)

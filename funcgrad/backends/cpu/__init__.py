@@ -68,7 +68,7 @@ class CpuBackend(Backend):
 
         ``program.run(buffers)`` takes the inputs' numpy buffers and returns Arrays.
         """
-        optimised = passes.optimize(jaxpr)
+        optimised = passes.compile_subprograms(passes.optimize(jaxpr), self.compile)
         # Under debug_nans every primitive runs on its own, so a NaN is named precisely.
         if config.jit_fusion and not config.debug_nans:
             optimised = fusion.fuse(optimised)

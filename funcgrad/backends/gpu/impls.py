@@ -25,6 +25,7 @@ import numpy as np
 from funcgrad._core import Primitive, register_impl
 from funcgrad.backends.gpu import array as gpu_array
 from funcgrad.primitives import attention as A
+from funcgrad.primitives import control_flow as CF
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import indexing as I
 from funcgrad.primitives import linalg as L
@@ -277,3 +278,22 @@ def _flash_backward(fa, q, k, v, o, lse, do, *, causal, scale):
 
 _flash(A.flash_attention_p, _flash_forward)
 _flash(A.flash_attention_bwd_p, _flash_backward)
+
+
+def _control_flow(prim: Primitive) -> Maker:
+    """The loops of :mod:`funcgrad.primitives.control_flow` on device buffers: each sub-program
+    runs equation by equation on device arrays (nothing leaves the device but the loop's
+    predicate, read each step)."""
+    def make(b: gpu_array.Binding) -> Callable[..., Any]:
+        backend = gpu_array.backend
+
+        def run(sub: Any, values: Any) -> list:
+            outs = sub(*[v if isinstance(v, (bool, int, float)) else backend.wrap(v) for v in values])
+            return [backend.device_value(o) for o in outs]
+
+        return CF.make_impls(run, b.xp.empty)[prim]
+    return make
+
+
+for _prim in (CF.cond_p, CF.scan_p, CF.while_p, CF.while_grad_p, CF.custom_call_p):
+    _register(_prim, _control_flow(_prim))

@@ -1,0 +1,768 @@
+"""Structured control flow: ``cond``, ``while``, ``scan`` (and ``while_grad``, the reverse
+mode of a while loop whose trip count is known only when it runs).
+
+Each is one primitive whose parameters hold closed sub-programs
+(:class:`funcgrad._ir.SubProgram`: the IR of the branch or loop body, its
+constants hoisted into leading operands). The rules transform those
+sub-programs and bind the same primitives again, so derivatives of loops
+are loops, batched loops are loops, and nothing is ever unrolled:
+
+* **jvp**: a loop over the jvp of the body (float operands carry tangents);
+* **vjp**: ``scan`` stacks the carries it enters each step with, then runs
+  a reverse scan of the body's vjp (which recomputes that step's forward);
+  a ``while`` loop whose trip count is known when differentiated becomes
+  that scan; otherwise ``while_grad`` runs the loop forward keeping every
+  carry (or checkpoints: ``checkpoints=k`` keeps at most ~``k`` per level
+  of a recursive schedule and recomputes the rest) and then backwards;
+* **batching**: the body is batched; a carry that some example changes is
+  batched throughout (found by a fixed point); a batched ``cond``
+  predicate runs every branch and selects, a batched ``while`` predicate
+  runs until every example is done and freezes the finished ones.
+
+The implementations run the loop in Python over the sub-program: equation
+by equation when called eagerly, and as a compiled program (fused kernels
+inside) when ``jit`` compiled the enclosing program.
+
+The user API, with pytrees and error checking, is :mod:`funcgrad.lax.control_flow`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from funcgrad import _core, _dtypes
+from funcgrad._core import Array, Primitive, add_traits
+from funcgrad._dtypes import ShapedArray
+from funcgrad._ir import SubProgram, close_jaxpr, dce
+from funcgrad.primitives.elementwise import add_p, convert_p, eq_p, logical_not_p, or_p, select_p
+from funcgrad.primitives.indexing import batch_by_loop
+from funcgrad.primitives.shape import broadcast_to, move_to_front, moveaxis, reduce_sum, reshape
+
+# --------------------------------------------------------------------------
+# Sub-programs: tracing, running, transforming
+# --------------------------------------------------------------------------
+
+
+def trace_sub(fun: Callable, in_avals: Sequence[ShapedArray]) -> tuple[SubProgram, list]:
+    """Trace flat ``fun`` on ``in_avals`` into a sub-program; return it and its hoisted constants."""
+    jaxpr, _ = _core.transform("trace")(fun, list(in_avals))
+    return close_jaxpr(jaxpr)
+
+
+def _outs(x: Any) -> list:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+def run_sub(sub: SubProgram, values: Sequence[Any]) -> list:
+    """Run ``sub`` on raw host buffers (what an implementation receives); raw buffers out.
+
+    A compiled sub-program runs its compiled form; otherwise each equation
+    is evaluated eagerly, as the user's Python would have been.
+    """
+    if sub.program is not None:
+        return sub.program.run_buffers(values)
+    wrapped = [v if isinstance(v, (bool, int, float)) else _core._wrap(v) for v in values]
+    return [_core.as_array(o)._value for o in sub(*wrapped)]
+
+
+def _is_float(aval: Any) -> bool:
+    return aval.dtype.kind in "fc"
+
+
+def _aval(x: Any) -> ShapedArray:
+    return _core.get_aval(x)
+
+
+def _zeros(aval: ShapedArray) -> Array:
+    return _core.zeros_like(aval_value(aval))
+
+
+def aval_value(aval: ShapedArray) -> np.ndarray:
+    """A zero-strided stand-in of ``aval`` (one element of memory), for ``zeros_like``."""
+    return np.broadcast_to(np.zeros((), aval.dtype), aval.shape)
+
+
+def _instantiate(ct: Any, like: Any) -> Any:
+    return _core.zeros_like(like) if ct is None else ct
+
+
+def jvp_sub(sub: SubProgram, groups: Sequence[int], float_masks: Sequence[Sequence[bool]],
+            out_groups: Sequence[int] | None = None) -> SubProgram:
+    """The jvp of ``sub`` as a sub-program, tangents interleaved by groups.
+
+    ``sub``'s inputs come in consecutive groups of sizes ``groups`` (a
+    loop's consts, carries, inputs); in the new program each group is
+    followed by the tangents of its float inputs (``float_masks``). Outputs
+    likewise, by ``out_groups`` (default: one group): each group's primal
+    outputs, then the tangents of its float outputs.
+    """
+    avals = sub.in_avals
+    in_avals, start = [], 0
+    for size, mask in zip(groups, float_masks):
+        group = avals[start:start + size]
+        in_avals += group + [a for a, m in zip(group, mask) if m]
+        start += size
+    out_float = [_is_float(a) for a in sub.out_avals]
+    out_groups = [len(out_float)] if out_groups is None else list(out_groups)
+
+    def fun(*args: Any) -> list:
+        primals, tangents, pos = [], [], 0
+        for size, mask in zip(groups, float_masks):
+            primals += args[pos:pos + size]
+            pos += size
+            for m in mask:
+                tangents.append(args[pos] if m else None)
+                pos += m
+        outs, touts = _core.transform("jvp")(sub, primals, tangents)
+        result, start = [], 0
+        for size in out_groups:
+            result += outs[start:start + size]
+            result += [t for t, f in zip(touts[start:start + size], out_float[start:start + size]) if f]
+            start += size
+        return result
+
+    return _closed(fun, in_avals)
+
+
+def _closed(fun: Callable, in_avals: Sequence[ShapedArray]) -> SubProgram:
+    """Trace a rule's ``fun`` into a sub-program. Rules pass every traced value in as an argument,
+    so the constants their tracing makes (zeros, literals) are concrete and stay inside."""
+    jaxpr, _ = _core.transform("trace")(fun, list(in_avals))
+    if any(isinstance(c, _core.Tracer) for c in jaxpr.consts):
+        raise AssertionError("a control-flow rule closed over a traced value")
+    return SubProgram(dce(jaxpr))   # a vjp's forward values that the rule does not return go
+
+
+def batched_aval(aval: ShapedArray, dim: int | None, size: int) -> ShapedArray:
+    if dim is None:
+        return aval
+    shape = list(aval.shape)
+    shape.insert(dim, size)
+    return ShapedArray(tuple(shape), aval.dtype)
+
+
+def vmap_sub(sub: SubProgram, in_dims: Sequence[int | None], size: int,
+             out_dims: Sequence[int | None]) -> SubProgram:
+    """``sub`` batched: inputs mapped on ``in_dims``, outputs on ``out_dims`` (None: unmapped)."""
+    in_avals = [batched_aval(a, d, size) for a, d in zip(sub.in_avals, in_dims)]
+
+    def fun(*args: Any) -> list:
+        return _core.transform("vmap")(sub, args, in_dims, size, list(out_dims))
+
+    return _closed(fun, in_avals)
+
+
+def batched_outputs(sub: SubProgram, in_dims: Sequence[int | None], size: int) -> list[bool]:
+    """Which outputs of ``sub`` depend on its mapped inputs (found by tracing, nothing runs)."""
+    in_avals = [batched_aval(a, d, size) for a, d in zip(sub.in_avals, in_dims)]
+    found: list = []
+
+    def fun(*args: Any) -> list:
+        _, dims = _core.transform("vmap_dims")(sub, args, in_dims, size)
+        found.append([d is not None for d in dims])
+        return []
+
+    _core.transform("trace")(fun, in_avals)
+    return found[0]
+
+
+def _to_dim(x: Any, d: int | None, want: int | None, size: int) -> Any:
+    """``x`` (mapped on ``d``) mapped on ``want``: moved, or broadcast if it was unmapped."""
+    if want is None:
+        return x
+    return moveaxis(move_to_front(x, d, size), 0, want)
+
+
+def _batch_carries(body: SubProgram, n_consts: int, carry_dims: list, other_dims: list, size: int,
+                   extra_out: int = 0) -> list[bool]:
+    """The fixed point of which carries are mapped: a carry is mapped if its initial value is, or
+    if the body maps it from mapped consts, carries or inputs. ``other_dims``: dims of the body's
+    inputs after the carries (scan's xs, already mapped at 0)."""
+    batched = [d is not None for d in carry_dims]
+    n_carry = len(carry_dims)
+    while True:
+        dims = ([0 if d is not None else None for d in other_dims[:n_consts]]
+                + [0 if b else None for b in batched] + list(other_dims[n_consts:]))
+        outs = batched_outputs(body, dims, size)
+        new = [a or b for a, b in zip(batched, outs[:n_carry])]
+        if new == batched:
+            return batched
+        batched = new
+
+
+# --------------------------------------------------------------------------
+# cond
+# --------------------------------------------------------------------------
+
+cond_p = Primitive("cond", multiple_results=True)
+add_traits(cond_p, "higher_order")
+
+
+def _clamp_index(index: Any, n: int) -> int:
+    return min(max(int(index), 0), n - 1)
+
+
+def _cond_abstract_eval(index: Any, *ops: Any, branches: tuple) -> list:
+    return list(branches[0].out_avals)
+
+
+def _cond_jvp(primals: list, tangents: list, branches: tuple) -> tuple[list, list]:
+    index, ops, tans = primals[0], primals[1:], tangents[1:]
+    mask = [_is_float(_aval(o)) for o in ops]
+    jvp_branches = tuple(jvp_sub(b, [len(ops)], [mask]) for b in branches)
+    ts = [_instantiate(t, o) for t, o, m in zip(tans, ops, mask) if m]
+    outs = cond_p.bind(index, *ops, *ts, branches=jvp_branches)
+    n = len(branches[0].out_avals)
+    out_float = [_is_float(a) for a in branches[0].out_avals]
+    it = iter(outs[n:])
+    return outs[:n], [next(it) if f else None for f in out_float]
+
+
+def _pullback_sub(sub: SubProgram, n_in: int, mask: Sequence[bool]) -> SubProgram:
+    """``(inputs..., cts of float outputs...) -> cts of the float inputs (mask)``, recomputing the forward."""
+    out_avals = sub.out_avals
+    out_float = [_is_float(a) for a in out_avals]
+    in_avals = list(sub.in_avals) + [a for a, f in zip(out_avals, out_float) if f]
+
+    def fun(*args: Any) -> list:
+        xs, cts = list(args[:n_in]), iter(args[n_in:])
+        _, pullback = _core.transform("vjp")(sub, xs)
+        in_cts = pullback([next(cts) if f else None for f in out_float])
+        return [c for c, m in zip(in_cts, mask) if m]
+
+    return _closed(fun, in_avals)
+
+
+def _cond_vjp(cts: list, primals: list, outs: list, needs: Sequence[bool], branches: tuple) -> list:
+    index, ops = primals[0], primals[1:]
+    mask = [_is_float(_aval(o)) for o in ops]
+    out_float = [_is_float(a) for a in branches[0].out_avals]
+    cts = [_instantiate(c, o) for c, o, f in zip(cts, outs, out_float) if f]
+    bwd = tuple(_pullback_sub(b, len(ops), mask) for b in branches)
+    in_cts = iter(cond_p.bind(index, *ops, *cts, branches=bwd))
+    return [None] + [next(in_cts) if m else None for m in mask]
+
+
+def _cond_batch(values: list, dims: list, size: int, branches: tuple) -> tuple[list, list]:
+    index, ops, idim, odims = values[0], values[1:], dims[0], dims[1:]
+    n_out = len(branches[0].out_avals)
+    if idim is None:
+        out_b = [False] * n_out
+        for b in branches:
+            out_b = [x or y for x, y in zip(out_b, batched_outputs(b, odims, size))]
+        out_dims = [0 if x else None for x in out_b]
+        batched = tuple(vmap_sub(b, odims, size, out_dims) for b in branches)
+        return cond_p.bind(index, *ops, branches=batched), out_dims
+    # A mapped index: every branch runs on every example, and each example keeps its own.
+    index = move_to_front(index, idim, size)
+    index = _core.bind(convert_p, [index], {"dtype": np.dtype(np.int32)})
+    per_branch = [_core.transform("vmap")(b, ops, odims, size, 0) for b in branches]
+    outs = []
+    for j in range(n_out):
+        out = per_branch[0][j]
+        for k in range(1, len(branches)):
+            pick = _core.bind(eq_p, [_clamped(index, len(branches)), k], {})
+            out = _select_examples(pick, per_branch[k][j], out)
+        outs.append(out)
+    return outs, [0] * n_out
+
+
+def _clamped(index: Any, n: int) -> Any:
+    from funcgrad.primitives.elementwise import maximum_p, minimum_p
+    return _core.bind(minimum_p, [_core.bind(maximum_p, [index, 0], {}), n - 1], {})
+
+
+def _select_examples(pred: Any, on_true: Any, on_false: Any) -> Any:
+    """Per example (axis 0): ``on_true`` where ``pred`` (shape (B,)) holds, else ``on_false``."""
+    rank = len(_aval(on_true).shape)
+    pred = reshape(pred, (_aval(pred).shape[0],) + (1,) * (rank - 1))
+    return select_p.bind(pred, on_true, on_false)
+
+
+cond_p.abstract_eval = _cond_abstract_eval
+cond_p.jvp = _cond_jvp
+cond_p.vjp = _cond_vjp
+cond_p.batch = _cond_batch
+
+
+# --------------------------------------------------------------------------
+# scan
+# --------------------------------------------------------------------------
+
+scan_p = Primitive("scan", multiple_results=True)
+add_traits(scan_p, "higher_order")
+
+
+def _split(values: Sequence[Any], *sizes: int) -> list[list]:
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(list(values[start:start + size]))
+        start += size
+    parts.append(list(values[start:]))
+    return parts
+
+
+def _scan_abstract_eval(*avals: Any, body: SubProgram, n_consts: int, n_carry: int, length: int,
+                        reverse: bool) -> list:
+    outs = body.out_avals
+    return list(outs[:n_carry]) + [ShapedArray((length,) + a.shape, a.dtype) for a in outs[n_carry:]]
+
+
+def _masks(*groups: Sequence[Any]) -> list[list[bool]]:
+    return [[_is_float(_aval(v)) for v in g] for g in groups]
+
+
+def _float_tangents(values: Sequence[Any], tangents: Sequence[Any]) -> list:
+    return [_instantiate(t, v) for v, t in zip(values, tangents) if _is_float(_aval(v))]
+
+
+def _scan_jvp(primals: list, tangents: list, body: SubProgram, n_consts: int, n_carry: int, length: int,
+              reverse: bool) -> tuple[list, list]:
+    consts, carry, xs = _split(primals, n_consts, n_carry)
+    tc, tcarry, txs = _split(tangents, n_consts, n_carry)
+    n_y = len(body.out_avals) - n_carry
+    jbody = jvp_sub(body, [n_consts, n_carry, len(xs)], _masks(consts, carry, xs), [n_carry, n_y])
+    tc, tcarry, txs = _float_tangents(consts, tc), _float_tangents(carry, tcarry), _float_tangents(xs, txs)
+    outs = scan_p.bind(*consts, *tc, *carry, *tcarry, *xs, *txs, body=jbody, n_consts=len(consts) + len(tc),
+                       n_carry=n_carry + len(tcarry), length=length, reverse=reverse)
+    out_float = [_is_float(a) for a in body.out_avals]
+    carry_out, carry_t, ys, ys_t = _split(outs, n_carry, len(tcarry), n_y)
+    tangents_out = _unpack(carry_t, out_float[:n_carry]) + _unpack(ys_t, out_float[n_carry:])
+    return carry_out + ys, tangents_out
+
+
+def _unpack(values: Sequence[Any], mask: Sequence[bool]) -> list:
+    """``values`` (one per True in ``mask``) spread over ``mask``, None where it is False."""
+    it = iter(values)
+    return [next(it) if m else None for m in mask]
+
+
+def scan_transpose(body: SubProgram, consts: list, carries: list, xs: list, ct_carry: list, ct_ys: list,
+                   n_carry: int, length: int, reverse: bool) -> tuple[list, list, list]:
+    """The reverse-mode pass of a scan: cotangents of ``(consts, init, xs)``, each None where not float.
+
+    ``carries``: the carries each step began with, stacked; ``ct_carry``
+    and ``ct_ys``: cotangents of the float final carries and float ys. A
+    reverse scan runs the body's vjp, recomputing each step's forward from
+    its carry, and accumulates the consts' cotangents in its carry.
+    """
+    bwd = backward_body(body, len(consts), n_carry, len(xs))
+    const_float = [_is_float(a) for a in body.in_avals[:len(consts)]]
+    acc = [_core.zeros_like(c) for c, f in zip(consts, const_float) if f]
+    outs = scan_p.bind(*consts, *acc, *ct_carry, *carries, *xs, *ct_ys, body=bwd, n_consts=len(consts),
+                       n_carry=len(acc) + len(ct_carry), length=length, reverse=not reverse)
+    ct_consts, ct_init, ct_xs = _split(outs, len(acc), len(ct_carry))
+    in_float = [_is_float(a) for a in body.in_avals]
+    return (_unpack(ct_consts, const_float), _unpack(ct_init, in_float[len(consts):len(consts) + n_carry]),
+            _unpack(ct_xs, in_float[len(consts) + n_carry:]))
+
+
+def backward_body(body: SubProgram, n_consts: int, n_carry: int, n_xs: int) -> SubProgram:
+    """The body of :func:`scan_transpose`: ``(consts, acc, ct_carry, carry_i, x_i, ct_y_i) ->
+    (acc + ct_consts_i, ct_carry_before, ct_x_i)``, over float values only."""
+    in_avals, out_avals = body.in_avals, body.out_avals
+    in_float = [_is_float(a) for a in in_avals]
+    out_float = [_is_float(a) for a in out_avals]
+    const_f, carry_f, x_f = _split(in_float, n_consts, n_carry)
+    consts_a, carry_a, x_a = _split(in_avals, n_consts, n_carry)
+    y_float = out_float[n_carry:]
+    avals = (consts_a + [a for a, f in zip(consts_a, const_f) if f] + [a for a, f in zip(carry_a, carry_f) if f]
+             + carry_a + x_a + [a for a, f in zip(out_avals[n_carry:], y_float) if f])
+    n_acc, n_ct = sum(const_f), sum(carry_f)
+
+    def fun(*args: Any) -> list:
+        consts, acc, ct_carry, carry, x, ct_y = _split(args, n_consts, n_acc, n_ct, n_carry, n_xs)
+        _, pullback = _core.transform("vjp")(body, consts + carry + x)
+        in_cts = pullback(_unpack(ct_carry, carry_f) + _unpack(ct_y, y_float))
+        c_consts, c_carry, c_x = _split(in_cts, n_consts, n_carry)
+        new_acc = [_core.bind(add_p, [a, c], {}) for a, c in zip(acc, [c for c, f in zip(c_consts, const_f) if f])]
+        return (new_acc + [c for c, f in zip(c_carry, carry_f) if f] + [c for c, f in zip(c_x, x_f) if f])
+
+    return _closed(fun, avals)
+
+
+def _stacking_body(body: SubProgram, n_consts: int, n_carry: int) -> SubProgram:
+    """``body`` that also outputs, as its last ys, the carry each step began with."""
+    def fun(*args: Any) -> list:
+        return list(body(*args)) + list(args[n_consts:n_consts + n_carry])
+
+    return _closed(fun, body.in_avals)
+
+
+def _scan_vjp_forward(primals: list, needs: Sequence[bool], body: SubProgram, n_consts: int, n_carry: int,
+                      length: int, reverse: bool) -> tuple[list, Callable]:
+    consts, init, xs = _split(primals, n_consts, n_carry)
+    outs = scan_p.bind(*primals, body=_stacking_body(body, n_consts, n_carry), n_consts=n_consts,
+                       n_carry=n_carry, length=length, reverse=reverse)
+    n_y = len(body.out_avals) - n_carry
+    carry_out, ys, carries = _split(outs, n_carry, n_y)
+
+    def backward(cts: list) -> list:
+        out_float = [_is_float(a) for a in body.out_avals]
+        results = carry_out + ys
+        cts = [_instantiate(c, o) for c, o, f in zip(cts, results, out_float) if f]
+        ct_consts, ct_init, ct_xs = scan_transpose(body, consts, carries, xs, cts[:sum(out_float[:n_carry])],
+                                                   cts[sum(out_float[:n_carry]):], n_carry, length, reverse)
+        return ct_consts + ct_init + ct_xs
+
+    return carry_out + ys, backward
+
+
+def _scan_vjp(cts: list, primals: list, outs: list, needs: Sequence[bool], **params: Any) -> list:
+    # Reached only where no forward pass was recorded (the record keeps vjp_forward's backward).
+    return _scan_vjp_forward(primals, needs, **params)[1](cts)
+
+
+def _scan_batch(values: list, dims: list, size: int, body: SubProgram, n_consts: int, n_carry: int,
+                length: int, reverse: bool) -> tuple[list, list]:
+    consts, init, xs = _split(values, n_consts, n_carry)
+    cdims, idims, xdims = _split(dims, n_consts, n_carry)
+    consts = [c if d is None else moveaxis(c, d, 0) for c, d in zip(consts, cdims)]
+    xs = [x if d is None else moveaxis(x, d, 1) for x, d in zip(xs, xdims)]   # axis 0 is the scan's
+    cdims = [None if d is None else 0 for d in cdims]
+    xdims = [None if d is None else 0 for d in xdims]
+    carry_b = _carry_fixpoint(body, cdims, [d is not None for d in idims], xdims, size)
+    init = [_to_dim(v, d, 0 if b else None, size) for v, d, b in zip(init, idims, carry_b)]
+    in_dims = cdims + [0 if b else None for b in carry_b] + xdims
+    y_b = batched_outputs(body, in_dims, size)[n_carry:]
+    out_dims = [0 if b else None for b in carry_b + y_b]
+    outs = scan_p.bind(*consts, *init, *xs, body=vmap_sub(body, in_dims, size, out_dims), n_consts=n_consts,
+                       n_carry=n_carry, length=length, reverse=reverse)
+    return outs, [0 if b else None for b in carry_b] + [1 if b else None for b in y_b]
+
+
+def _carry_fixpoint(body: SubProgram, const_dims: list, carry_b: list[bool], x_dims: list, size: int
+                    ) -> list[bool]:
+    """Which carries are mapped: those mapped initially, and those the body maps (a fixed point)."""
+    n_carry = len(carry_b)
+    while True:
+        outs = batched_outputs(body, const_dims + [0 if b else None for b in carry_b] + x_dims, size)
+        new = [a or b for a, b in zip(carry_b, outs[:n_carry])]
+        if new == carry_b:
+            return carry_b
+        carry_b = new
+
+
+scan_p.abstract_eval = _scan_abstract_eval
+scan_p.jvp = _scan_jvp
+scan_p.vjp = _scan_vjp
+scan_p.vjp_forward = _scan_vjp_forward
+scan_p.batch = _scan_batch
+
+
+# --------------------------------------------------------------------------
+# while
+# --------------------------------------------------------------------------
+
+while_p = Primitive("while", multiple_results=True)
+add_traits(while_p, "higher_order")
+
+
+def _while_abstract_eval(*avals: Any, cond: SubProgram, body: SubProgram, n_cond_consts: int,
+                         n_body_consts: int, checkpoints: int | None) -> list:
+    return list(body.out_avals)
+
+
+def _while_jvp(primals: list, tangents: list, cond: SubProgram, body: SubProgram, n_cond_consts: int,
+               n_body_consts: int, checkpoints: int | None) -> tuple[list, list]:
+    cc, bc, carry = _split(primals, n_cond_consts, n_body_consts)
+    _, tbc, tcarry = _split(tangents, n_cond_consts, n_body_consts)
+    jbody = jvp_sub(body, [n_body_consts, len(carry)], _masks(bc, carry))
+    carry_f = [_is_float(_aval(c)) for c in carry]
+    n_cc = n_cond_consts
+
+    def jcond(*args: Any) -> list:   # the tangents do not decide anything
+        return cond(*args[:n_cc + len(carry)])
+
+    jcond_sub = _closed(jcond, cond.in_avals + [a for a, f in zip(cond.in_avals[n_cc:], carry_f) if f])
+    tbc, tcarry = _float_tangents(bc, tbc), _float_tangents(carry, tcarry)
+    outs = while_p.bind(*cc, *bc, *tbc, *carry, *tcarry, cond=jcond_sub, body=jbody, n_cond_consts=n_cc,
+                        n_body_consts=len(bc) + len(tbc), checkpoints=checkpoints)
+    return outs[:len(carry)], _unpack(outs[len(carry):], carry_f)
+
+
+def _counting(cond: SubProgram, body: SubProgram, n_cc: int, n_bc: int) -> tuple[SubProgram, SubProgram]:
+    """``cond`` and ``body`` over ``(trip count, carry...)``: the body also counts its trips."""
+    count = ShapedArray((), np.dtype(np.int32))
+
+    def cond_fun(*args: Any) -> list:
+        return cond(*args[:n_cc], *args[n_cc + 1:])
+
+    def body_fun(*args: Any) -> list:
+        return [_core.bind(add_p, [args[n_bc], 1], {})] + list(body(*args[:n_bc], *args[n_bc + 1:]))
+
+    return (_closed(cond_fun, cond.in_avals[:n_cc] + [count] + cond.in_avals[n_cc:]),
+            _closed(body_fun, body.in_avals[:n_bc] + [count] + body.in_avals[n_bc:]))
+
+
+def _trip_count(value: Any) -> int | None:
+    """The trip count as a Python int, or None if it is known only when the program runs."""
+    try:
+        return int(value)
+    except _core.ConcretizationError:
+        return None
+
+
+def _while_vjp_forward(primals: list, needs: Sequence[bool], cond: SubProgram, body: SubProgram,
+                       n_cond_consts: int, n_body_consts: int, checkpoints: int | None) -> tuple[list, Callable]:
+    cc, bc, init = _split(primals, n_cond_consts, n_body_consts)
+    n_carry = len(init)
+    carry_f = [_is_float(_aval(c)) for c in init]
+    params = dict(n_cond_consts=n_cond_consts, n_body_consts=n_body_consts, checkpoints=checkpoints)
+    # The loop counts its trips: known now (eagerly), the backward pass is a scan of that length.
+    count_cond, count_body = _counting(cond, body, n_cond_consts, n_body_consts)
+    counted = while_p.bind(*cc, *bc, np.int32(0), *init, cond=count_cond, body=count_body, **params)
+    trips, outs = _trip_count(counted[0]) if checkpoints is None else None, counted[1:]
+
+    def backward(cts: list) -> list:
+        cts = [_instantiate(c, o) for c, o, f in zip(cts, outs, carry_f) if f]
+        if trips is not None:
+            # The trip count is known: the loop is a scan of that length over the carries.
+            stacked = scan_p.bind(*bc, *init, body=_stacking_body(body, n_body_consts, n_carry),
+                                  n_consts=n_body_consts, n_carry=n_carry, length=trips, reverse=False)
+            ct_bc, ct_init, _ = scan_transpose(body, bc, stacked[n_carry:], [], cts, [], n_carry, trips, False)
+        else:
+            bwd = backward_body(body, n_body_consts, n_carry, 0)
+            res = while_grad_p.bind(*cc, *bc, *init, *cts, cond=cond, body=body, bwd=bwd, **params)
+            bc_f = [_is_float(_aval(c)) for c in bc]
+            ct_bc, ct_init = _unpack(res[:sum(bc_f)], bc_f), _unpack(res[sum(bc_f):], carry_f)
+        return [None] * n_cond_consts + ct_bc + ct_init
+
+    return outs, backward
+
+
+def _while_vjp(cts: list, primals: list, outs: list, needs: Sequence[bool], **params: Any) -> list:
+    return _while_vjp_forward(primals, needs, **params)[1](cts)
+
+
+def _while_batch(values: list, dims: list, size: int, cond: SubProgram, body: SubProgram, n_cond_consts: int,
+                 n_body_consts: int, checkpoints: int | None) -> tuple[list, list]:
+    n_cc, n_bc = n_cond_consts, n_body_consts
+    values = [v if d is None else moveaxis(v, d, 0) for v, d in zip(values, dims)]
+    dims = [None if d is None else 0 for d in dims]
+    cc, bc, init = _split(values, n_cc, n_bc)
+    ccd, bcd, idims = _split(dims, n_cc, n_bc)
+    carry_b = _carry_fixpoint(body, bcd, [d is not None for d in idims], [], size)
+    pred_b = batched_outputs(cond, ccd + [0 if b else None for b in carry_b], size)[0]
+    if pred_b:
+        carry_b = [True] * len(init)   # each example stops at its own step: all carries are per example
+    init = [_to_dim(v, d, 0 if b else None, size) for v, d, b in zip(init, idims, carry_b)]
+    cdims = [0 if b else None for b in carry_b]
+    params = dict(n_cond_consts=n_cc, checkpoints=checkpoints)
+    if not pred_b:
+        outs = while_p.bind(*cc, *bc, *init, cond=vmap_sub(cond, ccd + cdims, size, [None]),
+                            body=vmap_sub(body, bcd + cdims, size, cdims), n_body_consts=n_bc, **params)
+        return outs, cdims
+    # A mapped predicate: run while any example goes on; a finished example keeps its carry.
+    n_carry = len(init)
+    in_avals = ([batched_aval(a, d, size) for a, d in zip(cond.in_avals[:n_cc], ccd)]
+                + [batched_aval(a, d, size) for a, d in zip(body.in_avals[:n_bc], bcd)]
+                + [batched_aval(a, 0, size) for a in body.in_avals[n_bc:]])
+
+    def going(cc_: list, carry: list) -> Any:
+        return _core.transform("vmap")(cond, cc_ + carry, ccd + cdims, size, [0])[0]
+
+    def any_cond(*args: Any) -> list:
+        pred = going(list(args[:n_cc]), list(args[n_cc:]))
+        return [_any(pred)]
+
+    def select_body(*args: Any) -> list:
+        cc_, bc_, carry = _split(args, n_cc, n_bc)
+        pred = going(cc_, carry)
+        new = _core.transform("vmap")(body, bc_ + carry, bcd + cdims, size, cdims)
+        return [_select_examples(pred, n, c) for n, c in zip(new, carry)]
+
+    cond_avals = in_avals[:n_cc] + in_avals[n_cc + n_bc:]
+    outs = while_p.bind(*cc, *cc, *bc, *init, cond=_closed(any_cond, cond_avals),
+                        body=_closed(select_body, in_avals), n_body_consts=n_cc + n_bc, **params)
+    return outs, [0] * n_carry
+
+
+def _any(pred: Any) -> Any:
+    from funcgrad.primitives.reduce import reduce_max_p
+    return _core.bind(reduce_max_p, [pred], {"axes": tuple(range(len(_aval(pred).shape)))})
+
+
+while_p.abstract_eval = _while_abstract_eval
+while_p.jvp = _while_jvp
+while_p.vjp = _while_vjp
+while_p.vjp_forward = _while_vjp_forward
+while_p.batch = _while_batch
+
+
+# --------------------------------------------------------------------------
+# while_grad: reverse mode of a while loop whose trip count is known at run time
+# --------------------------------------------------------------------------
+
+while_grad_p = Primitive("while_grad", multiple_results=True)
+add_traits(while_grad_p, "higher_order")
+
+
+def run_backward(init: list, step: Callable, going: Callable, back: Callable, checkpoints: int | None) -> int:
+    """Run a loop forward from ``init`` while ``going``, then call ``back(carry)`` on the carries
+    it entered each step with, last step first. Returns the trip count.
+
+    ``checkpoints=None`` keeps every carry. ``checkpoints=k`` keeps at most
+    ``k`` of them per level: forward, a carry every ``stride`` steps (when
+    more than ``k`` are kept, every other one is dropped and the stride
+    doubles, since the trip count is unknown until the loop stops);
+    backward, each segment between kept carries is recomputed from its
+    start with the same rule, so a loop of ``n`` steps keeps about
+    ``k * ceil(log_k n)`` carries and runs the body about
+    ``n * ceil(log_k n)`` more times.
+    """
+    kept: list[tuple[int, list]] = [(0, init)]
+    carry, n, stride = init, 0, 1
+    while going(carry):
+        carry = step(carry)
+        n += 1
+        if checkpoints is None or n % stride == 0:
+            kept.append((n, carry))
+            if checkpoints is not None and len(kept) > checkpoints:
+                stride *= 2
+                kept = [(i, c) for i, c in kept if i % stride == 0]
+    ends = [i for i, _ in kept[1:]] + [n]
+    if kept[-1][0] == n:
+        kept, ends = kept[:-1], ends[:-1]   # the final carry is not the start of any step
+    for (start, carry0), end in reversed(list(zip(kept, ends))):
+        _segment_backward(carry0, end - start, step, back, checkpoints)
+    return n
+
+
+def _segment_backward(carry0: list, length: int, step: Callable, back: Callable, checkpoints: int | None) -> None:
+    """``back`` over the ``length`` steps from ``carry0``, last first, keeping at most ``checkpoints`` carries."""
+    if checkpoints is None or length <= max(checkpoints, 2):
+        carries = [carry0]
+        for _ in range(length - 1):
+            carries.append(step(carries[-1]))
+        for carry in reversed(carries):
+            back(carry)
+        return
+    stride = math.ceil(length / checkpoints)
+    starts, carry = [(0, carry0)], carry0
+    for i in range(1, length):
+        carry = step(carry)
+        if i % stride == 0:
+            starts.append((i, carry))
+    ends = [i for i, _ in starts[1:]] + [length]
+    for (start, c), end in reversed(list(zip(starts, ends))):
+        _segment_backward(c, end - start, step, back, checkpoints)
+
+
+def _while_grad_abstract_eval(*avals: Any, cond: SubProgram, body: SubProgram, bwd: SubProgram,
+                              n_cond_consts: int, n_body_consts: int, checkpoints: int | None) -> list:
+    return list(bwd.out_avals)
+
+
+def _no_higher_order(*args: Any, **params: Any) -> Any:
+    raise NotImplementedError(
+        "differentiating the reverse-mode derivative of a while_loop again is supported only where the trip "
+        "count is known when the derivative is taken (eagerly, not inside jit or vmap) and without "
+        "checkpoints=: take the outer derivative outside jit, or use lax.fori_loop with Python-int bounds or "
+        "lax.scan, whose derivatives are loops of known length")
+
+
+while_grad_p.abstract_eval = _while_grad_abstract_eval
+while_grad_p.jvp = _no_higher_order
+while_grad_p.vjp = _no_higher_order
+while_grad_p.batch = batch_by_loop(while_grad_p)
+
+
+# --------------------------------------------------------------------------
+# custom_call: a function with its own derivative rules, inside a traced program
+# --------------------------------------------------------------------------
+
+custom_call_p = Primitive("custom_call", multiple_results=True)
+add_traits(custom_call_p, "higher_order")
+
+
+def _redispatch(call: Any) -> Callable:
+    """The Python object behind the equation, applied again: transforms then see its own rules."""
+    return lambda *xs: call.bind(*xs)
+
+
+def _custom_call_abstract_eval(*avals: Any, call: Any, fun: SubProgram) -> list:
+    return list(fun.out_avals)
+
+
+def _custom_call_jvp(primals: list, tangents: list, call: Any, fun: SubProgram) -> tuple[list, list]:
+    return _core.transform("jvp")(_redispatch(call), primals, tangents)
+
+
+def _custom_call_vjp_forward(primals: list, needs: Sequence[bool], call: Any, fun: SubProgram
+                             ) -> tuple[list, Callable]:
+    outs, pullback = _core.transform("vjp")(_redispatch(call), primals)
+    return outs, lambda cts: pullback(cts)
+
+
+def _custom_call_batch(values: list, dims: list, size: int, call: Any, fun: SubProgram) -> tuple[list, list]:
+    outs = _core.transform("vmap")(_redispatch(call), values, dims, size, 0)
+    return outs, [0] * len(outs)
+
+
+custom_call_p.abstract_eval = _custom_call_abstract_eval
+custom_call_p.jvp = _custom_call_jvp
+custom_call_p.vjp_forward = _custom_call_vjp_forward
+custom_call_p.vjp = lambda cts, primals, outs, needs, **params: _custom_call_vjp_forward(primals, needs, **params)[1](cts)
+custom_call_p.batch = _custom_call_batch
+
+
+# --------------------------------------------------------------------------
+# Implementations, for any backend
+# --------------------------------------------------------------------------
+
+
+def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable[..., Any]) -> dict:
+    """The implementations of the control-flow primitives on one backend's buffers.
+
+    ``run(sub, buffers) -> buffers`` runs a sub-program (the host's
+    :func:`run_sub`; a device backend wraps its buffers as its arrays and
+    applies the equations there); ``empty(shape, dtype)`` makes a buffer.
+    """
+    def cond_impl(index: Any, *ops: Any, branches: tuple) -> list:
+        return run(branches[_clamp_index(index, len(branches))], ops)
+
+    def scan_impl(*args: Any, body: SubProgram, n_consts: int, n_carry: int, length: int, reverse: bool) -> list:
+        consts, carry, xs = _split(args, n_consts, n_carry)
+        ys = [empty((length,) + a.shape, a.dtype) for a in body.out_avals[n_carry:]]
+        for step in range(length):
+            i = length - 1 - step if reverse else step
+            outs = run(body, consts + carry + [x[i] for x in xs])
+            carry = outs[:n_carry]
+            for y, o in zip(ys, outs[n_carry:]):
+                y[i] = o
+        return carry + ys
+
+    def while_impl(*args: Any, cond: SubProgram, body: SubProgram, n_cond_consts: int, n_body_consts: int,
+                   checkpoints: int | None) -> list:
+        cc, bc, carry = _split(args, n_cond_consts, n_body_consts)
+        while run(cond, cc + carry)[0]:
+            carry = run(body, bc + carry)
+        return carry
+
+    def while_grad_impl(*args: Any, cond: SubProgram, body: SubProgram, bwd: SubProgram, n_cond_consts: int,
+                        n_body_consts: int, checkpoints: int | None) -> list:
+        cc, bc, init, cts = _split(args, n_cond_consts, n_body_consts, len(body.out_avals))
+        acc = [empty(a.shape, a.dtype) for a in body.in_avals[:n_body_consts] if _is_float(a)]
+        for a in acc:
+            a[...] = 0
+        state = acc + list(cts)
+
+        def back(carry: list) -> None:
+            state[:] = run(bwd, bc + state + carry)
+
+        run_backward(init, lambda carry: run(body, bc + carry), lambda carry: bool(run(cond, cc + carry)[0]),
+                     back, checkpoints)
+        return state
+
+    def custom_call_impl(*args: Any, call: Any, fun: SubProgram) -> list:
+        return run(fun, args)
+
+    return {cond_p: cond_impl, scan_p: scan_impl, while_p: while_impl, while_grad_p: while_grad_impl,
+            custom_call_p: custom_call_impl}
+
+
+for _prim, _impl in make_impls(run_sub, np.empty).items():
+    _prim.impl = _impl
