@@ -461,3 +461,44 @@ def test_scan_leading_lengths_and_arguments():
         lax.while_loop(lambda c: False, lambda c: c, 1.0, checkpoints=1)
     with pytest.raises(TypeError, match="fori_loop: upper must be an integer scalar"):
         lax.fori_loop(0, 2.5, lambda i, c: c, 1.0)
+
+
+# ----------------------------------------------------------------------------- device arrays
+
+
+def test_loops_run_on_device_arrays():
+    import sys
+    import pathlib
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    from gpu_standin import FakeDeviceArray, gpu_standin
+
+    def loss(x, w):   # (no indexing: getitem has no GPU implementation yet)
+        h, s, ys = scan_f(False)(x, w)
+        c = lax.cond(fnp.sum(x) > 0, lambda a: fnp.sin(a) * w, lambda a: fnp.cos(a), x)
+        return fnp.sum(while_fixed_f(h, w)) + s + fnp.sum(ys) + fnp.sum(c)
+
+    def loss_ref(x):
+        h, s, ys = scan_ref(False)(x, W)
+        c = np.sin(x) * W if np.sum(x) > 0 else np.cos(x)
+        return np.sum(while_fixed_ref(h, W)) + s + np.sum(ys) + np.sum(c)
+
+    with gpu_standin(use_triton=False):
+        x, w = fg.device_put(fnp.array(X_POS), "gpu"), fg.device_put(fnp.array(W), "gpu")
+        for f in (loss, fg.jit(loss)):
+            out = f(x, w)
+            assert isinstance(out._value, FakeDeviceArray), "the loops stay on the device"
+            check_close(fg.device_put(out, "cpu"), loss_ref(X_POS), atol=1e-5, rtol=1e-5)
+        g = fg.grad(loss)(x, w)
+        assert isinstance(g._value, FakeDeviceArray)
+        check_close(fg.device_put(g, "cpu"), _fd_grad(loss_ref, X_POS), atol=1e-4, rtol=1e-4)
+
+
+def test_primitive_shape_rule_checks_operands_against_the_body():
+    def f(x):
+        h, s, ys = scan_f(False)(x, fnp.ones(3))
+        return h
+    eqn = fg.make_jaxpr(f)(X_POS.astype(np.float32)).eqns[-1]
+    assert eqn.prim is lax.scan_p, str(eqn.prim)
+    bad = fg.jit(lambda x, w: lax.scan_p.bind(x, x[:2], fnp.zeros(()), w, **eqn.params))
+    with pytest.raises(TypeError, match=r"scan: the operands \(f32\[3\], f32\[2\], f32\[\], f32\[\]\) do not match"):
+        bad(X_POS.astype(np.float32), np.ones(3, np.float32))

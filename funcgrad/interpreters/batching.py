@@ -32,8 +32,9 @@ class BatchTracer(Tracer):
             return v.concrete_value() if isinstance(v, Tracer) else v
         raise ConcretizationError(
             f"a Python value (bool/int/float/if/while) was needed from an array {_core.describe(self)} "
-            "that vmap maps over, so it differs between examples. Use fnp.where (or compute the "
-            "condition outside vmap) instead of Python control flow.")
+            "that vmap maps over, so it differs between examples. Use fnp.where or lax.cond (each "
+            "example takes its own branch), lax.while_loop (each example stops at its own step), or "
+            "compute the condition outside vmap, instead of Python control flow.")
 
 
 class BatchTrace(Trace):

@@ -30,7 +30,8 @@ class JaxprTracer(Tracer):
             f"a concrete Python value (bool/int/float, `if`, `while`, shape argument) was needed from "
             f"the traced array {_core.describe(self)} while tracing for jit/make_jaxpr; traced values "
             "are abstract (shape and dtype only). Mark the argument static with "
-            "jit(f, static_argnums=...)/static_argnames=..., or use fnp.where instead of Python control flow.")
+            "jit(f, static_argnums=...)/static_argnames=..., or replace the Python control flow with "
+            "fnp.where, lax.cond/lax.switch (branches) or lax.while_loop/lax.fori_loop/lax.scan (loops).")
 
 
 class _Builder:

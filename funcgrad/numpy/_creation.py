@@ -90,7 +90,10 @@ def _shape_of(x: Any) -> tuple:
 
 def _on_device_of(x: Any, out: Any) -> Any:
     # "Like" a device (GPU) array means on its device too: zero cotangents and
-    # seeds made by the transforms must not mix devices with the values.
+    # seeds made by the transforms must not mix devices with the values. A tracer of
+    # grad/jvp (its primal) or vmap (its value) is looked through to the array it stands for.
+    while isinstance(x, Tracer) and (hasattr(x, "primal") or hasattr(x, "value")):
+        x = x.primal if hasattr(x, "primal") else x.value
     if isinstance(x, Array) and type(x) is not Array:
         from funcgrad.devices import device_put
         return device_put(out, x.device)

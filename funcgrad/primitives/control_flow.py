@@ -204,7 +204,25 @@ def _clamp_index(index: Any, n: int) -> int:
     return min(max(int(index), 0), n - 1)
 
 
+def _types(avals: Sequence[Any]) -> list[tuple]:
+    return [(tuple(a.shape), np.dtype(a.dtype)) for a in avals]
+
+
+def check_operands(op: str, what: str, want: Sequence[Any], got: Sequence[Any]) -> None:
+    """The shape rule of a control-flow primitive: ``got`` avals must be ``want``'s (bound directly,
+    with operands that do not fit its sub-programs, it says so instead of failing while running)."""
+    if _types(want) != _types(got):
+        def show(avals: Sequence[Any]) -> str:
+            return "(" + ", ".join(_dtypes.describe(a) for a in avals) + ")"
+        raise TypeError(f"{op}: {what} {show(got)} do not match what its sub-program takes {show(want)}")
+
+
 def _cond_abstract_eval(index: Any, *ops: Any, branches: tuple) -> list:
+    if index.shape != () or index.dtype.kind not in "iu":
+        raise TypeError(f"cond: the branch index must be an integer scalar, got {_dtypes.describe(index)}")
+    for b in branches:
+        check_operands("cond", "the operands", b.in_avals, ops)
+        check_operands("cond", "a branch's outputs", branches[0].out_avals, b.out_avals)
     return list(branches[0].out_avals)
 
 
@@ -306,7 +324,14 @@ def _split(values: Sequence[Any], *sizes: int) -> list[list]:
 
 def _scan_abstract_eval(*avals: Any, body: SubProgram, n_consts: int, n_carry: int, length: int,
                         reverse: bool) -> list:
+    consts, carry, xs = _split(avals, n_consts, n_carry)
+    if any(x.shape[:1] != (length,) for x in xs):
+        raise TypeError(f"scan: every xs operand needs leading length {length}, got "
+                        f"{', '.join(_dtypes.describe(x) for x in xs)}")
+    slices = [ShapedArray(x.shape[1:], x.dtype) for x in xs]
+    check_operands("scan", "the operands", body.in_avals, consts + carry + slices)
     outs = body.out_avals
+    check_operands("scan", "the body's carry outputs", carry, outs[:n_carry])
     return list(outs[:n_carry]) + [ShapedArray((length,) + a.shape, a.dtype) for a in outs[n_carry:]]
 
 
@@ -462,6 +487,12 @@ add_traits(while_p, "higher_order")
 
 def _while_abstract_eval(*avals: Any, cond: SubProgram, body: SubProgram, n_cond_consts: int,
                          n_body_consts: int, checkpoints: int | None) -> list:
+    cc, bc, carry = _split(avals, n_cond_consts, n_body_consts)
+    check_operands("while", "the cond operands", cond.in_avals, cc + carry)
+    check_operands("while", "the body operands", body.in_avals, bc + carry)
+    check_operands("while", "the body's outputs", carry, body.out_avals)
+    if _types(cond.out_avals) != [((), np.dtype(np.bool_))]:
+        raise TypeError(f"while: cond must return a boolean scalar, got {cond.out_avals}")
     return list(body.out_avals)
 
 
