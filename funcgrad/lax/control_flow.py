@@ -12,10 +12,9 @@ into a sub-program and binds one primitive
 
 Beyond JAX: reverse-mode derivatives of ``while_loop`` (and of
 ``fori_loop`` with traced bounds) work. By default every carry the loop
-passes through is kept for the backward pass; ``checkpoints=k`` keeps
-about ``k`` per level of a recursive schedule instead and recomputes the
-rest (memory ``O(k log_k n)`` carries for ``n`` steps, time about
-``log_k n`` extra forward passes).
+passes through is kept for the backward pass; ``checkpoints=k`` keeps at
+most ``2k`` and recomputes the rest with the binomial ("revolve") schedule
+(for ``k ~ sqrt(n)``, about two extra forward passes).
 """
 from __future__ import annotations
 
@@ -190,7 +189,7 @@ def _check_checkpoints(checkpoints: Any, op: str) -> None:
     if checkpoints is not None and (not isinstance(checkpoints, int) or isinstance(checkpoints, bool)
                                     or checkpoints < 2):
         raise ValueError(f"{op}: checkpoints must be None (keep every carry for the backward pass) or an int >= 2 "
-                         f"(carries kept per level of the recursive schedule), got {checkpoints!r}")
+                         f"(the backward pass then keeps at most twice that many carries), got {checkpoints!r}")
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, *, checkpoints: int | None = None) -> Any:
@@ -200,8 +199,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, *, checkpo
     Reverse-mode derivatives work (JAX refuses them): the backward pass
     replays the loop from kept carries. ``checkpoints=None`` keeps every
     carry (memory grows with the trip count); ``checkpoints=k`` bounds it
-    to about ``k`` carries per level of a recursive schedule, recomputing
-    the others (see the module docstring for the trade-off).
+    to ``2k`` carries, recomputing the others (see the module docstring).
 
     >>> lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.0), (0, 1.0))
     """

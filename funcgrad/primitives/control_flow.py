@@ -12,8 +12,8 @@ are loops, batched loops are loops, and nothing is ever unrolled:
   a reverse scan of the body's vjp (which recomputes that step's forward);
   a ``while`` loop whose trip count is known when differentiated becomes
   that scan; otherwise ``while_grad`` runs the loop forward keeping every
-  carry (or checkpoints: ``checkpoints=k`` keeps at most ~``k`` per level
-  of a recursive schedule and recomputes the rest) and then backwards;
+  carry (or, with ``checkpoints=k``, at most ``2k`` of them, recomputing the
+  rest with the binomial schedule) and then backwards;
 * **batching**: the body is batched; a carry that some example changes is
   batched throughout (found by a fixed point); a batched ``cond``
   predicate runs every branch and selects, a batched ``while`` predicate
@@ -636,13 +636,11 @@ def run_backward(init: list, step: Callable, going: Callable, back: Callable, ch
     it entered each step with, last step first. Returns the trip count.
 
     ``checkpoints=None`` keeps every carry. ``checkpoints=k`` keeps at most
-    ``k`` of them per level: forward, a carry every ``stride`` steps (when
-    more than ``k`` are kept, every other one is dropped and the stride
-    doubles, since the trip count is unknown until the loop stops);
-    backward, each segment between kept carries is recomputed from its
-    start with the same rule, so a loop of ``n`` steps keeps about
-    ``k * ceil(log_k n)`` carries and runs the body about
-    ``n * ceil(log_k n)`` more times.
+    ``2k`` of them. Forward (online: the trip count is unknown until the
+    loop stops), a carry every ``stride`` steps; when more than ``k`` are
+    kept, every other one is dropped and the stride doubles. Backward, each
+    segment between kept carries (at most ``2n/k`` steps) is reversed with
+    the binomial schedule and ``k`` spare carries (:func:`_segment_backward`).
     """
     kept: list[tuple[int, list]] = [(0, init)]
     carry, n, stride = init, 0, 1
@@ -662,24 +660,34 @@ def run_backward(init: list, step: Callable, going: Callable, back: Callable, ch
     return n
 
 
-def _segment_backward(carry0: list, length: int, step: Callable, back: Callable, checkpoints: int | None) -> None:
-    """``back`` over the ``length`` steps from ``carry0``, last first, keeping at most ``checkpoints`` carries."""
-    if checkpoints is None or length <= max(checkpoints, 2):
+def _segment_backward(carry0: list, length: int, step: Callable, back: Callable, snaps: int | None) -> None:
+    """``back`` over the ``length`` steps from ``carry0``, last first.
+
+    ``snaps=None`` keeps every carry of the segment. Otherwise this is
+    Griewank's binomial ("revolve") schedule, which is optimal for a known
+    length: with ``s`` carries to spare and ``t`` the least number of times
+    a step may be recomputed such that ``C(s + t, s) >= length``, advance to
+    the split point, reverse the right part with ``s - 1`` spare carries,
+    then the left part with ``s`` (and one recomputation fewer).
+    """
+    if length <= 0:
+        return
+    if snaps is None or length == 1:
         carries = [carry0]
         for _ in range(length - 1):
             carries.append(step(carries[-1]))
         for carry in reversed(carries):
             back(carry)
         return
-    stride = math.ceil(length / checkpoints)
-    starts, carry = [(0, carry0)], carry0
-    for i in range(1, length):
+    t = 1
+    while math.comb(snaps + t, snaps) < length:
+        t += 1
+    right = min(math.comb(snaps - 1 + t, snaps - 1), length - 1)
+    carry = carry0
+    for _ in range(length - right):
         carry = step(carry)
-        if i % stride == 0:
-            starts.append((i, carry))
-    ends = [i for i, _ in starts[1:]] + [length]
-    for (start, c), end in reversed(list(zip(starts, ends))):
-        _segment_backward(c, end - start, step, back, checkpoints)
+    _segment_backward(carry, right, step, back, max(snaps - 1, 1))   # (one spare carry: right == 1)
+    _segment_backward(carry0, length - right, step, back, snaps)
 
 
 def _while_grad_abstract_eval(*avals: Any, cond: SubProgram, body: SubProgram, bwd: SubProgram,
