@@ -308,3 +308,16 @@ def test_fast_exp_special_values(dtype):
     assert np.isnan(out[2])
     assert out[5] == 1.0 and out[6] == 1.0
     assert abs(out[7] - np.e) < 4 * np.finfo(dtype).eps * np.e
+
+
+def test_fast_tanh_accuracy_and_special_values():
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.uniform(-12, 12, 100_000), rng.uniform(-0.7, 0.7, 100_000),
+                        rng.uniform(-1e-3, 1e-3, 10_000)]).astype(np.float32)
+    assert _fastmath._max_rel_err(_fastmath._tanh_array_f32, x, np.tanh) < 5e-7
+    special = np.array([-np.inf, np.inf, np.nan, 0.0, -0.0, 1e-30, 0.625, -0.625, 100.0], np.float32)
+    out = np.empty_like(special)
+    _fastmath._tanh_array_f32(special, out, 1)
+    assert out[0] == -1.0 and out[1] == 1.0 and np.isnan(out[2])
+    assert out[3] == 0.0 and out[5] == np.float32(1e-30) and out[8] == 1.0
+    assert abs(out[6] - np.tanh(0.625)) < 3e-7 and out[7] == -out[6]

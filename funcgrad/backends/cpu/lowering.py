@@ -32,7 +32,7 @@ from funcgrad.primitives import shape as S
 _UNARY = {
     E.neg_p: "-{0}", E.exp2_p: "np.exp2({0})", E.log_p: "np.log({0})", E.log2_p: "np.log2({0})",
     E.log1p_p: "np.log1p({0})", E.expm1_p: "np.expm1({0})", E.sqrt_p: "np.sqrt({0})", E.sin_p: "np.sin({0})",
-    E.cos_p: "np.cos({0})", E.tan_p: "np.tan({0})", E.tanh_p: "np.tanh({0})", E.arcsin_p: "np.arcsin({0})",
+    E.cos_p: "np.cos({0})", E.tan_p: "np.tan({0})", E.arcsin_p: "np.arcsin({0})",
     E.arccos_p: "np.arccos({0})", E.arctan_p: "np.arctan({0})", E.sinh_p: "np.sinh({0})",
     E.cosh_p: "np.cosh({0})", E.abs_p: "np.abs({0})", E.sign_p: "np.sign({0})", E.floor_p: "np.floor({0})",
     E.ceil_p: "np.ceil({0})", E.isnan_p: "np.isnan({0})", E.isfinite_p: "np.isfinite({0})",
@@ -47,7 +47,7 @@ _BINARY = {
 }
 
 # The helpers generated kernels import (``exp_f32``/``exp_f64`` below).
-_HELPERS = "from funcgrad.backends.cpu._fastmath import exp_f32, exp_f64"
+_HELPERS = "from funcgrad.backends.cpu._fastmath import exp_f32, exp_f64, tanh_f32"
 
 
 def _exp(op: Op, ref: Ref) -> str:
@@ -58,9 +58,18 @@ def _exp(op: Op, ref: Ref) -> str:
     return f"np.exp({x})"
 
 
+def _tanh_of(x: str, dtype: np.dtype) -> str:
+    # float32: a vectorisable tanh (_fastmath); numba's np.tanh is a scalar libm call.
+    return f"tanh_f32({x})" if dtype == np.float32 else f"np.tanh({x})"
+
+
+def _tanh(op: Op, ref: Ref) -> str:
+    return _tanh_of(ref(op.args[0]), op.dtype)
+
+
 def _logistic(op: Op, ref: Ref) -> str:
     half = ref(0.5)   # first: the constants are numbered in the order they are met
-    return f"(np.tanh({ref(op.args[0])} * {half}) * {half} + {half})"
+    return f"({_tanh_of(f'{ref(op.args[0])} * {half}', op.dtype)} * {half} + {half})"
 
 
 def _select(op: Op, ref: Ref) -> str:
@@ -103,7 +112,8 @@ def register() -> None:
     for prim, template in _BINARY.items():
         _core.register_lowering(prim, COMPILER, binary(template))
     _core.register_lowering(E.exp_p, COMPILER, Elementwise(_exp, reassoc=True))
-    _core.register_lowering(E.logistic_p, COMPILER, Elementwise(_logistic))
+    _core.register_lowering(E.tanh_p, COMPILER, Elementwise(_tanh, reassoc=True))
+    _core.register_lowering(E.logistic_p, COMPILER, Elementwise(_logistic, reassoc=True))
     _core.register_lowering(E.select_p, COMPILER, Elementwise(_select))
     _core.register_lowering(E.convert_p, COMPILER, Elementwise(_convert))
     # The kernel's index patterns do the broadcasting: the value passes through.
