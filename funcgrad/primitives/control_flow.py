@@ -365,45 +365,49 @@ def _unpack(values: Sequence[Any], mask: Sequence[bool]) -> list:
 
 
 def scan_transpose(body: SubProgram, consts: list, carries: list, xs: list, ct_carry: list, ct_ys: list,
-                   n_carry: int, length: int, reverse: bool) -> tuple[list, list, list]:
-    """The reverse-mode pass of a scan: cotangents of ``(consts, init, xs)``, each None where not float.
+                   n_carry: int, length: int, reverse: bool, needs: Sequence[bool] | None = None
+                   ) -> tuple[list, list, list]:
+    """The reverse-mode pass of a scan: cotangents of ``(consts, init, xs)``, None where not float
+    (or, for consts and xs, not in ``needs``: nothing is computed for them).
 
     ``carries``: the carries each step began with, stacked; ``ct_carry``
     and ``ct_ys``: cotangents of the float final carries and float ys. A
     reverse scan runs the body's vjp, recomputing each step's forward from
     its carry, and accumulates the consts' cotangents in its carry.
     """
-    bwd = backward_body(body, len(consts), n_carry, len(xs))
-    const_float = [_is_float(a) for a in body.in_avals[:len(consts)]]
-    acc = [_core.zeros_like(c) for c, f in zip(consts, const_float) if f]
-    outs = scan_p.bind(*consts, *acc, *ct_carry, *carries, *xs, *ct_ys, body=bwd, n_consts=len(consts),
+    n_consts = len(consts)
+    in_float = [_is_float(a) for a in body.in_avals]
+    wanted = [f and (needs is None or n) for f, n in zip(in_float, needs or in_float)]
+    const_m, carry_f, x_m = _split(wanted, n_consts, n_carry)
+    carry_f = in_float[n_consts:n_consts + n_carry]
+    bwd = backward_body(body, n_consts, n_carry, len(xs), const_m, x_m)
+    acc = [_core.zeros_like(c) for c, m in zip(consts, const_m) if m]
+    outs = scan_p.bind(*consts, *acc, *ct_carry, *carries, *xs, *ct_ys, body=bwd, n_consts=n_consts,
                        n_carry=len(acc) + len(ct_carry), length=length, reverse=not reverse)
     ct_consts, ct_init, ct_xs = _split(outs, len(acc), len(ct_carry))
-    in_float = [_is_float(a) for a in body.in_avals]
-    return (_unpack(ct_consts, const_float), _unpack(ct_init, in_float[len(consts):len(consts) + n_carry]),
-            _unpack(ct_xs, in_float[len(consts) + n_carry:]))
+    return _unpack(ct_consts, const_m), _unpack(ct_init, carry_f), _unpack(ct_xs, x_m)
 
 
-def backward_body(body: SubProgram, n_consts: int, n_carry: int, n_xs: int) -> SubProgram:
+def backward_body(body: SubProgram, n_consts: int, n_carry: int, n_xs: int, const_mask: Sequence[bool],
+                  x_mask: Sequence[bool]) -> SubProgram:
     """The body of :func:`scan_transpose`: ``(consts, acc, ct_carry, carry_i, x_i, ct_y_i) ->
-    (acc + ct_consts_i, ct_carry_before, ct_x_i)``, over float values only."""
+    (acc + ct_consts_i, ct_carry_before, ct_x_i)``, for the float carries and ys and the consts and
+    xs in the masks."""
     in_avals, out_avals = body.in_avals, body.out_avals
-    in_float = [_is_float(a) for a in in_avals]
-    out_float = [_is_float(a) for a in out_avals]
-    const_f, carry_f, x_f = _split(in_float, n_consts, n_carry)
+    carry_f = [_is_float(a) for a in in_avals[n_consts:n_consts + n_carry]]
+    y_float = [_is_float(a) for a in out_avals[n_carry:]]
     consts_a, carry_a, x_a = _split(in_avals, n_consts, n_carry)
-    y_float = out_float[n_carry:]
-    avals = (consts_a + [a for a, f in zip(consts_a, const_f) if f] + [a for a, f in zip(carry_a, carry_f) if f]
+    avals = (consts_a + [a for a, m in zip(consts_a, const_mask) if m] + [a for a, f in zip(carry_a, carry_f) if f]
              + carry_a + x_a + [a for a, f in zip(out_avals[n_carry:], y_float) if f])
-    n_acc, n_ct = sum(const_f), sum(carry_f)
+    n_acc, n_ct = sum(const_mask), sum(carry_f)
 
     def fun(*args: Any) -> list:
         consts, acc, ct_carry, carry, x, ct_y = _split(args, n_consts, n_acc, n_ct, n_carry, n_xs)
         _, pullback = _core.transform("vjp")(body, consts + carry + x)
         in_cts = pullback(_unpack(ct_carry, carry_f) + _unpack(ct_y, y_float))
         c_consts, c_carry, c_x = _split(in_cts, n_consts, n_carry)
-        new_acc = [_core.bind(add_p, [a, c], {}) for a, c in zip(acc, [c for c, f in zip(c_consts, const_f) if f])]
-        return (new_acc + [c for c, f in zip(c_carry, carry_f) if f] + [c for c, f in zip(c_x, x_f) if f])
+        new_acc = [_core.bind(add_p, [a, c], {}) for a, c in zip(acc, [c for c, m in zip(c_consts, const_mask) if m])]
+        return (new_acc + [c for c, f in zip(c_carry, carry_f) if f] + [c for c, m in zip(c_x, x_mask) if m])
 
     return _closed(fun, avals)
 
@@ -429,7 +433,7 @@ def _scan_vjp_forward(primals: list, needs: Sequence[bool], body: SubProgram, n_
         results = carry_out + ys
         cts = [_instantiate(c, o) for c, o, f in zip(cts, results, out_float) if f]
         ct_consts, ct_init, ct_xs = scan_transpose(body, consts, carries, xs, cts[:sum(out_float[:n_carry])],
-                                                   cts[sum(out_float[:n_carry]):], n_carry, length, reverse)
+                                                   cts[sum(out_float[:n_carry]):], n_carry, length, reverse, needs)
         return ct_consts + ct_init + ct_xs
 
     return carry_out + ys, backward
@@ -553,12 +557,13 @@ def _while_vjp_forward(primals: list, needs: Sequence[bool], cond: SubProgram, b
             # The trip count is known: the loop is a scan of that length over the carries.
             stacked = scan_p.bind(*bc, *init, body=_stacking_body(body, n_body_consts, n_carry),
                                   n_consts=n_body_consts, n_carry=n_carry, length=trips, reverse=False)
-            ct_bc, ct_init, _ = scan_transpose(body, bc, stacked[n_carry:], [], cts, [], n_carry, trips, False)
+            ct_bc, ct_init, _ = scan_transpose(body, bc, stacked[n_carry:], [], cts, [], n_carry, trips, False,
+                                               needs[n_cond_consts:])
         else:
-            bwd = backward_body(body, n_body_consts, n_carry, 0)
+            bc_m = [_is_float(_aval(c)) and n for c, n in zip(bc, needs[n_cond_consts:])]
+            bwd = backward_body(body, n_body_consts, n_carry, 0, bc_m, [])
             res = while_grad_p.bind(*cc, *bc, *init, *cts, cond=cond, body=body, bwd=bwd, **params)
-            bc_f = [_is_float(_aval(c)) for c in bc]
-            ct_bc, ct_init = _unpack(res[:sum(bc_f)], bc_f), _unpack(res[sum(bc_f):], carry_f)
+            ct_bc, ct_init = _unpack(res[:sum(bc_m)], bc_m), _unpack(res[sum(bc_m):], carry_f)
         return [None] * n_cond_consts + ct_bc + ct_init
 
     return outs, backward
@@ -784,7 +789,7 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
     def while_grad_impl(*args: Any, cond: SubProgram, body: SubProgram, bwd: SubProgram, n_cond_consts: int,
                         n_body_consts: int, checkpoints: int | None) -> list:
         cc, bc, init, cts = _split(args, n_cond_consts, n_body_consts, len(body.out_avals))
-        acc = [empty(a.shape, a.dtype) for a in body.in_avals[:n_body_consts] if _is_float(a)]
+        acc = [empty(a.shape, a.dtype) for a in bwd.out_avals[:len(bwd.out_avals) - len(cts)]]
         for a in acc:
             a[...] = 0
         state = acc + list(cts)
