@@ -56,7 +56,7 @@ from funcgrad.primitives.conv import (avg_pool2d_grad_p, avg_pool2d_p, conv2d_in
 from funcgrad.primitives.softmax import (log_softmax_grad_p, log_softmax_p, logsumexp_p, softmax_cross_entropy_grad_p,
                                          softmax_cross_entropy_p, softmax_grad_p, softmax_p)
 from funcgrad.primitives.attention import (flash_attention_bwd_p, flash_attention_p)
-from funcgrad.primitives.control_flow import cond_p, scan_p, while_grad_p, while_p
+from funcgrad.primitives.control_flow import cond_p, custom_call_p, scan_p, while_grad_p, while_p
 from funcgrad.lax.control_flow import cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
 from funcgrad.primitives.random_bits import (argsort_p, bitcast_convert_type_p, bitwise_and_p, bitwise_or_p,
                                              erf_inv_p, erf_p, nextafter_p, shift_left_p, shift_right_logical_p,
@@ -299,3 +299,6 @@ __all__ = [
     "stop_gradient_p", "sub", "sub_p", "tan", "tan_p", "tanh", "tanh_p", "threefry2x32", "threefry2x32_p",
     "transpose", "transpose_p", "xor_p", "zeros_like_array",
 ]
+# Control flow (funcgrad/lax/control_flow.py) and its primitives.
+__all__ += ["cond", "switch", "while_loop", "fori_loop", "scan", "map", "cond_p", "while_p", "scan_p", "while_grad_p",
+            "custom_call_p"]

@@ -26,7 +26,8 @@ import numpy as np
 from funcgrad import _core, _dtypes
 from funcgrad._core import Tracer
 from funcgrad._dtypes import ShapedArray, describe
-from funcgrad.primitives.control_flow import cond_p, scan_p, trace_sub, while_p
+from funcgrad.primitives.control_flow import cond_p, scan_p, while_p
+from funcgrad.primitives.subprograms import trace_sub
 from funcgrad.primitives.elementwise import convert_p
 from funcgrad.tree_util import flatten_fun, tree_flatten, tree_structure, tree_unflatten
 

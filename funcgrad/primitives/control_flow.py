@@ -33,164 +33,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from funcgrad import _core, _dtypes
-from funcgrad._core import Array, Primitive, add_traits
+from funcgrad._core import Primitive, add_traits
 from funcgrad._dtypes import ShapedArray
-from funcgrad._ir import SubProgram, close_jaxpr, dce
-from funcgrad.primitives.elementwise import add_p, convert_p, eq_p, logical_not_p, or_p, select_p
+from funcgrad._ir import SubProgram
+from funcgrad.primitives.elementwise import add_p, convert_p, eq_p, select_p
 from funcgrad.primitives.indexing import batch_by_loop
-from funcgrad.primitives.shape import broadcast_to, move_to_front, moveaxis, reduce_sum, reshape
-
-# --------------------------------------------------------------------------
-# Sub-programs: tracing, running, transforming
-# --------------------------------------------------------------------------
-
-
-def trace_sub(fun: Callable, in_avals: Sequence[ShapedArray]) -> tuple[SubProgram, list]:
-    """Trace flat ``fun`` on ``in_avals`` into a sub-program; return it and its hoisted constants."""
-    jaxpr, _ = _core.transform("trace")(fun, list(in_avals))
-    return close_jaxpr(jaxpr)
-
-
-def _outs(x: Any) -> list:
-    return list(x) if isinstance(x, (list, tuple)) else [x]
-
-
-def run_sub(sub: SubProgram, values: Sequence[Any]) -> list:
-    """Run ``sub`` on raw host buffers (what an implementation receives); raw buffers out.
-
-    A compiled sub-program runs its compiled form; otherwise each equation
-    is evaluated eagerly, as the user's Python would have been.
-    """
-    if sub.program is not None:
-        return sub.program.run_buffers(values)
-    wrapped = [v if isinstance(v, (bool, int, float)) else _core._wrap(v) for v in values]
-    return [_core.as_array(o)._value for o in sub(*wrapped)]
-
-
-def _is_float(aval: Any) -> bool:
-    return aval.dtype.kind in "fc"
-
-
-def _aval(x: Any) -> ShapedArray:
-    return _core.get_aval(x)
-
-
-def _zeros(aval: ShapedArray) -> Array:
-    return _core.zeros_like(aval_value(aval))
-
-
-def aval_value(aval: ShapedArray) -> np.ndarray:
-    """A zero-strided stand-in of ``aval`` (one element of memory), for ``zeros_like``."""
-    return np.broadcast_to(np.zeros((), aval.dtype), aval.shape)
-
-
-def _instantiate(ct: Any, like: Any) -> Any:
-    return _core.zeros_like(like) if ct is None else ct
-
-
-def jvp_sub(sub: SubProgram, groups: Sequence[int], float_masks: Sequence[Sequence[bool]],
-            out_groups: Sequence[int] | None = None) -> SubProgram:
-    """The jvp of ``sub`` as a sub-program, tangents interleaved by groups.
-
-    ``sub``'s inputs come in consecutive groups of sizes ``groups`` (a
-    loop's consts, carries, inputs); in the new program each group is
-    followed by the tangents of its float inputs (``float_masks``). Outputs
-    likewise, by ``out_groups`` (default: one group): each group's primal
-    outputs, then the tangents of its float outputs.
-    """
-    avals = sub.in_avals
-    in_avals, start = [], 0
-    for size, mask in zip(groups, float_masks):
-        group = avals[start:start + size]
-        in_avals += group + [a for a, m in zip(group, mask) if m]
-        start += size
-    out_float = [_is_float(a) for a in sub.out_avals]
-    out_groups = [len(out_float)] if out_groups is None else list(out_groups)
-
-    def fun(*args: Any) -> list:
-        primals, tangents, pos = [], [], 0
-        for size, mask in zip(groups, float_masks):
-            primals += args[pos:pos + size]
-            pos += size
-            for m in mask:
-                tangents.append(args[pos] if m else None)
-                pos += m
-        outs, touts = _core.transform("jvp")(sub, primals, tangents)
-        result, start = [], 0
-        for size in out_groups:
-            result += outs[start:start + size]
-            result += [t for t, f in zip(touts[start:start + size], out_float[start:start + size]) if f]
-            start += size
-        return result
-
-    return _closed(fun, in_avals)
-
-
-def _closed(fun: Callable, in_avals: Sequence[ShapedArray]) -> SubProgram:
-    """Trace a rule's ``fun`` into a sub-program. Rules pass every traced value in as an argument,
-    so the constants their tracing makes (zeros, literals) are concrete and stay inside."""
-    jaxpr, _ = _core.transform("trace")(fun, list(in_avals))
-    if any(isinstance(c, _core.Tracer) for c in jaxpr.consts):
-        raise AssertionError("a control-flow rule closed over a traced value")
-    return SubProgram(dce(jaxpr))   # a vjp's forward values that the rule does not return go
-
-
-def batched_aval(aval: ShapedArray, dim: int | None, size: int) -> ShapedArray:
-    if dim is None:
-        return aval
-    shape = list(aval.shape)
-    shape.insert(dim, size)
-    return ShapedArray(tuple(shape), aval.dtype)
-
-
-def vmap_sub(sub: SubProgram, in_dims: Sequence[int | None], size: int,
-             out_dims: Sequence[int | None]) -> SubProgram:
-    """``sub`` batched: inputs mapped on ``in_dims``, outputs on ``out_dims`` (None: unmapped)."""
-    in_avals = [batched_aval(a, d, size) for a, d in zip(sub.in_avals, in_dims)]
-
-    def fun(*args: Any) -> list:
-        return _core.transform("vmap")(sub, args, in_dims, size, list(out_dims))
-
-    return _closed(fun, in_avals)
-
-
-def batched_outputs(sub: SubProgram, in_dims: Sequence[int | None], size: int) -> list[bool]:
-    """Which outputs of ``sub`` depend on its mapped inputs (found by tracing, nothing runs)."""
-    in_avals = [batched_aval(a, d, size) for a, d in zip(sub.in_avals, in_dims)]
-    found: list = []
-
-    def fun(*args: Any) -> list:
-        _, dims = _core.transform("vmap_dims")(sub, args, in_dims, size)
-        found.append([d is not None for d in dims])
-        return []
-
-    _core.transform("trace")(fun, in_avals)
-    return found[0]
-
-
-def _to_dim(x: Any, d: int | None, want: int | None, size: int) -> Any:
-    """``x`` (mapped on ``d``) mapped on ``want``: moved, or broadcast if it was unmapped."""
-    if want is None:
-        return x
-    return moveaxis(move_to_front(x, d, size), 0, want)
-
-
-def _batch_carries(body: SubProgram, n_consts: int, carry_dims: list, other_dims: list, size: int,
-                   extra_out: int = 0) -> list[bool]:
-    """The fixed point of which carries are mapped: a carry is mapped if its initial value is, or
-    if the body maps it from mapped consts, carries or inputs. ``other_dims``: dims of the body's
-    inputs after the carries (scan's xs, already mapped at 0)."""
-    batched = [d is not None for d in carry_dims]
-    n_carry = len(carry_dims)
-    while True:
-        dims = ([0 if d is not None else None for d in other_dims[:n_consts]]
-                + [0 if b else None for b in batched] + list(other_dims[n_consts:]))
-        outs = batched_outputs(body, dims, size)
-        new = [a or b for a, b in zip(batched, outs[:n_carry])]
-        if new == batched:
-            return batched
-        batched = new
-
+from funcgrad.primitives.shape import move_to_front, moveaxis, reshape
+from funcgrad.primitives.subprograms import (aval_of, batched_aval, batched_outputs, closed, float_masks, instantiate,
+                                             is_float, jvp_sub, run_sub, split, to_dim, unpack, vmap_sub)
 
 # --------------------------------------------------------------------------
 # cond
@@ -228,12 +78,12 @@ def _cond_abstract_eval(index: Any, *ops: Any, branches: tuple) -> list:
 
 def _cond_jvp(primals: list, tangents: list, branches: tuple) -> tuple[list, list]:
     index, ops, tans = primals[0], primals[1:], tangents[1:]
-    mask = [_is_float(_aval(o)) for o in ops]
+    mask = [is_float(aval_of(o)) for o in ops]
     jvp_branches = tuple(jvp_sub(b, [len(ops)], [mask]) for b in branches)
-    ts = [_instantiate(t, o) for t, o, m in zip(tans, ops, mask) if m]
+    ts = [instantiate(t, o) for t, o, m in zip(tans, ops, mask) if m]
     outs = cond_p.bind(index, *ops, *ts, branches=jvp_branches)
     n = len(branches[0].out_avals)
-    out_float = [_is_float(a) for a in branches[0].out_avals]
+    out_float = [is_float(a) for a in branches[0].out_avals]
     it = iter(outs[n:])
     return outs[:n], [next(it) if f else None for f in out_float]
 
@@ -241,7 +91,7 @@ def _cond_jvp(primals: list, tangents: list, branches: tuple) -> tuple[list, lis
 def _pullback_sub(sub: SubProgram, n_in: int, mask: Sequence[bool]) -> SubProgram:
     """``(inputs..., cts of float outputs...) -> cts of the float inputs (mask)``, recomputing the forward."""
     out_avals = sub.out_avals
-    out_float = [_is_float(a) for a in out_avals]
+    out_float = [is_float(a) for a in out_avals]
     in_avals = list(sub.in_avals) + [a for a, f in zip(out_avals, out_float) if f]
 
     def fun(*args: Any) -> list:
@@ -250,14 +100,14 @@ def _pullback_sub(sub: SubProgram, n_in: int, mask: Sequence[bool]) -> SubProgra
         in_cts = pullback([next(cts) if f else None for f in out_float])
         return [c for c, m in zip(in_cts, mask) if m]
 
-    return _closed(fun, in_avals)
+    return closed(fun, in_avals)
 
 
 def _cond_vjp(cts: list, primals: list, outs: list, needs: Sequence[bool], branches: tuple) -> list:
     index, ops = primals[0], primals[1:]
-    mask = [_is_float(_aval(o)) for o in ops]
-    out_float = [_is_float(a) for a in branches[0].out_avals]
-    cts = [_instantiate(c, o) for c, o, f in zip(cts, outs, out_float) if f]
+    mask = [is_float(aval_of(o)) for o in ops]
+    out_float = [is_float(a) for a in branches[0].out_avals]
+    cts = [instantiate(c, o) for c, o, f in zip(cts, outs, out_float) if f]
     bwd = tuple(_pullback_sub(b, len(ops), mask) for b in branches)
     in_cts = iter(cond_p.bind(index, *ops, *cts, branches=bwd))
     return [None] + [next(in_cts) if m else None for m in mask]
@@ -294,8 +144,8 @@ def _clamped(index: Any, n: int) -> Any:
 
 def _select_examples(pred: Any, on_true: Any, on_false: Any) -> Any:
     """Per example (axis 0): ``on_true`` where ``pred`` (shape (B,)) holds, else ``on_false``."""
-    rank = len(_aval(on_true).shape)
-    pred = reshape(pred, (_aval(pred).shape[0],) + (1,) * (rank - 1))
+    rank = len(aval_of(on_true).shape)
+    pred = reshape(pred, (aval_of(pred).shape[0],) + (1,) * (rank - 1))
     return select_p.bind(pred, on_true, on_false)
 
 
@@ -313,18 +163,11 @@ scan_p = Primitive("scan", multiple_results=True)
 add_traits(scan_p, "higher_order")
 
 
-def _split(values: Sequence[Any], *sizes: int) -> list[list]:
-    parts, start = [], 0
-    for size in sizes:
-        parts.append(list(values[start:start + size]))
-        start += size
-    parts.append(list(values[start:]))
-    return parts
 
 
 def _scan_abstract_eval(*avals: Any, body: SubProgram, n_consts: int, n_carry: int, length: int,
                         reverse: bool) -> list:
-    consts, carry, xs = _split(avals, n_consts, n_carry)
+    consts, carry, xs = split(avals, n_consts, n_carry)
     if any(x.shape[:1] != (length,) for x in xs):
         raise TypeError(f"scan: every xs operand needs leading length {length}, got "
                         f"{', '.join(_dtypes.describe(x) for x in xs)}")
@@ -335,33 +178,27 @@ def _scan_abstract_eval(*avals: Any, body: SubProgram, n_consts: int, n_carry: i
     return list(outs[:n_carry]) + [ShapedArray((length,) + a.shape, a.dtype) for a in outs[n_carry:]]
 
 
-def _masks(*groups: Sequence[Any]) -> list[list[bool]]:
-    return [[_is_float(_aval(v)) for v in g] for g in groups]
 
 
 def _float_tangents(values: Sequence[Any], tangents: Sequence[Any]) -> list:
-    return [_instantiate(t, v) for v, t in zip(values, tangents) if _is_float(_aval(v))]
+    return [instantiate(t, v) for v, t in zip(values, tangents) if is_float(aval_of(v))]
 
 
 def _scan_jvp(primals: list, tangents: list, body: SubProgram, n_consts: int, n_carry: int, length: int,
               reverse: bool) -> tuple[list, list]:
-    consts, carry, xs = _split(primals, n_consts, n_carry)
-    tc, tcarry, txs = _split(tangents, n_consts, n_carry)
+    consts, carry, xs = split(primals, n_consts, n_carry)
+    tc, tcarry, txs = split(tangents, n_consts, n_carry)
     n_y = len(body.out_avals) - n_carry
-    jbody = jvp_sub(body, [n_consts, n_carry, len(xs)], _masks(consts, carry, xs), [n_carry, n_y])
+    jbody = jvp_sub(body, [n_consts, n_carry, len(xs)], float_masks(consts, carry, xs), [n_carry, n_y])
     tc, tcarry, txs = _float_tangents(consts, tc), _float_tangents(carry, tcarry), _float_tangents(xs, txs)
     outs = scan_p.bind(*consts, *tc, *carry, *tcarry, *xs, *txs, body=jbody, n_consts=len(consts) + len(tc),
                        n_carry=n_carry + len(tcarry), length=length, reverse=reverse)
-    out_float = [_is_float(a) for a in body.out_avals]
-    carry_out, carry_t, ys, ys_t = _split(outs, n_carry, len(tcarry), n_y)
-    tangents_out = _unpack(carry_t, out_float[:n_carry]) + _unpack(ys_t, out_float[n_carry:])
+    out_float = [is_float(a) for a in body.out_avals]
+    carry_out, carry_t, ys, ys_t = split(outs, n_carry, len(tcarry), n_y)
+    tangents_out = unpack(carry_t, out_float[:n_carry]) + unpack(ys_t, out_float[n_carry:])
     return carry_out + ys, tangents_out
 
 
-def _unpack(values: Sequence[Any], mask: Sequence[bool]) -> list:
-    """``values`` (one per True in ``mask``) spread over ``mask``, None where it is False."""
-    it = iter(values)
-    return [next(it) if m else None for m in mask]
 
 
 def scan_transpose(body: SubProgram, consts: list, carries: list, xs: list, ct_carry: list, ct_ys: list,
@@ -376,16 +213,16 @@ def scan_transpose(body: SubProgram, consts: list, carries: list, xs: list, ct_c
     its carry, and accumulates the consts' cotangents in its carry.
     """
     n_consts = len(consts)
-    in_float = [_is_float(a) for a in body.in_avals]
+    in_float = [is_float(a) for a in body.in_avals]
     wanted = [f and (needs is None or n) for f, n in zip(in_float, needs or in_float)]
-    const_m, carry_f, x_m = _split(wanted, n_consts, n_carry)
+    const_m, carry_f, x_m = split(wanted, n_consts, n_carry)
     carry_f = in_float[n_consts:n_consts + n_carry]
     bwd = backward_body(body, n_consts, n_carry, len(xs), const_m, x_m)
     acc = [_core.zeros_like(c) for c, m in zip(consts, const_m) if m]
     outs = scan_p.bind(*consts, *acc, *ct_carry, *carries, *xs, *ct_ys, body=bwd, n_consts=n_consts,
                        n_carry=len(acc) + len(ct_carry), length=length, reverse=not reverse)
-    ct_consts, ct_init, ct_xs = _split(outs, len(acc), len(ct_carry))
-    return _unpack(ct_consts, const_m), _unpack(ct_init, carry_f), _unpack(ct_xs, x_m)
+    ct_consts, ct_init, ct_xs = split(outs, len(acc), len(ct_carry))
+    return unpack(ct_consts, const_m), unpack(ct_init, carry_f), unpack(ct_xs, x_m)
 
 
 def backward_body(body: SubProgram, n_consts: int, n_carry: int, n_xs: int, const_mask: Sequence[bool],
@@ -394,22 +231,22 @@ def backward_body(body: SubProgram, n_consts: int, n_carry: int, n_xs: int, cons
     (acc + ct_consts_i, ct_carry_before, ct_x_i)``, for the float carries and ys and the consts and
     xs in the masks."""
     in_avals, out_avals = body.in_avals, body.out_avals
-    carry_f = [_is_float(a) for a in in_avals[n_consts:n_consts + n_carry]]
-    y_float = [_is_float(a) for a in out_avals[n_carry:]]
-    consts_a, carry_a, x_a = _split(in_avals, n_consts, n_carry)
+    carry_f = [is_float(a) for a in in_avals[n_consts:n_consts + n_carry]]
+    y_float = [is_float(a) for a in out_avals[n_carry:]]
+    consts_a, carry_a, x_a = split(in_avals, n_consts, n_carry)
     avals = (consts_a + [a for a, m in zip(consts_a, const_mask) if m] + [a for a, f in zip(carry_a, carry_f) if f]
              + carry_a + x_a + [a for a, f in zip(out_avals[n_carry:], y_float) if f])
     n_acc, n_ct = sum(const_mask), sum(carry_f)
 
     def fun(*args: Any) -> list:
-        consts, acc, ct_carry, carry, x, ct_y = _split(args, n_consts, n_acc, n_ct, n_carry, n_xs)
+        consts, acc, ct_carry, carry, x, ct_y = split(args, n_consts, n_acc, n_ct, n_carry, n_xs)
         _, pullback = _core.transform("vjp")(body, consts + carry + x)
-        in_cts = pullback(_unpack(ct_carry, carry_f) + _unpack(ct_y, y_float))
-        c_consts, c_carry, c_x = _split(in_cts, n_consts, n_carry)
+        in_cts = pullback(unpack(ct_carry, carry_f) + unpack(ct_y, y_float))
+        c_consts, c_carry, c_x = split(in_cts, n_consts, n_carry)
         new_acc = [_core.bind(add_p, [a, c], {}) for a, c in zip(acc, [c for c, m in zip(c_consts, const_mask) if m])]
         return (new_acc + [c for c, f in zip(c_carry, carry_f) if f] + [c for c, m in zip(c_x, x_mask) if m])
 
-    return _closed(fun, avals)
+    return closed(fun, avals)
 
 
 def _stacking_body(body: SubProgram, n_consts: int, n_carry: int) -> SubProgram:
@@ -417,21 +254,21 @@ def _stacking_body(body: SubProgram, n_consts: int, n_carry: int) -> SubProgram:
     def fun(*args: Any) -> list:
         return list(body(*args)) + list(args[n_consts:n_consts + n_carry])
 
-    return _closed(fun, body.in_avals)
+    return closed(fun, body.in_avals)
 
 
 def _scan_vjp_forward(primals: list, needs: Sequence[bool], body: SubProgram, n_consts: int, n_carry: int,
                       length: int, reverse: bool) -> tuple[list, Callable]:
-    consts, init, xs = _split(primals, n_consts, n_carry)
+    consts, init, xs = split(primals, n_consts, n_carry)
     outs = scan_p.bind(*primals, body=_stacking_body(body, n_consts, n_carry), n_consts=n_consts,
                        n_carry=n_carry, length=length, reverse=reverse)
     n_y = len(body.out_avals) - n_carry
-    carry_out, ys, carries = _split(outs, n_carry, n_y)
+    carry_out, ys, carries = split(outs, n_carry, n_y)
 
     def backward(cts: list) -> list:
-        out_float = [_is_float(a) for a in body.out_avals]
+        out_float = [is_float(a) for a in body.out_avals]
         results = carry_out + ys
-        cts = [_instantiate(c, o) for c, o, f in zip(cts, results, out_float) if f]
+        cts = [instantiate(c, o) for c, o, f in zip(cts, results, out_float) if f]
         ct_consts, ct_init, ct_xs = scan_transpose(body, consts, carries, xs, cts[:sum(out_float[:n_carry])],
                                                    cts[sum(out_float[:n_carry]):], n_carry, length, reverse, needs)
         return ct_consts + ct_init + ct_xs
@@ -446,14 +283,14 @@ def _scan_vjp(cts: list, primals: list, outs: list, needs: Sequence[bool], **par
 
 def _scan_batch(values: list, dims: list, size: int, body: SubProgram, n_consts: int, n_carry: int,
                 length: int, reverse: bool) -> tuple[list, list]:
-    consts, init, xs = _split(values, n_consts, n_carry)
-    cdims, idims, xdims = _split(dims, n_consts, n_carry)
+    consts, init, xs = split(values, n_consts, n_carry)
+    cdims, idims, xdims = split(dims, n_consts, n_carry)
     consts = [c if d is None else moveaxis(c, d, 0) for c, d in zip(consts, cdims)]
     xs = [x if d is None else moveaxis(x, d, 1) for x, d in zip(xs, xdims)]   # axis 0 is the scan's
     cdims = [None if d is None else 0 for d in cdims]
     xdims = [None if d is None else 0 for d in xdims]
     carry_b = _carry_fixpoint(body, cdims, [d is not None for d in idims], xdims, size)
-    init = [_to_dim(v, d, 0 if b else None, size) for v, d, b in zip(init, idims, carry_b)]
+    init = [to_dim(v, d, 0 if b else None, size) for v, d, b in zip(init, idims, carry_b)]
     in_dims = cdims + [0 if b else None for b in carry_b] + xdims
     y_b = batched_outputs(body, in_dims, size)[n_carry:]
     out_dims = [0 if b else None for b in carry_b + y_b]
@@ -491,7 +328,7 @@ add_traits(while_p, "higher_order")
 
 def _while_abstract_eval(*avals: Any, cond: SubProgram, body: SubProgram, n_cond_consts: int,
                          n_body_consts: int, checkpoints: int | None) -> list:
-    cc, bc, carry = _split(avals, n_cond_consts, n_body_consts)
+    cc, bc, carry = split(avals, n_cond_consts, n_body_consts)
     check_operands("while", "the cond operands", cond.in_avals, cc + carry)
     check_operands("while", "the body operands", body.in_avals, bc + carry)
     check_operands("while", "the body's outputs", carry, body.out_avals)
@@ -502,20 +339,20 @@ def _while_abstract_eval(*avals: Any, cond: SubProgram, body: SubProgram, n_cond
 
 def _while_jvp(primals: list, tangents: list, cond: SubProgram, body: SubProgram, n_cond_consts: int,
                n_body_consts: int, checkpoints: int | None) -> tuple[list, list]:
-    cc, bc, carry = _split(primals, n_cond_consts, n_body_consts)
-    _, tbc, tcarry = _split(tangents, n_cond_consts, n_body_consts)
-    jbody = jvp_sub(body, [n_body_consts, len(carry)], _masks(bc, carry))
-    carry_f = [_is_float(_aval(c)) for c in carry]
+    cc, bc, carry = split(primals, n_cond_consts, n_body_consts)
+    _, tbc, tcarry = split(tangents, n_cond_consts, n_body_consts)
+    jbody = jvp_sub(body, [n_body_consts, len(carry)], float_masks(bc, carry))
+    carry_f = [is_float(aval_of(c)) for c in carry]
     n_cc = n_cond_consts
 
     def jcond(*args: Any) -> list:   # the tangents do not decide anything
         return cond(*args[:n_cc + len(carry)])
 
-    jcond_sub = _closed(jcond, cond.in_avals + [a for a, f in zip(cond.in_avals[n_cc:], carry_f) if f])
+    jcond_sub = closed(jcond, cond.in_avals + [a for a, f in zip(cond.in_avals[n_cc:], carry_f) if f])
     tbc, tcarry = _float_tangents(bc, tbc), _float_tangents(carry, tcarry)
     outs = while_p.bind(*cc, *bc, *tbc, *carry, *tcarry, cond=jcond_sub, body=jbody, n_cond_consts=n_cc,
                         n_body_consts=len(bc) + len(tbc), checkpoints=checkpoints)
-    return outs[:len(carry)], _unpack(outs[len(carry):], carry_f)
+    return outs[:len(carry)], unpack(outs[len(carry):], carry_f)
 
 
 def _counting(cond: SubProgram, body: SubProgram, n_cc: int, n_bc: int) -> tuple[SubProgram, SubProgram]:
@@ -528,8 +365,8 @@ def _counting(cond: SubProgram, body: SubProgram, n_cc: int, n_bc: int) -> tuple
     def body_fun(*args: Any) -> list:
         return [_core.bind(add_p, [args[n_bc], 1], {})] + list(body(*args[:n_bc], *args[n_bc + 1:]))
 
-    return (_closed(cond_fun, cond.in_avals[:n_cc] + [count] + cond.in_avals[n_cc:]),
-            _closed(body_fun, body.in_avals[:n_bc] + [count] + body.in_avals[n_bc:]))
+    return (closed(cond_fun, cond.in_avals[:n_cc] + [count] + cond.in_avals[n_cc:]),
+            closed(body_fun, body.in_avals[:n_bc] + [count] + body.in_avals[n_bc:]))
 
 
 def _trip_count(value: Any) -> int | None:
@@ -542,9 +379,9 @@ def _trip_count(value: Any) -> int | None:
 
 def _while_vjp_forward(primals: list, needs: Sequence[bool], cond: SubProgram, body: SubProgram,
                        n_cond_consts: int, n_body_consts: int, checkpoints: int | None) -> tuple[list, Callable]:
-    cc, bc, init = _split(primals, n_cond_consts, n_body_consts)
+    cc, bc, init = split(primals, n_cond_consts, n_body_consts)
     n_carry = len(init)
-    carry_f = [_is_float(_aval(c)) for c in init]
+    carry_f = [is_float(aval_of(c)) for c in init]
     params = dict(n_cond_consts=n_cond_consts, n_body_consts=n_body_consts, checkpoints=checkpoints)
     # The loop counts its trips: known now (eagerly), the backward pass is a scan of that length.
     count_cond, count_body = _counting(cond, body, n_cond_consts, n_body_consts)
@@ -552,7 +389,7 @@ def _while_vjp_forward(primals: list, needs: Sequence[bool], cond: SubProgram, b
     trips, outs = _trip_count(counted[0]) if checkpoints is None else None, counted[1:]
 
     def backward(cts: list) -> list:
-        cts = [_instantiate(c, o) for c, o, f in zip(cts, outs, carry_f) if f]
+        cts = [instantiate(c, o) for c, o, f in zip(cts, outs, carry_f) if f]
         if trips is not None:
             # The trip count is known: the loop is a scan of that length over the carries.
             stacked = scan_p.bind(*bc, *init, body=_stacking_body(body, n_body_consts, n_carry),
@@ -560,10 +397,10 @@ def _while_vjp_forward(primals: list, needs: Sequence[bool], cond: SubProgram, b
             ct_bc, ct_init, _ = scan_transpose(body, bc, stacked[n_carry:], [], cts, [], n_carry, trips, False,
                                                needs[n_cond_consts:])
         else:
-            bc_m = [_is_float(_aval(c)) and n for c, n in zip(bc, needs[n_cond_consts:])]
+            bc_m = [is_float(aval_of(c)) and n for c, n in zip(bc, needs[n_cond_consts:])]
             bwd = backward_body(body, n_body_consts, n_carry, 0, bc_m, [])
             res = while_grad_p.bind(*cc, *bc, *init, *cts, cond=cond, body=body, bwd=bwd, **params)
-            ct_bc, ct_init = _unpack(res[:sum(bc_m)], bc_m), _unpack(res[sum(bc_m):], carry_f)
+            ct_bc, ct_init = unpack(res[:sum(bc_m)], bc_m), unpack(res[sum(bc_m):], carry_f)
         return [None] * n_cond_consts + ct_bc + ct_init
 
     return outs, backward
@@ -578,13 +415,13 @@ def _while_batch(values: list, dims: list, size: int, cond: SubProgram, body: Su
     n_cc, n_bc = n_cond_consts, n_body_consts
     values = [v if d is None else moveaxis(v, d, 0) for v, d in zip(values, dims)]
     dims = [None if d is None else 0 for d in dims]
-    cc, bc, init = _split(values, n_cc, n_bc)
-    ccd, bcd, idims = _split(dims, n_cc, n_bc)
+    cc, bc, init = split(values, n_cc, n_bc)
+    ccd, bcd, idims = split(dims, n_cc, n_bc)
     carry_b = _carry_fixpoint(body, bcd, [d is not None for d in idims], [], size)
     pred_b = batched_outputs(cond, ccd + [0 if b else None for b in carry_b], size)[0]
     if pred_b:
         carry_b = [True] * len(init)   # each example stops at its own step: all carries are per example
-    init = [_to_dim(v, d, 0 if b else None, size) for v, d, b in zip(init, idims, carry_b)]
+    init = [to_dim(v, d, 0 if b else None, size) for v, d, b in zip(init, idims, carry_b)]
     cdims = [0 if b else None for b in carry_b]
     params = dict(n_cond_consts=n_cc, checkpoints=checkpoints)
     if not pred_b:
@@ -605,20 +442,20 @@ def _while_batch(values: list, dims: list, size: int, cond: SubProgram, body: Su
         return [_any(pred)]
 
     def select_body(*args: Any) -> list:
-        cc_, bc_, carry = _split(args, n_cc, n_bc)
+        cc_, bc_, carry = split(args, n_cc, n_bc)
         pred = going(cc_, carry)
         new = _core.transform("vmap")(body, bc_ + carry, bcd + cdims, size, cdims)
         return [_select_examples(pred, n, c) for n, c in zip(new, carry)]
 
     cond_avals = in_avals[:n_cc] + in_avals[n_cc + n_bc:]
-    outs = while_p.bind(*cc, *cc, *bc, *init, cond=_closed(any_cond, cond_avals),
-                        body=_closed(select_body, in_avals), n_body_consts=n_cc + n_bc, **params)
+    outs = while_p.bind(*cc, *cc, *bc, *init, cond=closed(any_cond, cond_avals),
+                        body=closed(select_body, in_avals), n_body_consts=n_cc + n_bc, **params)
     return outs, [0] * n_carry
 
 
 def _any(pred: Any) -> Any:
     from funcgrad.primitives.reduce import reduce_max_p
-    return _core.bind(reduce_max_p, [pred], {"axes": tuple(range(len(_aval(pred).shape)))})
+    return _core.bind(reduce_max_p, [pred], {"axes": tuple(range(len(aval_of(pred).shape)))})
 
 
 while_p.abstract_eval = _while_abstract_eval
@@ -769,7 +606,7 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
         return run(branches[_clamp_index(index, len(branches))], ops)
 
     def scan_impl(*args: Any, body: SubProgram, n_consts: int, n_carry: int, length: int, reverse: bool) -> list:
-        consts, carry, xs = _split(args, n_consts, n_carry)
+        consts, carry, xs = split(args, n_consts, n_carry)
         ys = [empty((length,) + a.shape, a.dtype) for a in body.out_avals[n_carry:]]
         for step in range(length):
             i = length - 1 - step if reverse else step
@@ -781,14 +618,14 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
 
     def while_impl(*args: Any, cond: SubProgram, body: SubProgram, n_cond_consts: int, n_body_consts: int,
                    checkpoints: int | None) -> list:
-        cc, bc, carry = _split(args, n_cond_consts, n_body_consts)
+        cc, bc, carry = split(args, n_cond_consts, n_body_consts)
         while run(cond, cc + carry)[0]:
             carry = run(body, bc + carry)
         return carry
 
     def while_grad_impl(*args: Any, cond: SubProgram, body: SubProgram, bwd: SubProgram, n_cond_consts: int,
                         n_body_consts: int, checkpoints: int | None) -> list:
-        cc, bc, init, cts = _split(args, n_cond_consts, n_body_consts, len(body.out_avals))
+        cc, bc, init, cts = split(args, n_cond_consts, n_body_consts, len(body.out_avals))
         acc = [empty(a.shape, a.dtype) for a in bwd.out_avals[:len(bwd.out_avals) - len(cts)]]
         for a in acc:
             a[...] = 0
