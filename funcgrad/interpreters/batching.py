@@ -100,22 +100,12 @@ class BatchTrace(Trace):
 def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int,
               out_dims: Any = 0) -> list:
     """Map flat ``fun`` over axis ``in_dims`` of ``args``; outputs moved to ``out_dims``."""
-    with _core.new_main(BatchTrace, axis_size) as main:
-        trace = BatchTrace(main)
-        tracers = [BatchTracer(trace, a, d) if d is not None else a for a, d in zip(args, in_dims)]
-        outs = list(fun(*tracers))
-        if callable(out_dims):  # a pytree prefix resolved once the outputs are known
-            out_dims = out_dims()
-        if not isinstance(out_dims, (list, tuple)):
-            out_dims = [out_dims] * len(outs)
-        results = []
-        for o, od in zip(outs, out_dims):
-            if isinstance(o, BatchTracer) and o._trace.main is main:
-                value, bdim = o.value, o.bdim
-            else:
-                value, bdim = o, None
-            results.append(_to_out_dim(value, bdim, od, axis_size))
-    return results
+    values, dims = vmap_flat_dims(fun, args, in_dims, axis_size)
+    if callable(out_dims):  # a pytree prefix resolved once the outputs are known
+        out_dims = out_dims()
+    if not isinstance(out_dims, (list, tuple)):
+        out_dims = [out_dims] * len(values)
+    return [_to_out_dim(v, d, od, axis_size) for v, d, od in zip(values, dims, out_dims)]
 
 
 def vmap_flat_dims(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int
