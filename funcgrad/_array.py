@@ -69,6 +69,10 @@ class Array:
             return np.array(self._value, dtype=dtype, copy=True)
         return self._value if dtype is None else self._value.astype(dtype)
 
+    def block_until_ready(self) -> "Array":
+        """This array, once computed: a host array always is (a device array waits for its device)."""
+        return self
+
     def item(self) -> Any:
         return self._value.item()
 

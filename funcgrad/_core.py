@@ -214,6 +214,10 @@ class Trace:
     def process_custom_vjp(self, call: "CustomVJPCall", tracers: list) -> list:
         raise NotImplementedError
 
+    def process_custom_jvp(self, call: "CustomJVPCall", tracers: list) -> list:
+        # A transform without a rule of its own for it (none: the function itself).
+        return list(call.fun(*tracers))
+
     def process_checkpoint(self, fun: Callable, tracers: list) -> list:
         # Outside reverse mode, checkpoint is the function itself.
         return fun(*tracers)
@@ -640,7 +644,7 @@ def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array], so
 
 
 # --------------------------------------------------------------------------
-# custom_vjp calls (the primitive-like operation behind funcgrad.custom_vjp)
+# custom_vjp and custom_jvp calls (the primitive-like operations behind funcgrad.custom_vjp/custom_jvp)
 # --------------------------------------------------------------------------
 
 
@@ -662,6 +666,26 @@ class CustomVJPCall:
             return list(self.fun(*args))
         trace = top._trace
         return trace.process_custom_vjp(self, [trace.full_raise(a) for a in args])
+
+
+class CustomJVPCall:
+    """A function with a user-supplied forward-mode rule, on flat arguments.
+
+    ``fun(*xs) -> outs``; ``jvp(primals, tangents) -> (outs, tangent_outs)``
+    (all flat lists; every tangent an array, zeros where the input's is zero).
+    """
+
+    __slots__ = ("name", "fun", "jvp")
+
+    def __init__(self, name: str, fun: Callable, jvp: Callable):
+        self.name, self.fun, self.jvp = name, fun, jvp
+
+    def bind(self, *args: Any) -> list:
+        top = _top_tracer(args)
+        if top is None:
+            return list(self.fun(*args))
+        trace = top._trace
+        return trace.process_custom_jvp(self, [trace.full_raise(a) for a in args])
 
 
 def bind_checkpoint(fun: Callable, args: Sequence[Any]) -> list:

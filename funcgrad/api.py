@@ -1,5 +1,6 @@
-"""The transforms: grad, value_and_grad, vjp, jvp, linearize, jacfwd, jacrev,
-hessian, vmap, custom_vjp, checkpoint and make_jaxpr.
+"""The transforms: grad, value_and_grad, vjp, jvp, linearize, jacfwd, jacrev
+(jacobian), hessian, vmap, custom_vjp, custom_jvp, checkpoint, make_jaxpr and
+eval_shape, and block_until_ready.
 
 Each is a thin pytree wrapper around a ``*_flat`` driver in
 ``funcgrad.interpreters`` that works on flat lists of arrays.
@@ -7,6 +8,7 @@ Each is a thin pytree wrapper around a ``*_flat`` driver in
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -20,11 +22,12 @@ from funcgrad.interpreters.batching import vmap_flat
 from funcgrad.interpreters.forward import jvp_flat
 from funcgrad.interpreters.reverse import vjp_flat
 from funcgrad.interpreters.tracing import trace_to_jaxpr
-from funcgrad.tree_util import (broadcast_prefix, flatten_fun, tree_flatten, tree_map, tree_structure,
+from funcgrad.tree_util import (broadcast_prefix, flatten_fun, tree_flatten, tree_leaves, tree_map, tree_structure,
                                 tree_unflatten)
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap",
-           "custom_vjp", "checkpoint", "remat", "make_jaxpr", "stop_gradient"]
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "vmap",
+           "custom_vjp", "custom_jvp", "checkpoint", "remat", "make_jaxpr", "eval_shape", "ShapeDtypeStruct",
+           "block_until_ready", "stop_gradient"]
 
 
 def _as_leaf(x: Any, where: str) -> Any:
@@ -216,8 +219,11 @@ def _matching_tangent(t: Any, primal: Any, what: str, against: str) -> Any:
     return t
 
 
-def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
+def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> tuple:
     """Forward mode: ``(f(*primals), J @ tangents)``.
+
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the result is
+    ``(output, J @ tangents, aux)``; ``aux`` is not differentiated.
 
     >>> jvp(fnp.sin, (fnp.zeros(2),), (fnp.ones(2),))   # (sin(0), cos(0) * 1)
     """
@@ -229,9 +235,42 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple:
         raise ValueError(f"jvp: primals {p_tree} and tangents {t_tree} have different structures")
     p_leaves = [_as_leaf(x, "jvp") for x in p_leaves]
     t_leaves = [_matching_tangent(t, p, "jvp: tangent", "its primal") for t, p in zip(t_leaves, p_leaves)]
-    flat_fun, out_tree = flatten_fun(f, p_tree)
-    outs, touts = jvp_flat(flat_fun, p_leaves, t_leaves)
-    return tree_unflatten(out_tree(), outs), tree_unflatten(out_tree(), touts)
+    flat_fun, out_tree = flatten_fun(f, p_tree, has_aux=has_aux, where=f"jvp(has_aux=True): {_fun_name(f)}")
+    if not has_aux:
+        outs, touts = jvp_flat(flat_fun, p_leaves, t_leaves)
+        return tree_unflatten(out_tree(), outs), tree_unflatten(out_tree(), touts)
+    with_aux = _AuxAsOutputs(flat_fun)
+    outs, touts = jvp_flat(with_aux.run, p_leaves, t_leaves)
+    (outs, aux), (touts, _) = with_aux.split(outs), with_aux.split(touts)
+    return tree_unflatten(out_tree(), outs), tree_unflatten(out_tree(), touts), aux
+
+
+class _AuxAsOutputs:
+    """A flat function returning ``(outputs, aux)`` (``flatten_fun(..., has_aux=True)``) as one
+    returning the array leaves of aux after the outputs, so that a flat driver that knows nothing
+    of aux (jvp_flat, vmap_flat) hands them back as it does outputs: their primal values, not
+    differentiated. Other aux leaves (numbers, strings) stay as they are, aside. :meth:`split`
+    takes the outputs off again and rebuilds ``aux``."""
+
+    __slots__ = ("fun", "n_out", "aux_leaves", "aux_tree", "arrays")
+
+    def __init__(self, fun: Callable):
+        self.fun = fun
+        self.n_out, self.aux_leaves, self.aux_tree, self.arrays = 0, [], None, []
+
+    def run(self, *xs: Any) -> list:
+        outs, aux = self.fun(*xs)
+        self.aux_leaves, self.aux_tree = tree_flatten(aux)
+        self.arrays = [i for i, a in enumerate(self.aux_leaves) if isinstance(a, (Array, Tracer))]
+        self.n_out = len(outs)
+        return list(outs) + [self.aux_leaves[i] for i in self.arrays]
+
+    def split(self, results: list) -> tuple[list, Any]:
+        """``(outputs, aux)`` from what ``run`` returned (through a driver)."""
+        aux_leaves = list(self.aux_leaves)
+        for i, a in zip(self.arrays, results[self.n_out:]):
+            aux_leaves[i] = a
+        return list(results[:self.n_out]), tree_unflatten(self.aux_tree, aux_leaves)
 
 
 def linearize(f: Callable, *primals: Any) -> tuple:
@@ -246,11 +285,12 @@ def linearize(f: Callable, *primals: Any) -> tuple:
 # ------------------------------------------------------------- Jacobians
 
 
-def _jac_inputs(spec: ArgSpec, f: Callable, args: tuple, kwargs: dict, transform: str):
+def _jac_inputs(spec: ArgSpec, f: Callable, args: tuple, kwargs: dict, transform: str, has_aux: bool = False):
     """Flat ``f`` of the differentiated leaves, those leaves, the output structure (once it ran)
     and the structure the Jacobian blocks take on the input side."""
     nums, leaves, in_tree = _diff_inputs(spec, args, transform)
-    flat_fun, out_tree = flatten_fun(with_args(f, args, kwargs, nums), in_tree)
+    flat_fun, out_tree = flatten_fun(with_args(f, args, kwargs, nums), in_tree, has_aux=has_aux,
+                                     where=f"{transform}(has_aux=True): {_fun_name(f)}")
     jac_tree = in_tree.children[0] if isinstance(spec.spec, int) else in_tree
     return flat_fun, leaves, out_tree, jac_tree
 
@@ -272,21 +312,35 @@ def _assemble(blocks_by_out: list, out_tree: Any, in_tree: Any) -> Any:
     return tree_unflatten(out_tree, [tree_unflatten(in_tree, blocks) for blocks in blocks_by_out])
 
 
-def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """Jacobian by forward mode (one jvp per input element, batched with vmap).
 
     The result has shape ``out.shape + in.shape`` (a tree of such blocks).
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the result is
+    ``(jacobian, aux)``.
+
+    >>> jacfwd(lambda x: fnp.sin(x) * 2)(fnp.zeros(2))   # [[2., 0.], [0., 2.]]
     """
     spec = _argnums_spec(f, argnums, "jacfwd")
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacfwd")
+        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacfwd", has_aux)
+        with_aux = _AuxAsOutputs(flat_fun) if has_aux else None
+        run = with_aux.run if has_aux else flat_fun
 
         def push(*tangent_leaves):
-            return jvp_flat(flat_fun, leaves, list(tangent_leaves))[1]
+            outs, tangents = jvp_flat(run, leaves, list(tangent_leaves))
+            # aux: its value, the same for every basis vector (mapped with out_axes None)
+            return tangents if not has_aux else tangents[:with_aux.n_out] + outs[with_aux.n_out:]
+
+        def out_dims() -> list:
+            n_aux = len(with_aux.arrays) if has_aux else 0
+            return [-1] * (out_tree().num_leaves) + [None] * n_aux
 
         basis = _basis(leaves)
-        columns = vmap_flat(push, basis, [0] * len(basis), basis[0].shape[0] if basis else 0, out_dims=-1)
+        columns = vmap_flat(push, basis, [0] * len(basis), basis[0].shape[0] if basis else 0, out_dims=out_dims)
+        if has_aux:
+            columns, aux = with_aux.split(columns)
         blocks = []
         for col in columns:
             out_shape = tuple(col.shape[:-1])
@@ -296,18 +350,27 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
                 pieces.append(lax.reshape(col[..., start:start + n], out_shape + tuple(x.shape)))
                 start += n
             blocks.append(pieces)
-        return _assemble(blocks, out_tree(), jac_tree)
+        jac = _assemble(blocks, out_tree(), jac_tree)
+        return (jac, aux) if has_aux else jac
 
     return wrapped
 
 
-def jacrev(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Jacobian by reverse mode (one vjp per output element, batched with vmap)."""
+def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """Jacobian by reverse mode (one vjp per output element, batched with vmap).
+
+    The result has shape ``out.shape + in.shape`` (a tree of such blocks).
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the result is
+    ``(jacobian, aux)``. ``jacobian`` is another name for this function.
+
+    >>> jacrev(lambda x: fnp.sum(x ** 2))(fnp.ones(3))   # [2., 2., 2.]
+    """
     spec = _argnums_spec(f, argnums, "jacrev")
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacrev")
-        outs, pullback = vjp_flat(flat_fun, leaves)
+        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacrev", has_aux)
+        result = vjp_flat(flat_fun, leaves, has_aux)
+        outs, pullback = result[0], result[1]
         outs = [_as_leaf(o, "jacrev") for o in outs]
         basis = _basis(outs)
         total = basis[0].shape[0] if basis else 0
@@ -318,9 +381,13 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             blocks.append([lax.reshape(r[start:start + n], tuple(o.shape) + tuple(x.shape))
                            for r, x in zip(rows, leaves)])
             start += n
-        return _assemble(blocks, out_tree(), jac_tree)
+        jac = _assemble(blocks, out_tree(), jac_tree)
+        return (jac, result[2]) if has_aux else jac
 
     return wrapped
+
+
+jacobian = jacrev
 
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
@@ -394,7 +461,30 @@ def _axis_size(leaves: list, dims: list, name: str) -> tuple[int, list]:
 # --------------------------------------------------------- custom rules
 
 
-class custom_vjp:
+class _CustomRules:
+    """What custom_vjp and custom_jvp share: the function, and ``nondiff_argnums`` (checked now,
+    whether given here or set later, against the function's signature)."""
+
+    _transform = ""      # "custom_vjp" / "custom_jvp", for messages
+    _rule_takes = ""     # what gets the nondiff arguments first
+
+    def __init__(self, fun: Callable, nondiff_argnums: int | Sequence[int] = ()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = nondiff_argnums
+
+    @property
+    def nondiff_argnums(self) -> tuple[int, ...]:
+        return self._nondiff.nums
+
+    @nondiff_argnums.setter
+    def nondiff_argnums(self, nums: int | Sequence[int]) -> None:
+        self._nondiff = ArgSpec(self._transform, "nondiff_argnums", nums, static=True, unique=True, fun=self.fun,
+                                check_signature=True, purpose=f"positions of the arguments {self._rule_takes} gets "
+                                "first, not differentiated", where=f"{self._transform} {_fun_name(self.fun)}")
+
+
+class custom_vjp(_CustomRules):
     """A function with a hand-written reverse-mode derivative.
 
     >>> @custom_vjp
@@ -412,23 +502,12 @@ class custom_vjp:
     >>> scaled.defvjp(lambda k, x: (k * x, None), lambda k, res, g: (k * g,))
     """
 
+    _transform, _rule_takes = "custom_vjp", "bwd"
+
     def __init__(self, fun: Callable, nondiff_argnums: int | Sequence[int] = ()):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.nondiff_argnums = nondiff_argnums
+        super().__init__(fun, nondiff_argnums)
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
-
-    @property
-    def nondiff_argnums(self) -> tuple[int, ...]:
-        return self._nondiff.nums
-
-    @nondiff_argnums.setter
-    def nondiff_argnums(self, nums: int | Sequence[int]) -> None:
-        # Checked now (types, repeats, the function's signature), whether given here or set later.
-        self._nondiff = ArgSpec("custom_vjp", "nondiff_argnums", nums, static=True, unique=True, fun=self.fun,
-                                check_signature=True, purpose="positions of the arguments bwd gets first, not "
-                                "differentiated", where=f"custom_vjp {_fun_name(self.fun)}")
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> "custom_vjp":
         self.fwd, self.bwd = fwd, bwd
@@ -501,6 +580,182 @@ def _bwd_cotangent(c: Any, x: Any, i: int, name: str) -> Any:
     return c
 
 
+class custom_jvp(_CustomRules):
+    """A function with a hand-written forward-mode derivative (JAX's ``custom_jvp``).
+
+    >>> @custom_jvp
+    ... def log1pexp(x):
+    ...     return fnp.log1p(fnp.exp(x))
+    >>> @log1pexp.defjvp
+    ... def log1pexp_jvp(primals, tangents):
+    ...     x, = primals
+    ...     x_dot, = tangents
+    ...     return log1pexp(x), x_dot * (1 - 1 / (1 + fnp.exp(x)))
+    >>> grad(log1pexp)(fnp.asarray(100.0))    # 1.0, where plain autodiff of log1p(exp(x)) gives nan
+
+    ``defjvp(rule)``: ``rule(primals, tangents) -> (out, tangent_out)``, with
+    ``primals`` and ``tangents`` tuples (one entry per argument, pytrees as the
+    arguments are; the tangent of an argument with no derivative is zeros)
+    and ``tangent_out`` of ``out``'s structure, shapes and dtypes.
+    ``defjvps(*rules)``: one rule per argument, ``rule(g, out, *primals)``
+    giving that argument's contribution to ``tangent_out`` (None: none):
+
+    >>> f = custom_jvp(lambda x, y: fnp.sin(x) * y)
+    >>> f.defjvps(lambda g, ans, x, y: fnp.cos(x) * g * y, lambda g, ans, x, y: fnp.sin(x) * g)
+
+    Every transform uses the rule: jvp, jacfwd and hessian call it;
+    grad, vjp and jacrev pull cotangents back through its tangent map
+    ``t -> rule(primals, t)[1]`` (linear in ``t``), differentiated by reverse
+    mode in the backward pass, so the forward pass runs the function once
+    and the rule runs when the gradient is taken (a rule that is itself
+    differentiable gives grad of grad); vmap batches the function and the
+    rule; jit traces the function, and transforms of the traced program use
+    the rule. Outside a transform the function just runs.
+    ``nondiff_argnums`` (positions, checked against ``fun``'s signature) are
+    passed first to the rule, in that order, and are not differentiated
+    (they may be functions, or any Python value):
+
+    >>> apply = custom_jvp(lambda g, x: g(x), nondiff_argnums=(0,))
+    >>> apply.defjvp(lambda g, primals, tangents: (g(primals[0]), 2.0 * tangents[0]))
+    """
+
+    _transform, _rule_takes = "custom_jvp", "the jvp rule"
+
+    def __init__(self, fun: Callable, nondiff_argnums: int | Sequence[int] = ()):
+        super().__init__(fun, nondiff_argnums)
+        self.jvp: Callable | None = None
+        try:
+            self._signature: inspect.Signature | None = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._signature = None   # some builtins have none
+
+    def defjvp(self, jvp: Callable) -> Callable:
+        """Set the rule ``jvp(primals, tangents) -> (out, tangent_out)``; returns ``jvp`` (a decorator)."""
+        if not callable(jvp):
+            raise TypeError(f"custom_jvp {_fun_name(self.fun)}: defjvp takes the rule, a function "
+                            f"(primals, tangents) -> (out, tangent_out), got {type(jvp).__name__}")
+        self.jvp = jvp
+        return jvp
+
+    def defjvps(self, *jvps: Callable | None) -> None:
+        """Set the rule from one function per argument: ``rule(g, out, *primals)`` is that argument's
+        contribution to the output tangent, for its tangent ``g`` (None: the argument contributes none)."""
+        name = _fun_name(self.fun)
+        if self.nondiff_argnums:
+            raise TypeError(f"custom_jvp {name}: defjvps cannot be used with nondiff_argnums "
+                            f"{self.nondiff_argnums}; write one rule with defjvp(rule), which gets the "
+                            "nondiff arguments first")
+        for i, rule in enumerate(jvps):
+            if rule is not None and not callable(rule):
+                raise TypeError(f"custom_jvp {name}: defjvps takes one function (or None) per argument; "
+                                f"rule {i} is {type(rule).__name__}")
+
+        def jvp(primals: tuple, tangents: tuple) -> tuple:
+            if len(jvps) != len(primals):
+                raise TypeError(f"custom_jvp {name}: defjvps was given {len(jvps)} rules but {name} was called "
+                                f"with {len(primals)} arguments: give one rule (or None) per argument")
+            out = self(*primals)
+            out_tree, total = tree_structure(out), None
+            for i, (rule, g) in enumerate(zip(jvps, tangents)):
+                if rule is None:
+                    continue
+                part = rule(g, out, *primals)
+                if tree_structure(part) != out_tree:
+                    raise TypeError(f"custom_jvp {name}: the defjvps rule for argument {i} returned a value of "
+                                    f"structure {tree_structure(part)}; it must have the output's structure "
+                                    f"{out_tree}")
+                total = part if total is None else tree_map(lambda a, b: a + b, total, part)
+            return out, tree_map(_core.zeros_like, out) if total is None else total
+
+        self.defjvp(jvp)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = _fun_name(self.fun)
+        if self.jvp is None:
+            raise TypeError(f"custom_jvp {name}: no jvp rule was defined; call {name}.defjvp(rule) (or "
+                            f"{name}.defjvps(...)) before calling the function")
+        args = _positional(self._signature, args, kwargs, f"custom_jvp {name}")
+        split = self._nondiff.split(args, {})
+        nondiff = _Nondiff([args[i] for i in split.fixed_positions])
+        # The call's inputs: the differentiated arguments' leaves, then the traced leaves of the
+        # nondiff ones (so every transform sees them; their tangents are dropped: stop_gradient).
+        leaves, in_tree = tree_flatten((split.dynamic, tuple(nondiff.traced)))
+        leaves = [_as_leaf(x, f"custom_jvp {name}") for x in leaves]
+        call_fun = with_args(self.fun, args, {}, split.positions + split.fixed_positions)
+        fun_flat, fun_out_tree = flatten_fun(lambda dyn, traced: call_fun(*dyn, *nondiff.args(traced)), in_tree)
+        rule_out_tree: list = []
+
+        def jvp_flat_rule(primals: list, tangents: list) -> tuple[list, list]:
+            dyn, traced = tree_unflatten(in_tree, primals)
+            result = self.jvp(*nondiff.args(traced), dyn, tree_unflatten(in_tree, tangents)[0])
+            if not (isinstance(result, (tuple, list)) and len(result) == 2):
+                raise TypeError(f"custom_jvp {name}: the jvp rule must return a pair (primal_out, tangent_out), "
+                                f"got {_describe_value(result)}")
+            out_leaves, out_tree = tree_flatten(result[0])
+            tangent_leaves, tangent_tree = tree_flatten(result[1])
+            if tangent_tree != out_tree:
+                raise TypeError(f"custom_jvp {name}: the jvp rule returned a primal output of structure {out_tree} "
+                                f"but a tangent output of structure {tangent_tree}; they must match")
+            known = fun_out_tree()
+            if known is not None and known != out_tree:
+                raise TypeError(f"custom_jvp {name}: the jvp rule's primal output has structure {out_tree} but "
+                                f"{name} returns {known}; the rule must return what {name} does")
+            rule_out_tree[:] = [out_tree]
+            return out_leaves, tangent_leaves
+
+        outs = _core.CustomJVPCall(name, fun_flat, jvp_flat_rule).bind(*leaves)
+        out_tree = fun_out_tree()
+        return tree_unflatten(rule_out_tree[0] if out_tree is None else out_tree, outs)
+
+
+class _Nondiff:
+    """The nondiff arguments of one custom_jvp call, with their traced leaves split off.
+
+    ``traced``: the leaves that are tracers; ``args(values)``: the arguments with
+    ``values`` in their place (the values the function and rule see, at the call's level).
+    """
+
+    __slots__ = ("leaves", "tree", "where", "traced")
+
+    def __init__(self, args: list):
+        self.leaves, self.tree = tree_flatten(args)
+        self.where = [i for i, x in enumerate(self.leaves) if isinstance(x, Tracer)]
+        self.traced = [self.leaves[i] for i in self.where]
+
+    def args(self, values: Sequence[Any]) -> list:
+        if not self.where:
+            return tree_unflatten(self.tree, self.leaves)
+        leaves = list(self.leaves)
+        for i, v in zip(self.where, values):
+            leaves[i] = v
+        return tree_unflatten(self.tree, leaves)
+
+
+def _positional(sig: inspect.Signature | None, args: tuple, kwargs: dict, where: str) -> tuple:
+    """``args`` and ``kwargs`` as positional arguments of a function with signature ``sig``, defaults filled
+    in, as JAX does (the function and its rule then see the same arguments however it was called)."""
+    if sig is None:
+        if kwargs:
+            raise TypeError(f"{where}: the function has no signature to place keyword arguments "
+                            f"{sorted(kwargs)} by; pass them positionally")
+        return args
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{where}: the arguments do not fit the function's signature {sig}: {e}") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(f"{where}: keyword-only parameters {sorted(bound.kwargs)} are not supported (the rule gets "
+                        "the arguments by position); make them positional parameters")
+    return bound.args
+
+
+def _describe_value(x: Any) -> str:
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of {len(x)} items"
+    return describe(x) if hasattr(x, "shape") else type(x).__name__
+
+
 def checkpoint(f: Callable) -> Callable:
     """Rematerialise ``f``: its intermediates are not kept for the backward pass
     but recomputed from its inputs when the gradient is taken (trading compute
@@ -570,3 +825,107 @@ def make_jaxpr(f: Callable, static_argnums: int | Sequence[int] = ()) -> Callabl
         return trace_to_jaxpr(flatten_fun(split.bind(f), in_tree)[0], avals)[0]
 
     return wrapped
+
+
+# ------------------------------------------------------------ eval_shape
+
+
+class ShapeDtypeStruct:
+    """The shape and dtype of an array, without its values: what :func:`eval_shape` returns
+    and takes (as an argument standing for an array).
+
+    >>> s = ShapeDtypeStruct((2, 3), fnp.float32)
+    >>> s.ndim, s.size, s
+    (2, 6, ShapeDtypeStruct(shape=(2, 3), dtype=float32))
+    """
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Sequence[int], dtype: Any):
+        try:
+            shape = tuple(int(d) for d in shape)
+        except TypeError:
+            raise TypeError(f"ShapeDtypeStruct: shape must be a tuple of ints, got {shape!r:.60}") from None
+        if any(d < 0 for d in shape):
+            raise ValueError(f"ShapeDtypeStruct: shape {shape} has a negative dimension")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", np.dtype(dtype))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("ShapeDtypeStruct is immutable: make a new one")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d ShapeDtypeStruct")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShapeDtypeStruct) and self.shape == other.shape and self.dtype == other.dtype
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype))
+
+    def __reduce__(self) -> Any:
+        return (ShapeDtypeStruct, (self.shape, self.dtype))
+
+
+def eval_shape(fun: Callable, *args: Any, **kwargs: Any) -> Any:
+    """The shapes and dtypes ``fun(*args, **kwargs)`` would return, found by tracing it without
+    computing anything: a pytree of :class:`ShapeDtypeStruct`.
+
+    Argument leaves may be arrays, numpy arrays, Python scalars or ShapeDtypeStructs (all are
+    traced abstractly, as jit traces: only their shapes and dtypes count).
+
+    >>> eval_shape(lambda x, w: fnp.tanh(x @ w), ShapeDtypeStruct((8, 3), fnp.float32), fnp.ones((3, 2)))
+    ShapeDtypeStruct(shape=(8, 2), dtype=float32)
+    """
+    name = _fun_name(fun)
+    leaves, in_tree = tree_flatten((args, kwargs))
+    avals = [_abstract_leaf(x, i, name) for i, x in enumerate(leaves)]
+    flat_fun, out_tree = flatten_fun(lambda a, k: fun(*a, **k), in_tree)
+
+    def checked(*xs: Any) -> list:
+        return [_output_leaf(o, i, f"eval_shape({name})") for i, o in enumerate(flat_fun(*xs))]
+
+    jaxpr, _ = trace_to_jaxpr(checked, avals)
+    return tree_unflatten(out_tree(), [ShapeDtypeStruct(v.aval.shape, v.aval.dtype) for v in jaxpr.outvars])
+
+
+def _abstract_leaf(x: Any, i: int, name: str) -> Any:
+    """The abstract value an argument leaf of :func:`eval_shape` stands for."""
+    if isinstance(x, ShapeDtypeStruct):
+        return _dtypes.ShapedArray(x.shape, _dtypes.canonicalize(x.dtype))
+    if isinstance(x, (Array, Tracer, bool, int, float, np.ndarray, np.generic)):
+        return _core.get_aval(x)
+    raise TypeError(f"eval_shape({name}): argument leaf {i} is {type(x).__name__} {x!r:.60}; every leaf must be an "
+                    "array, a Python scalar or a ShapeDtypeStruct. Bind other arguments first, e.g. "
+                    f"eval_shape(functools.partial({name}, option), x)")
+
+
+# ------------------------------------------------------ block_until_ready
+
+
+def block_until_ready(x: Any) -> Any:
+    """``x`` (a pytree), once every array in it has been computed.
+
+    Device (GPU) computations run asynchronously: wait for them before reading a clock.
+    Host arrays are always ready, and leaves that are not arrays are left alone.
+
+    >>> y = block_until_ready(step(params, batch))   # time step(...) honestly
+    """
+    for leaf in tree_leaves(x):
+        wait = getattr(leaf, "block_until_ready", None)
+        if callable(wait):
+            wait()
+    return x

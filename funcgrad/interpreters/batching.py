@@ -96,6 +96,32 @@ class BatchTrace(Trace):
         outs = _core.CustomVJPCall(call.name, fun, fwd, bwd).bind(*moved)
         return [BatchTracer(self, o, 0) for o in outs]
 
+    def process_custom_jvp(self, call: _core.CustomJVPCall, tracers: list) -> list:
+        # Batch the function and its rule (a tangent is batched where its primal is), then bind one level down.
+        values = [t.value for t in tracers]
+        dims = [t.bdim for t in tracers]
+        size = self.axis_size
+        moved = [v if d is None else moveaxis(v, d, 0) for v, d in zip(values, dims)]
+        dims0 = [None if d is None else 0 for d in dims]
+
+        def fun(*xs):
+            return vmap_flat(call.fun, xs, dims0, size)
+
+        def jvp(primals, tangents):
+            n_in, n_out = len(primals), []
+
+            def flat_rule(*ys):
+                outs, tangent_outs = call.jvp(list(ys[:n_in]), list(ys[n_in:]))
+                outs, tangent_outs = list(outs), list(tangent_outs)
+                n_out.append(len(outs))
+                return outs + tangent_outs
+
+            both = vmap_flat(flat_rule, list(primals) + list(tangents), dims0 + dims0, size)
+            return both[:n_out[0]], both[n_out[0]:]
+
+        outs = _core.CustomJVPCall(call.name, fun, jvp).bind(*moved)
+        return [BatchTracer(self, o, 0) for o in outs]
+
 
 def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int,
               out_dims: Any = 0) -> list:

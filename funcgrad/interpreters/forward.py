@@ -5,6 +5,7 @@ from typing import Any, Callable, Sequence
 
 from funcgrad import _core
 from funcgrad._core import PrimalTracer, Primitive, Trace
+from funcgrad._dtypes import describe
 
 
 class JVPTracer(PrimalTracer):
@@ -37,11 +38,50 @@ class JVPTrace(Trace):
 
     def process_custom_vjp(self, call: _core.CustomVJPCall, tracers: list) -> list:
         if all(t.tangent is None for t in tracers):
-            return list(call.fun(*[t.primal for t in tracers]))
+            return list(call.bind(*[t.primal for t in tracers]))   # the levels below still see the rule
         raise TypeError(
             f"forward-mode differentiation (jvp, jacfwd, hessian) of the custom_vjp function "
             f"'{call.name}' is not defined: a custom_vjp rule only gives reverse mode. Use grad/vjp/jacrev, "
             "or define the function with primitives (or a custom_jvp) instead.")
+
+    def process_custom_jvp(self, call: _core.CustomJVPCall, tracers: list) -> list:
+        primals = [t.primal for t in tracers]
+        if all(t.tangent is None for t in tracers):
+            return call.bind(*primals)   # nothing to differentiate; the levels below still see the rule
+        tangents = [_core.zeros_like(p) if t.tangent is None else t.tangent for p, t in zip(primals, tracers)]
+        outs, tangent_outs = custom_jvp_rule(call, primals, tangents)
+        return [JVPTracer(self, o, t) for o, t in zip(outs, tangent_outs)]
+
+
+def custom_jvp_rule(call: _core.CustomJVPCall, primals: list, tangents: list) -> tuple[list, list]:
+    """``call``'s jvp rule applied and checked: as many tangents as outputs, each of its output's
+    shape and (float) dtype; ``None`` (zero) for outputs that have no derivative (int, bool)."""
+    result = call.jvp(primals, tangents)
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise TypeError(f"custom_jvp {call.name}: the jvp rule must return a pair (primal outputs, tangent "
+                        f"outputs), got {type(result).__name__}")
+    outs, tangent_outs = [_core.as_array(o) for o in result[0]], list(result[1])
+    if len(tangent_outs) != len(outs):
+        raise ValueError(f"custom_jvp {call.name}: the jvp rule returned {len(outs)} primal outputs but "
+                         f"{len(tangent_outs)} tangent outputs; it must return one tangent per output")
+    return outs, [_rule_tangent(call.name, i, o, t) for i, (o, t) in enumerate(zip(outs, tangent_outs))]
+
+
+def _rule_tangent(name: str, i: int, out: Any, t: Any) -> Any:
+    aval = _core.get_aval(out)
+    if aval.dtype.kind != "f":
+        return None   # an integer or bool output has no derivative, whatever the rule says
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        t = _core.full_like(out, t)   # a Python number is weakly typed: it takes the output's dtype
+    shape, dtype = getattr(t, "shape", None), getattr(t, "dtype", None)
+    if shape is None or dtype is None:
+        raise TypeError(f"custom_jvp {name}: the jvp rule returned {type(t).__name__} {t!r:.40} as the tangent of "
+                        f"output {i} ({describe(aval)}); expected an array {describe(aval)}")
+    if tuple(shape) != aval.shape or dtype != aval.dtype:
+        raise TypeError(f"custom_jvp {name}: the jvp rule returned a tangent {describe(t)} for output {i}, a primal "
+                        f"output {describe(aval)}: a tangent must have its primal output's shape and dtype. Fix the "
+                        f"rule (broadcast the tangent, or convert it with .astype('{aval.dtype}'))")
+    return t
 
 
 def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[list, list]:

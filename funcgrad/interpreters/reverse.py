@@ -20,6 +20,7 @@ from funcgrad import _core
 from funcgrad._core import Array, MainTrace, PrimalTracer, Primitive, Trace, user_source_line
 from funcgrad._config import config
 from funcgrad import tree_util as _tree_util
+from funcgrad.interpreters.forward import custom_jvp_rule
 from funcgrad.primitives import elementwise as _elementwise
 
 
@@ -125,6 +126,32 @@ class VJPTrace(Trace):
             return list(call.bwd(residuals, cts))
 
         return self._record_call(call, tracers, primals, list(outs), rule)
+
+    def process_custom_jvp(self, call: _core.CustomJVPCall, tracers: list) -> list:
+        """Reverse mode from a forward-mode rule: the forward pass runs the function once (at the level
+        below, which sees the call and its rule); the backward pass pulls the cotangents back through the
+        rule's tangent map ``t -> jvp(primals, t)[1]``, which is linear in ``t``, by reverse mode. The rule
+        is differentiated as written, so where it is differentiable, so is the gradient (grad of grad)."""
+        primals = [t.primal for t in tracers]
+        outs = call.bind(*primals)
+
+        def rule(cts: list, node: Node) -> list:
+            cts = [zeros_like_value(o) if c is None else c for c, o in zip(cts, node.outs)]
+            wanted = [i for i, need in enumerate(node.needs) if need]
+
+            def tangent_map(*ts: Any) -> list:
+                tangents = [zeros_like_value(p) for p in node.primals]
+                for i, t in zip(wanted, ts):
+                    tangents[i] = t
+                return custom_jvp_rule(call, node.primals, tangents)[1]
+
+            _, pullback = vjp_flat(tangent_map, [zeros_like_value(node.primals[i]) for i in wanted])
+            in_cts: list = [None] * len(node.primals)
+            for i, ct in zip(wanted, pullback(cts)):
+                in_cts[i] = ct
+            return in_cts
+
+        return self._record_call(call, tracers, primals, outs, rule)
 
     def process_checkpoint(self, fun: Callable, tracers: list) -> list:
         primals = [t.primal for t in tracers]

@@ -105,6 +105,13 @@ class GpuArray(Array):
         raise TypeError(f"implicit transfer of a GPU array {_dtypes.describe(self)} to the host is not allowed: "
                         "use fg.device_put(x, 'cpu') (then np.asarray)")
 
+    def block_until_ready(self) -> "GpuArray":
+        """Wait for the GPU work that computes this array (kernels run asynchronously)."""
+        cuda = getattr(_array_module(), "cuda", None)   # (the tests' numpy stand-in has none)
+        if cuda is not None:
+            cuda.get_current_stream().synchronize()
+        return self
+
     def item(self) -> Any:
         return to_host(self)._value.item()
 
