@@ -23,6 +23,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from funcgrad._core import Array, Tracer, as_array
+
 __all__ = ["ArgSpec", "Split", "Signature", "fun_name", "is_int", "signature", "with_args"]
 
 
@@ -283,3 +285,16 @@ class ArgSpec:
         fixed_kw = {k: v for k, v in kwargs.items() if k in self.fixed_names}
         dynamic_kw = {k: v for k, v in kwargs.items() if k not in self.fixed_names} if fixed_kw else kwargs
         return Split(args, dynamic, chosen, dynamic_kw, fixed_kw)
+
+
+def as_leaf(x: Any, where: str, output: int | None = None) -> Any:
+    """``x`` as an array leaf of a transform's arguments (``output=i``: of the function's output leaf i);
+    an array, a tracer, or a number made an array. Anything else is an error starting with ``where``."""
+    if isinstance(x, (Array, Tracer)):
+        return x
+    try:
+        return as_array(x)
+    except TypeError:
+        what = ("every leaf of the arguments must be an array or a number, got" if output is None else
+                f"the function must return arrays (or a pytree of arrays), but output leaf {output} is")
+        raise TypeError(f"{where}: {what} {type(x).__name__}: {x!r:.60}") from None

@@ -10,7 +10,7 @@ The layers, lowest first (a module may import its own layer and those below):
     core       _core, _array, _ir, tree_util, _threefry, core, dtypes, backends (the registry only)
     prims      primitives/*
     lax        lax
-    transforms interpreters/*, api, jit, compiler/*, devices, backends/<name>/*
+    transforms interpreters/*, api (with _custom_rules, _staging), jit, compiler/*, devices, backends/<name>/*
     numpy      numpy/*, _numpy_dispatch
     libraries  nn, optim, random, mixed_precision, datasets, testing
 
@@ -36,7 +36,7 @@ _EXACT = {
     "funcgrad.backends": "core", "funcgrad.core": "core", "funcgrad.dtypes": "core",
     "funcgrad.lax": "lax",
     "funcgrad.api": "transforms", "funcgrad.jit": "transforms", "funcgrad.devices": "transforms",
-    "funcgrad._argspec": "transforms",
+    "funcgrad._argspec": "transforms", "funcgrad._custom_rules": "transforms", "funcgrad._staging": "transforms",
     "funcgrad._numpy_dispatch": "numpy",
     "funcgrad.random": "libraries", "funcgrad.mixed_precision": "libraries", "funcgrad.testing": "libraries",
 }
