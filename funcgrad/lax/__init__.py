@@ -62,6 +62,13 @@ from funcgrad.primitives.random_bits import (argsort_p, bitcast_convert_type_p, 
                                              erf_inv_p, erf_p, nextafter_p, shift_left_p, shift_right_logical_p,
                                              threefry2x32_p)
 
+# Dynamic slicing (start indices are values: a loop counter) and the parallel prefix scan.
+from funcgrad.primitives.dynamic import (dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim, dynamic_slice_p,
+                                         dynamic_update_index_in_dim, dynamic_update_slice,
+                                         dynamic_update_slice_in_dim, dynamic_update_slice_p)
+from funcgrad.lax._associative_scan import associative_scan
+from funcgrad.tree_util import tree_map as _tree_map
+
 Array = Any
 _NO_PARAMS: dict = {}
 
@@ -115,9 +122,20 @@ logical_or = _binary(_E.or_p, "logical_or", "Boolean or.")
 logical_xor = _binary(_E.xor_p, "logical_xor", "Boolean exclusive or.")
 
 
-def stop_gradient(x: Array) -> Array:
-    """``x``, as a constant for every derivative (forward and reverse)."""
-    return bind(_E.stop_gradient_p, (x,), _NO_PARAMS)
+def stop_gradient(x: Any) -> Any:
+    """``x`` (an array or a pytree), as a constant for every derivative (forward and reverse).
+
+    As in ``jax.lax``, only floating-point leaves go through ``stop_gradient_p``; integer and
+    bool leaves have no derivative and come back as they are.
+
+    >>> stop_gradient({"w": fnp.ones(2), "step": 3})    # {"w": f32[2] (a constant), "step": 3}
+    """
+    def stop(leaf: Any) -> Any:
+        dtype = getattr(leaf, "dtype", None)
+        if isinstance(leaf, float) or (dtype is not None and np.dtype(dtype).kind in "fc"):
+            return bind(_E.stop_gradient_p, (leaf,), _NO_PARAMS)
+        return leaf
+    return _tree_map(stop, x)
 
 
 def _axes(axes: Any) -> tuple[int, ...]:
@@ -276,27 +294,28 @@ def pool2d_shape(x_shape: Sequence[int], kernel_size: Any, stride: Any = None, p
 
 __all__ = [
     "abs", "abs_p", "acos", "add", "add_p", "and_p", "arccos_p", "arcsin_p", "arctan2_p", "arctan_p", "argmax",
-    "argmax_p", "argmin", "argmin_p", "argsort", "argsort_p", "asin", "atan", "atan2", "avg_pool2d",
+    "argmax_p", "argmin", "argmin_p", "argsort", "argsort_p", "asin", "associative_scan", "atan", "atan2", "avg_pool2d",
     "avg_pool2d_grad_p", "avg_pool2d_p", "bitcast_convert_type", "bitcast_convert_type_p", "bitwise_and",
     "bitwise_and_p", "bitwise_or", "bitwise_or_p", "broadcast_in_dim", "broadcast_to", "broadcast_to_p", "ceil",
     "ceil_p", "concatenate", "concatenate_p", "cond", "cond_p", "conv2d", "conv2d_input_grad", "conv2d_input_grad_p",
     "conv2d_p", "conv2d_shape", "conv2d_weight_grad", "conv2d_weight_grad_p", "convert_element_type", "convert_p",
-    "cos", "cos_p", "cosh", "cosh_p", "cumsum", "cumsum_p", "custom_call_p", "div", "div_p", "dot_general", "einsum",
-    "einsum_p", "eq", "eq_p", "erf", "erf_inv", "erf_inv_p", "erf_p", "exp", "exp2", "exp2_p", "exp_p", "expand_dims",
-    "expm1", "expm1_p", "flash_attention", "flash_attention_bwd_p", "flash_attention_p", "flip_p", "floor",
-    "floor_divide", "floor_divide_p", "floor_p", "fori_loop", "full", "full_like", "ge", "ge_p", "getitem",
-    "getitem_p", "gt", "gt_p", "int_pair", "is_finite", "isfinite_p", "isnan", "isnan_p", "le", "le_p", "log",
-    "log1p", "log1p_p", "log2", "log2_p", "log_p", "log_softmax", "log_softmax_grad_p", "log_softmax_p",
-    "logical_and", "logical_not", "logical_not_p", "logical_or", "logical_xor", "logistic", "logistic_p", "logsumexp",
-    "logsumexp_p", "lt", "lt_p", "map", "matmul", "matmul_p", "max", "max_pool2d", "max_pool2d_grad_p",
-    "max_pool2d_p", "maximum_p", "min", "minimum_p", "mod_p", "moveaxis", "mul", "mul_p", "ne", "ne_p", "neg",
-    "neg_p", "nextafter", "nextafter_p", "or_p", "pad_p", "pool2d_shape", "pow", "pow_p", "reduce_max",
-    "reduce_max_p", "reduce_min", "reduce_min_p", "reduce_prod", "reduce_prod_p", "reduce_sum", "reduce_sum_p", "rem",
-    "reshape", "reshape_p", "rev", "round", "round_p", "scan", "scan_p", "scatter", "scatter_add", "scatter_add_p",
-    "scatter_set_p", "select", "select_p", "shift_left", "shift_left_p", "shift_right_logical",
-    "shift_right_logical_p", "sign", "sign_p", "sin", "sin_p", "sinh", "sinh_p", "softmax", "softmax_cross_entropy",
-    "softmax_cross_entropy_grad_p", "softmax_cross_entropy_p", "softmax_grad_p", "softmax_p", "sqrt", "sqrt_p",
-    "squeeze", "static_slice", "stop_gradient", "stop_gradient_p", "sub", "sub_p", "switch", "tan", "tan_p", "tanh",
-    "tanh_p", "threefry2x32", "threefry2x32_p", "transpose", "transpose_p", "while_grad_p", "while_loop", "while_p",
-    "xor_p", "zeros_like_array",
+    "cos", "cos_p", "cosh", "cosh_p", "cumsum", "cumsum_p", "custom_call_p", "div", "div_p", "dot_general",
+    "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim", "dynamic_slice_p", "dynamic_update_index_in_dim",
+    "dynamic_update_slice", "dynamic_update_slice_in_dim", "dynamic_update_slice_p", "einsum", "einsum_p", "eq", "eq_p",
+    "erf", "erf_inv", "erf_inv_p", "erf_p", "exp", "exp2", "exp2_p", "exp_p", "expand_dims", "expm1", "expm1_p",
+    "flash_attention", "flash_attention_bwd_p", "flash_attention_p", "flip_p", "floor", "floor_divide",
+    "floor_divide_p", "floor_p", "fori_loop", "full", "full_like", "ge", "ge_p", "getitem", "getitem_p", "gt", "gt_p",
+    "int_pair", "is_finite", "isfinite_p", "isnan", "isnan_p", "le", "le_p", "log", "log1p", "log1p_p", "log2",
+    "log2_p", "log_p", "log_softmax", "log_softmax_grad_p", "log_softmax_p", "logical_and", "logical_not",
+    "logical_not_p", "logical_or", "logical_xor", "logistic", "logistic_p", "logsumexp", "logsumexp_p", "lt", "lt_p",
+    "map", "matmul", "matmul_p", "max", "max_pool2d", "max_pool2d_grad_p", "max_pool2d_p", "maximum_p", "min",
+    "minimum_p", "mod_p", "moveaxis", "mul", "mul_p", "ne", "ne_p", "neg", "neg_p", "nextafter", "nextafter_p", "or_p",
+    "pad_p", "pool2d_shape", "pow", "pow_p", "reduce_max", "reduce_max_p", "reduce_min", "reduce_min_p", "reduce_prod",
+    "reduce_prod_p", "reduce_sum", "reduce_sum_p", "rem", "reshape", "reshape_p", "rev", "round", "round_p", "scan",
+    "scan_p", "scatter", "scatter_add", "scatter_add_p", "scatter_set_p", "select", "select_p", "shift_left",
+    "shift_left_p", "shift_right_logical", "shift_right_logical_p", "sign", "sign_p", "sin", "sin_p", "sinh", "sinh_p",
+    "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad_p", "softmax_cross_entropy_p", "softmax_grad_p",
+    "softmax_p", "sqrt", "sqrt_p", "squeeze", "static_slice", "stop_gradient", "stop_gradient_p", "sub", "sub_p",
+    "switch", "tan", "tan_p", "tanh", "tanh_p", "threefry2x32", "threefry2x32_p", "transpose", "transpose_p",
+    "while_grad_p", "while_loop", "while_p", "xor_p", "zeros_like_array"
 ]

@@ -28,6 +28,7 @@ from funcgrad.backends.cpu import kernels_select as _kselect
 from funcgrad.backends.cpu import kernels_softmax as _ksoftmax
 from funcgrad.primitives import attention as A
 from funcgrad.primitives import conv as C
+from funcgrad.primitives import dynamic as D
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import indexing as I
 from funcgrad.primitives import linalg as L
@@ -295,7 +296,8 @@ _IMPLS: dict = {
 }
 
 # Host implementations that may return a view of their first input.
-_VIEWS = (S.reshape_p, S.transpose_p, S.broadcast_to_p, I.getitem_p, E.stop_gradient_p, I.flip_p)
+_VIEWS = (S.reshape_p, S.transpose_p, S.broadcast_to_p, I.getitem_p, E.stop_gradient_p, I.flip_p,
+          D.dynamic_slice_p)
 # Host implementations that take ``out=`` (a compiled program's planned buffer).
 _WRITES_OUT = (L.matmul_p,)
 

@@ -26,6 +26,7 @@ from funcgrad._core import Primitive, register_impl
 from funcgrad.backends.gpu import array as gpu_array
 from funcgrad.primitives import attention as A
 from funcgrad.primitives import control_flow as CF
+from funcgrad.primitives import dynamic as D
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import indexing as I
 from funcgrad.primitives import linalg as L
@@ -153,6 +154,10 @@ _simple(S.broadcast_to_p)(lambda xp: lambda x, shape: xp.broadcast_to(xp.asarray
 _simple(I.concatenate_p)(lambda xp: lambda *xs, axis: xp.concatenate(xs, axis=axis))
 _simple(I.pad_p)(lambda xp: lambda x, widths, value: xp.pad(x, widths, mode="constant", constant_values=value))
 _simple(I.flip_p)(lambda xp: lambda x, axes: xp.flip(x, axes))
+# Basic indexing and x.copy(): the host implementations run on CuPy buffers as they are (each
+# start index is read to the host, one scalar per axis).
+_simple(D.dynamic_slice_p)(lambda xp: D.dynamic_slice_impl)
+_simple(D.dynamic_update_slice_p)(lambda xp: D.dynamic_update_slice_impl)
 
 # ---------------------------------------------------------------- softmax family
 # CuPy expressions for every dtype; with Triton, float32/float16 rows run the fused kernels.
