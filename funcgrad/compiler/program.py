@@ -119,6 +119,18 @@ def _memory_root(a: Any) -> Any:
     return a
 
 
+def _unaliased(results: list, values: list) -> list:
+    """``results``, with a copy of each that shares memory with an input.
+
+    A loop that runs zero times returns its initial carry, a branch may
+    return its operand: such an output is an input's buffer, which may be
+    one this program reuses on its next call (a planned buffer), so it must
+    not escape or outlive the input as the same memory.
+    """
+    roots = {id(_memory_root(v)) for v in values if isinstance(v, np.ndarray)}
+    return [r.copy() if id(_memory_root(r)) in roots else r for r in results]
+
+
 class Program:
     """A traced, optimised IR ready to run on numpy buffers."""
 
@@ -264,6 +276,8 @@ class Program:
                 results = list(out) if prim.multiple_results else [out]
                 results = [r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64)
                            else _wrap(r)._value for r in results]
+                if "higher_order" in prim.traits:
+                    results = _unaliased(results, values)
             if debug:
                 check_nans(prim, values, [Array(r) for r in results], eqn.source, eqn.backward)
             for i, r in zip(outs, results):

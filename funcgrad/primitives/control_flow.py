@@ -386,7 +386,8 @@ def _while_vjp_forward(primals: list, needs: Sequence[bool], cond: SubProgram, b
     # The loop counts its trips: known now (eagerly), the backward pass is a scan of that length.
     count_cond, count_body = _counting(cond, body, n_cond_consts, n_body_consts)
     counted = while_p.bind(*cc, *bc, np.int32(0), *init, cond=count_cond, body=count_body, **params)
-    trips, outs = _trip_count(counted[0]) if checkpoints is None else None, counted[1:]
+    count, outs = _trip_count(counted[0]), counted[1:]
+    trips = count if checkpoints is None else None
 
     def backward(cts: list) -> list:
         cts = [instantiate(c, o) for c, o, f in zip(cts, outs, carry_f) if f]
@@ -399,7 +400,8 @@ def _while_vjp_forward(primals: list, needs: Sequence[bool], cond: SubProgram, b
         else:
             bc_m = [is_float(aval_of(c)) and n for c, n in zip(bc, needs[n_cond_consts:])]
             bwd = backward_body(body, n_body_consts, n_carry, 0, bc_m, [])
-            res = while_grad_p.bind(*cc, *bc, *init, *cts, cond=cond, body=body, bwd=bwd, **params)
+            # With checkpoints and a known trip count, the binomial schedule covers the whole loop.
+            res = while_grad_p.bind(*cc, *bc, *init, *cts, cond=cond, body=body, bwd=bwd, length=count, **params)
             ct_bc, ct_init = unpack(res[:sum(bc_m)], bc_m), unpack(res[sum(bc_m):], carry_f)
         return [None] * n_cond_consts + ct_bc + ct_init
 
@@ -473,9 +475,14 @@ while_grad_p = Primitive("while_grad", multiple_results=True)
 add_traits(while_grad_p, "higher_order")
 
 
-def run_backward(init: list, step: Callable, going: Callable, back: Callable, checkpoints: int | None) -> int:
+def run_backward(init: list, step: Callable, going: Callable, back: Callable, checkpoints: int | None,
+                 length: int | None = None) -> int:
     """Run a loop forward from ``init`` while ``going``, then call ``back(carry)`` on the carries
     it entered each step with, last step first. Returns the trip count.
+
+    With ``checkpoints=k`` and the trip count known in advance (``length``),
+    the binomial ("revolve") schedule reverses the whole loop keeping at
+    most ``k`` carries (:func:`_segment_backward`); nothing runs before it.
 
     ``checkpoints=None`` keeps every carry. ``checkpoints=k`` keeps at most
     ``2k`` of them. Forward (online: the trip count is unknown until the
@@ -484,6 +491,9 @@ def run_backward(init: list, step: Callable, going: Callable, back: Callable, ch
     segment between kept carries (at most ``2n/k`` steps) is reversed with
     the binomial schedule and ``k`` spare carries (:func:`_segment_backward`).
     """
+    if checkpoints is not None and length is not None:
+        _segment_backward(init, length, step, back, checkpoints)
+        return length
     kept: list[tuple[int, list]] = [(0, init)]
     carry, n, stride = init, 0, 1
     while going(carry):
@@ -533,7 +543,8 @@ def _segment_backward(carry0: list, length: int, step: Callable, back: Callable,
 
 
 def _while_grad_abstract_eval(*avals: Any, cond: SubProgram, body: SubProgram, bwd: SubProgram,
-                              n_cond_consts: int, n_body_consts: int, checkpoints: int | None) -> list:
+                              n_cond_consts: int, n_body_consts: int, checkpoints: int | None,
+                              length: int | None) -> list:
     return list(bwd.out_avals)
 
 
@@ -624,7 +635,7 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
         return carry
 
     def while_grad_impl(*args: Any, cond: SubProgram, body: SubProgram, bwd: SubProgram, n_cond_consts: int,
-                        n_body_consts: int, checkpoints: int | None) -> list:
+                        n_body_consts: int, checkpoints: int | None, length: int | None) -> list:
         cc, bc, init, cts = split(args, n_cond_consts, n_body_consts, len(body.out_avals))
         acc = [empty(a.shape, a.dtype) for a in bwd.out_avals[:len(bwd.out_avals) - len(cts)]]
         for a in acc:
@@ -635,7 +646,7 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
             state[:] = run(bwd, bc + state + carry)
 
         run_backward(init, lambda carry: run(body, bc + carry), lambda carry: bool(run(cond, cc + carry)[0]),
-                     back, checkpoints)
+                     back, checkpoints, length)
         return state
 
     def custom_call_impl(*args: Any, call: Any, fun: SubProgram) -> list:
