@@ -13,8 +13,9 @@ into a sub-program and binds one primitive
 Beyond JAX: reverse-mode derivatives of ``while_loop`` (and of
 ``fori_loop`` with traced bounds) work. By default every carry the loop
 passes through is kept for the backward pass; ``checkpoints=k`` keeps at
-most ``2k`` and recomputes the rest with the binomial ("revolve") schedule
-(for ``k ~ sqrt(n)``, about two extra forward passes).
+most ``k`` (``2k`` inside ``jit``, where the trip count is unknown until
+the loop stops) and recomputes the rest with the binomial ("revolve")
+schedule (for ``k ~ sqrt(n)``, two or three extra forward passes).
 """
 from __future__ import annotations
 
@@ -200,7 +201,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, *, checkpo
     Reverse-mode derivatives work (JAX refuses them): the backward pass
     replays the loop from kept carries. ``checkpoints=None`` keeps every
     carry (memory grows with the trip count); ``checkpoints=k`` bounds it
-    to ``2k`` carries, recomputing the others (see the module docstring).
+    to ``k`` carries (``2k`` inside ``jit``), recomputing the others (see
+    the module docstring).
 
     >>> lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.0), (0, 1.0))
     """
