@@ -61,13 +61,15 @@ class BatchTrace(Trace):
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dim)]
         return BatchTracer(self, out, out_dim)
 
+    def _to_front(self, tracers: list) -> tuple[list, list, list, int]:
+        """The tracers' values with mapped axes moved first: ``(values, dims, dims at 0, size)``."""
+        dims = [t.bdim for t in tracers]
+        moved = [t.value if d is None else moveaxis(t.value, d, 0) for t, d in zip(tracers, dims)]
+        return moved, dims, [None if d is None else 0 for d in dims], self.axis_size
+
     def process_custom_vjp(self, call: _core.CustomVJPCall, tracers: list) -> list:
         # Batch the function and both halves of its rule, then bind one level down.
-        values = [t.value for t in tracers]
-        dims = [t.bdim for t in tracers]
-        size = self.axis_size
-        moved = [v if d is None else moveaxis(v, d, 0) for v, d in zip(values, dims)]
-        dims0 = [None if d is None else 0 for d in dims]
+        moved, dims, dims0, size = self._to_front(tracers)
 
         def fun(*xs):
             return vmap_flat(call.fun, xs, dims0, size)
@@ -98,11 +100,7 @@ class BatchTrace(Trace):
 
     def process_custom_jvp(self, call: _core.CustomJVPCall, tracers: list) -> list:
         # Batch the function and its rule (a tangent is batched where its primal is), then bind one level down.
-        values = [t.value for t in tracers]
-        dims = [t.bdim for t in tracers]
-        size = self.axis_size
-        moved = [v if d is None else moveaxis(v, d, 0) for v, d in zip(values, dims)]
-        dims0 = [None if d is None else 0 for d in dims]
+        moved, dims, dims0, size = self._to_front(tracers)
 
         def fun(*xs):
             return vmap_flat(call.fun, xs, dims0, size)
