@@ -530,3 +530,32 @@ def test_a_loop_returning_its_input_does_not_hand_out_reused_memory():
     a_copy = np.array(a)
     g(X_POS * 0.0)
     check_close(a, a_copy, atol=0, rtol=0, what="a cond returning its operand")
+
+
+def test_nested_loops_compile_and_differentiate(x64):
+    # A fori_loop and a cond inside a scan body: every level compiles, differentiates and batches.
+    def f(x):
+        def step(h, t):
+            h = lax.cond(fnp.sum(h) > t, lambda a: fnp.tanh(a * 1.5), lambda a: fnp.sin(a) * 2, h)
+            h = lax.fori_loop(0, 2, lambda i, c: c * 0.9 + fnp.cos(c), h)
+            return h, fnp.sum(h)
+        h, ys = lax.scan(step, x, fnp.linspace(-1.0, 1.0, 4))
+        return fnp.sum(h) + fnp.sum(ys ** 2)
+
+    def ref(x):
+        h, total = x, 0.0
+        for t in np.linspace(-1.0, 1.0, 4):
+            h = np.tanh(h * 1.5) if np.sum(h) > t else np.sin(h) * 2
+            for _ in range(2):
+                h = h * 0.9 + np.cos(h)
+            total += np.sum(h) ** 2
+        return np.sum(h) + total
+
+    check_close(fg.jit(f)(X_POS), ref(X_POS), atol=1e-12, rtol=1e-12)
+    inner = fg.jit(f).lower(X_POS).jaxpr.eqns
+    scan_eqn = next(e for e in inner if e.prim is lax.scan_p)
+    nested = [e for e in scan_eqn.params["body"].program.jaxpr.eqns if e.prim in (lax.cond_p, lax.scan_p)]
+    assert nested and all(all(b.program is not None for b in (e.params.get("branches") or (e.params["body"],)))
+                          for e in nested), "nested loop bodies and branches are compiled too"
+    check_close(fg.jit(fg.grad(f))(X_POS), _fd_grad(ref, X_POS), atol=1e-6, rtol=1e-6, what="jit(grad)")
+    check_close(fg.vmap(f)(X_BATCH), np.array([ref(x) for x in X_BATCH]), atol=1e-12, rtol=1e-12, what="vmap")
