@@ -33,7 +33,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -48,8 +47,10 @@ sys.path.insert(0, os.path.dirname(HERE))
 import numpy as np  # noqa: E402
 
 from _harness import fmt_time, print_table, write_json  # noqa: E402
+from _peers import Peer, interleave, start_peers, worker  # noqa: E402
 
 DEFAULT_JSON = os.path.join(HERE, "results", "control_flow.json")
+SCRIPT = os.path.abspath(__file__)
 FORI_SIZE = 16
 RNN = {"T": 1000, "B": 32, "H": 128}
 WHILE_SIZE = 1000
@@ -243,119 +244,6 @@ MODULES = {"funcgrad": "funcgrad", "jax": "jax", "pytorch": "torch"}
 
 
 # --------------------------------------------------------------------------
-# The worker: builds one workload, then times calls on request
-# --------------------------------------------------------------------------
-
-
-def worker(peer: str, case: str, arg: Any) -> None:
-    """Protocol (one JSON object per line on stdout): first ``{"ready": ..., "first_call_s": ...,
-    "checks": ...}`` or ``{"missing": ...}``; then for each stdin line ``time NAME N`` a list of N call
-    times, until ``quit``."""
-    out = sys.stdout
-    sys.stdout = sys.stderr                      # anything a library prints stays off the protocol
-    try:
-        module = __import__(MODULES[peer])
-    except ImportError as e:
-        print(json.dumps({"missing": "not installed", "why": str(e)}), file=out, flush=True)
-        return
-    start = time.perf_counter()
-    calls, checks = BUILDERS[case, peer](arg) if arg is not None else BUILDERS[case, peer]()
-    first = {}
-    for name, call in calls.items():             # the first call of each: tracing and compiling
-        t0 = time.perf_counter()
-        result = call()
-        first[name] = time.perf_counter() - t0
-        if not checks and isinstance(result, np.ndarray):
-            checks[name] = result.tolist()
-    for call in calls.values():                  # warm-up
-        call()
-    print(json.dumps({"ready": sorted(calls), "setup_s": time.perf_counter() - start, "first_call_s": first,
-                      "checks": checks, "version": getattr(module, "__version__", "?")}), file=out, flush=True)
-    for line in sys.stdin:
-        words = line.split()
-        if not words or words[0] == "quit":
-            return
-        name, count = " ".join(words[1:-1]), int(words[-1])
-        times = []
-        for _ in range(count):
-            t0 = time.perf_counter()
-            calls[name]()
-            times.append(time.perf_counter() - t0)
-        print(json.dumps(times), file=out, flush=True)
-
-
-class Peer:
-    """One worker process; ``None`` results and ``missing`` set when its library is not installed."""
-
-    def __init__(self, peer: str, case: str, arg: Any = None, env: dict | None = None):
-        self.name = peer
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", peer, case, json.dumps(arg)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=dict(os.environ, **(env or {})))
-        self.hello = self._read()
-        self.missing = self.hello.get("missing")
-
-    def _read(self) -> Any:
-        line = self.proc.stdout.readline()
-        if not line:
-            code = self.proc.wait()
-            raise RuntimeError(f"the {self.name} worker exited (status {code}) without an answer; its stderr "
-                               "is above")
-        return json.loads(line)
-
-    def time(self, name: str, count: int) -> list[float]:
-        self.proc.stdin.write(f"time {name} {count}\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("quit\n")
-                self.proc.stdin.flush()
-            except BrokenPipeError:
-                pass
-        self.proc.wait(timeout=60)
-
-
-def summarize(samples: list[float]) -> dict:
-    """Median, minimum and spread ((max - min) / median) of per-call seconds, as ``time_interleaved``; and
-    the samples themselves."""
-    med = statistics.median(samples)
-    return {"median_s": med, "min_s": min(samples), "spread": (max(samples) - min(samples)) / med if med else 0.0,
-            "rounds": len(samples), "samples_s": samples}
-
-
-def interleave(peers: list[Peer], names: list[str], rounds: int, inner: int = 1,
-               budget_s: float = 60.0) -> dict[str, dict[str, dict]]:
-    """{peer: {name: stats}}: round-robin over peers and workloads, ``inner`` calls per sample (their mean),
-    at least 3 rounds, stopping early once ``budget_s`` is spent."""
-    samples: dict[str, dict[str, list]] = {p.name: {n: [] for n in names} for p in peers}
-    start = time.perf_counter()
-    for r in range(rounds):
-        for name in names:
-            for p in peers:
-                samples[p.name][name].append(statistics.fmean(p.time(name, inner)))
-        if r >= 2 and time.perf_counter() - start > budget_s:
-            break
-    return {peer: {n: summarize(s) for n, s in by_name.items()} for peer, by_name in samples.items()}
-
-
-def start_peers(names: list[str], case: str, arg: Any = None, env: dict | None = None) -> tuple[list[Peer], dict]:
-    """Started workers, and {name: "not installed (...)"} for the peers whose library is missing."""
-    running, missing = [], {}
-    for name in names:
-        p = Peer(name, case, arg, env)
-        if p.missing:
-            p.close()
-            missing[name] = p.missing
-            print(f"  {name}: {p.missing} in {sys.executable} ({p.hello['why']}), skipped")
-        else:
-            running.append(p)
-    return running, missing
-
-
-# --------------------------------------------------------------------------
 # The three measurements
 # --------------------------------------------------------------------------
 
@@ -370,14 +258,14 @@ def measure_fori(trip_counts: list[int], repeats: int, rounds: int) -> dict:
             cache = tempfile.mkdtemp(prefix="funcgrad-kernels-")
             try:
                 for label in ("funcgrad cold", "funcgrad warm"):
-                    p = Peer("funcgrad", "fori", n, env={"FUNCGRAD_CACHE_DIR": cache})
+                    p = Peer(SCRIPT, "funcgrad", "fori", n, env={"FUNCGRAD_CACHE_DIR": cache})
                     check_fori(p, n)
                     first[str(n)][label].append(p.hello["first_call_s"]["fori"])
                     p.close()
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
             if "jax" not in missing:
-                p = Peer("jax", "fori", n)
+                p = Peer(SCRIPT, "jax", "fori", n)
                 if p.missing:
                     missing["jax"] = p.missing
                 else:
@@ -385,7 +273,7 @@ def measure_fori(trip_counts: list[int], repeats: int, rounds: int) -> dict:
                     first[str(n)]["jax"].append(p.hello["first_call_s"]["fori"])
                 p.close()
     n = max(trip_counts)
-    peers, _ = start_peers([k for k in ("funcgrad", "jax") if k not in missing], "fori", n)
+    peers, _ = start_peers(SCRIPT, [k for k in ("funcgrad", "jax") if k not in missing], "fori", n)
     try:
         run = interleave(peers, ["fori"], rounds)
     finally:
@@ -409,7 +297,7 @@ def check_rnn(checks: dict, reference: dict, peer: str) -> dict:
 
 
 def measure_rnn(rounds: int) -> dict:
-    peers, missing = start_peers(["funcgrad", "jax", "pytorch"], "rnn")
+    peers, missing = start_peers(SCRIPT, ["funcgrad", "jax", "pytorch"], "rnn")
     try:
         reference = rnn_reference()
         errors = {p.name: check_rnn(p.hello["checks"], reference, p.name) for p in peers}
@@ -424,7 +312,7 @@ def measure_rnn(rounds: int) -> dict:
 
 
 def measure_while(trip_counts: list[int], rounds: int) -> dict:
-    peers, missing = start_peers(["funcgrad"], "while", trip_counts)
+    peers, missing = start_peers(SCRIPT, ["funcgrad"], "while", trip_counts)
     if not peers:
         return {"missing": missing}
     p = peers[0]
@@ -568,7 +456,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.worker:
         peer, case, arg = args.worker
-        worker(peer, case, json.loads(arg))
+        worker(BUILDERS, MODULES, peer, case, json.loads(arg))
         return
     if args.markdown:
         with open(args.json) as f:

@@ -54,14 +54,52 @@ def _matmul_jvp(primals, tangents):
     return out, broadcast_to(t, shape_of(out))
 
 
+def _rows(a: Any) -> Any:
+    """(..., r, c) -> (prod(...) * r, c): a stack of matrices as one tall matrix (a free reshape)."""
+    shape = shape_of(a)
+    return reshape(a, (int(np.prod(shape[:-1])), shape[-1]))
+
+
+def _columns(a: Any) -> Any:
+    """(..., r, c) -> (r, prod(...) * c): a stack of matrices side by side."""
+    shape = shape_of(a)
+    if len(shape) == 2:
+        return a
+    return reshape(moveaxis(a, len(shape) - 2, 0), (shape[-2], int(np.prod(shape[:-2])) * shape[-1]))
+
+
 def _matmul_vjp(ct, primals, out, needs):
     x, y = primals
-    cx = unbroadcast(matmul(ct, _swap(y)), shape_of(x)) if needs[0] else None
-    cy = unbroadcast(matmul(_swap(x), ct), shape_of(y)) if needs[1] else None
+    batch = shape_of(ct)[:-2]
+    cx = cy = None
+    if needs[0]:
+        if len(shape_of(x)) == 2 and batch and shape_of(y)[:-2] == batch:
+            # A shared matrix times a stack: sum_b ct_b @ y_b^T as one product, never the stack of
+            # per-matrix products (B x m x k) that unbroadcast would sum.
+            cx = matmul(_columns(ct), _swap(_columns(y)))
+        else:
+            cx = unbroadcast(matmul(ct, _swap(y)), shape_of(x))
+    if needs[1]:
+        if len(shape_of(y)) == 2 and batch and shape_of(x)[:-2] == batch:
+            cy = matmul(_swap(_rows(x)), _rows(ct))
+        else:
+            cy = unbroadcast(matmul(_swap(x), ct), shape_of(y))
     return cx, cy
 
 
 def _matmul_batch(values, dims, size):
+    (x, y), (dx, dy) = values, dims
+    # One operand shared (unbatched, a plain matrix): fold the batch into the other's rows or columns, so
+    # the batched product is one matrix product, and so is each side of its gradient.
+    if dy is None and len(shape_of(y)) == 2:
+        x = moveaxis(x, dx, 0)
+        out = matmul(_rows(x), y)
+        return reshape(out, shape_of(x)[:-1] + shape_of(y)[-1:]), 0
+    if dx is None and len(shape_of(x)) == 2:
+        # x @ y_b = (y_b^T @ x^T)^T: the stack goes into the rows again (free transposes when y_b is a vector)
+        y = moveaxis(y, dy, 0)
+        out = matmul(_rows(_swap(y)), _swap(x))                         # (B... * n, m)
+        return _swap(reshape(out, shape_of(y)[:-2] + (shape_of(y)[-1], shape_of(x)[0]))), 0
     rank = max(len(shape_of(v)) - (d is not None) for v, d in zip(values, dims))
     args = []
     for v, d in zip(values, dims):

@@ -96,7 +96,13 @@ transpose_p.batch = lambda values, dims, size, perm: (
 
 def transpose(x: Any, perm: Sequence[int]) -> Any:
     perm = tuple(int(p) for p in perm)
-    return x if perm == tuple(range(len(perm))) else transpose_p.bind(x, perm=perm)
+    if perm == tuple(range(len(perm))):
+        return x
+    shape = shape_of(x)
+    moved = [p for p in perm if shape[p] != 1]
+    if moved == sorted(moved):   # only size-1 axes move: the same elements in the same order
+        return reshape(x, tuple(shape[p] for p in perm))
+    return transpose_p.bind(x, perm=perm)
 
 
 # ----------------------------------------------------------- broadcast_to
