@@ -14,6 +14,8 @@ Layers follow one convention (see ``funcgrad/nn/_layers.py``):
 """
 from funcgrad.lax import avg_pool2d, conv2d, max_pool2d
 from funcgrad.nn import initializers
+from funcgrad.nn import _activations
+from funcgrad.nn._activations import *  # noqa: F401,F403  (its __all__: the rest of jax.nn's activations)
 from funcgrad.nn._functions import (gelu, leaky_relu, log_softmax, logsumexp, one_hot, relu, sigmoid, silu, softmax,
                                     softplus, swish, tanh)
 from funcgrad.nn._layers import (Activation, AvgPool2d, Conv2d, Dropout, Embedding, Flatten, GELU, Layer, LayerNorm,
@@ -26,4 +28,4 @@ __all__ = ["initializers", "relu", "leaky_relu", "gelu", "sigmoid", "softplus", 
            "log_softmax", "logsumexp", "one_hot", "cross_entropy", "mse", "binary_cross_entropy_with_logits",
            "conv2d", "max_pool2d", "avg_pool2d", "Layer", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten",
            "Dropout", "LayerNorm", "Embedding", "Sequential", "serial", "Activation", "ReLU", "GELU", "Sigmoid",
-           "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax", "dot_product_attention", "MultiHeadAttention"]
+           "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax", "dot_product_attention", "MultiHeadAttention"] + _activations.__all__
