@@ -28,4 +28,5 @@ __all__ = ["initializers", "relu", "leaky_relu", "gelu", "sigmoid", "softplus", 
            "log_softmax", "logsumexp", "one_hot", "cross_entropy", "mse", "binary_cross_entropy_with_logits",
            "conv2d", "max_pool2d", "avg_pool2d", "Layer", "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten",
            "Dropout", "LayerNorm", "Embedding", "Sequential", "serial", "Activation", "ReLU", "GELU", "Sigmoid",
-           "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax", "dot_product_attention", "MultiHeadAttention"] + _activations.__all__
+           "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax", "dot_product_attention", "MultiHeadAttention",
+           *_activations.__all__]
