@@ -319,3 +319,8 @@ __all__ = [
     "switch", "tan", "tan_p", "tanh", "tanh_p", "threefry2x32", "threefry2x32_p", "transpose", "transpose_p",
     "while_grad_p", "while_loop", "while_p", "xor_p", "zeros_like_array"
 ]
+
+# More of jax.lax, written over the above (slicing, padding, iotas, sorting, reduce_window, conv_general_dilated).
+from funcgrad.lax import _more  # noqa: E402  (uses the names above)
+from funcgrad.lax._more import *  # noqa: E402,F401,F403
+__all__ = sorted(set(__all__) | set(_more.__all__))
