@@ -99,8 +99,9 @@ def transpose(x: Any, perm: Sequence[int]) -> Any:
     if perm == tuple(range(len(perm))):
         return x
     shape = shape_of(x)
-    moved = [p for p in perm if shape[p] != 1]
-    if moved == sorted(moved):   # only size-1 axes move: the same elements in the same order
+    moved = [p for p in perm if 0 <= p < len(shape) and shape[p] != 1]
+    if sorted(perm) == list(range(len(shape))) and moved == sorted(moved):
+        # only size-1 axes move: the same elements in the same order
         return reshape(x, tuple(shape[p] for p in perm))
     return transpose_p.bind(x, perm=perm)
 
