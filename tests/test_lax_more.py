@@ -124,7 +124,7 @@ def test_reductions():
     x = RNG.standard_normal((3, 4))
     np.testing.assert_allclose(np.asarray(lax.reduce(a(x), 1.5, lax.add, (0,))), x.sum(0) + 1.5, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(lax.reduce(a(x), -np.inf, lax.max, (1,))), x.max(1), rtol=1e-6)
-    with pytest.raises(NotImplementedError, match="reduce: funcgrad reduces one operand with lax.add"):
+    with pytest.raises(NotImplementedError, match="reduce: funcgrad reduces one operand with addition"):
         lax.reduce(a(x), 0.0, lambda u, v: u - v, (0,))
 
 
@@ -260,3 +260,15 @@ def test_jit_and_vmap_of_the_composites():
     eager = np.array([np.asarray(f(r)) for r in x])
     np.testing.assert_allclose(np.asarray(fg.vmap(f)(x)), eager, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(fg.jit(fg.vmap(f))(x)), eager, rtol=1e-5)
+
+
+def test_reduce_recognises_the_monoid_however_written():
+    import operator
+    x = RNG.standard_normal((3, 4))
+    for computation, ref in ((operator.add, np.sum), (lambda u, v: u * v, np.prod), (fnp.maximum, np.max),
+                             (lax.min, np.min)):
+        got = lax.reduce(a(x), 0.0 if ref is np.sum else (1.0 if ref is np.prod else np.nan), computation, (1,))
+        want = ref(x, axis=1) if ref in (np.sum, np.prod) else np.full(3, np.nan)   # max/min with a NaN init
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(lax.reduce_window(a(x), 0.0, operator.add, (1, 2), (1, 2))),
+                               x.reshape(3, 2, 2).sum(-1), rtol=1e-6)

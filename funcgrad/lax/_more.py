@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import builtins
 import math
-import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from funcgrad import _dtypes
 from funcgrad._core import Array as _ConcreteArray, _freeze
-from funcgrad._dtypes import describe
+from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.lax._associative_scan import associative_scan
 from funcgrad.primitives import conv as _C, elementwise as _E, indexing as _I, random_bits as _B, reduce as _R
 from funcgrad.primitives import shape as _S
 from funcgrad.primitives.linalg import einsum
 from funcgrad.primitives.shape import shape_of
+from funcgrad.primitives.subprograms import trace_sub
 
 
 class _Ops:
@@ -322,32 +322,36 @@ def shift_right_arithmetic(x: Array, y: Array) -> Array:
 
 # ------------------------------------------------------------------ reductions and scans
 
-_REDUCTIONS = {"add": "reduce_sum", "mul": "reduce_prod", "max": "reduce_max", "min": "reduce_min"}
+def _monoid(computation: Callable, x: Any) -> tuple[Any, Callable] | None:
+    """(the reduction primitive, the binary function) when ``computation`` is addition, multiplication,
+    max or min -- found as JAX does, by tracing it on two scalars of ``x``'s dtype and reading the one
+    equation it makes (so ``lax.add``, ``fnp.maximum``, ``operator.mul`` and ``lambda a, b: a + b`` all count)."""
+    scalar = ShapedArray((), dtype(x))
+    try:
+        sub, consts = trace_sub(lambda a, b: [computation(a, b)], [scalar, scalar])
+    except Exception:   # not traceable as a binary function: reported below as unsupported
+        return None
+    eqns = sub.jaxpr.eqns
+    if consts or len(eqns) != 1 or [id(v) for v in eqns[0].inputs] != [id(v) for v in sub.jaxpr.invars]:
+        return None
+    return _MONOIDS.get(eqns[0].prim)
 
 
-_FUNCGRAD_COMBINERS = {"add": "add", "mul": "mul", "max": "max", "min": "min", "multiply": "mul",
-                       "maximum": "max", "minimum": "min"}
-
-
-def _combiner_name(computation: Callable) -> str | None:
-    """Which monoid ``computation`` is: funcgrad's lax.add/mul/max/min (or numpy's add/multiply/maximum/
-    minimum), or Python's operator.add/mul."""
-    if str(getattr(computation, "__module__", "")).startswith("funcgrad"):
-        return _FUNCGRAD_COMBINERS.get(getattr(computation, "__name__", ""))
-    return {operator.add: "add", operator.mul: "mul"}.get(computation)
+_MONOIDS = {_E.add_p: (_S.reduce_sum_p, _E.add), _E.mul_p: (_R.reduce_prod_p, _E.mul),
+            _E.maximum_p: (_R.reduce_max_p, lax.max), _E.minimum_p: (_R.reduce_min_p, lax.min)}
 
 
 def reduce(operands: Any, init_values: Any, computation: Callable, dimensions: Sequence[int]) -> Any:
     """Reduce over ``dimensions`` with ``computation``, as ``jax.lax.reduce``, for the monoids
     ``lax.add``/``mul``/``max``/``min`` (the init value is combined in once)."""
     single = not isinstance(operands, (tuple, list))
-    name = _combiner_name(computation)
-    if not single or name is None:
-        raise NotImplementedError("reduce: funcgrad reduces one operand with lax.add, lax.mul, lax.max or lax.min; "
-                                  "write other reductions with lax.scan or the numpy reductions")
-    dims = tuple(int(d) for d in dimensions)
-    out = getattr(lax, _REDUCTIONS[name])(operands, dims)
-    return getattr(lax, name)(out, init_values)
+    monoid = _monoid(computation, operands) if single else None
+    if monoid is None:
+        raise NotImplementedError("reduce: funcgrad reduces one operand with addition, multiplication, max or min "
+                                  "(lax.add, lax.mul, lax.max, lax.min); write other reductions with lax.scan or "
+                                  "the numpy reductions")
+    reduction, combine = monoid
+    return combine(reduction.bind(operands, axes=tuple(int(d) for d in dimensions)), init_values)
 
 
 def _reduce_bool(op: str, combine: Callable, operand: Array, axes: Sequence[int]) -> Array:
@@ -403,9 +407,11 @@ def reduce_window(operand: Array, init_value: Any, computation: Callable, window
     ``lax.add``/``mul``/``max``/``min``: the strided windows are combined offset by offset, so the
     gradient is that of the elementwise combiner. ``padding`` is "VALID", "SAME" or (low, high) pairs,
     padded with ``init_value``."""
-    name = _combiner_name(computation)
-    if name is None:
-        raise NotImplementedError("reduce_window: funcgrad supports lax.add, lax.mul, lax.max and lax.min")
+    monoid = _monoid(computation, operand)
+    if monoid is None:
+        raise NotImplementedError("reduce_window: funcgrad supports addition, multiplication, max and min "
+                                  "(lax.add, lax.mul, lax.max, lax.min)")
+    reduction, combine = monoid
     shape = shape_of(operand)
     nd = len(shape)
     window = tuple(int(w) for w in window_dimensions)
@@ -422,14 +428,15 @@ def reduce_window(operand: Array, init_value: Any, computation: Callable, window
     x = pad(operand, init, [(lo, hi, 0) for lo, hi in pads])
     padded = shape_of(x)
     out_shape = tuple((n - e) // s + 1 for n, e, s in zip(padded, effective, strides))
-    combine = getattr(lax, name)
     out = None
     for offset in np.ndindex(*window):
         start = [o * d for o, d in zip(offset, dilation)]
         limit = [st + (m - 1) * s + 1 for st, m, s in zip(start, out_shape, strides)]
         piece = slice(x, start, limit, strides)
         out = piece if out is None else combine(out, piece)
-    return combine(out, init) if name in ("add", "mul") and init not in (0, 1) else out
+    # max/min windows already saw the init value in their padding; a sum or product takes it once more
+    folds_init = reduction in (_S.reduce_sum_p, _R.reduce_prod_p) and init != (0 if reduction is _S.reduce_sum_p else 1)
+    return combine(out, init) if folds_init else out
 
 
 def _padding_pairs(op: str, padding: Any, shape: Sequence[int], window: Sequence[int],
