@@ -345,25 +345,25 @@ def _linalg():
             [((4,), (4,))]),
         row("einsum[3 operands]", lambda x, y, z: fnp.einsum("ij,jk,kl->il", x, y, z),
             lambda x, y, z: np.einsum("ij,jk,kl->il", x, y, z), [((2, 3), (3, 4), (4, 2))]),
-        row("norm", fnp.linalg.norm, np.linalg.norm, [((3,),), ((3, 4),), ((2, 3, 2),)]),
-        row("norm[ord=1]", lambda x: fnp.linalg.norm(x, 1), lambda x: np.linalg.norm(x, 1), [((5,),)],
+        row("linalg.norm", fnp.linalg.norm, np.linalg.norm, [((3,),), ((3, 4),), ((2, 3, 2),)]),
+        row("linalg.norm[ord=1]", lambda x: fnp.linalg.norm(x, 1), lambda x: np.linalg.norm(x, 1), [((5,),)],
             gens=nonzero),
-        row("norm[ord=inf]", lambda x: fnp.linalg.norm(x, np.inf), lambda x: np.linalg.norm(x, np.inf), [((5,),)]),
-        row("norm[ord=-inf]", lambda x: fnp.linalg.norm(x, -np.inf), lambda x: np.linalg.norm(x, -np.inf),
+        row("linalg.norm[ord=inf]", lambda x: fnp.linalg.norm(x, np.inf), lambda x: np.linalg.norm(x, np.inf), [((5,),)]),
+        row("linalg.norm[ord=-inf]", lambda x: fnp.linalg.norm(x, -np.inf), lambda x: np.linalg.norm(x, -np.inf),
             [((5,),)], gens=nonzero),
-        row("norm[ord=3]", lambda x: fnp.linalg.norm(x, 3), lambda x: np.linalg.norm(x, 3), [((5,),)], gens=nonzero),
-        row("norm[ord=0]", lambda x: fnp.linalg.norm(x, 0), lambda x: np.linalg.norm(x, 0), [((6,),)],
+        row("linalg.norm[ord=3]", lambda x: fnp.linalg.norm(x, 3), lambda x: np.linalg.norm(x, 3), [((5,),)], gens=nonzero),
+        row("linalg.norm[ord=0]", lambda x: fnp.linalg.norm(x, 0), lambda x: np.linalg.norm(x, 0), [((6,),)],
             gens=small_ints_as_float, diff=False),
-        row("norm[axis=1,keepdims]", lambda x: fnp.linalg.norm(x, axis=1, keepdims=True),
+        row("linalg.norm[axis=1,keepdims]", lambda x: fnp.linalg.norm(x, axis=1, keepdims=True),
             lambda x: np.linalg.norm(x, axis=1, keepdims=True), [((3, 4),)]),
-        row("norm[axis=-1]", lambda x: fnp.linalg.norm(x, axis=-1), lambda x: np.linalg.norm(x, axis=-1),
+        row("linalg.norm[axis=-1]", lambda x: fnp.linalg.norm(x, axis=-1), lambda x: np.linalg.norm(x, axis=-1),
             [((2, 3, 4),)]),
-        row("norm[fro]", lambda x: fnp.linalg.norm(x, "fro"), lambda x: np.linalg.norm(x, "fro"), [((3, 4),)]),
-        row("norm[matrix ord=1]", lambda x: fnp.linalg.norm(x, 1, axis=(0, 1)),
+        row("linalg.norm[fro]", lambda x: fnp.linalg.norm(x, "fro"), lambda x: np.linalg.norm(x, "fro"), [((3, 4),)]),
+        row("linalg.norm[matrix ord=1]", lambda x: fnp.linalg.norm(x, 1, axis=(0, 1)),
             lambda x: np.linalg.norm(x, 1, axis=(0, 1)), [((3, 4),)], gens=nonzero),
-        row("norm[matrix ord=inf]", lambda x: fnp.linalg.norm(x, np.inf, axis=(0, 1)),
+        row("linalg.norm[matrix ord=inf]", lambda x: fnp.linalg.norm(x, np.inf, axis=(0, 1)),
             lambda x: np.linalg.norm(x, np.inf, axis=(0, 1)), [((3, 4),)], gens=nonzero),
-        row("norm[matrix axes (2,0)]", lambda x: fnp.linalg.norm(x, "fro", axis=(2, 0)),
+        row("linalg.norm[matrix axes (2,0)]", lambda x: fnp.linalg.norm(x, "fro", axis=(2, 0)),
             lambda x: np.linalg.norm(x, "fro", axis=(2, 0)), [((2, 3, 4),)]),
     ]
 
@@ -463,4 +463,12 @@ PUBLIC = ("array asarray zeros ones full zeros_like ones_like full_like arange l
           "isnan equal not_equal less less_equal greater greater_equal logical_and logical_or logical_not sum mean "
           "max min prod var std argmax argmin cumsum logsumexp reshape ravel transpose swapaxes moveaxis expand_dims "
           "squeeze broadcast_to concatenate stack split flip pad tile repeat take take_along_axis tril triu matmul "
-          "dot tensordot outer einsum norm").split()
+          "dot tensordot outer einsum linalg.norm").split()
+
+# Each area's rows live in its own file (``op_rows_<area>.py``, defining ``OPS`` and ``PUBLIC``);
+# the files import their helpers from this module, so they are loaded last.
+_AREAS = ("math", "arrays", "sorting", "linalg", "fft", "complex")
+for _area in _AREAS:
+    _module = __import__(f"op_rows_{_area}")
+    OPS += _module.OPS
+    PUBLIC += _module.PUBLIC

@@ -11,7 +11,7 @@ The layers, lowest first (a module may import its own layer and those below):
     prims      primitives/*
     lax        lax
     transforms interpreters/*, api (with _custom_rules, _staging), jit, compiler/*, devices, backends/<name>/*
-    numpy      numpy/*, _numpy_dispatch
+    numpy      numpy/*, scipy/*, _numpy_dispatch
     libraries  nn, optim, random, mixed_precision, datasets, testing
 
 Backend folders sit beside the transforms: they register implementations
@@ -43,6 +43,7 @@ _EXACT = {
 _PREFIXES = [
     ("funcgrad.primitives", "prims"), ("funcgrad.lax", "lax"), ("funcgrad.interpreters", "transforms"),
     ("funcgrad.compiler", "transforms"), ("funcgrad.backends", "transforms"), ("funcgrad.numpy", "numpy"),
+    ("funcgrad.scipy", "numpy"),
     ("funcgrad.nn", "libraries"), ("funcgrad.optim", "libraries"), ("funcgrad.datasets", "libraries"),
 ]
 

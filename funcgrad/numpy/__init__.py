@@ -4,7 +4,7 @@
 >>> x = fnp.linspace(0.0, 1.0, 5)      # f32[5]
 >>> fnp.sum(fnp.sin(x) * x)
 """
-from funcgrad.numpy import linalg
+from funcgrad.numpy import fft, linalg
 from funcgrad.numpy._creation import (arange, array, asarray, eye, full, full_like, linspace, ones, ones_like,
                                       zeros, zeros_like)
 from funcgrad.numpy._elementwise import (abs, absolute, add, arccos, arcsin, arctan, arctan2, around, ceil, clip,
@@ -43,6 +43,13 @@ __all__ = [  # the public names; linalg is a submodule
     "tensordot", "tile", "transpose", "tril", "triu", "true_divide", "uint32", "uint8", "var", "vdot", "where", "zeros",
     "zeros_like"
 ]
+
+from funcgrad.numpy._arrays import *  # noqa: E402,F401,F403
+from funcgrad.numpy._math import *  # noqa: E402,F401,F403
+from funcgrad.numpy._sorting import *  # noqa: E402,F401,F403
+from funcgrad.numpy import _arrays, _math, _sorting  # noqa: E402
+
+__all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__))
 
 _install()
 del _install

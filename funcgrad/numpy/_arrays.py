@@ -1,0 +1,4 @@
+"""funcgrad.numpy: arrays functions."""
+from __future__ import annotations
+
+__all__: list[str] = []

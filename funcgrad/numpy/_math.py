@@ -1,0 +1,4 @@
+"""funcgrad.numpy: math functions."""
+from __future__ import annotations
+
+__all__: list[str] = []

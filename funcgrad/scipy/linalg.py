@@ -1,0 +1,4 @@
+"""``funcgrad.scipy.linalg``."""
+from __future__ import annotations
+
+__all__: list[str] = []

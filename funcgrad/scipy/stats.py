@@ -1,0 +1,4 @@
+"""``funcgrad.scipy.stats``."""
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,5 @@
+"""Op-table rows for funcgrad.numpy's complex functions (loaded by op_table.py; see its Op record)."""
+from __future__ import annotations
+
+OPS: list = []
+PUBLIC: list[str] = []
