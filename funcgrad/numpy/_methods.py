@@ -12,7 +12,6 @@ from funcgrad.numpy import _linalg as la
 from funcgrad.numpy import _reductions as red
 from funcgrad.numpy import _shape as sh
 from funcgrad import lax
-from funcgrad.primitives import indexing as _indexing
 
 
 def _no_sharding(op: str, out_sharding: Any) -> None:
@@ -41,6 +40,8 @@ class _IndexUpdateRef:
             fill_value: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
         """``x[index]``; out-of-bounds indices clamp (``mode="fill"``: ``fill_value``, default NaN)."""
         _no_sharding("at[...].get", out_sharding)
+        if mode == "wrap":
+            raise ValueError('at[...].get: unknown gather mode "wrap"; expected clip, fill or promise_in_bounds')
         return lax.getitem(self.array, self.index, mode, fill_value, wrap_negative_indices=wrap_negative_indices,
                            op="at[...].get")
 
@@ -68,7 +69,7 @@ class _IndexUpdateRef:
     def _combine(self, name: str, combine: Any, values: Any, unique_indices: bool, mode: Any,
                  out_sharding: Any, wrap_negative_indices: bool) -> Any:
         _no_sharding(f"at[...].{name}", out_sharding)
-        return _indexing.scatter_combine(self.array, self.index, values, combine, f"at[...].{name}", mode,
+        return lax.scatter_combine(self.array, self.index, values, combine, f"at[...].{name}", mode,
                                          unique_indices=unique_indices,
                                          wrap_negative_indices=wrap_negative_indices)
 

@@ -11,7 +11,6 @@ from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, as_list, index_arg, normalize_axes, normalize_axis, promote, shape_tuple
 from funcgrad import lax
 from funcgrad._config import config as _config
-from funcgrad.primitives.indexing import getitem_p, normalize_indices, split_index
 
 
 def reshape(x: Any, shape: Any, *more: int) -> Any:
@@ -239,17 +238,9 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
     if not isinstance(idx, int) and idx.dtype.kind not in "iu":
         raise TypeError(f"take: indices must be integers, got {describe(idx)}")
     index = (slice(None),) * axis + (idx,)
-    if how == "wrap":
-        return _gather_wrapped(x, index, axis, "take")
     if how == "clip":
         wrap = False     # numpy's take: 'clip' clamps negative indices to 0
     return lax.getitem(x, index, how, fill_value, wrap_negative_indices=wrap, op="take")
-
-
-def _gather_wrapped(x: Any, index: tuple, axis: int, op: str) -> Any:
-    template, arrays = split_index(index, x.shape, x, op)
-    template, arrays, _ = normalize_indices(x.shape, template, arrays, "wrap", True, x, op)
-    return getitem_p.bind(x, *arrays, template=template)
 
 
 def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | None = None,
@@ -284,8 +275,6 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | N
             shape = [1] * x.ndim
             shape[d] = x.shape[d]
             index.append(np.arange(x.shape[d]).reshape(shape))
-    if how == "wrap":
-        return _gather_wrapped(x, tuple(index), axis, "take_along_axis")
     return lax.getitem(x, tuple(index), how, fill_value, wrap_negative_indices=wrap, op="take_along_axis")
 
 

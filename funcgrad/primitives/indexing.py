@@ -425,8 +425,8 @@ def _gather_how(mode: Any, op: str) -> str:
         return "raw" if config.checked_indexing else "clip"
     if mode in ("clip", "promise_in_bounds"):
         return "clip"
-    if mode == "fill":
-        return "fill"
+    if mode in ("fill", "wrap"):     # "wrap" (indices modulo the axis): jnp.take's, not a JAX gather mode
+        return mode
     raise ValueError(f"{op}: unknown gather mode {mode!r}; expected one of {', '.join(GATHER_MODES)} (or None)")
 
 
