@@ -98,6 +98,15 @@ class Array:
     def __str__(self) -> str:
         return str(self._value)
 
+    def __format__(self, format_spec: str) -> str:
+        # As numpy and JAX: f"{x:.4f}" formats a 0-d array's value; an n-d array takes only
+        # the empty spec (its str) and raises TypeError for any other.
+        if not format_spec:
+            return str(self._value)
+        if self._value.ndim == 0:
+            return format(self._value.item(), format_spec)
+        return self._value.__format__(format_spec)
+
     def __hash__(self) -> int:
         raise TypeError("funcgrad arrays are unhashable")
 

@@ -9,6 +9,9 @@ time::
     FUNCGRAD_CACHE_DIR=/path   # or fg.config.update("cache_dir", "/path"): where generated kernels live
     FUNCGRAD_CACHE_MAX_BYTES=2G          # or fg.config.update("cache_max_bytes", 2 << 30): kernel cache cap (0: none)
     FUNCGRAD_BUFFER_POOL_MAX_BYTES=512M  # or fg.config.update("buffer_pool_max_bytes", ...): jit buffers kept
+    FUNCGRAD_CHECKED_INDEXING=1   # or fg.config.update("checked_indexing", True): out-of-bounds indices raise
+                                  # (default, as JAX: gathers clamp, scatters drop out-of-bounds updates)
+    FUNCGRAD_DISABLE_JIT=1        # or fg.config.update("disable_jit", True) / fg.disable_jit(): jit runs eagerly
     FUNCGRAD_GPU_HOST_FALLBACK=1  # or fg.config.update("gpu_host_fallback", True): primitives without a GPU
                                   # implementation run on host copies (with a warning) instead of raising
 
@@ -29,7 +32,7 @@ class _Config:
     """Mutable process-wide settings read on the hot path as plain attributes."""
 
     __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes",
-                 "gpu_host_fallback")
+                 "gpu_host_fallback", "checked_indexing", "disable_jit")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("FUNCGRAD_ENABLE_X64")
@@ -39,11 +42,22 @@ class _Config:
         self.cache_max_bytes = _env_bytes("FUNCGRAD_CACHE_MAX_BYTES", 1 << 30)
         self.buffer_pool_max_bytes = _env_bytes("FUNCGRAD_BUFFER_POOL_MAX_BYTES", 256 << 20)
         self.gpu_host_fallback = _env_flag("FUNCGRAD_GPU_HOST_FALLBACK")
+        self.checked_indexing = _env_flag("FUNCGRAD_CHECKED_INDEXING")
+        self.disable_jit = _env_flag("FUNCGRAD_DISABLE_JIT")
 
     def update(self, name: str, value: bool | str) -> None:
-        """Set an option: ``config.update("enable_x64", True)``."""
+        """Set an option: ``config.update("enable_x64", True)``.
+
+        JAX's names are accepted where funcgrad has the option (``"jax_enable_x64"``,
+        ``"jax_debug_nans"``, ``"jax_disable_jit"``); JAX options that only tune XLA or logging
+        (``"jax_platform_name"``, ``"jax_default_matmul_precision"``, ...) are accepted and ignored.
+        """
+        if name in _JAX_IGNORED:
+            return
+        name = _JAX_NAMES.get(name, name)
         if name not in self.__slots__:
-            raise ValueError(f"unknown config option {name!r}; known options: {', '.join(self.__slots__)}")
+            raise ValueError(f"unknown config option {name!r}; known options: {', '.join(self.__slots__)} "
+                             f"(and JAX's {', '.join(sorted(_JAX_NAMES))})")
         if name == "cache_dir":
             value = str(value)
         elif name in _BYTE_OPTIONS:
@@ -54,11 +68,36 @@ class _Config:
         for callback in _OBSERVERS.get(name, ()):
             callback()
 
+    def read(self, name: str) -> object:
+        """The value of an option (JAX's ``jax_`` names accepted): ``config.read("jax_enable_x64")``."""
+        name = _JAX_NAMES.get(name, name)
+        if name not in self.__slots__:
+            raise ValueError(f"unknown config option {name!r}; known options: {', '.join(self.__slots__)}")
+        return getattr(self, name)
+
+    def __getattr__(self, name: str) -> object:
+        # config.jax_enable_x64, as JAX's config object exposes its options.
+        if name in _JAX_NAMES:
+            return getattr(self, _JAX_NAMES[name])
+        raise AttributeError(f"config has no option {name!r}; known options: {', '.join(self.__slots__)}")
+
     def __repr__(self) -> str:
         return ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__).join(("Config(", ")"))
 
 
 _OBSERVERS: dict[str, list] = {}
+
+# JAX's option names that map onto funcgrad's, and those accepted without effect (XLA tuning,
+# logging, sharding: nothing funcgrad does changes with them).
+_JAX_NAMES = {"jax_enable_x64": "enable_x64", "jax_debug_nans": "debug_nans", "jax_disable_jit": "disable_jit",
+              "jax_compilation_cache_dir": "cache_dir"}
+_JAX_IGNORED = frozenset({
+    "jax_platform_name", "jax_platforms", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
+    "jax_log_compiles", "jax_debug_infs", "jax_traceback_filtering", "jax_default_prng_impl",
+    "jax_threefry_partitionable", "jax_persistent_cache_min_compile_time_secs",
+    "jax_persistent_cache_min_entry_size_bytes", "jax_explain_cache_misses", "jax_numpy_dtype_promotion",
+    "jax_check_tracer_leaks", "jax_enable_checks", "jax_dynamic_shapes", "jax_use_shardy_partitioner",
+})
 
 
 def on_update(name: str, callback: object) -> None:

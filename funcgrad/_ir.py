@@ -185,11 +185,12 @@ def pretty_print(jaxpr: Jaxpr, indent: int = 0) -> str:
 
 
 def dce(jaxpr: Jaxpr) -> Jaxpr:
-    """Drop equations (and constants) whose results are never used."""
+    """Drop equations (and constants) whose results are never used (those with the "effect" trait stay)."""
     live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if any(id(v) in live for v in eqn.outvars):
+        # An equation with an effect (debug.print's callback) stays even though nothing reads it.
+        if any(id(v) in live for v in eqn.outvars) or "effect" in getattr(eqn.prim, "traits", ()):
             kept.append(eqn)
             live.update(id(x) for x in eqn.inputs if isinstance(x, Var))
     kept.reverse()

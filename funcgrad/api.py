@@ -21,13 +21,13 @@ from funcgrad._dtypes import describe
 from funcgrad.interpreters.batching import vmap_flat
 from funcgrad.interpreters.forward import jvp_flat
 from funcgrad.interpreters.reverse import vjp_flat
-from funcgrad._custom_rules import checkpoint, custom_jvp, custom_vjp, remat  # noqa: F401 (re-exported)
+from funcgrad._custom_rules import checkpoint as _checkpoint_all, custom_jvp, custom_vjp  # noqa: F401 (re-exported)
 from funcgrad._staging import ShapeDtypeStruct, block_until_ready, eval_shape, make_jaxpr  # noqa: F401
 from funcgrad.tree_util import broadcast_prefix, flatten_fun, tree_flatten, tree_map, tree_structure, tree_unflatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "vmap",
-           "custom_vjp", "custom_jvp", "checkpoint", "remat", "make_jaxpr", "eval_shape", "ShapeDtypeStruct",
-           "block_until_ready", "stop_gradient"]
+           "custom_vjp", "custom_jvp", "checkpoint", "checkpoint_policies", "remat", "make_jaxpr", "eval_shape", "ShapeDtypeStruct",
+           "block_until_ready", "stop_gradient", "device_get"]
 
 
 _SINGLE_LEAF = tree_structure((0,))
@@ -389,15 +389,27 @@ def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 # ------------------------------------------------------------------ vmap
 
 
-def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None, axis_size: int | None = None,
+         spmd_axis_name: Any = None, sum_match: bool = False) -> Callable:
     """Vectorise ``f`` over axis ``in_axes`` of its arguments.
 
     ``in_axes``: an int, None (not mapped) or a tuple with one entry per
     positional argument, each an int/None or a pytree prefix of it.
+    ``axis_size``: the batch size, needed when no argument is mapped (then every
+    output is repeated ``axis_size`` times); when given with mapped arguments it must
+    match them. ``axis_name``/``spmd_axis_name`` (collectives) are not supported.
 
     >>> per_example = vmap(grad(loss), in_axes=(None, 0))(params, xs)
     """
     name = _fun_name(f)
+    if axis_name is not None or spmd_axis_name is not None:
+        raise NotImplementedError(f"vmap({name}): axis_name/spmd_axis_name (named axes for collectives such as "
+                                  "lax.psum) are not supported by funcgrad; leave them None")
+    if sum_match:
+        raise NotImplementedError(f"vmap({name}): sum_match=True is not supported; leave it False")
+    if axis_size is not None and (not isinstance(axis_size, (int, np.integer)) or isinstance(axis_size, bool)
+                                  or axis_size < 0):
+        raise TypeError(f"vmap({name}): axis_size must be a non-negative int or None, got {axis_size!r}")
 
     @functools.wraps(f)
     def wrapped(*args: Any) -> Any:
@@ -411,7 +423,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
         dims = broadcast_prefix(axes_prefix if isinstance(axes_prefix, tuple) else (axes_prefix,) * len(args),
                                 args, f"vmap({name}) in_axes")
         leaves = [as_leaf(x, f"vmap({name})") if d is not None else x for x, d in zip(leaves, dims)]
-        size, dims = _axis_size(leaves, dims, name)
+        size, dims = _axis_size(leaves, dims, name, axis_size)
         flat_fun, out_tree_of = flatten_fun(f, in_tree)
 
         def resolve_out_dims() -> list:
@@ -427,7 +439,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0) -> Callable:
     return wrapped
 
 
-def _axis_size(leaves: list, dims: list, name: str) -> tuple[int, list]:
+def _axis_size(leaves: list, dims: list, name: str, axis_size: int | None = None) -> tuple[int, list]:
     sizes, norm = [], []
     for x, d in zip(leaves, dims):
         if d is None:
@@ -440,8 +452,14 @@ def _axis_size(leaves: list, dims: list, name: str) -> tuple[int, list]:
             raise ValueError(f"vmap({name}): in_axes={d} is out of range for an argument {describe(x)}")
         norm.append(d % nd)
         sizes.append(x.shape[d % nd])
+    if axis_size is not None:
+        if any(n != axis_size for n in sizes):
+            raise ValueError(f"vmap({name}): axis_size={axis_size} does not match the mapped arguments' sizes "
+                             f"along their mapped axes: {sorted(set(sizes))}")
+        return int(axis_size), norm
     if not sizes:
-        raise ValueError(f"vmap({name}): no argument is mapped (all in_axes are None)")
+        raise ValueError(f"vmap({name}): no argument is mapped (all in_axes are None); pass axis_size= to give "
+                         "the batch size")
     if len(set(sizes)) > 1:
         raise ValueError(f"vmap({name}): mapped arguments have different sizes along their mapped axes: "
                          f"{sorted(set(sizes))}")
@@ -456,3 +474,121 @@ def stop_gradient(x: Any) -> Any:
     return tree_map(lambda v: lax.stop_gradient(v if isinstance(v, (Array, Tracer, bool, int, float))
                                                 else as_array(v)), x)
 
+
+
+# ------------------------------------------------------------------ checkpoint
+
+
+class checkpoint_policies:
+    """``jax.checkpoint_policies``: which intermediates ``checkpoint(f, policy=...)`` may keep.
+
+    A policy is called as ``policy(prim, *avals, **params) -> bool`` (save this primitive's
+    output?). funcgrad honours the two ends: ``everything_saveable`` keeps every intermediate (no
+    recomputation, as without checkpoint) and every other policy recomputes all of ``f``'s
+    intermediates in the backward pass (what ``nothing_saveable`` asks). Gradients are the same
+    under every policy; only memory and time differ.
+    """
+
+    @staticmethod
+    def everything_saveable(*_: Any, **__: Any) -> bool:
+        return True
+
+    @staticmethod
+    def nothing_saveable(*_: Any, **__: Any) -> bool:
+        return False
+
+    @staticmethod
+    def dots_saveable(prim: Any, *_: Any, **__: Any) -> bool:
+        return getattr(prim, "name", "") in ("matmul", "dot_general", "einsum", "conv2d")
+
+    checkpoint_dots = dots_saveable
+
+    @staticmethod
+    def dots_with_no_batch_dims_saveable(prim: Any, *_: Any, **params: Any) -> bool:
+        if getattr(prim, "name", "") != "dot_general":
+            return getattr(prim, "name", "") == "matmul"
+        dims = params.get("dimension_numbers")
+        return not (dims and dims[1][0])
+
+    checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
+
+    @staticmethod
+    def save_only_these_names(*names: str) -> Callable:
+        return checkpoint_policies.nothing_saveable
+
+    @staticmethod
+    def save_any_names_but_these(*names: str) -> Callable:
+        return checkpoint_policies.nothing_saveable
+
+    save_anything_except_these_names = save_any_names_but_these
+
+    @staticmethod
+    def save_from_both_policies(policy_1: Callable, policy_2: Callable) -> Callable:
+        if policy_1 is checkpoint_policies.everything_saveable or policy_2 is checkpoint_policies.everything_saveable:
+            return checkpoint_policies.everything_saveable
+        return checkpoint_policies.nothing_saveable
+
+
+def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy: Callable | None = None,
+               static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = ()) -> Callable:
+    """Rematerialise ``fun``: its intermediates are recomputed in the backward pass instead of kept.
+
+    ``policy``: one of :class:`checkpoint_policies` (``everything_saveable`` keeps everything;
+    any other recomputes everything: gradients are the same, only memory and time differ).
+    ``static_argnums``/``static_argnames``: arguments passed through as Python values
+    (e.g. a flag the function branches on). ``prevent_cse`` is accepted (funcgrad never merges
+    the recomputation away).
+
+    >>> layer = checkpoint(lambda w, x: fnp.tanh(x @ w))
+    >>> g = grad(lambda w: fnp.sum(layer(w, x)))(w)
+    """
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums,
+                                 static_argnames=static_argnames)
+    if policy is not None and not callable(policy):
+        raise TypeError(f"checkpoint: policy must be a function such as checkpoint_policies.nothing_saveable, got "
+                        f"{policy!r:.60}")
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    keep_all = policy is checkpoint_policies.everything_saveable
+    if not nums and not names:
+        return fun if keep_all else _checkpoint_all(fun)
+
+    @functools.wraps(fun)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        n = len(args)
+        fixed = {i % n: args[i % n] for i in nums if -n <= i < n}
+        fixed_kw = {k: v for k, v in kwargs.items() if k in names}
+        dyn_pos = [i for i in range(n) if i not in fixed]
+        dyn_kw = sorted(k for k in kwargs if k not in fixed_kw)
+
+        def inner(*dyn: Any) -> Any:
+            full = list(args)
+            for i, v in zip(dyn_pos, dyn[:len(dyn_pos)]):
+                full[i] = v
+            kw = dict(fixed_kw)
+            kw.update(zip(dyn_kw, dyn[len(dyn_pos):]))
+            return fun(*full, **kw)
+
+        run = inner if keep_all else _checkpoint_all(inner)
+        return run(*[args[i] for i in dyn_pos], *[kwargs[k] for k in dyn_kw])
+
+    return wrapped
+
+
+remat = checkpoint
+
+
+def device_get(x: Any) -> Any:
+    """The arrays of pytree ``x`` as numpy arrays on the host (other leaves unchanged), as
+    ``jax.device_get``.
+
+    >>> device_get({"w": fnp.ones(2)})     # {'w': array([1., 1.], dtype=float32)}
+    """
+    def get(v: Any) -> Any:
+        if isinstance(v, Tracer):
+            raise _core.ConcretizationError(
+                f"device_get: {describe(v)} is a traced value (inside jit, vmap or grad), which has no host value "
+                "yet; call device_get on the transformed function's results")
+        return np.asarray(v) if isinstance(v, Array) else v
+    return tree_map(get, x)

@@ -10,8 +10,10 @@ transform sees every primitive, so all compositions work.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+import types
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
@@ -33,8 +35,11 @@ class Jitted:
     """The callable returned by :func:`jit`."""
 
     def __init__(self, f: Callable, static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
-                 cache_size: int = 64):
+                 cache_size: int = 64, donate_argnums: Any = None, donate_argnames: Any = None):
         functools.update_wrapper(self, f)
+        # Accepted, checked and recorded; funcgrad never invalidates a donated array (see jit's docstring).
+        self.donate_argnums = _donated(donate_argnums)
+        self.donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames or ())
         self.f = f
         # Which arguments are static, checked against f's signature (a static position may come by keyword).
         self._spec = _static_spec(static_argnums, static_argnames, f)
@@ -65,7 +70,14 @@ class Jitted:
                             "is not (use a tuple instead of a list, or pass it as an array argument)") from None
         return (split.dynamic, split.dynamic_kwargs), split, static_key
 
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        # @jit on a method: obj.method(x) calls the jitted function with obj first, as JAX does
+        # (obj must then be static -- partial(jit, static_argnums=0) -- or a pytree of arrays).
+        return self if obj is None else types.MethodType(self, obj)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if config.disable_jit:
+            return self.f(*args, **kwargs)
         if not kwargs and not self.static_argnums:
             # The common call -- positional Arrays only -- skips the pytree machinery.
             for a in args:
@@ -339,8 +351,22 @@ def _hashable(v: Any) -> bool:
         return False
 
 
-def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = (), cache_size: int = 64) -> Any:
+def _donated(donate_argnums: Any) -> tuple[int, ...]:
+    if donate_argnums is None:
+        return ()
+    nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    if any(not isinstance(i, int) or isinstance(i, bool) for i in nums):
+        raise TypeError(f"jit: donate_argnums must be an int or a sequence of ints, got {donate_argnums!r}")
+    return nums
+
+
+_SHARDING_OPTIONS = ("in_shardings", "out_shardings", "device", "backend")
+
+
+def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] | None = (),
+        static_argnames: str | Sequence[str] | None = (), donate_argnums: int | Sequence[int] | None = None,
+        donate_argnames: str | Sequence[str] | None = None, keep_unused: bool = False, inline: bool = False,
+        compiler_options: dict | None = None, cache_size: int = 64, **options: Any) -> Any:
     """Compile ``f``: trace once per signature, then run the cached program.
 
     >>> @jit
@@ -351,11 +377,55 @@ def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
 
     Python control flow on traced arguments raises ConcretizationError:
     mark such arguments static (``static_argnums``/``static_argnames``).
+
+    ``donate_argnums``/``donate_argnames`` are accepted as in JAX, but funcgrad does not reuse
+    donated buffers: a donated array stays valid after the call (JAX deletes it, and reading it
+    raises there), so a program that runs under JAX runs here unchanged. ``keep_unused``,
+    ``inline`` and ``compiler_options`` are accepted and have no effect; ``in_shardings``,
+    ``out_shardings``, ``device`` and ``backend`` must be left unset (one host device). As a
+    decorator on a method, ``self`` is the first argument: use ``partial(jit, static_argnums=0)``
+    for a hashable ``self``. ``fg.disable_jit()`` runs jitted functions eagerly.
     """
+    for name, value in options.items():
+        if name not in _SHARDING_OPTIONS:
+            raise TypeError(f"jit() got an unexpected keyword argument {name!r}")
+        if value is not None:
+            raise NotImplementedError(f"jit: {name}={value!r:.60} is not supported (funcgrad runs on one host "
+                                      "device; place arrays with fg.device_put instead); leave it unset")
+    static_argnums = () if static_argnums is None else static_argnums
+    static_argnames = () if static_argnames is None else static_argnames
     _static_spec(static_argnums, static_argnames)   # the types, now (the decorator form has no f yet)
     _check_cache_size(cache_size)
+    _donated(donate_argnums)
     if f is None:
         def decorate(g: Callable) -> Jitted:
-            return Jitted(g, static_argnums, static_argnames, cache_size)
+            return Jitted(g, static_argnums, static_argnames, cache_size, donate_argnums, donate_argnames)
         return decorate
-    return Jitted(f, static_argnums, static_argnames, cache_size)
+    return Jitted(f, static_argnums, static_argnames, cache_size, donate_argnums, donate_argnames)
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True) -> Any:
+    """Context manager: inside it, jitted functions run eagerly (op by op, Python control flow
+    on concrete values allowed), as ``jax.disable_jit``; for debugging with print and pdb.
+
+    >>> with fg.disable_jit():
+    ...     step(params, x)
+    """
+    before = config.disable_jit
+    config.update("disable_jit", disable)
+    try:
+        yield
+    finally:
+        config.update("disable_jit", before)
+
+
+@contextlib.contextmanager
+def ensure_compile_time_eval() -> Any:
+    """Context manager (``jax.ensure_compile_time_eval``): operations on concrete values run now.
+
+    funcgrad already evaluates operations whose inputs are all concrete while it traces for jit
+    (only values derived from traced arguments are staged), so this context changes nothing; it
+    is here so programs written for JAX run unchanged.
+    """
+    yield

@@ -24,7 +24,8 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "argsort", "avg_pool2d", "avg_pool2d_grad", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "erf",
+    "argsort", "avg_pool2d", "avg_pool2d_grad", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "debug_callback",
+    "erf",
     "erf_inv", "getitem", "max_pool2d", "max_pool2d_grad", "scatter_add", "scatter_set", "threefry2x32",
 )
 

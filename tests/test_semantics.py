@@ -199,11 +199,12 @@ def test_maximum_of_x_with_itself_gives_half_each(x64):
     np.testing.assert_array_equal(np.asarray(g), [0.5, 1.0, 0.0])
 
 
-def test_abs_at_zero_gives_zero(x64):
-    g = fg.grad(lambda x: fnp.sum(fnp.abs(x)))(fnp.asarray([0.0, -2.0, 3.0]))
-    np.testing.assert_array_equal(np.asarray(g), [0.0, -1.0, 1.0])
+def test_abs_at_zero_gives_one_as_jax(x64):
+    g = fg.grad(lambda x: fnp.sum(fnp.abs(x)))(fnp.asarray([0.0, -2.0, 3.0, -0.0]))
+    np.testing.assert_array_equal(np.asarray(g), [1.0, -1.0, 1.0, 1.0])    # jax.grad(jnp.abs)(0.) == 1.
     _, t = fg.jvp(fnp.abs, (fnp.asarray(0.0),), (fnp.asarray(1.0),))
-    assert float(t) == 0.0
+    assert float(t) == 1.0
+    assert float(fg.grad(abs)(0.0)) == 1.0
 
 
 def test_clip_at_bound_gives_half(x64):

@@ -77,7 +77,8 @@ def softplus(x: Any) -> Any:
     """``log(1 + exp(x))`` computed stably as ``max(x, 0) + log1p(exp(-|x|))``. f32[...] -> f32[...]."""
     x = _float(x)
     # maximum splits the derivative 1/2-1/2 at 0, so d/dx = sigmoid(0) = 1/2 there too.
-    return fnp.maximum(x, 0.0) + fnp.log1p(fnp.exp(-fnp.abs(x)))
+    # -|x| as minimum(x, -x): its derivative at 0 is 0 (abs has 1 there, as in JAX).
+    return fnp.maximum(x, 0.0) + fnp.log1p(fnp.exp(fnp.minimum(x, -x)))
 
 
 def silu(x: Any) -> Any:
@@ -140,18 +141,48 @@ def log_softmax(x: Any, axis: Any = -1) -> Any:
     return _over_last_axis(lax.log_softmax, x, single)
 
 
-def logsumexp(x: Any, axis: Any = -1, keepdims: bool = False) -> Any:
-    """``log(sum(exp(x), axis))`` computed stably. f32[..., C] -> f32[...] (axis=-1).
+def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
+              where: Any = None) -> Any:
+    """``log(sum(b * exp(a), axis))`` computed stably, as ``jax.nn.logsumexp``. f32[...] -> f32[...].
 
-    ``axis=None`` reduces over all axes; a tuple over several. As in JAX, a
-    +inf entry gives +inf, an all -inf row gives -inf and a NaN gives NaN.
+    ``axis=None`` (the default, as in JAX) reduces over all axes; an int or tuple over those.
+    ``b`` scales the terms (it may be negative: the sum's sign then comes back with
+    ``return_sign=True``, else a negative sum gives NaN); ``where`` keeps only the True terms
+    (an empty reduction gives -inf). As in JAX, a +inf entry gives +inf, an all -inf row -inf.
+
+    >>> logsumexp(fnp.array([[0., 0.], [1., 1.]]), axis=1)   # Array([0.693..., 1.693...])
     """
-    x = _float(x)
-    single = _single_axis("logsumexp", x, axis)
-    if single is None:
-        return fnp.logsumexp(x, axis=axis, keepdims=keepdims)
-    out = lax.logsumexp(x if single == x.ndim - 1 else fnp.moveaxis(x, single, -1))
-    return fnp.expand_dims(out, single) if keepdims else out
+    x = _float(a)
+    if b is None and where is None and not return_sign:
+        single = _single_axis("logsumexp", x, axis)
+        if single is None:
+            return fnp.logsumexp(x, axis=axis, keepdims=keepdims)
+        out = lax.logsumexp(x if single == x.ndim - 1 else fnp.moveaxis(x, single, -1))
+        return fnp.expand_dims(out, single) if keepdims else out
+    if b is not None:
+        bb = fnp.asarray(b)
+        bb = bb.astype(x.dtype) if bb.dtype.kind in "biu" else bb
+        x, bb = fnp.broadcast_arrays(x, bb)
+        x = x + fnp.zeros((), bb.dtype)      # the common float dtype
+    if where is not None:
+        x = fnp.where(where, x, -math.inf)
+    if b is not None:
+        # Terms with b == 0 must not set the shift (an inf there would poison the sum).
+        x = fnp.where(bb != 0, x, -math.inf)
+    m = lax.stop_gradient(fnp.max(x, axis=axis, keepdims=True))
+    m = fnp.where(fnp.isfinite(m), m, 0.0)
+    terms = fnp.exp(x - m)
+    if b is not None:
+        terms = terms * bb
+    s = fnp.sum(terms, axis=axis, keepdims=True)
+    sign = fnp.sign(s)
+    out = fnp.log(fnp.abs(s)) + m
+    if not keepdims:
+        out = fnp.squeeze(out, axis=axis) if axis is not None else fnp.reshape(out, ())
+        sign = fnp.squeeze(sign, axis=axis) if axis is not None else fnp.reshape(sign, ())
+    if return_sign:
+        return out, lax.stop_gradient(sign)
+    return fnp.where(sign < 0, math.nan, out)
 
 
 def one_hot(labels: Any, num_classes: int, dtype: Any = np.float32) -> Any:

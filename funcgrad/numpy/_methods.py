@@ -14,20 +14,101 @@ from funcgrad.numpy import _shape as sh
 from funcgrad import lax
 
 
+def _no_sharding(op: str, out_sharding: Any) -> None:
+    if out_sharding is not None:
+        raise NotImplementedError(f"{op}: out_sharding is not supported (funcgrad runs on one device); leave it None")
+
+
 class _IndexUpdateRef:
+    """``x.at[index]``: the methods below return a new array; ``x`` is never changed.
+
+    Out-of-bounds indices follow JAX: ``get`` clamps them by default (``mode="fill"`` gives
+    ``fill_value`` instead), the updates drop them by default (``mode="clip"`` clamps).
+    ``indices_are_sorted`` and ``unique_indices`` are hints (``unique_indices=True`` also lets
+    ``mul/min/max/power/apply`` run with traced index arrays).
+    """
+
     __slots__ = ("array", "index")
 
     def __init__(self, array: Any, index: Any):
         self.array, self.index = array, index
 
-    def get(self) -> Any:
-        return lax.getitem(self.array, self.index)
+    def __repr__(self) -> str:
+        return f"_IndexUpdateRef({describe(self.array)}, {self.index!r:.60})"
 
-    def set(self, value: Any) -> Any:
-        return lax.scatter(self.array, self.index, value, op="at[...].set")
+    def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
+            fill_value: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """``x[index]``; out-of-bounds indices clamp (``mode="fill"``: ``fill_value``, default NaN)."""
+        _no_sharding("at[...].get", out_sharding)
+        if mode == "wrap":
+            raise ValueError('at[...].get: unknown gather mode "wrap"; expected clip, fill or promise_in_bounds')
+        return lax.getitem(self.array, self.index, mode, fill_value, wrap_negative_indices=wrap_negative_indices,
+                           op="at[...].get")
 
-    def add(self, value: Any) -> Any:
-        return lax.scatter_add(self.array, self.index, value, op="at[...].add")
+    def set(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] = values``; out-of-bounds updates are dropped (``mode="clip"``: clamped)."""
+        _no_sharding("at[...].set", out_sharding)
+        return lax.scatter(self.array, self.index, values, op="at[...].set", mode=mode,
+                           wrap_negative_indices=wrap_negative_indices)
+
+    def add(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] += values`` (duplicate indices accumulate)."""
+        _no_sharding("at[...].add", out_sharding)
+        return lax.scatter_add(self.array, self.index, values, op="at[...].add", mode=mode,
+                               wrap_negative_indices=wrap_negative_indices)
+
+    def subtract(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+                 mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] -= values``."""
+        _no_sharding("at[...].subtract", out_sharding)
+        return lax.scatter_add(self.array, self.index, ew.negative(values), op="at[...].subtract", mode=mode,
+                               wrap_negative_indices=wrap_negative_indices)
+
+    def _combine(self, name: str, combine: Any, values: Any, unique_indices: bool, mode: Any,
+                 out_sharding: Any, wrap_negative_indices: bool) -> Any:
+        _no_sharding(f"at[...].{name}", out_sharding)
+        return lax.scatter_combine(self.array, self.index, values, combine, f"at[...].{name}", mode,
+                                         unique_indices=unique_indices,
+                                         wrap_negative_indices=wrap_negative_indices)
+
+    def multiply(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+                 mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] *= values`` (duplicate indices multiply in turn)."""
+        return self._combine("multiply", ew.multiply, values, unique_indices, mode, out_sharding,
+                             wrap_negative_indices)
+
+    mul = multiply
+
+    def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+               mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] /= values``."""
+        return self._combine("divide", ew.divide, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+
+    def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+              mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] **= values``."""
+        return self._combine("power", ew.power, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+
+    def min(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] = minimum(x[index], values)``."""
+        return self._combine("min", ew.minimum, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+
+    def max(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+            mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] = maximum(x[index], values)``."""
+        return self._combine("max", ew.maximum, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+
+    def apply(self, func: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
+              mode: Any = None, wrap_negative_indices: bool = True) -> Any:
+        """A copy with ``x[index] = func(x[index])`` (``func`` elementwise; once per occurrence of an index).
+
+        >>> fnp.arange(3.).at[1].apply(fnp.sin)     # Array([0., 0.841..., 2.])
+        """
+        return self._combine("apply", lambda old, _: func(old), 0, unique_indices, mode, None,
+                             wrap_negative_indices)
 
 
 class IndexUpdateHelper:

@@ -10,6 +10,7 @@ from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, as_list, index_arg, normalize_axes, normalize_axis, promote, shape_tuple
 from funcgrad import lax
+from funcgrad._config import config as _config
 
 
 def reshape(x: Any, shape: Any, *more: int) -> Any:
@@ -201,24 +202,71 @@ def repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
     return take(x, idx, axis=axis)
 
 
-def take(x: Any, indices: Any, axis: int | None = None) -> Any:
-    """Gather along ``axis`` (None: from the flattened array). Indices must be in range."""
-    x = arr(x)
+def _take_how(op: str, mode: Any, wrap: bool) -> tuple[str | None, bool]:
+    """(the gather mode, whether negative indices count from the end) for take/take_along_axis's ``mode``."""
+    if mode is None:
+        return ("fill" if not _config.checked_indexing else None), wrap
+    if mode == "raise":
+        raise NotImplementedError(f"{op}: mode='raise' is not supported (as in JAX: indices cannot be checked "
+                                  "inside compiled code); use mode='fill', 'clip' or 'wrap', or set "
+                                  "fg.config.update('checked_indexing', True) to make out-of-bounds indices raise")
+    if mode not in ("clip", "fill", "wrap") and not (op == "take_along_axis" and mode == "promise_in_bounds"):
+        raise ValueError(f"{op}: invalid mode {mode!r}; expected 'fill' (the default), 'clip' or 'wrap'")
+    return ("clip" if mode == "promise_in_bounds" else mode), wrap
+
+
+def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: str | None = None,
+         unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
+    """Gather along ``axis`` (None: from the flattened array), as ``jnp.take``.
+
+    Out-of-bounds indices (after a negative index counts once from the end) give ``fill_value``
+    (default NaN for floats, the most negative value for signed ints) with ``mode="fill"`` (the
+    default); ``"clip"`` clamps into ``[0, n-1]`` (negative indices clamp to 0, as numpy's take);
+    ``"wrap"`` takes indices modulo ``n``.
+
+    >>> fnp.take(fnp.array([1., 2., 3.]), fnp.array([0, 2, 5]))   # Array([1., 3., nan])
+    """
+    if out is not None:
+        raise NotImplementedError("take: the out= argument is not supported (funcgrad arrays are immutable); "
+                                  "use the return value")
+    x = arr(a)
     if axis is None:
         x, axis = ravel(x), 0
     axis = normalize_axis("take", axis, x.ndim, x)
-    if isinstance(indices, (int, np.integer)):
-        index = (slice(None),) * axis + (int(indices),)
-        return lax.getitem(x, index)
-    return lax.getitem(x, (slice(None),) * axis + (arr(indices),))
+    how, wrap = _take_how("take", mode, True)
+    idx = int(indices) if isinstance(indices, (int, np.integer)) else arr(indices)
+    if not isinstance(idx, int) and idx.dtype.kind not in "iu":
+        raise TypeError(f"take: indices must be integers, got {describe(idx)}")
+    index = (slice(None),) * axis + (idx,)
+    if how == "clip":
+        wrap = False     # numpy's take: 'clip' clamps negative indices to 0
+    return lax.getitem(x, index, how, fill_value, wrap_negative_indices=wrap, op="take")
 
 
-def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
-    x, indices = arr(x), arr(indices)
+def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | None = None,
+                    fill_value: Any = None, *, wrap_negative_indices: bool | None = None) -> Any:
+    """Pick ``arr``'s elements at ``indices`` along ``axis`` (same rank; other axes broadcast), as JAX.
+
+    Out-of-bounds indices give ``fill_value`` (default NaN for floats) with the default mode
+    ``"fill"``; ``"clip"`` clamps them. ``axis=None`` works on the flattened array.
+
+    >>> fnp.take_along_axis(fnp.array([[3., 1.], [0., 2.]]), fnp.array([[1], [0]]), axis=1)   # [[1.], [0.]]
+    """
+    x, indices = _arr(arr), _arr(indices)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"take_along_axis: indices must be integers, got {describe(indices)}")
+    if axis is None:
+        x, indices, axis = ravel(x), ravel(indices), 0
     if indices.ndim != x.ndim:
         raise ValueError(f"take_along_axis: indices {describe(indices)} and array {describe(x)} must have the "
                          "same rank")
     axis = normalize_axis("take_along_axis", axis, x.ndim, x)
+    for d in range(x.ndim):
+        if d != axis and indices.shape[d] not in (1, x.shape[d]) and x.shape[d] != 1:
+            raise ValueError(f"take_along_axis: indices {describe(indices)} do not broadcast against the array "
+                             f"{describe(x)} along axis {d}")
+    how, wrap = _take_how("take_along_axis", mode, True if wrap_negative_indices is None else
+                          bool(wrap_negative_indices))
     index = []
     for d in range(x.ndim):
         if d == axis:
@@ -227,7 +275,10 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
             shape = [1] * x.ndim
             shape[d] = x.shape[d]
             index.append(np.arange(x.shape[d]).reshape(shape))
-    return lax.getitem(x, tuple(index))
+    return lax.getitem(x, tuple(index), how, fill_value, wrap_negative_indices=wrap, op="take_along_axis")
+
+
+_arr = arr
 
 
 def _tri_mask(x: Any, k: int, lower: bool) -> np.ndarray:

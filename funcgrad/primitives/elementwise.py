@@ -6,7 +6,7 @@ rule (``ct * d``) come from it.  A binary primitive gives both partial
 derivatives.  Gradient conventions follow JAX:
 
 * ``maximum``/``minimum`` at ties give each side half the cotangent;
-* ``abs`` has derivative ``sign(x)``, so 0 at 0;
+* ``abs`` has derivative ``sign(x)``, except 1 at 0 (and -0), as JAX's ``grad(abs)(0.) == 1.``;
 * ``sqrt``/``log`` at 0 give inf; ``pow`` w.r.t. the exponent at base 0 is 0;
 * ``floor``, ``ceil``, ``round``, ``sign`` have zero gradient;
 * ``where(c, x, y)`` sends the cotangent to the chosen side only, so a NaN
@@ -283,7 +283,12 @@ arccos_p = unary("arccos", np.arccos, lambda x, y: neg(div(1.0, sqrt(sub(1.0, mu
 arctan_p = unary("arctan", np.arctan, lambda x, y: div(1.0, add(1.0, mul(x, x))))
 sinh_p = unary("sinh", np.sinh, lambda x, y: cosh(x))
 cosh_p = unary("cosh", np.cosh, lambda x, y: sinh(x))
-abs_p = unary("abs", np.abs, lambda x, y: sign(x))
+def _abs_deriv(x, y):
+    # JAX's rule: select(x >= 0, 1, -1), so 1 at 0 (sign(0) + 1); NaN stays NaN.
+    return add(sign(x), convert(eq_p.bind(x, 0.0), _dtypes.result_type(x, 0.0)))
+
+
+abs_p = unary("abs", np.abs, _abs_deriv)
 # logistic(x) = 1 / (1 + exp(-x)), computed through tanh so it never overflows.
 logistic_p = unary("logistic", lambda x: np.tanh(x * 0.5) * 0.5 + 0.5, lambda x, y: mul(y, sub(1.0, y)))
 

@@ -22,9 +22,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _core
+from funcgrad._config import config
 from funcgrad._core import Array, Primitive, Tracer, zeros_like
 from funcgrad._dtypes import ShapedArray, describe, result_type
-from funcgrad.primitives.elementwise import eq, mul, select
+from funcgrad.primitives.elementwise import (add, convert, eq, ge_p, lt_p, maximum_p, minimum_p, mod_p, mul, or_p,
+                                             select)
 from funcgrad.primitives.shape import linear_jvp, move_to_front, moveaxis, reshape, shape_of, unbroadcast
 
 # ------------------------------------------------------ index normalisation
@@ -190,8 +192,22 @@ def _getitem_jvp(primals, tangents, template):
 getitem_p.batch, getitem_p.vjp, getitem_p.jvp = _getitem_batch, _getitem_vjp, _getitem_jvp
 
 
-def getitem(x: Any, index: Any) -> Any:
-    template, arrays = split_index(index, shape_of(x), x)
+def getitem(x: Any, index: Any, mode: str | None = None, fill_value: Any = None, *,
+            wrap_negative_indices: bool = True, op: str = "getitem") -> Any:
+    """``x[index]`` (numpy indexing) with JAX's out-of-bounds rule for the gathered positions.
+
+    ``mode``: None or ``"clip"`` / ``"promise_in_bounds"`` clamp each index into its axis (after a
+    negative index has counted once from the end), as JAX's ``x[i]`` does; ``"fill"`` gives
+    ``fill_value`` (default: NaN for inexact dtypes, the most negative value for signed integers,
+    the largest for unsigned, True for bool) at out-of-bounds positions. With
+    ``config.checked_indexing`` set, the default mode raises an IndexError instead.
+    """
+    shape = shape_of(x)
+    template, arrays = split_index(index, shape, x, op)
+    how = _gather_how(mode, op)
+    template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
+    if pads:
+        x = pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=_fill_scalar(x, fill_value, op))
     return getitem_p.bind(x, *arrays, template=template)
 
 
@@ -315,16 +331,286 @@ scatter_set_p.vjp, scatter_set_p.jvp, scatter_set_p.batch = (
     _scatter_set_vjp, _scatter_jvp(scatter_set_p), _scatter_batch(scatter_set_p))
 
 
-def scatter_set(x: Any, index: Any, value: Any, op: str = "scatter_set") -> Any:
-    """``x`` with ``x[index]`` replaced by ``value`` (numpy indexing; the last duplicate write wins)."""
-    template, arrays = split_index(index, shape_of(x), x, op)
-    return scatter_set_p.bind(x, value, *arrays, template=template)
+def _scatter(p: Primitive, x: Any, index: Any, value: Any, op: str, mode: str | None,
+             wrap_negative_indices: bool) -> Any:
+    shape = shape_of(x)
+    template, arrays = split_index(index, shape, x, op)
+    how = _scatter_how(mode, op)
+    template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
+    if not pads:
+        return p.bind(x, value, *arrays, template=template)
+    # Out-of-bounds updates land in one extra slot per indexed axis, sliced off afterwards.
+    out = p.bind(pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=0), value, *arrays, template=template)
+    return getitem_p.bind(out, template=tuple(("s", 0, n, None) for n in shape))
 
 
-def scatter_add(x: Any, index: Any, value: Any, op: str = "scatter_add") -> Any:
-    """``x`` with ``value`` added at ``x[index]`` (numpy indexing; duplicate indices accumulate)."""
-    template, arrays = split_index(index, shape_of(x), x, op)
-    return scatter_add_p.bind(x, value, *arrays, template=template)
+def scatter_set(x: Any, index: Any, value: Any, op: str = "scatter_set", mode: str | None = None, *,
+                wrap_negative_indices: bool = True) -> Any:
+    """``x`` with ``x[index]`` replaced by ``value`` (numpy indexing; the last duplicate write wins).
+
+    Out-of-bounds updates are dropped (JAX's default ``mode="drop"``/``"fill"``); ``mode="clip"``
+    clamps the indices instead; ``"promise_in_bounds"`` checks nothing (an out-of-bounds index
+    raises an IndexError when the update runs). ``config.checked_indexing`` makes the default raise.
+    """
+    return _scatter(scatter_set_p, x, index, value, op, mode, wrap_negative_indices)
+
+
+def scatter_add(x: Any, index: Any, value: Any, op: str = "scatter_add", mode: str | None = None, *,
+                wrap_negative_indices: bool = True) -> Any:
+    """``x`` with ``value`` added at ``x[index]`` (numpy indexing; duplicate indices accumulate).
+
+    Out-of-bounds updates are dropped by default; ``mode`` as in :func:`scatter_set`.
+    """
+    return _scatter(scatter_add_p, x, index, value, op, mode, wrap_negative_indices)
+
+
+def scatter_combine(x: Any, index: Any, value: Any, combine: Any, op: str, mode: str | None = None, *,
+                    unique_indices: bool = False, wrap_negative_indices: bool = True) -> Any:
+    """``x`` with ``x[index]`` replaced by ``combine(x[index], value)``, each duplicate index applied in turn.
+
+    The engine of ``x.at[i].mul/min/max/power/apply``: duplicates are resolved in rounds (round k
+    updates every position's k-th occurrence), which needs the index arrays' values; traced index
+    arrays (under jit or vmap) need ``unique_indices=True``.
+    """
+    shape = shape_of(x)
+    template, arrays = split_index(index, shape, x, op)
+    how = _scatter_how(mode, op)
+    template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
+    rounds: list = [None]
+    if arrays and not unique_indices:
+        if any(isinstance(a, Tracer) for a in arrays):
+            raise NotImplementedError(
+                f"{op}: the index arrays are traced (under jit or vmap), so funcgrad cannot tell whether they "
+                "repeat, and this update is applied once per occurrence of an index. Pass unique_indices=True "
+                "if the indices are unique, or make the indices static (static_argnums, numpy arrays)")
+        first_axis = _item_axes(template, len(shape))[_first_array_item(template)]
+        rounds = _duplicate_rounds(shape, template, arrays, pads)
+        if len(rounds) > 1 and first_axis not in pads:
+            pads = tuple(sorted(set(pads) | {first_axis}))
+    out = x if not pads else pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=0)
+    for redirected in rounds:
+        idx = list(arrays)
+        if redirected is not None:
+            idx[0] = redirected
+        old = getitem_p.bind(out, *idx, template=template)
+        out = scatter_set_p.bind(out, combine(old, value), *idx, template=template)
+    if pads:
+        out = getitem_p.bind(out, template=tuple(("s", 0, n, None) for n in shape))
+    return out
+
+
+# ------------------------------------------------------- out-of-bounds indices
+#
+# Modes (JAX's names): gathers default to "clip" (x[i] clamps each index into its axis), "fill"
+# gives a fill value; scatters default to dropping out-of-bounds updates ("drop"/"fill"), "clip"
+# clamps.  Both are written with primitives: indices are clamped with minimum/maximum, and an
+# out-of-bounds position is sent to one extra slot padded onto its axis (the fill value for a
+# gather, a discarded slot for a scatter), so grad, vmap and jit need no new rules.  Concrete
+# index arrays that are in bounds (the common eager case) pass through untouched.
+
+GATHER_MODES = ("clip", "fill", "promise_in_bounds")
+SCATTER_MODES = ("clip", "drop", "fill", "promise_in_bounds")
+
+
+def _mode_name(mode: Any) -> Any:
+    name = getattr(mode, "name", None)    # a GatherScatterMode-like enum
+    if isinstance(name, str):
+        return "fill" if name == "FILL_OR_DROP" else name.lower()
+    return mode
+
+
+def _gather_how(mode: Any, op: str) -> str:
+    mode = _mode_name(mode)
+    if mode is None:
+        return "raw" if config.checked_indexing else "clip"
+    if mode in ("clip", "promise_in_bounds"):
+        return "clip"
+    if mode in ("fill", "wrap"):     # "wrap" (indices modulo the axis): jnp.take's, not a JAX gather mode
+        return mode
+    raise ValueError(f"{op}: unknown gather mode {mode!r}; expected one of {', '.join(GATHER_MODES)} (or None)")
+
+
+def _scatter_how(mode: Any, op: str) -> str:
+    mode = _mode_name(mode)
+    if mode is None:
+        return "raw" if config.checked_indexing else "fill"
+    if mode == "clip":
+        return "clip"
+    if mode in ("drop", "fill"):
+        return "fill"
+    if mode == "promise_in_bounds":
+        return "raw"
+    raise ValueError(f"{op}: unknown scatter mode {mode!r}; expected one of {', '.join(SCATTER_MODES)} (or None)")
+
+
+def _item_axes(template: tuple, ndim: int) -> list:
+    """The axis of the indexed array each template item indexes (None for None/Ellipsis)."""
+    consumed = sum(1 for t in template if t[0] in "isa")
+    axes, axis = [], 0
+    for t in template:
+        if t[0] in "isa":
+            axes.append(axis)
+            axis += 1
+        else:
+            axes.append(None)
+            if t[0] == "e":
+                axis += max(ndim - consumed, 0)
+    return axes
+
+
+def _first_array_item(template: tuple) -> int:
+    return next(k for k, t in enumerate(template) if t[0] == "a")
+
+
+def _pad_widths(ndim: int, pads: Sequence[int]) -> tuple:
+    return tuple((0, 1) if d in pads else (0, 0) for d in range(ndim))
+
+
+def fill_value_for(dtype: Any) -> Any:
+    """JAX's default fill for out-of-bounds gathers: NaN, the most negative int, the largest uint, True."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        return float("nan")
+    if dtype.kind == "i":
+        return int(np.iinfo(dtype).min)
+    if dtype.kind == "u":
+        return int(np.iinfo(dtype).max)
+    return True
+
+
+def _fill_scalar(x: Any, fill_value: Any, op: str) -> Any:
+    if fill_value is None:
+        return fill_value_for(x.dtype)
+    if isinstance(fill_value, (Array, np.ndarray, np.generic)) and np.ndim(fill_value) == 0:
+        return np.asarray(fill_value).item()
+    if isinstance(fill_value, (bool, int, float, complex)):
+        return fill_value
+    raise TypeError(f"{op}: fill_value must be a static scalar (a Python number or a concrete 0-d array), got "
+                    f"{describe(fill_value)}")
+
+
+def _oob_error(op: str, bad: int, axis: int, n: int, x: Any) -> IndexError:
+    why = ("config.checked_indexing is on, so out-of-bounds indices raise instead of being clamped (gathers) or "
+           "dropped (scatters) as in JAX" if config.checked_indexing else
+           "mode='promise_in_bounds' promised indices in bounds; use mode='drop' or 'clip' for indices that may not be")
+    return IndexError(f"{op}: index {bad} is out of bounds for axis {axis} with size {n} (array {describe(x)}); "
+                      f"{why}")
+
+
+def normalize_indices(shape: tuple[int, ...], template: tuple, arrays: Sequence[Any], how: str,
+                      wrap_negative: bool, x: Any = None, op: str = "getitem") -> tuple[tuple, list, tuple]:
+    """Apply an out-of-bounds rule to a split index: ``(template, arrays, padded axes)``.
+
+    ``how``: "clip" clamps into each axis, "fill" sends out-of-bounds positions to index ``n`` of an
+    axis padded by one ("raw": left alone, except that concrete indices are checked). Axes in the
+    returned tuple must be padded by one slot at their end before the index is used.
+    """
+    if how == "raw" and not arrays and all(t[0] != "i" for t in template):
+        return template, list(arrays), ()
+    axes = _item_axes(template, len(shape))
+    new_template, new_arrays, pads = list(template), list(arrays), []
+    for k, t in enumerate(template):
+        if t[0] == "i":
+            n, i = shape[axes[k]], t[1]
+            lo = -n if wrap_negative else 0
+            if lo <= i < n:
+                if how == "fill" and i < 0:
+                    new_template[k] = ("i", i + n)
+                continue
+            if how == "raw":
+                raise _oob_error(op, i, axes[k], n, x)
+            if how == "clip":
+                new_template[k] = ("i", min(max(i, lo), n - 1) if n else 0)
+            elif how == "wrap":
+                new_template[k] = ("i", i % n if n else 0)
+            else:
+                new_template[k] = ("i", n)
+                pads.append(axes[k])
+        elif t[0] == "a":
+            a, n = arrays[t[1]], shape[axes[k]]
+            fixed, padded = _normalize_array(a, n, how, wrap_negative, op, axes[k], x)
+            new_arrays[t[1]] = fixed
+            if padded:
+                pads.append(axes[k])
+    if pads:   # a padded axis holds n + 1 slots: every negative index must count from the end first
+        for k, t in enumerate(new_template):
+            if t[0] == "i" and t[1] < 0:
+                new_template[k] = ("i", t[1] + shape[axes[k]])
+            elif t[0] == "a" and axes[k] not in pads:
+                new_arrays[t[1]] = _wrap_negative(new_arrays[t[1]], shape[axes[k]])
+    return tuple(new_template), new_arrays, tuple(sorted(set(pads)))
+
+
+def _wrap_negative(a: Any, n: int) -> Any:
+    if not isinstance(a, Tracer):
+        v = np.asarray(a)
+        return a if not (v < 0).any() else _core.as_array(np.where(v < 0, v + n, v).astype(v.dtype))
+    return select(lt_p.bind(a, 0), add(a, n), a)
+
+
+def _normalize_array(a: Any, n: int, how: str, wrap_negative: bool, op: str, axis: int, x: Any) -> tuple[Any, bool]:
+    lo = -n if wrap_negative else 0
+    if not isinstance(a, Tracer):
+        v = np.asarray(a)
+        inside = bool(((v >= lo) & (v < n)).all())
+        if inside:
+            return a, False
+        if how == "raw":
+            bad = v[(v < lo) | (v >= n)].flat[0]
+            raise _oob_error(op, int(bad), axis, n, x)
+        v = v.astype(np.int64)
+        if how == "clip":
+            out = np.clip(v, lo, n - 1) if n else np.zeros_like(v)
+            return _core.as_array(out.astype(np.int32 if n < 2**31 else np.int64)), False
+        if how == "wrap":
+            return _core.as_array((v % n if n else v * 0).astype(np.int32 if n < 2**31 else np.int64)), False
+        v = np.where(v < 0, v + n, v) if wrap_negative else v
+        out = np.where((v >= 0) & (v < n), v, n)
+        return _core.as_array(out.astype(np.int32 if n < 2**31 - 1 else np.int64)), not inside
+    if how == "raw":
+        return a, False
+    if a.dtype.kind == "u" or a.dtype.itemsize < 4:
+        a = convert(a, np.int32)
+    if how == "clip":
+        if n == 0:
+            return a, False
+        return maximum_p.bind(minimum_p.bind(a, n - 1), lo), False
+    if how == "wrap":
+        return mod_p.bind(a, n), False
+    if wrap_negative:
+        a = select(lt_p.bind(a, 0), add(a, n), a)
+    bad = or_p.bind(lt_p.bind(a, 0), ge_p.bind(a, n))
+    return select(bad, _full_like_int(a, n), a), True
+
+
+def _full_like_int(a: Any, n: int) -> Any:
+    return add(mul(a, 0), n)
+
+
+def _duplicate_rounds(shape: tuple[int, ...], template: tuple, arrays: Sequence[Any], pads: tuple) -> list:
+    """[None] when the advanced positions never repeat; otherwise one redirected first index array per
+    round (positions not in that round sent to the padded slot of its axis)."""
+    axes = _item_axes(template, len(shape))
+    items = [(k, t) for k, t in enumerate(template) if t[0] == "a"]
+    values = np.broadcast_arrays(*[np.asarray(arrays[t[1]]).astype(np.int64) for _, t in items])
+    sizes = [shape[axes[k]] + (1 if axes[k] in pads else 0) for k, _ in items]
+    wrapped = [np.where(v < 0, v + s, v) for v, s in zip(values, sizes)]
+    flat = np.ravel_multi_index([w.ravel() for w in wrapped], sizes) if wrapped[0].size else np.zeros(0, np.int64)
+    if flat.size == 0 or np.unique(flat).size == flat.size:
+        return [None]
+    order = np.argsort(flat, kind="stable")
+    ranked = flat[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(ranked)) + 1]
+    group_start = np.repeat(starts, np.diff(np.r_[starts, ranked.size]))
+    rank = np.empty_like(flat)
+    rank[order] = np.arange(flat.size) - group_start
+    rank = rank.reshape(values[0].shape)
+    first_k, first_t = items[0]
+    n0 = shape[axes[first_k]]
+    first = np.asarray(arrays[first_t[1]]).astype(np.int64)
+    first = np.broadcast_to(np.where(first < 0, first + n0, first), rank.shape)
+    return [_core.as_array(np.where(rank == r, first, n0).astype(np.int32 if n0 < 2**31 - 1 else np.int64))
+            for r in range(int(rank.max()) + 1)]
 
 
 def batch_by_loop(prim: Primitive):
