@@ -1,4 +1,541 @@
-"""funcgrad.numpy: math functions."""
+"""funcgrad.numpy: math functions, bit operations, predicates and dtype utilities.
+
+Written on lax and primitives, so every differentiable function here works
+under grad (any order), vmap and jit.  Gradient conventions follow JAX
+(``fmax``/``fmin`` send the gradient to the chosen side, ``copysign`` has
+derivative 0 at ``x1 == 0``, integer-valued functions have zero gradients).
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+from typing import Any
+
+import numpy as np
+
+from funcgrad import _dtypes
+from funcgrad._core import Array, Tracer
+from funcgrad._dtypes import describe
+from funcgrad import lax
+from funcgrad.numpy import _elementwise as _E
+from funcgrad.numpy._base import arr, operand, promote, promote_inexact
+from funcgrad.primitives import elementwise_more as _M
+
+__all__ = [
+    "acos", "acosh", "arccosh", "arcsinh", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "copysign",
+    "deg2rad", "degrees", "divmod", "fabs", "float_power", "fmax", "fmin", "fmod", "frexp", "gcd", "heaviside",
+    "hypot", "isinf", "isneginf", "isposinf", "lcm", "ldexp", "log10", "logaddexp", "logaddexp2", "modf",
+    "nan_to_num", "nextafter", "pow", "rad2deg", "radians", "rint", "signbit", "sinc", "spacing", "trunc",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_invert", "invert", "bitwise_count",
+    "bitwise_left_shift", "bitwise_right_shift", "left_shift", "right_shift",
+]
+
+_NO_PARAMS: dict = {}
+_LN2 = float(np.log(2.0))
+_LN10 = float(np.log(10.0))
+
+
+def _is_value(x: Any) -> bool:
+    return isinstance(x, (Array, Tracer))
+
+
+def _dtype(x: Any) -> np.dtype:
+    return _dtypes.result_type(x)
+
+
+# ------------------------------------------------------------------ aliases and simple math
+
+acos, asin, atan, atan2, pow = _E.arccos, _E.arcsin, _E.arctan, _E.arctan2, _E.power  # noqa: A001
+
+
+def _inexact_unary(p: Any, name: str, doc: str) -> Any:
+    def f(x: Any, /) -> Any:
+        (x,) = promote_inexact(x)
+        return p.bind(x)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+arcsinh = _inexact_unary(_M.arcsinh_p, "arcsinh", """Inverse hyperbolic sine, elementwise (integers compute in the
+    default float).
+
+    >>> fnp.arcsinh(fnp.array([0.0, 1.0]))    # [0, 0.8814]
+    """)
+arccosh = _inexact_unary(_M.arccosh_p, "arccosh", """Inverse hyperbolic cosine (NaN below 1), elementwise.
+
+    >>> fnp.arccosh(fnp.array([1.0, 2.0]))    # [0, 1.317]
+    """)
+arctanh = _inexact_unary(_M.arctanh_p, "arctanh", """Inverse hyperbolic tangent (+-inf at +-1), elementwise.
+
+    >>> fnp.arctanh(fnp.array([0.0, 0.5]))    # [0, 0.5493]
+    """)
+cbrt = _inexact_unary(_M.cbrt_p, "cbrt", """Real cube root, elementwise (negative for negative x; the derivative
+    is inf at 0).
+
+    >>> fnp.cbrt(fnp.array([-8.0, 27.0]))     # [-2, 3]
+    """)
+asinh, acosh, atanh = arcsinh, arccosh, arctanh
+
+
+def log10(x: Any, /) -> Any:
+    """Base-10 logarithm, elementwise (``log(x) / log(10)``, as JAX).
+
+    >>> fnp.log10(fnp.array([1.0, 100.0]))    # [0, 2]
+    """
+    (x,) = promote_inexact(x)
+    return lax.div(lax.log(x), _LN10)
+
+
+def deg2rad(x: Any, /) -> Any:
+    """Degrees to radians, elementwise (integers become the default float).
+
+    >>> fnp.deg2rad(fnp.array([180.0]))       # [3.14159]
+    """
+    (x,) = promote_inexact(x)
+    return lax.mul(x, float(np.pi / 180.0))
+
+
+def rad2deg(x: Any, /) -> Any:
+    """Radians to degrees, elementwise.
+
+    >>> fnp.rad2deg(fnp.array([fnp.pi]))      # [180]
+    """
+    (x,) = promote_inexact(x)
+    return lax.mul(x, float(180.0 / np.pi))
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def fabs(x: Any, /) -> Any:
+    """|x| as a float (integers become the default float, as ``jnp.fabs``).
+
+    >>> fnp.fabs(fnp.array([-2, 3]))          # f32 [2, 3]
+    """
+    (x,) = promote_inexact(x)
+    return lax.abs(x)
+
+
+def divmod(x1: Any, x2: Any, /) -> tuple:  # noqa: A001 - numpy's name
+    """``(floor_divide(x1, x2), mod(x1, x2))``.
+
+    >>> fnp.divmod(fnp.array([5, -5]), 3)     # ([1, -2], [2, 1])
+    """
+    return _E.floor_divide(x1, x2), _E.mod(x1, x2)
+
+
+def float_power(x: Any, y: Any, /) -> Any:
+    """``x ** y`` computed in floats (the default float for integers; float32 without x64, as JAX --
+    numpy's float_power always uses float64).
+
+    >>> fnp.float_power(fnp.array([2, 3]), 2)   # f32 [4, 9]
+    """
+    return lax.pow(*promote_inexact(x, y))
+
+
+def fmax(x1: Any, x2: Any) -> Any:
+    """Elementwise maximum ignoring NaNs (NaN only where both are NaN).
+
+    The gradient goes to the chosen side: ``x1`` where ``x1 > x2`` or ``x2`` is NaN, else ``x2``
+    (at ties ``x2``, as JAX).
+
+    >>> fnp.fmax(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))   # [1, 2]
+    """
+    x1, x2 = promote(x1, x2)
+    return _E.where(_E.logical_or(_E.greater(x1, x2), _E.isnan(x2)), x1, x2)
+
+
+def fmin(x1: Any, x2: Any) -> Any:
+    """Elementwise minimum ignoring NaNs (NaN only where both are NaN); gradient as :func:`fmax`.
+
+    >>> fnp.fmin(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))   # [1, 2]
+    """
+    x1, x2 = promote(x1, x2)
+    return _E.where(_E.logical_or(_E.less(x1, x2), _E.isnan(x2)), x1, x2)
+
+
+def fmod(x1: Any, x2: Any, /) -> Any:
+    """C's remainder ``x1 - trunc(x1 / x2) * x2`` (sign of ``x1``; :func:`mod` has the sign of ``x2``).
+
+    Gradients: 1 for ``x1``, ``-trunc(x1 / x2)`` for ``x2``.
+
+    >>> fnp.fmod(fnp.array([5, -5]), 3)       # [2, -2]
+    """
+    x1, x2 = promote(x1, x2)
+    if _dtypes.result_type(x1, x2).kind == "b":
+        raise TypeError(f"fmod: not supported for bool operands ({describe(x1)}, {describe(x2)}); convert them "
+                        "to integers first")
+    return _M.fmod_p.bind(x1, x2)
+
+
+def trunc(x: Any) -> Any:
+    """Round towards zero; integers are returned unchanged; zero gradient.
+
+    >>> fnp.trunc(fnp.array([-1.5, 1.5]))     # [-1, 1]
+    """
+    x = operand(x)
+    if _dtype(x).kind in "iub":
+        return arr(x)
+    return lax.select(lax.lt(x, 0.0), lax.ceil(x), lax.floor(x))
+
+
+def rint(x: Any, /) -> Any:
+    """Round to the nearest integer, halves to even (integers become the default float).
+
+    >>> fnp.rint(fnp.array([0.5, 1.5, -2.5]))   # [0, 2, -2]
+    """
+    (x,) = promote_inexact(x)
+    return lax.round(x)
+
+
+def modf(x: Any, /, out: None = None) -> tuple:
+    """``(fractional part, integral part)``, both with the sign of ``x``.
+
+    >>> fnp.modf(fnp.array([-2.5, 3.25]))     # ([-0.5, 0.25], [-2, 3])
+    """
+    if out is not None:
+        raise NotImplementedError("modf: out= is not supported (funcgrad arrays are immutable)")
+    (x,) = promote_inexact(x)
+    whole = trunc(x)
+    return lax.sub(x, whole), whole
+
+
+def frexp(x: Any, /) -> tuple:
+    """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent`` and ``0.5 <= |mantissa| < 1``
+    (exponent int32; 0 for 0, inf and NaN).  The mantissa's derivative is ``2**-exponent``.
+
+    >>> fnp.frexp(fnp.array([3.0, 0.0]))      # ([0.75, 0], [2, 0])
+    """
+    (x,) = promote_inexact(x)
+    return _M.frexp_mantissa_p.bind(x), _M.frexp_exponent_p.bind(x)
+
+
+def ldexp(x1: Any, x2: Any, /) -> Any:
+    """``x1 * 2**x2`` for an integer exponent ``x2``; the gradient w.r.t. ``x1`` is ``2**x2``.
+
+    >>> fnp.ldexp(fnp.array([1.0, 0.75]), fnp.array([3, 2]))   # [8, 3]
+    """
+    x2 = operand(x2)
+    if _dtype(x2).kind not in "iu":
+        raise TypeError(f"ldexp: the exponent x2 must be an integer, got {describe(x2)}")
+    (x1,) = promote_inexact(x1)
+    dtype = _dtype(x1)
+    n = lax.convert_element_type(arr(x2), dtype)
+    half = lax.floor(lax.mul(n, 0.5))     # two factors: 2**n alone can overflow where x1 * 2**n does not
+    return lax.mul(lax.mul(x1, lax.exp2(half)), lax.exp2(lax.sub(n, half)))
+
+
+def gcd(x1: Any, x2: Any) -> Any:
+    """Greatest common divisor of integers (non-negative; ``gcd(0, 0) = 0``).
+
+    >>> fnp.gcd(fnp.array([12, -8]), fnp.array([18, 12]))    # [6, 4]
+    """
+    return _M.gcd_p.bind(*promote(x1, x2))
+
+
+def lcm(x1: Any, x2: Any) -> Any:
+    """Least common multiple of integers (non-negative; 0 if either is 0).
+
+    >>> fnp.lcm(fnp.array([4, -6]), fnp.array([6, 4]))       # [12, 12]
+    """
+    return _M.lcm_p.bind(*promote(x1, x2))
+
+
+def heaviside(x1: Any, x2: Any, /) -> Any:
+    """Step function: 0 where ``x1 < 0``, 1 where ``x1 > 0``, ``x2`` where ``x1 == 0``.
+
+    >>> fnp.heaviside(fnp.array([-1.0, 0.0, 2.0]), 0.5)   # [0, 0.5, 1]
+    """
+    x1, x2 = promote_inexact(x1, x2)
+    inner = _E.where(_E.isnan(x1), x1, x2)
+    return _E.where(_E.less(x1, 0), 0.0, _E.where(_E.greater(x1, 0), 1.0, inner))
+
+
+def hypot(x1: Any, x2: Any, /) -> Any:
+    """``sqrt(x1**2 + x2**2)`` without overflow or underflow (as ``jnp.hypot``).
+
+    >>> fnp.hypot(fnp.array([3.0]), fnp.array([4.0]))    # [5]
+    """
+    x1, x2 = promote_inexact(x1, x2)
+    x1, x2 = lax.abs(x1), lax.abs(x2)
+    any_inf = _E.logical_or(isposinf(x1), isposinf(x2))
+    big, small = _E.maximum(x1, x2), _E.minimum(x1, x2)
+    zero = lax.eq(big, 0.0)
+    ratio = lax.div(small, _E.where(zero, 1.0, big))
+    out = _E.where(zero, big, lax.mul(big, lax.sqrt(lax.add(1.0, lax.mul(ratio, ratio)))))
+    return _E.where(any_inf, np.inf, out)
+
+
+def logaddexp(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+    """``log(exp(x1) + exp(x2))`` without overflow; its gradient is exact at ``x1 == x2`` (1/2 each).
+
+    >>> fnp.logaddexp(fnp.array([0.0]), fnp.array([0.0]))   # [log 2]
+    """
+    if out is not None or where is not None:
+        raise NotImplementedError("logaddexp: out= and where= are not supported (as in JAX)")
+    return _M.logaddexp_p.bind(*promote_inexact(x1, x2))
+
+
+def logaddexp2(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+    """``log2(2**x1 + 2**x2)`` without overflow.
+
+    >>> fnp.logaddexp2(fnp.array([1.0]), fnp.array([1.0]))  # [2]
+    """
+    if out is not None or where is not None:
+        raise NotImplementedError("logaddexp2: out= and where= are not supported (as in JAX)")
+    x1, x2 = promote_inexact(x1, x2)
+    return lax.div(_M.logaddexp_p.bind(lax.mul(x1, _LN2), lax.mul(x2, _LN2)), _LN2)
+
+
+def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Any:
+    """``x`` with NaN replaced by ``nan`` and +-inf by ``posinf``/``neginf`` (default: the dtype's
+    largest / lowest finite value).  Integers and bools are returned unchanged.
+
+    >>> fnp.nan_to_num(fnp.array([fnp.nan, fnp.inf]))     # [0, 3.4028235e38]
+    """
+    del copy
+    x = arr(x)
+    if x.dtype.kind != "f":
+        return x
+    info = np.finfo(x.dtype)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+
+    def const(v: Any) -> Any:
+        return lax.convert_element_type(arr(v), x.dtype) if _is_value(v) else lax.convert_element_type(
+            arr(np.asarray(v, x.dtype)), x.dtype)
+    out = _E.where(_E.isnan(x), const(nan), x)
+    out = _E.where(isposinf(out), const(posinf), out)
+    return _E.where(isneginf(out), const(neginf), out)
+
+
+def nextafter(x: Any, y: Any, /) -> Any:
+    """The next float after ``x`` towards ``y``, elementwise (no derivative: zero gradient).
+
+    >>> fnp.nextafter(fnp.array([1.0]), 2.0)             # [1.0000001]
+    """
+    return lax.nextafter(*promote_inexact(x, y))
+
+
+def signbit(x: Any, /) -> Any:
+    """True where the sign bit is set (``-0.0`` and negative NaNs included; False for unsigned and bools).
+
+    >>> fnp.signbit(fnp.array([-0.0, 0.0, -1.0]))     # [True, False, True]
+    """
+    x = arr(x)
+    kind = x.dtype.kind
+    if kind == "f":
+        bits = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+        return lax.lt(_bitcast(x, bits), 0)
+    if kind == "i":
+        return lax.lt(x, 0)
+    if kind in "ub":
+        return _false_like(x)
+    raise TypeError(f"signbit: expected a real number array, got {describe(x)}")
+
+
+def copysign(x1: Any, x2: Any, /) -> Any:
+    """``|x1|`` with the sign of ``x2`` (its sign bit, so ``-0.0`` counts as negative); the gradient
+    w.r.t. ``x1`` is ``sign(x1) * sign(x2)`` (0 at ``x1 == 0``), w.r.t. ``x2`` it is 0.
+
+    >>> fnp.copysign(fnp.array([1.0, -2.0]), fnp.array([-0.0, 3.0]))   # [-1, 2]
+    """
+    x1, x2 = promote_inexact(x1, x2)
+    a = lax.abs(x1)
+    return _E.where(signbit(x2), lax.neg(a), a)
+
+
+def sinc(x: Any, /) -> Any:
+    """``sin(pi x) / (pi x)``, 1 at 0.  Derivatives of every order are finite at 0 (a Taylor
+    polynomial is used there, so the first six derivatives at 0 are exact).
+
+    >>> fnp.sinc(fnp.array([0.0, 0.5]))       # [1, 0.6366]
+    """
+    (x,) = promote_inexact(x)
+    at_zero = lax.eq(x, 0.0)
+    pi_x = lax.mul(x, float(np.pi))
+    safe = _E.where(at_zero, 1.0, pi_x)
+    u = lax.mul(pi_x, pi_x)     # Taylor series of sin(t)/t in u = t^2, evaluated at x (used only at x == 0)
+    taylor = lax.add(1.0, lax.mul(u, lax.add(-1.0 / 6.0, lax.mul(u, lax.add(1.0 / 120.0, lax.mul(u, -1.0 / 5040.0))))))
+    return _E.where(at_zero, taylor, lax.div(lax.sin(safe), safe))
+
+
+def spacing(x: Any, /) -> Any:
+    """Distance from ``x`` to the next float away from zero (negative for negative ``x``), as
+    ``numpy.spacing``; zero gradient.
+
+    >>> fnp.spacing(fnp.array([1.0]))         # [1.1920929e-07]
+    """
+    (x,) = promote_inexact(x)
+    x = lax.stop_gradient(x)
+    inf = copysign(np.inf, x)
+    result = lax.sub(lax.nextafter(x, inf), x)
+    if x.dtype == np.float16:
+        return result
+    tiny = copysign(float(np.finfo(x.dtype).smallest_subnormal), x)
+    return _E.where(lax.eq(result, 0.0), tiny, result)
+
+
+def isinf(x: Any, /) -> Any:
+    """True where ``x`` is +inf or -inf (always False for integers and bools).
+
+    >>> fnp.isinf(fnp.array([1.0, -fnp.inf, fnp.nan]))   # [False, True, False]
+    """
+    x = arr(x)
+    if x.dtype.kind != "f":
+        return _false_like(x)
+    return lax.eq(lax.abs(x), np.inf)
+
+
+def isposinf(x: Any, /, out: None = None) -> Any:
+    """True where ``x`` is +inf.
+
+    >>> fnp.isposinf(fnp.array([fnp.inf, -fnp.inf]))     # [True, False]
+    """
+    if out is not None:
+        raise NotImplementedError("isposinf: out= is not supported (funcgrad arrays are immutable)")
+    x = arr(x)
+    return lax.eq(x, np.inf) if x.dtype.kind == "f" else _false_like(x)
+
+
+def isneginf(x: Any, /, out: None = None) -> Any:
+    """True where ``x`` is -inf.
+
+    >>> fnp.isneginf(fnp.array([fnp.inf, -fnp.inf]))     # [False, True]
+    """
+    if out is not None:
+        raise NotImplementedError("isneginf: out= is not supported (funcgrad arrays are immutable)")
+    x = arr(x)
+    return lax.eq(x, -np.inf) if x.dtype.kind == "f" else _false_like(x)
+
+
+def _false_like(x: Any) -> Any:
+    # False of x's shape for an integer or bool x (x != x), a value under vmap and jit too.
+    return lax.ne(x, x)
+
+
+# ------------------------------------------------------------------ bit operations
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _int_args(name: str, *xs: Any) -> list:
+    xs = promote(*xs)
+    for x in xs:
+        if _dtype(x).kind not in "iub":
+            raise TypeError(f"{name}: operands must be integers or bools, got "
+                            f"{', '.join(describe(v) for v in xs)}; bit operations are not defined for floats")
+    return [arr(x) if not _is_value(x) else x for x in xs]
+
+
+def _bitcast(x: Any, dtype: Any) -> Any:
+    # Same-width bitcast; a 0-d operand goes through shape (1,) (the primitive's impl gives 0-d arrays
+    # shape (1,)).
+    if x.ndim == 0:
+        return lax.reshape(lax.bitcast_convert_type(lax.reshape(x, (1,)), dtype), ())
+    return lax.bitcast_convert_type(x, dtype)
+
+
+def _bitwise(name: str, op_unsigned: Any, op_bool: Any) -> Any:
+    def f(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+        if out is not None or where is not None:
+            raise NotImplementedError(f"{name}: out= and where= are not supported (as in JAX)")
+        x, y = _int_args(name, x1, x2)
+        x, y = promote(x, y)
+        dtype = _dtypes.result_type(x, y)
+        x, y = (lax.convert_element_type(arr(v), dtype) for v in (x, y))
+        if dtype.kind == "b":
+            return op_bool(x, y)
+        if dtype.kind == "u":
+            return op_unsigned(x, y)
+        u = _UNSIGNED[dtype.itemsize]
+        return _bitcast(op_unsigned(_bitcast(x, u), _bitcast(y, u)),
+                                        dtype)
+    f.__name__ = f.__qualname__ = name
+    return f
+
+
+def _xor_unsigned(x: Any, y: Any) -> Any:
+    return lax.sub(lax.bitwise_or(x, y), lax.bitwise_and(x, y))
+
+
+bitwise_and = _bitwise("bitwise_and", lax.bitwise_and, lax.logical_and)
+bitwise_or = _bitwise("bitwise_or", lax.bitwise_or, lax.logical_or)
+bitwise_xor = _bitwise("bitwise_xor", _xor_unsigned, lax.logical_xor)
+bitwise_and.__doc__ = """Elementwise ``x1 & x2`` for integers and bools (two's complement for signed).
+
+    >>> fnp.bitwise_and(fnp.array([12, -1]), 10)     # [8, 10]
+    """
+bitwise_or.__doc__ = """Elementwise ``x1 | x2`` for integers and bools.
+
+    >>> fnp.bitwise_or(fnp.array([12, 1]), 2)        # [14, 3]
+    """
+bitwise_xor.__doc__ = """Elementwise ``x1 ^ x2`` for integers and bools.
+
+    >>> fnp.bitwise_xor(fnp.array([12, -1]), 10)     # [6, -11]
+    """
+
+
+def bitwise_not(x: Any, /) -> Any:
+    """Elementwise ``~x``: two's complement for integers, logical not for bools.
+
+    >>> fnp.bitwise_not(fnp.array([0, 5]))           # [-1, -6]
+    """
+    (x,) = _int_args("bitwise_not", x)
+    return lax.bitwise_not(x)
+
+
+invert = bitwise_invert = bitwise_not
+
+
+def bitwise_count(x: Any, /) -> Any:
+    """The number of 1 bits in ``|x|`` (uint8), as ``numpy.bitwise_count``.
+
+    >>> fnp.bitwise_count(fnp.array([3, -1, 255]))   # [2, 1, 8]
+    """
+    (x,) = _int_args("bitwise_count", x)
+    return _M.population_count_p.bind(x)
+
+
+def left_shift(x: Any, y: Any, /) -> Any:
+    """Elementwise ``x << y`` for integers (shifts of the bit width or more give 0).
+
+    >>> fnp.left_shift(fnp.array([1, 3]), 2)         # [4, 12]
+    """
+    x, y = _int_args("left_shift", x, y)
+    dtype = _dtypes.result_type(x, y)
+    if dtype.kind == "b":
+        raise TypeError("left_shift: not supported for bool operands; convert them to integers first")
+    x, y = (lax.convert_element_type(v, dtype) for v in (x, y))
+    if dtype.kind == "u":
+        return lax.shift_left(x, y)
+    u = _UNSIGNED[dtype.itemsize]
+    return _bitcast(lax.shift_left(_bitcast(x, u), _bitcast(y, u)),
+                                    dtype)
+
+
+def right_shift(x: Any, y: Any, /) -> Any:
+    """Elementwise ``x >> y``: arithmetic (sign-filling) for signed integers, logical for unsigned;
+    shifts of the bit width or more give 0 (or -1 for negative signed values).
+
+    >>> fnp.right_shift(fnp.array([16, -16]), 2)     # [4, -4]
+    """
+    x, y = _int_args("right_shift", x, y)
+    dtype = _dtypes.result_type(x, y)
+    if dtype.kind == "b":
+        raise TypeError("right_shift: not supported for bool operands; convert them to integers first")
+    x, y = (lax.convert_element_type(v, dtype) for v in (x, y))
+    if dtype.kind == "u":
+        return lax.shift_right_logical(x, y)
+    u = _UNSIGNED[dtype.itemsize]
+    yu = _bitcast(y, u)
+    # Negative x: ~((~x) >> y) with ~x >= 0, so a logical shift of it fills with sign bits.
+    neg = lax.lt(x, 0)
+    base = lax.select(neg, lax.bitwise_not(x), x)
+    shifted = _bitcast(lax.shift_right_logical(_bitcast(base, u), yu), dtype)
+    return lax.select(neg, lax.bitwise_not(shifted), shifted)
+
+
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+
+del builtins
