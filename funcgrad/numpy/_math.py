@@ -20,19 +20,25 @@ from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy import _elementwise as _E
 from funcgrad.numpy._base import arr, operand, promote, promote_inexact
+from funcgrad.numpy._creation import (bartlett, blackman, copy, empty, empty_like, fromfile, frombuffer,  # noqa: F401
+                                      fromfunction, fromiter, fromstring, geomspace, hamming, hanning, identity,
+                                      kaiser, logspace, tri)
 from funcgrad.numpy._reductions import all, any  # noqa: A004 - numpy's names (exported from here)
 from funcgrad.primitives import elementwise_more as _M
 
 __all__ = [
     "acos", "acosh", "arccosh", "arcsinh", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "copysign",
     "deg2rad", "degrees", "divmod", "fabs", "float_power", "fmax", "fmin", "fmod", "frexp", "gcd", "heaviside",
-    "hypot", "isinf", "isneginf", "isposinf", "lcm", "ldexp", "log10", "logaddexp", "logaddexp2", "modf",
+    "hypot", "i0", "isinf", "isneginf", "isposinf", "lcm", "ldexp", "log10", "logaddexp", "logaddexp2", "modf",
     "nan_to_num", "nextafter", "pow", "rad2deg", "radians", "rint", "signbit", "sinc", "spacing", "trunc",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_invert", "invert", "bitwise_count",
     "bitwise_left_shift", "bitwise_right_shift", "left_shift", "right_shift",
     "all", "any", "allclose", "isclose", "array_equal", "array_equiv", "isscalar", "iterable",
     "can_cast", "isdtype", "issubdtype", "promote_types", "result_type", "finfo", "iinfo",
     "vectorize", "apply_along_axis", "apply_over_axes",
+    "empty", "empty_like", "identity", "tri", "logspace", "geomspace", "fromfunction", "frombuffer", "fromfile",
+    "fromiter", "fromstring", "copy", "bartlett", "blackman", "hamming", "hanning", "kaiser",
+    "load", "save", "savez", "array_repr", "array_str", "get_printoptions", "set_printoptions", "printoptions",
 ]
 
 _NO_PARAMS: dict = {}
@@ -270,6 +276,44 @@ def hypot(x1: Any, x2: Any, /) -> Any:
     ratio = lax.div(small, _E.where(zero, 1.0, big))
     out = _E.where(zero, big, lax.mul(big, lax.sqrt(lax.add(1.0, lax.mul(ratio, ratio)))))
     return _E.where(any_inf, np.inf, out)
+
+
+# i0 for |x| > 8: sqrt(x) * exp(-x) * i0(x) as a Chebyshev series in 16 / x - 1 (fitted to scipy's i0e).
+_I0_BIG = (0.4022452055070544, 0.003369116478255682, 6.889758346910166e-05, 2.8913705208338563e-06,
+           2.0489185877405602e-07, 2.2666689916321828e-08, 3.396231725801304e-09, 4.940602238917327e-10,
+           1.1888673620442996e-11, -3.149918007587214e-11, -1.3216423124988623e-11, -1.7941783324737986e-12,
+           7.174599079091778e-13, 3.8526669777144456e-13, 1.496387554929559e-14, -4.150001598407263e-14,
+           -1.0083117915495104e-14, 3.80130709518396e-15, 1.0764336282235213e-15, -3.572021905315721e-16,
+           -1.1560800625988043e-15, 1.9308226515220113e-17, -9.56963976660597e-16)
+# i0 for |x| <= 8: its power series sum (x^2/4)^k / (k!)^2 (positive terms: no cancellation).
+_I0_SERIES = tuple(1.0 / float(np.prod(np.arange(1, k + 1, dtype=np.float64))) ** 2 for k in range(27))
+
+
+def i0(x: Any) -> Any:
+    """The modified Bessel function of the first kind, order 0, elementwise (real ``x``).
+
+    Written with elementary operations (a power series for ``|x| <= 8``, a Chebyshev series of
+    ``sqrt(x) exp(-x) i0(x)`` beyond), so its derivatives of every order are available and
+    smooth at 0.
+
+    >>> fnp.i0(fnp.array([0.0, 1.0]))         # [1, 1.2661]
+    """
+    (x,) = promote_inexact(x)
+    ax = lax.abs(x)
+    small = lax.le(ax, 8.0)
+    xs = _E.where(small, x, 0.0)
+    y = lax.mul(lax.mul(xs, xs), 0.25)
+    series = _I0_SERIES[-1]
+    for c in _I0_SERIES[-2::-1]:
+        series = lax.add(lax.mul(series, y), c)
+    xb = _E.where(small, 9.0, ax)
+    u2 = lax.mul(lax.sub(lax.div(16.0, xb), 1.0), 2.0)
+    b1, b2 = 0.0, 0.0      # Clenshaw's recurrence
+    for c in _I0_BIG[:0:-1]:
+        b1, b2 = lax.add(lax.sub(lax.mul(u2, b1), b2), c), b1
+    cheb = lax.add(lax.sub(lax.mul(lax.mul(u2, 0.5), b1), b2), _I0_BIG[0])
+    big = lax.div(lax.mul(lax.exp(xb), cheb), lax.sqrt(xb))
+    return _E.where(small, series, big)
 
 
 def logaddexp(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
@@ -897,3 +941,51 @@ def apply_over_axes(func: Any, a: Any, axes: Any) -> Any:
             raise ValueError(f"apply_over_axes: function is not returning an array of the correct shape "
                              f"(got {describe(b)} from an input {describe(x)})")
     return x
+
+
+# ------------------------------------------------------------------ io and printing (numpy's, on concrete arrays)
+
+save, savez = np.save, np.savez
+get_printoptions, set_printoptions, printoptions = np.get_printoptions, np.set_printoptions, np.printoptions
+
+
+def load(file: Any, *args: Any, **kwargs: Any) -> Any:
+    """numpy's ``load``; an array read back becomes a funcgrad array (``.npz`` archives and pickles
+    come back as numpy returns them).
+
+    >>> fnp.save("/tmp/x.npy", fnp.arange(3.0)); fnp.load("/tmp/x.npy")   # [0, 1, 2]
+    """
+    out = np.load(file, *args, **kwargs)
+    if isinstance(out, np.ndarray):
+        try:
+            return _as_array(out)
+        except TypeError:   # a dtype funcgrad does not hold (strings, objects): numpy's array
+            return out
+    return out
+
+
+def _concrete(name: str, x: Any) -> np.ndarray:
+    if isinstance(x, Tracer):
+        raise TypeError(f"{name}: needs a concrete array, got a traced value {describe(x)} (inside jit, grad or "
+                        "vmap); print it with funcgrad.debug / outside the transformation")
+    return np.asarray(x)
+
+
+def array_repr(arr: Any, max_line_width: Any = None, precision: Any = None, suppress_small: Any = None) -> str:  # noqa: F811
+    """numpy's ``array_repr`` of a concrete array, with ``Array(`` for ``array(``.
+
+    >>> fnp.array_repr(fnp.array([1.0, 2.0]))     # 'Array([1., 2.], dtype=float32)'
+    """
+    text = np.array_repr(_concrete("array_repr", arr), max_line_width, precision, suppress_small)
+    body = text[len("array("):] if text.startswith("array(") else text
+    if "dtype=" not in body:
+        body = body[:-1] + f", dtype={np.asarray(arr).dtype.name})"
+    return "Array(" + body.replace("\n      ", "\n      ")
+
+
+def array_str(a: Any, max_line_width: Any = None, precision: Any = None, suppress_small: Any = None) -> str:
+    """numpy's ``array_str`` of a concrete array.
+
+    >>> fnp.array_str(fnp.array([1.0, 2.0]))      # '[1. 2.]'
+    """
+    return np.array_str(_concrete("array_str", a), max_line_width, precision, suppress_small)
