@@ -435,23 +435,3 @@ def hanning(M: int) -> Array:
     >>> fnp.hanning(3)                                     # [0, 1, 0]
     """
     return _window("hanning", M, np.hanning)
-
-
-def kaiser(M: int, beta: Any) -> Any:
-    """The Kaiser window of ``M`` points with shape parameter ``beta``
-    (``i0(beta * sqrt(1 - (2n/(M-1) - 1)**2)) / i0(beta)``); differentiable in ``beta``.
-
-    >>> fnp.kaiser(4, 2.0)                                 # [0.4387, 0.9243, 0.9243, 0.4387]
-    """
-    M = index_arg("kaiser", "M", M)
-    if not isinstance(beta, (Array, Tracer)):
-        return _window("kaiser", M, lambda m: np.kaiser(m, float(beta)))
-    from funcgrad import lax
-    from funcgrad.numpy._math import i0
-    from funcgrad.numpy._base import promote_inexact
-    (beta,) = promote_inexact(beta)
-    if M <= 1:
-        return _window("kaiser", M, np.ones)
-    n = np.arange(M, dtype=np.float64)
-    r = np.sqrt(np.maximum(1.0 - (2.0 * n / (M - 1) - 1.0) ** 2, 0.0))
-    return lax.div(i0(lax.mul(beta, convert(as_array(r), beta.dtype))), i0(beta))

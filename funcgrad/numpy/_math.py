@@ -19,12 +19,12 @@ from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy import _elementwise as _E
-from funcgrad.numpy._base import arr, operand, promote, promote_inexact
-from funcgrad.numpy._creation import (bartlett, blackman, copy, empty, empty_like, fromfile, frombuffer,  # noqa: F401
-                                      fromfunction, fromiter, fromstring, geomspace, hamming, hanning, identity,
-                                      kaiser, logspace, tri)
+from funcgrad.numpy._base import arr, index_arg, operand, promote, promote_inexact
+from funcgrad.numpy._creation import (_window, as_array, bartlett, blackman, copy, empty, empty_like,  # noqa: F401
+                                      fromfile, frombuffer, fromfunction, fromiter, fromstring, geomspace, hamming,
+                                      hanning, identity, logspace, tri)
 from funcgrad.numpy._reductions import all, any  # noqa: A004 - numpy's names (exported from here)
-from funcgrad.primitives import elementwise_more as _M
+from funcgrad.lax import _math as _M
 
 __all__ = [
     "acos", "acosh", "arccosh", "arcsinh", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "copysign",
@@ -544,6 +544,8 @@ def bitwise_count(x: Any, /) -> Any:
     >>> fnp.bitwise_count(fnp.array([3, -1, 255]))   # [2, 1, 8]
     """
     (x,) = _int_args("bitwise_count", x)
+    if x.dtype.kind == "i":
+        x = lax.abs(x)     # abs(INT_MIN) wraps to INT_MIN, whose bits count 1 (numpy's answer)
     return _M.population_count_p.bind(x)
 
 
@@ -941,6 +943,23 @@ def apply_over_axes(func: Any, a: Any, axes: Any) -> Any:
             raise ValueError(f"apply_over_axes: function is not returning an array of the correct shape "
                              f"(got {describe(b)} from an input {describe(x)})")
     return x
+
+
+def kaiser(M: int, beta: Any) -> Any:
+    """The Kaiser window of ``M`` points with shape parameter ``beta``
+    (``i0(beta * sqrt(1 - (2n/(M-1) - 1)**2)) / i0(beta)``); differentiable in ``beta``.
+
+    >>> fnp.kaiser(4, 2.0)                                 # [0.4387, 0.9243, 0.9243, 0.4387]
+    """
+    M = index_arg("kaiser", "M", M)
+    if not isinstance(beta, (Array, Tracer)):
+        return _window("kaiser", M, lambda m: np.kaiser(m, float(beta)))
+    (beta,) = promote_inexact(beta)
+    if M <= 1:
+        return _window("kaiser", M, np.ones)
+    n = np.arange(M, dtype=np.float64)
+    r = np.sqrt(np.maximum(1.0 - (2.0 * n / (M - 1) - 1.0) ** 2, 0.0))
+    return lax.div(i0(lax.mul(beta, lax.convert_element_type(as_array(r), beta.dtype))), i0(beta))
 
 
 # ------------------------------------------------------------------ io and printing (numpy's, on concrete arrays)

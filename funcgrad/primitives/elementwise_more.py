@@ -77,8 +77,15 @@ def _float_only(name: str, out: Any = None):
 
 gcd_p = binary("gcd", np.gcd, None, None, _int_only("gcd"))
 lcm_p = binary("lcm", np.lcm, None, None, _int_only("lcm"))
-population_count_p = _declare("population_count", lambda x: np.bitwise_count(np.asarray(x)).astype(np.uint8),
-                              _ints_or_bools("population_count"))
+def _popcount(x: Any) -> np.ndarray:
+    # Of the two's complement bits (jax.lax's population_count: -1 has all bits set).
+    x = np.asarray(x)
+    if x.dtype.kind == "i":
+        x = x.view(np.dtype(f"u{x.dtype.itemsize}"))
+    return np.bitwise_count(x).astype(np.uint8)
+
+
+population_count_p = _declare("population_count", _popcount, _ints_or_bools("population_count"))
 
 
 def _frexp_mantissa(x: Any) -> np.ndarray:
