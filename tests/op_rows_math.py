@@ -9,8 +9,19 @@ from __future__ import annotations
 import numpy as np
 
 import funcgrad.numpy as fnp
-from op_table import BINARY, UNARY, Op, binary, boolean, halves, ints, nonzero, normal, positive, \
-    small_ints_as_float, unary, unit, with_specials
+from op_table import Op, boolean, halves, ints, nonzero, normal, positive, small_ints_as_float, unit, with_specials
+
+# Fewer shape cases than op_table's UNARY/BINARY (CI time): a matrix, 0-d, and broadcasting.
+UNARY = [((3, 4),), ((),), ((0,),)]
+BINARY = [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((), (3,))]
+
+
+def unary(name, gen=normal, ref=None, **kw):
+    return Op(name, getattr(fnp, name), ref or getattr(np, name), UNARY, gen, **kw)
+
+
+def binary(name, gens=normal, ref=None, **kw):
+    return Op(name, getattr(fnp, name), ref or getattr(np, name), BINARY, gens, **kw)
 
 S = [((3, 4),)]                # one small shape: rows of aliases and variants
 S2 = [((3, 4), (3, 4)), ((3, 1), (4,))]
