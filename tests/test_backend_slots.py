@@ -24,16 +24,17 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "argsort", "avg_pool2d", "avg_pool2d_grad", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "debug_callback",
-    "erf",
-    "erf_inv", "getitem", "max_pool2d", "max_pool2d_grad", "scatter_add", "scatter_set", "threefry2x32",
+    "arccosh", "arcsinh", "arctanh", "argsort", "avg_pool2d", "avg_pool2d_grad", "cbrt", "conv2d",
+    "conv2d_input_grad", "conv2d_weight_grad", "debug_callback", "erf", "erf_inv", "fmod", "frexp_exponent",
+    "frexp_mantissa", "gcd", "getitem", "lcm", "logaddexp", "max_pool2d", "max_pool2d_grad", "population_count",
+    "scatter_add", "scatter_set", "threefry2x32",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
 # (``prim.lowerings["numba"]``, funcgrad/backends/cpu/lowering.py): jit's fusion never joins them.
 NUMBA_MISSING = (
-    "bitwise_and", "bitwise_or", "erf", "erf_inv", "floor_divide", "mod", "nextafter", "round", "shift_left",
-    "shift_right_logical",
+    "bitwise_and", "bitwise_or", "erf", "erf_inv", "floor_divide", "frexp_exponent", "frexp_mantissa", "gcd", "lcm",
+    "mod", "nextafter", "population_count", "round", "shift_left", "shift_right_logical",
 )
 
 

@@ -325,3 +325,8 @@ __all__ = [
 from funcgrad.lax import _more  # noqa: E402  (uses the names above)
 from funcgrad.lax._more import *  # noqa: E402,F401,F403
 __all__ = sorted(set(__all__) | set(_more.__all__))
+
+# asinh/acosh/atanh/cbrt/population_count and the primitives of primitives/elementwise_more.py.
+from funcgrad.lax import _math  # noqa: E402
+from funcgrad.lax._math import *  # noqa: E402,F401,F403
+__all__ = sorted(set(__all__) | set(_math.__all__))

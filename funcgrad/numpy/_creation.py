@@ -53,15 +53,34 @@ def _filled(op: str, shape: Any, fill_value: Any, dtype: Any) -> Array:
     return Array(_freeze(value))
 
 
-def zeros(shape: Any, dtype: Any = None) -> Array:
-    return _filled("zeros", shape, 0, dtype or _dtypes.float_)
+def zeros(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+    """Zeros of ``shape`` (the default float unless ``dtype``).
+
+    >>> fnp.zeros((2, 3)).shape                            # (2, 3)
+    """
+    _no_sharding("zeros", out_sharding)
+    return _place(_filled("zeros", shape, 0, dtype or _dtypes.float_), device)
 
 
-def ones(shape: Any, dtype: Any = None) -> Array:
-    return _filled("ones", shape, 1, dtype or _dtypes.float_)
+def ones(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+    """Ones of ``shape`` (the default float unless ``dtype``).
+
+    >>> fnp.ones(3, fnp.int32)                             # [1, 1, 1]
+    """
+    _no_sharding("ones", out_sharding)
+    return _place(_filled("ones", shape, 1, dtype or _dtypes.float_), device)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
+def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
+    """``fill_value`` (a scalar, or an array broadcast to ``shape``) repeated over ``shape``.
+
+    >>> fnp.full((2,), 7)                                  # [7, 7] (int32)
+    """
+    _no_sharding("full", out_sharding)
+    return _place(_full(shape, fill_value, dtype), device)
+
+
+def _full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     if isinstance(fill_value, (Array, Tracer)):
         from funcgrad.lax import broadcast_to
         out = broadcast_to(fill_value, shape_tuple(shape, "full"))
@@ -72,16 +91,35 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     return _filled("full", shape, fill_value, dtype)
 
 
-def zeros_like(x: Any, dtype: Any = None) -> Array:
-    return _on_device_of(x, _filled("zeros_like", _shape_of(x), 0, dtype or _dtype_of(x)))
+def zeros_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+    """Zeros with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
+
+    >>> fnp.zeros_like(fnp.ones((2, 2)))                   # [[0, 0], [0, 0]]
+    """
+    _no_sharding("zeros_like", out_sharding)
+    out = _filled("zeros_like", _shape_of(a) if shape is None else shape, 0, dtype or _dtype_of(a))
+    return _place(_on_device_of(a, out), device)
 
 
-def ones_like(x: Any, dtype: Any = None) -> Array:
-    return _on_device_of(x, _filled("ones_like", _shape_of(x), 1, dtype or _dtype_of(x)))
+def ones_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+    """Ones with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
+
+    >>> fnp.ones_like(fnp.zeros(2))                        # [1, 1]
+    """
+    _no_sharding("ones_like", out_sharding)
+    out = _filled("ones_like", _shape_of(a) if shape is None else shape, 1, dtype or _dtype_of(a))
+    return _place(_on_device_of(a, out), device)
 
 
-def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Any:
-    return _on_device_of(x, full(_shape_of(x), fill_value, dtype or _dtype_of(x)))
+def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None,
+              out_sharding: Any = None) -> Any:
+    """``fill_value`` with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
+
+    >>> fnp.full_like(fnp.zeros(2), 2.5)                   # [2.5, 2.5]
+    """
+    _no_sharding("full_like", out_sharding)
+    out = _full(_shape_of(a) if shape is None else shape, fill_value, dtype or _dtype_of(a))
+    return _place(_on_device_of(a, out), device)
 
 
 def _shape_of(x: Any) -> tuple:
@@ -138,14 +176,262 @@ def _int_range_dtype(start: Any, stop: Any, step: Any, dtype: Any) -> np.dtype |
     return target
 
 
-def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: Any = None) -> Array:
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (``stop`` excluded without
+    ``endpoint``), as ``jnp.linspace``: ``start``/``stop`` may be arrays (broadcast together; the
+    new axis is ``axis`` of the result) and traced values (the result is differentiable in them);
+    ``retstep=True`` also returns the step.  Integer dtypes take the floor of the float values.
+
+    >>> fnp.linspace(0.0, 1.0, 5)                            # [0, 0.25, 0.5, 0.75, 1]
+    >>> fnp.linspace(fnp.array([0.0, 1.0]), 2.0, 3, axis=1)  # [[0, 1, 2], [1, 1.5, 2]]
+    """
     num = index_arg("linspace", "num", num)
     if num < 0:
         raise ValueError(f"linspace: num must be >= 0, got {num}")
-    return _const(np.linspace(start, stop, num, endpoint=endpoint), dtype or _dtypes.float_)
+    out, step = _linspace(start, stop, num, endpoint, axis, "linspace")
+    out = _cast_space(out, dtype)
+    out = _place(out, device)
+    return (out, step) if retstep else out
+
+
+def _cast_space(out: Any, dtype: Any) -> Any:
+    if dtype is None:
+        return out
+    dtype = _dtypes.canonicalize(dtype)
+    if dtype.kind in "iu":
+        from funcgrad.lax import floor
+        return convert(floor(out), dtype)
+    return convert(out, dtype)
+
+
+def _linspace(start: Any, stop: Any, num: int, endpoint: bool, axis: int, name: str) -> tuple:
+    """Differentiable linspace in the default float (or the arrays' float dtype)."""
+    from funcgrad import lax
+    from funcgrad.numpy._base import normalize_axis, promote_inexact
+    from funcgrad.numpy._shape import moveaxis
+    start, stop = promote_inexact(start, stop)
+    start, stop = (v if isinstance(v, (Array, Tracer)) else as_array(v) for v in (start, stop))
+    dtype = _dtypes.result_type(start, stop)
+    start, stop = convert(start, dtype), convert(stop, dtype)
+    shape = tuple(np.broadcast_shapes(start.shape, stop.shape))
+    axis = normalize_axis(name, axis, len(shape) + 1)
+    start, stop = lax.broadcast_to(start, shape), lax.broadcast_to(stop, shape)
+    div = (num - 1) if endpoint else num
+    delta = lax.sub(stop, start)
+    grid = shape + (num,)
+    if num == 0:
+        return moveaxis(lax.full(grid, 0, dtype), -1, axis), lax.div(delta, float(div) if div else np.nan)
+    steps = lax.broadcasted_iota(dtype, grid, len(shape))
+    ex_start, ex_delta = lax.reshape(start, shape + (1,)), lax.reshape(delta, shape + (1,))
+    if div > 0:
+        out = lax.add(ex_start, lax.mul(steps, lax.div(ex_delta, float(div))))
+        if endpoint and num > 1:   # the last value is stop exactly
+            last = lax.eq(steps, float(num - 1))
+            out = lax.select(last, lax.broadcast_to(lax.reshape(stop, shape + (1,)), grid), out)
+        step = lax.div(delta, float(div))
+    else:
+        out = lax.broadcast_to(ex_start, grid)
+        step = lax.mul(delta, np.nan)
+    return moveaxis(out, -1, axis), step
+
+
+def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0, dtype: Any = None,
+             axis: int = 0) -> Any:
+    """``base ** linspace(start, stop, num)``, as ``jnp.logspace`` (arrays and traced values allowed).
+
+    >>> fnp.logspace(0.0, 2.0, 3)                          # [1, 10, 100]
+    """
+    from funcgrad import lax
+    from funcgrad.numpy._base import promote_inexact
+    num = index_arg("logspace", "num", num)
+    if num < 0:
+        raise ValueError(f"logspace: num must be >= 0, got {num}")
+    lin, _ = _linspace(start, stop, num, endpoint, axis, "logspace")
+    base, lin = promote_inexact(base, lin)
+    if not isinstance(base, float):
+        base = lax.expand_dims(base, (axis,)) if base.ndim else base
+    return _cast_space(lax.pow(base, lin), dtype)
+
+
+def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
+              axis: int = 0) -> Any:
+    """A geometric progression from ``start`` to ``stop`` (same sign, nonzero), as ``jnp.geomspace``.
+
+    >>> fnp.geomspace(1.0, 1000.0, 4)                      # [1, 10, 100, 1000]
+    """
+    from funcgrad import lax
+    from funcgrad.numpy._base import promote_inexact
+    num = index_arg("geomspace", "num", num)
+    if num < 0:
+        raise ValueError(f"geomspace: num must be >= 0, got {num}")
+    start, stop = promote_inexact(start, stop)
+    if not isinstance(start, (Array, Tracer)) and not isinstance(stop, (Array, Tracer)) and (start == 0 or stop == 0):
+        raise ValueError("geomspace: start and stop must be nonzero")
+    start, stop = (v if isinstance(v, (Array, Tracer)) else as_array(v) for v in (start, stop))
+    sign = lax.sign(start)
+    ln10 = float(np.log(10.0))
+    lin, _ = _linspace(lax.div(lax.log(lax.abs(start)), ln10), lax.div(lax.log(lax.abs(stop)), ln10), num,
+                       endpoint, axis, "geomspace")
+    out = lax.pow(10.0, lin)
+    s = lax.expand_dims(sign, (axis,)) if sign.ndim else sign
+    return _cast_space(lax.mul(out, s), dtype)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Array:
     N, M = shape_tuple((N, N if M is None else M), "eye", "(N, M)")
     k = index_arg("eye", "k", k)
     return Array(_freeze(np.eye(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_))))
+
+
+def _place(out: Any, device: Any) -> Any:
+    if device is None:
+        return out
+    from funcgrad.devices import device_put
+    return device_put(out, device)
+
+
+def _no_sharding(name: str, out_sharding: Any) -> None:
+    if out_sharding is not None:
+        raise NotImplementedError(f"{name}: out_sharding= is not supported (funcgrad has no sharding); leave it "
+                                  "None")
+
+
+def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+    """A new array of ``shape``: zeros, as in JAX (arrays are immutable, so there is no
+    uninitialised memory to hand out).
+
+    >>> fnp.empty((2, 3)).shape                            # (2, 3)
+    """
+    _no_sharding("empty", out_sharding)
+    return _place(_filled("empty", shape, 0, dtype or _dtypes.float_), device)
+
+
+def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Array:
+    """Zeros with ``prototype``'s shape (or ``shape``) and dtype (or ``dtype``), as in JAX.
+
+    >>> fnp.empty_like(fnp.ones((2, 2), fnp.int32)).dtype  # int32
+    """
+    out = _filled("empty_like", _shape_of(prototype) if shape is None else shape, 0,
+                  dtype or _dtype_of(prototype))
+    return _place(_on_device_of(prototype, out), device)
+
+
+def identity(n: Any, dtype: Any = None) -> Array:
+    """The ``n x n`` identity matrix.
+
+    >>> fnp.identity(2)                                    # [[1, 0], [0, 1]]
+    """
+    n = index_arg("identity", "n", n)
+    return eye(n, dtype=dtype)
+
+
+def tri(N: Any, M: Any = None, k: int = 0, dtype: Any = None) -> Array:
+    """The ``N x M`` matrix with ones at and below the ``k``-th diagonal.
+
+    >>> fnp.tri(3, 2, 1)                                   # [[1, 1], [1, 1], [1, 1]]
+    """
+    N, M = shape_tuple((N, N if M is None else M), "tri", "(N, M)")
+    k = index_arg("tri", "k", k)
+    return Array(_freeze(np.tri(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_))))
+
+
+def copy(a: Any, order: Any = None) -> Any:
+    """A copy of ``a`` (funcgrad arrays are immutable, so this is ``a`` itself as an array).
+
+    >>> fnp.copy(fnp.ones(2))                              # [1, 1]
+    """
+    if order not in (None, "K", "C", "A"):
+        raise NotImplementedError(f"copy: order={order!r} is not supported (funcgrad arrays have no memory "
+                                  "layout); leave it None")
+    return array(a)
+
+
+def _default_dtype(dtype: Any) -> np.dtype:
+    return _dtypes.canonicalize(np.dtype(dtype))
+
+
+def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> Array:
+    """An array from the bytes of ``buffer`` read as ``dtype`` (numpy's ``frombuffer``; float64 data is
+    stored as float32 without x64).
+
+    >>> fnp.frombuffer(b"\\x01\\x02", dtype=fnp.uint8)      # [1, 2]
+    """
+    value = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
+    return _const(value, _default_dtype(value.dtype))
+
+
+def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) -> Array:
+    """An array from the numbers in ``string`` separated by ``sep`` (numpy's text mode of
+    ``fromstring``).
+
+    >>> fnp.fromstring("1 2 3", sep=" ")                   # [1, 2, 3]
+    """
+    value = np.fromstring(string, dtype=dtype, count=count, sep=sep)
+    return _const(value, _default_dtype(value.dtype))
+
+
+def fromfile(*args: Any, **kwargs: Any) -> Array:
+    """Not implemented, as in JAX: reading a file is a side effect (unsafe under jit). Use
+    ``fnp.asarray(np.fromfile(...))``."""
+    raise NotImplementedError("fromfile is not implemented because it may be non-pure and thus unsafe under jit "
+                              "and the other transformations (as in JAX); use fnp.asarray(np.fromfile(...))")
+
+
+def fromiter(*args: Any, **kwargs: Any) -> Array:
+    """Not implemented, as in JAX: consuming an iterator is a side effect. Use
+    ``fnp.asarray(np.fromiter(...))``."""
+    raise NotImplementedError("fromiter is not implemented because it may be non-pure and thus unsafe under jit "
+                              "and the other transformations (as in JAX); use fnp.asarray(np.fromiter(...))")
+
+
+def fromfunction(function: Any, shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
+    """``function`` evaluated at every index of ``shape``; as in JAX it is vmapped, so it is called
+    with scalar indices (numpy calls it once with index grids: the same for elementwise functions).
+
+    >>> fnp.fromfunction(lambda i, j: i + j, (2, 3), dtype=int)   # [[0, 1, 2], [1, 2, 3]]
+    """
+    from funcgrad.api import vmap
+    shape = shape_tuple(shape, "fromfunction")
+    fn = (lambda *idx: function(*idx, **kwargs)) if kwargs else function
+    for i in range(len(shape)):
+        in_axes = [0 if i == j else None for j in range(len(shape))]
+        fn = vmap(fn, in_axes=tuple(in_axes[::-1]))
+    return fn(*(arange(s, dtype=dtype) for s in shape))
+
+
+def _window(name: str, M: Any, make: Any) -> Array:
+    M = index_arg(name, "M", M)
+    return _const(make(M) if M > 0 else np.zeros((0,)), _dtypes.float_)
+
+
+def bartlett(M: int) -> Array:
+    """The Bartlett (triangular) window of ``M`` points.
+
+    >>> fnp.bartlett(5)                                    # [0, 0.5, 1, 0.5, 0]
+    """
+    return _window("bartlett", M, np.bartlett)
+
+
+def blackman(M: int) -> Array:
+    """The Blackman window of ``M`` points.
+
+    >>> fnp.blackman(3)                                    # [0, 1, 0] (to rounding)
+    """
+    return _window("blackman", M, np.blackman)
+
+
+def hamming(M: int) -> Array:
+    """The Hamming window of ``M`` points.
+
+    >>> fnp.hamming(3)                                     # [0.08, 1, 0.08]
+    """
+    return _window("hamming", M, np.hamming)
+
+
+def hanning(M: int) -> Array:
+    """The Hann window of ``M`` points.
+
+    >>> fnp.hanning(3)                                     # [0, 1, 0]
+    """
+    return _window("hanning", M, np.hanning)

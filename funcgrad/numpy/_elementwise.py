@@ -213,13 +213,20 @@ def where(condition: Any, x: Any, y: Any) -> Any:
     return lax.select_p.bind(_truth(condition), x, y)
 
 
-def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Any:
-    """``minimum(maximum(x, a_min), a_max)``; at a bound the gradient is 1/2 (ties)."""
-    out = operand(x)
-    if a_min is not None:
-        out = maximum(out, a_min)
-    if a_max is not None:
-        out = minimum(out, a_max)
+def clip(arr: Any = None, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - JAX's names
+    """``minimum(maximum(arr, min), max)`` (JAX's keywords ``min``/``max``; positional
+    ``clip(x, lo, hi)`` as numpy's ``a_min``/``a_max``).  At a bound the gradient is 1/2 (ties).
+
+    >>> fnp.clip(fnp.array([-1.0, 0.5, 2.0]), 0.0, 1.0)      # [0, 0.5, 1]
+    >>> fnp.clip(fnp.array([-1.0, 2.0]), max=1.0)            # [-1, 1]
+    """
+    if arr is None:
+        raise ValueError("clip: no input was provided (clip(x, min, max))")
+    out = operand(arr)
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
     return out
 
 

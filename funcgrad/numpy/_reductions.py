@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import builtins
+
 import numpy as np
 
 from funcgrad import _dtypes
@@ -24,60 +26,248 @@ def _reduce(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
     return reshape(out, keepdims_shape(x.shape, axes)) if keepdims else out
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Any:  # noqa: A001
-    """Sum over ``axis`` (int, tuple or None = all). Bools and ints sum as integers."""
-    x = arr(x)
+def _no_out(name: str, out: Any) -> None:
+    if out is not None:
+        raise NotImplementedError(f"{name}: out= is not supported: funcgrad arrays are immutable; use the "
+                                  "returned array")
+
+
+def _legacy_keepdims(value: Any, keepdims: Any) -> tuple[Any, Any]:
+    """A bool where JAX's signature has ``dtype``/``out`` is the keepdims of funcgrad's older
+    ``f(x, axis, keepdims)`` order (a bool is never a valid dtype or out)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None, bool(value)
+    return value, keepdims
+
+
+def _mask(name: str, where: Any, x: Any) -> Any:
+    """``where`` as a bool mask broadcast to ``x``'s shape."""
+    from funcgrad.numpy._elementwise import _truth
+    from funcgrad.numpy._shape import broadcast_to
+    mask = _truth(where)
+    if getattr(mask, "shape", ()) == x.shape:
+        return mask
+    try:
+        return broadcast_to(mask, x.shape)
+    except ValueError:
+        raise ValueError(f"{name}: where= mask of shape {np.shape(mask)} cannot be broadcast to the shape "
+                         f"{x.shape} of the array being reduced") from None
+
+
+def _masked(name: str, x: Any, where: Any, fill: Any) -> Any:
+    return x if where is None else lax.select_p.bind(_mask(name, where, x), x, fill)
+
+
+def _promote_integers(x: Any, out: Any, promote_integers: bool) -> Any:
+    if not promote_integers and x.dtype.kind in "iu" and out.dtype != x.dtype:
+        return lax.convert_element_type(out, x.dtype)
+    return out
+
+
+def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,  # noqa: A001
+        initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
+    """Sum over ``axis`` (int, tuple or None = all), as ``jnp.sum``.
+
+    Bools and integers sum in the default integer (unsigned: uint32/uint64) unless
+    ``promote_integers=False``; ``where=`` (a bool mask broadcast to ``a``) sums only the
+    selected elements; ``initial`` is added to the result.
+
+    >>> fnp.sum(fnp.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)        # [4, 6]
+    >>> fnp.sum(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, False, True]))   # 4
+    """
+    dtype, keepdims = _legacy_keepdims(dtype, keepdims)
+    _no_out("sum", out)
+    x = arr(a)
     if dtype is not None:
         x = lax.convert_element_type(x, dtype)
-    elif axis is None and not keepdims:   # the common case, kept cheap
-        ndim = x.ndim
+    elif axis is None and not keepdims and initial is None and where is None and promote_integers:
+        ndim = x.ndim   # the common case, kept cheap
         if ndim:
             return bind(lax.reduce_sum_p, (x,), {"axes": _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))})
-    return _reduce("sum", lax.reduce_sum_p, x, axis, keepdims)
+    if where is not None:
+        x = _masked("sum", x, where, lax.convert_element_type(0, x.dtype) if x.dtype.kind != "b" else False)
+    out = _reduce("sum", lax.reduce_sum_p, x, axis, keepdims)
+    if initial is not None:
+        out = lax.add_p.bind(*_same(out, initial))
+    return _promote_integers(x, out, promote_integers) if dtype is None else out
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    """Maximum; tied maxima share the gradient equally (JAX's convention)."""
-    return _reduce("max", lax.reduce_max_p, x, axis, keepdims)
+def _same(out: Any, value: Any) -> tuple:
+    """``value`` (``initial``) in ``out``'s dtype: the reduction's dtype decides, as in JAX."""
+    if isinstance(value, float) and not isinstance(value, bool) and out.dtype.kind == "f":
+        return out, value
+    from funcgrad._core import Array, Tracer
+    value = value if isinstance(value, (Array, Tracer)) else arr(np.asarray(value))
+    return out, lax.convert_element_type(value, out.dtype)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
-    return _reduce("min", lax.reduce_min_p, x, axis, keepdims)
+def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+         initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
+    """Product over ``axis``; its gradient is the product of the other elements (exact with zeros).
+    ``where=`` multiplies only the selected elements; ``initial`` multiplies the result.
+
+    >>> fnp.prod(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, True, False]))   # 2
+    """
+    dtype, keepdims = _legacy_keepdims(dtype, keepdims)
+    _no_out("prod", out)
+    x = arr(a)
+    if dtype is not None:
+        x = lax.convert_element_type(x, dtype)
+    if where is not None:
+        x = _masked("prod", x, where, lax.convert_element_type(1, x.dtype) if x.dtype.kind != "b" else True)
+    out = _reduce("prod", lax.reduce_prod_p, x, axis, keepdims)
+    if initial is not None:
+        out = lax.mul_p.bind(*_same(out, initial))
+    return _promote_integers(x, out, promote_integers) if dtype is None else out
 
 
-amax, amin = max, min
+def _extreme(name: str, p, combine, a: Any, axis: Any, out: Any, keepdims: bool, initial: Any, where: Any) -> Any:
+    out, keepdims = _legacy_keepdims(out, keepdims)
+    _no_out(name, out)
+    x = arr(a)
+    if where is not None:
+        if initial is None:
+            raise ValueError(f"{name}: reduction operation {name} does not have an identity, so to use a where "
+                             "mask one has to specify 'initial'")
+        x = _masked(name, x, where, _identity(name, x.dtype))
+    axes = normalize_axes(name, axis, x.ndim, x)
+    if initial is not None and builtins.any(x.shape[i] == 0 for i in axes):
+        shape = keepdims_shape(x.shape, axes) if keepdims else tuple(d for i, d in enumerate(x.shape)
+                                                                         if i not in axes)
+        return lax.broadcast_to(lax.convert_element_type(arr(np.asarray(initial)), x.dtype), shape)
+    result = _reduce(name, p, x, axis, keepdims)
+    if initial is not None:
+        result = combine(*_same(result, initial))
+    return result
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """Product; its gradient is the product of the other elements (exact with zeros)."""
-    return _reduce("prod", lax.reduce_prod_p, x, axis, keepdims)
+def _identity(name: str, dtype: np.dtype) -> Any:
+    """The identity of max (the lowest value of ``dtype``) or min (the highest)."""
+    low = name in ("max", "amax")
+    if dtype.kind == "f":
+        return -np.inf if low else np.inf
+    if dtype.kind == "b":
+        return not low
+    info = np.iinfo(dtype)
+    return lax.convert_element_type(arr(np.asarray(info.min if low else info.max, dtype)), dtype)
 
 
-def _count(x: Any, axis: Any) -> int:
-    axes = normalize_axes("mean", axis, x.ndim, x)
+def max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,  # noqa: A001
+        where: Any = None) -> Any:
+    """Maximum over ``axis``; tied maxima share the gradient equally (JAX's convention).
+
+    ``initial`` joins the reduction (and is the result of an empty one); ``where=`` needs
+    ``initial``, as in JAX.
+
+    >>> fnp.max(fnp.array([[1.0, 5.0], [3.0, 2.0]]), axis=1)        # [5, 3]
+    """
+    return _extreme("max", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
+
+
+def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,  # noqa: A001
+        where: Any = None) -> Any:
+    """Minimum over ``axis`` (as :func:`max`).
+
+    >>> fnp.min(fnp.array([3.0, 1.0]), initial=0.0)                  # 0
+    """
+    return _extreme("min", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
+
+
+def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
+         where: Any = None) -> Any:
+    """Alias of :func:`max`."""
+    return _extreme("amax", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
+
+
+def amin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
+         where: Any = None) -> Any:
+    """Alias of :func:`min`."""
+    return _extreme("amin", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
+
+
+def _count(x: Any, axis: Any, name: str = "mean") -> int:
+    axes = normalize_axes(name, axis, x.ndim, x)
     return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
 
 
-def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    (x,) = promote_inexact(arr(x))
-    n = _count(x, axis)
-    return lax.div_p.bind(sum(x, axis, keepdims), float(n))
+def _inexact(x: Any, dtype: Any) -> Any:
+    if dtype is not None:
+        dtype = _dtypes.canonicalize(dtype)
+        return lax.convert_element_type(x, dtype if dtype.kind == "f" else _dtypes.float_)
+    (x,) = promote_inexact(x)
+    return x
 
 
-def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    return _variance("var", x, axis, keepdims, ddof)
+def _where_count(name: str, x: Any, axis: Any, keepdims: bool, where: Any) -> Any:
+    if where is None:
+        return float(_count(x, axis, name))
+    mask = lax.convert_element_type(_mask(name, where, x), x.dtype)
+    return _reduce(name, lax.reduce_sum_p, mask, axis, keepdims)
 
 
-def _variance(name: str, x: Any, axis: Any, keepdims: bool, ddof: int) -> Any:
-    (x,) = promote_inexact(arr(x))
+def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
+         where: Any = None) -> Any:
+    """Mean over ``axis`` (integers in the default float); ``where=`` averages the selected
+    elements only (NaN where none is selected).
+
+    >>> fnp.mean(fnp.array([1.0, 2.0, 4.0]), where=fnp.array([True, False, True]))   # 2.5
+    """
+    dtype, keepdims = _legacy_keepdims(dtype, keepdims)
+    _no_out("mean", out)
+    x = _inexact(arr(a), dtype)
+    total = sum(_masked("mean", x, where, 0.0), axis, keepdims=keepdims)
+    return lax.div_p.bind(total, _where_count("mean", x, axis, keepdims, where))
+
+
+def _ddof(name: str, ddof: Any, correction: Any) -> Any:
+    if correction is None:
+        return ddof
+    if ddof != 0:
+        raise ValueError(f"{name}: ddof and correction can't be provided simultaneously.")
+    return correction
+
+
+def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
+        where: Any = None, mean: Any = None, correction: Any = None) -> Any:
+    """Variance over ``axis``: ``sum(|x - mean|^2) / (N - ddof)`` (``correction`` is the array-API
+    name of ``ddof``); ``where=`` uses the selected elements only; ``mean=`` gives a precomputed
+    mean (broadcastable as with ``keepdims=True``).
+
+    >>> fnp.var(fnp.array([1.0, 2.0, 4.0]), ddof=1)                  # 2.3333
+    """
+    dtype, keepdims = _legacy_keepdims(dtype, keepdims)
+    _no_out("var", out)
+    return _variance("var", a, axis, dtype, _ddof("var", ddof, correction), keepdims, where, mean)
+
+
+def _variance(name: str, a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: bool, where: Any,
+              mu: Any) -> Any:
+    x = _inexact(arr(a), dtype)
     normalize_axes(name, axis, x.ndim, x)   # a bad axis is reported as var/std's, not the inner mean's
-    centered = lax.sub_p.bind(x, mean(x, axis, keepdims=True))
-    n = _count(x, axis)
-    return lax.div_p.bind(sum(lax.mul_p.bind(centered, centered), axis, keepdims), float(n - ddof))
+    if mu is None:
+        mu = globals()["mean"](x, axis, keepdims=True, where=where)
+    else:
+        mu = lax.convert_element_type(arr(mu), x.dtype)
+    centered = lax.sub_p.bind(x, mu)
+    sq = _masked(name, lax.mul_p.bind(centered, centered), where, 0.0)
+    n = _where_count(name, x, axis, keepdims, where)
+    total = sum(sq, axis, keepdims=keepdims)
+    if isinstance(n, float):   # N - ddof <= 0 gives NaN, as in JAX (numpy: inf or NaN)
+        return lax.div_p.bind(total, n - ddof) if n - ddof > 0 else lax.mul_p.bind(total, np.nan)
+    denom = lax.sub_p.bind(n, float(ddof))
+    positive = lax.gt_p.bind(denom, 0.0)
+    return lax.select_p.bind(positive, lax.div_p.bind(total, lax.select_p.bind(positive, denom, 1.0)), np.nan)
 
 
-def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
-    return lax.sqrt_p.bind(_variance("std", x, axis, keepdims, ddof))
+def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
+        where: Any = None, mean: Any = None, correction: Any = None) -> Any:
+    """Standard deviation: ``sqrt(var(...))`` with the same arguments.
+
+    >>> fnp.std(fnp.array([1.0, 3.0]))                               # 1
+    """
+    dtype, keepdims = _legacy_keepdims(dtype, keepdims)
+    _no_out("std", out)
+    return lax.sqrt_p.bind(_variance("std", a, axis, dtype, _ddof("std", ddof, correction), keepdims, where, mean))
 
 
 def _arg(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
@@ -90,18 +280,33 @@ def _arg(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
     return reshape(out, keepdims_shape(x.shape, (axis,))) if keepdims else out
 
 
-def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """Index of the first maximum (int32; int64 with x64)."""
-    return _arg("argmax", lax.argmax_p, x, axis, keepdims)
+def argmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = None) -> Any:
+    """Index of the first maximum (int32; int64 with x64) along ``axis`` (None: of the flattened array).
+
+    >>> fnp.argmax(fnp.array([1.0, 3.0, 3.0]))                       # 1
+    """
+    out, keepdims = _legacy_keepdims(out, keepdims)
+    _no_out("argmax", out)
+    return _arg("argmax", lax.argmax_p, a, axis, bool(keepdims))
 
 
-def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    return _arg("argmin", lax.argmin_p, x, axis, keepdims)
+def argmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = None) -> Any:
+    """Index of the first minimum (as :func:`argmax`).
+
+    >>> fnp.argmin(fnp.array([2.0, 1.0]))                            # 1
+    """
+    out, keepdims = _legacy_keepdims(out, keepdims)
+    _no_out("argmin", out)
+    return _arg("argmin", lax.argmin_p, a, axis, bool(keepdims))
 
 
-def cumsum(x: Any, axis: Any = None, dtype: Any = None) -> Any:
-    """Cumulative sum along ``axis`` (None: over the flattened array)."""
-    x = arr(x)
+def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+    """Cumulative sum along ``axis`` (None: over the flattened array).
+
+    >>> fnp.cumsum(fnp.array([1.0, 2.0, 3.0]))                       # [1, 3, 6]
+    """
+    _no_out("cumsum", out)
+    x = arr(a)
     if dtype is not None:
         x = lax.convert_element_type(x, dtype)
     if axis is None:
@@ -109,10 +314,16 @@ def cumsum(x: Any, axis: Any = None, dtype: Any = None) -> Any:
     return lax.cumsum_p.bind(x, axis=normalize_axis("cumsum", axis, x.ndim, x), reverse=False)
 
 
-def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """``log(sum(exp(x)))`` computed stably (shifted by the max; -inf rows give -inf)."""
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False, *, where: Any = None) -> Any:
+    """``log(sum(exp(x)))`` computed stably (shifted by the max; -inf rows give -inf); ``where=``
+    sums the selected elements only (-inf where none is selected).
+
+    >>> fnp.logsumexp(fnp.array([0.0, 0.0]))                         # log 2
+    """
     (x,) = promote_inexact(arr(x))
     axes = normalize_axes("logsumexp", axis, x.ndim, x)
+    if where is not None:
+        x = _masked("logsumexp", x, where, -np.inf)
     m = lax.stop_gradient_p.bind(max(x, axes, keepdims=True))
     m = lax.select_p.bind(lax.isfinite_p.bind(m), m, 0.0)   # all -inf rows: shift by 0
     s = sum(lax.exp_p.bind(lax.sub_p.bind(x, m)), axes, keepdims=True)
@@ -120,4 +331,40 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return out if keepdims else reshape(out, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
-del _dtypes
+
+def _bool_reduce(name: str, a: Any, axis: Any, out: Any, keepdims: bool, where: Any, fill: bool) -> Any:
+    from funcgrad.numpy._elementwise import _truth
+    out, keepdims = _legacy_keepdims(out, keepdims)
+    _no_out(name, out)
+    x = _truth(arr(a))
+    if where is not None:
+        x = lax.select_p.bind(_mask(name, where, x), x, fill)
+    axes = normalize_axes(name, axis, x.ndim, x)
+    if not axes:
+        result = x
+    else:
+        as_int = lax.convert_element_type(x, np.int32)
+        p = lax.reduce_min_p if name == "all" else lax.reduce_max_p
+        result = lax.eq_p.bind(p.bind(as_int, axes=axes), 1) if builtins.all(x.shape[i] for i in axes) else \
+            lax.broadcast_to(arr(np.asarray(fill)), tuple(d for i, d in enumerate(x.shape) if i not in axes))
+    return reshape(result, keepdims_shape(x.shape, axes)) if keepdims else result
+
+
+def all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,  # noqa: A001
+        where: Any = None) -> Any:
+    """True where every element along ``axis`` is nonzero (True for an empty reduction);
+    ``where=`` tests the selected elements only.
+
+    >>> fnp.all(fnp.array([[1, 0], [1, 1]]), axis=1)                 # [False, True]
+    """
+    return _bool_reduce("all", a, axis, out, keepdims, where, True)
+
+
+def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,  # noqa: A001
+        where: Any = None) -> Any:
+    """True where some element along ``axis`` is nonzero (False for an empty reduction);
+    ``where=`` tests the selected elements only.
+
+    >>> fnp.any(fnp.array([0.0, 2.0]))                               # True
+    """
+    return _bool_reduce("any", a, axis, out, keepdims, where, False)

@@ -26,6 +26,7 @@ from funcgrad.backends.cpu import _fastmath, _threads
 from funcgrad.compiler import codegen
 from funcgrad.compiler.codegen import COMPILER, Elementwise, Op, Reduction, Ref, binary, unary
 from funcgrad.primitives import elementwise as E
+from funcgrad.primitives import elementwise_more as EM
 from funcgrad.primitives import reduce as R
 from funcgrad.primitives import shape as S
 
@@ -37,6 +38,8 @@ _UNARY = {
     E.cosh_p: "np.cosh({0})", E.abs_p: "np.abs({0})", E.sign_p: "np.sign({0})", E.floor_p: "np.floor({0})",
     E.ceil_p: "np.ceil({0})", E.isnan_p: "np.isnan({0})", E.isfinite_p: "np.isfinite({0})",
     E.logical_not_p: "(not {0})", E.stop_gradient_p: "{0}",
+    EM.arcsinh_p: "np.arcsinh({0})", EM.arccosh_p: "np.arccosh({0})", EM.arctanh_p: "np.arctanh({0})",
+    EM.cbrt_p: "np.cbrt({0})",
 }
 _BINARY = {
     E.add_p: "{0} + {1}", E.sub_p: "{0} - {1}", E.mul_p: "{0} * {1}", E.div_p: "{0} / {1}",
@@ -44,6 +47,7 @@ _BINARY = {
     E.arctan2_p: "np.arctan2({0}, {1})", E.eq_p: "{0} == {1}", E.ne_p: "{0} != {1}", E.lt_p: "{0} < {1}",
     E.le_p: "{0} <= {1}", E.gt_p: "{0} > {1}", E.ge_p: "{0} >= {1}", E.and_p: "({0} and {1})",
     E.or_p: "({0} or {1})", E.xor_p: "({0} != {1})",
+    EM.logaddexp_p: "np.logaddexp({0}, {1})", EM.fmod_p: "np.fmod({0}, {1})",
 }
 
 # The helpers generated kernels import (``exp_f32``/``exp_f64`` below).

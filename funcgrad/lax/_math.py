@@ -1,0 +1,38 @@
+"""More of jax.lax's elementwise functions: asinh, acosh, atanh, cbrt, population_count, and the
+primitive objects of :mod:`funcgrad.primitives.elementwise_more` (which funcgrad.numpy binds)."""
+from __future__ import annotations
+
+from typing import Any
+
+from funcgrad.primitives.elementwise_more import (arccosh_p, arcsinh_p, arctanh_p, cbrt_p, fmod_p, frexp_exponent_p,
+                                                  frexp_mantissa_p, gcd_p, lcm_p, logaddexp_p, population_count_p)
+
+__all__ = ["acosh", "arccosh_p", "arcsinh_p", "arctanh_p", "asinh", "atanh", "cbrt", "cbrt_p", "fmod_p",
+           "frexp_exponent_p", "frexp_mantissa_p", "gcd_p", "lcm_p", "logaddexp_p", "population_count",
+           "population_count_p"]
+
+
+def asinh(x: Any) -> Any:
+    """Inverse hyperbolic sine, elementwise (float operands)."""
+    return arcsinh_p.bind(x)
+
+
+def acosh(x: Any) -> Any:
+    """Inverse hyperbolic cosine, elementwise (NaN below 1)."""
+    return arccosh_p.bind(x)
+
+
+def atanh(x: Any) -> Any:
+    """Inverse hyperbolic tangent, elementwise (+-inf at +-1)."""
+    return arctanh_p.bind(x)
+
+
+def cbrt(x: Any) -> Any:
+    """Real cube root, elementwise."""
+    return cbrt_p.bind(x)
+
+
+def population_count(x: Any) -> Any:
+    """The number of 1 bits of each element (two's complement for signed integers: -1 has them
+    all), as uint8."""
+    return population_count_p.bind(x)
