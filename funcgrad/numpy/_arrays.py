@@ -1509,3 +1509,12 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
         else:
             bits = lax.pad_p.bind(bits, widths=((0, 0),) * (bits.ndim - 1) + ((0, keep - total),), value=0)
     return moveaxis(lax.convert_element_type(bits, np.uint8), -1, axis)
+
+
+def where_nonzero(condition: Any, x: Any, y: Any, size: Any, fill_value: Any) -> tuple:
+    """``where(condition)`` with one argument: :func:`nonzero` (called by ``funcgrad.numpy.where``)."""
+    if x is not None or y is not None:
+        if x is None or y is None:
+            raise ValueError("where: give both x and y, or neither (where(condition) is nonzero(condition))")
+        raise ValueError("where: size= and fill_value= only apply to the one-argument form where(condition)")
+    return nonzero(condition, size=size, fill_value=fill_value)
