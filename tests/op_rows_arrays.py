@@ -71,7 +71,7 @@ def _np_unique_all(x):
 
 
 def _rows():
-    I32 = dict(diff=False, out="int32")
+    I32 = dict(diff=False, out="int")   # index results: the default int, as JAX
     return [
         Op("append", fnp.append, np.append, [((2, 3), (4,)), ((3,), ())]),
         Op("append[axis=1]", lambda x, y: fnp.append(x, y, axis=1), lambda x, y: np.append(x, y, axis=1),

@@ -132,7 +132,7 @@ def test_nonzero_size_fill_value_forms():
     close(got[0], rows[:2])
     close(got[1], cols[:2])
     close(fnp.argwhere(m, size=4, fill_value=9), padded(np.argwhere(m), 4, 9))
-    assert fnp.nonzero(fnp.zeros((2, 2)), size=3)[0].dtype == np.int32
+    assert fnp.nonzero(fnp.zeros((2, 2)), size=3)[0].dtype == np.int32   # the default int (x64 off)
     with pytest.raises(ValueError, match="0-d"):
         fnp.nonzero(fnp.asarray(1.0))
     with pytest.raises(ValueError, match="fill_value"):
@@ -488,3 +488,12 @@ def test_pad_empty_mode_and_zero_widths():
     close(fnp.pad(np.arange(3.0), 2, "empty"), [0, 0, 0, 1, 2, 0, 0])     # JAX's 'empty': zeros
     close(fnp.pad(np.arange(3.0), 0, "reflect"), np.arange(3.0))
     close(fnp.pad(np.ones((0, 2)), ((0, 0), (1, 1)), "edge"), np.pad(np.ones((0, 2)), ((0, 0), (1, 1)), "edge"))
+
+
+def test_index_results_use_the_default_int(x64):
+    x = fnp.array([0.0, 1.0, 2.0, 1.0])
+    outs = [fnp.nonzero(x)[0], fnp.argwhere(x), fnp.flatnonzero(x, size=5), fnp.tril_indices(3)[0],
+            fnp.diag_indices(2)[0], fnp.indices((2,)), fnp.mask_indices(3, fnp.triu)[0],
+            *fnp.unique(x, True, True, True)[1:], fnp.intersect1d(x, x, return_indices=True)[1],
+            fnp.ravel_multi_index((np.array([1]),), (3,))]
+    assert {o.dtype for o in outs} == {np.dtype("int64")}

@@ -36,14 +36,15 @@ __all__ = [
     "unravel_index", "unstack", "vsplit", "vstack",
 ]
 
-_py_slice, _py_sum, _py_max, _py_min = builtins.slice, builtins.sum, builtins.max, builtins.min
+_py_slice, _py_max, _py_min = builtins.slice, builtins.max, builtins.min
 
 
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def _int_dtype() -> np.dtype:
-    return np.dtype("int32")   # JAX's index results are int32 (also with x64)
+def _index(x: Any) -> Any:
+    """An index result in the default int dtype (int32, or int64 with x64), as JAX returns them."""
+    return lax.convert_element_type(x, _dtypes.int_)
 
 
 def _const(value: Any, dtype: Any = None) -> Any:
@@ -619,7 +620,7 @@ def diag_indices(n: int, ndim: int = 2) -> tuple:
     n, ndim = index_arg("diag_indices", "n", n), index_arg("diag_indices", "ndim", ndim)
     if n < 0 or ndim < 0:
         raise ValueError(f"diag_indices: n and ndim must be >= 0, got n={n}, ndim={ndim}")
-    return (_const(np.arange(n, dtype=np.int32)),) * ndim
+    return (_const(np.arange(n), _dtypes.int_),) * ndim
 
 
 def diag_indices_from(arr: Any) -> tuple:  # noqa: F811 -- numpy's parameter name
@@ -640,7 +641,7 @@ def _tri_indices(name: str, fn: Callable, n: Any, k: Any, m: Any) -> tuple:
     m = n if m is None else index_arg(name, "m", m)
     if n < 0 or m < 0:
         raise ValueError(f"{name}: n and m must be >= 0, got n={n}, m={m}")
-    return tuple(_const(i.astype(np.int32)) for i in fn(n, k, m))
+    return tuple(_const(i, _dtypes.int_) for i in fn(n, k, m))
 
 
 def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
@@ -1125,7 +1126,7 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
         dim = lax.full((), a.shape[d], np.int32)
         out.append(lax.rem(rest, dim) if a.shape[d] else rest)
         rest = lax.floor_divide(rest, dim) if a.shape[d] else rest
-    out = list(reversed(out))
+    out = [_index(o) for o in reversed(out)]
     if fill_value is not None or size is not None:
         fills = fill_value if fill_value is not None else 0
         fills = list(fills) if isinstance(fills, (tuple, list)) else [fills] * a.ndim
@@ -1329,7 +1330,7 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
             got["inverse"] = lax.reshape(got["inverse"], x.shape)
     if not extras:
         return got["values"]
-    return (got["values"],) + tuple(got[e] for e in extras)
+    return (got["values"],) + tuple(_index(got[e]) for e in extras)
 
 
 def _named(name: str, fields: Sequence[str]) -> type:
@@ -1416,12 +1417,12 @@ def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices:
         return got["values"]
     if a.shape[0] == 0 or b.shape[0] == 0:
         k = got["values"].shape[0]
-        return got["values"], lax.full((k,), a.shape[0], np.int32), lax.full((k,), b.shape[0], np.int32)
+        return got["values"], lax.full((k,), a.shape[0], _dtypes.int_), lax.full((k,), b.shape[0], _dtypes.int_)
     got_b = _unique_1d("intersect1d", b, isin(b, a), got["values"].shape[0], None, True)
 
     def firsts(g: Any, n: int) -> Any:
         return _fill(_take(g["perm"], g["first"], 0), g["valid"], n)
-    return got["values"], firsts(got, a.shape[0]), firsts(got_b, b.shape[0])
+    return got["values"], _index(firsts(got, a.shape[0])), _index(firsts(got_b, b.shape[0]))
 
 
 def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
