@@ -318,8 +318,8 @@ def test_index_constructors():
     g = fnp.ix_(np.array([0, 2]), np.array([1, 0, 3]))
     close(np.arange(12).reshape(3, 4)[tuple(np.asarray(i) for i in g)],
           np.arange(12).reshape(3, 4)[np.ix_([0, 2], [1, 0, 3])])
-    with pytest.raises(TypeError, match="integer or boolean"):
-        fnp.ix_(np.array([0.5]))
+    with pytest.raises(ValueError, match="1-d"):
+        fnp.ix_(np.ones((2, 2), int))
     assert fnp.indices((2, 3), dtype=np.int32).dtype == np.int32
 
 
@@ -497,3 +497,8 @@ def test_index_results_use_the_default_int(x64):
             *fnp.unique(x, True, True, True)[1:], fnp.intersect1d(x, x, return_indices=True)[1],
             fnp.ravel_multi_index((np.array([1]),), (3,))]
     assert {o.dtype for o in outs} == {np.dtype("int64")}
+
+
+@pytest.mark.parametrize("mode", ["constant", "empty", "edge", "reflect", "mean"])
+def test_pad_of_a_0d_array_is_the_array(mode):
+    close(fnp.pad(fnp.asarray(1.5), 2, mode), np.pad(np.array(1.5), 2, mode))

@@ -529,7 +529,8 @@ def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) 
 
 
 def ix_(*args: Any) -> tuple:
-    """Open-mesh index arrays from 1-d integer (or boolean) sequences, for ``x[ix_(rows, cols)]``.
+    """Open-mesh index arrays from 1-d integer (or boolean: their nonzero positions) sequences, for
+    ``x[ix_(rows, cols)]``.  Other dtypes pass through unchanged, as in JAX.
 
     >>> [i.shape for i in ix_(fnp.array([0, 1]), fnp.array([2, 0, 1]))]    # [(2, 1), (1, 3)]
     """
@@ -541,8 +542,6 @@ def ix_(*args: Any) -> tuple:
             raise ValueError(f"ix_: each argument must be 1-d, got {describe(a)} for argument {k}")
         if a.dtype.kind == "b":
             a = nonzero(a)[0]
-        elif a.dtype.kind not in "iu":
-            raise TypeError(f"ix_: arguments must be integer or boolean arrays, got {describe(a)} for argument {k}")
         out.append(lax.reshape(a, (1,) * k + (a.shape[0],) + (1,) * (n - k - 1)))
     return tuple(out)
 

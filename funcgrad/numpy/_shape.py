@@ -267,6 +267,8 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
     """
     x = arr(array)
     widths = _pad_widths(pad_width, x)
+    if x.ndim == 0 and (callable(mode) or mode in _PAD_KEYWORDS):   # numpy: a 0-d array has no axis to pad
+        return x
     if callable(mode):
         return _pad_callable(x, widths, mode, kwargs)
     if mode not in _PAD_KEYWORDS:
