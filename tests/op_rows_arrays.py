@@ -70,6 +70,11 @@ def _np_unique_all(x):
     return r[0], r[1], r[2].reshape(x.shape), r[3]
 
 
+def _unique_cols_ref(x):
+    u = np.unique(x, axis=1)[:, :4]
+    return np.concatenate([u, np.zeros((x.shape[0], 4 - u.shape[1]))], axis=1)
+
+
 def _rows():
     I32 = dict(diff=False, out="int")   # index results: the default int, as JAX
     return [
@@ -234,6 +239,8 @@ def _rows():
         Op("unique[values grad]", lambda x: fnp.unique(x), np.unique, [((2, 3),)], transforms=False),
         Op("unique[size]", lambda x: fnp.unique(x, size=7, fill_value=-9.0), _sized(np.unique, 7, -9.0),
            [((3, 4),)], small_ints_as_float, diff=False),
+        Op("unique[axis=1,size]", lambda x: fnp.unique(x, axis=1, size=4, fill_value=0.0), _unique_cols_ref,
+           [((2, 5),)], small_ints_as_float, diff=False),
         Op("unique_all", fnp.unique_all, lambda x: tuple(np.unique_all(x)), [((2, 5),)], small_ints_as_float,
            diff=False, transforms=False, out="none"),
         Op("unique_counts", fnp.unique_counts, lambda x: tuple(np.unique_counts(x)), [((6,),)],

@@ -176,8 +176,14 @@ def test_unique_nan_handling_and_axis():
     for got, want in zip(fnp.unique(rows, return_index=True, return_inverse=True, return_counts=True, axis=0),
                          np.unique(rows, return_index=True, return_inverse=True, return_counts=True, axis=0)):
         close(got, want)
-    with pytest.raises(NotImplementedError, match="axis"):
-        fnp.unique(rows, axis=0, size=3)
+    cube = np.array([[[1, 2], [0, 1]], [[1, 2], [0, 1]], [[0, 5], [0, 1]]])
+    for axis in (0, 1, 2, -1):
+        for got, want in zip(fnp.unique(cube, return_index=True, return_inverse=True, return_counts=True, axis=axis),
+                             np.unique(cube, return_index=True, return_inverse=True, return_counts=True, axis=axis)):
+            close(got, want)
+    u, c = fg.jit(lambda r: fnp.unique(r, return_counts=True, axis=0, size=3, fill_value=-1))(fnp.asarray(rows))
+    close(u, [[0, 1], [1, 0], [-1, -1]])
+    close(c, [1, 2, 0])
     g = fg.grad(lambda x: fnp.sum(fnp.unique(x) * fnp.array([1.0, 10.0])))(fnp.array([2.0, 1.0, 2.0]))
     close(g, [10.0, 1.0, 0.0])     # the gradient goes to each value's first occurrence
 

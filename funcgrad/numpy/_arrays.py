@@ -1247,7 +1247,16 @@ def _groups(x: Any, keep: Any, equal_nan: bool) -> tuple[Any, Any, Any]:
     """Sort a 1-d ``x`` (the kept entries first when ``keep`` is given): the permutation, the sorted values
     and a bool array marking the first entry of each run of equal kept values."""
     n = x.shape[0]
-    perm = _argsort(x)
+    if x.ndim == 1:
+        perm = _argsort(x)
+    else:   # rows, in lexicographic order: stable sorts from the last column to the first
+        perm = None
+        for j in range(x.shape[1] - 1, -1, -1):
+            col = lax.getitem(x, (_py_slice(None), j))
+            step = _argsort(col if perm is None else _take(col, perm, 0))
+            perm = step if perm is None else _take(perm, step, 0)
+        if perm is None:
+            perm = _iota(n)
     if keep is not None:
         order = _argsort(lax.convert_element_type(lax.logical_not(_take(keep, perm, 0)), np.int32))
         perm = _take(perm, order, 0)
@@ -1258,6 +1267,9 @@ def _groups(x: Any, keep: Any, equal_nan: bool) -> tuple[Any, Any, Any]:
         differs = lax.ne(cur, prev)
         if equal_nan and s.dtype.kind == "f":
             differs = lax.logical_and(differs, lax.logical_not(lax.logical_and(lax.isnan(cur), lax.isnan(prev))))
+        if x.ndim > 1:   # a row is new where any of its entries differs from the row before
+            differs = lax.gt(lax.reduce_max(lax.convert_element_type(differs, np.int32), (1,)),
+                             lax.full((), 0, np.int32)) if x.shape[1] else lax.full((n - 1,), False, bool)
         is_new = lax.concatenate_p.bind(first, differs, axis=0)
     else:
         is_new = lax.broadcast_to(first, (n,))
@@ -1274,7 +1286,7 @@ def _unique_1d(name: str, x: Any, keep: Any, size: Any, fill_value: Any, equal_n
     if n == 0:
         k = 0 if size is None else _size_arg(name, size)
         fill = 0 if fill_value is None else fill_value
-        res = {"values": lax.convert_element_type(lax.broadcast_to(arr(fill), (k,)), x.dtype),
+        res = {"values": lax.convert_element_type(lax.broadcast_to(arr(fill), (k,) + x.shape[1:]), x.dtype),
                "index": lax.full((k,), 0, np.int32), "inverse": lax.full((0,), 0, np.int32),
                "counts": lax.full((k,), 0, np.int32), "valid": lax.full((k,), False, bool)}
         return res
@@ -1305,24 +1317,20 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     index of each one's first occurrence, the inverse (``values[inverse]`` rebuilds ``ar``) and the counts.
 
     Eagerly the length is the number of unique values; under jit/vmap pass ``size=``: the first ``size`` are
-    kept, and missing ones are ``fill_value`` (default: the smallest value; counts 0).  With ``axis``, ``ar``
-    must be concrete.  The values are differentiable (a gather from ``ar``).
+    kept, and missing ones are ``fill_value`` (default: the smallest value; counts 0).  With ``axis`` the
+    slices are compared whole, in lexicographic order.  The values are differentiable (a gather from ``ar``).
 
     >>> unique(fnp.array([3, 1, 3]), return_counts=True)    # ([1, 3], [1, 2])
     """
     x = arr(ar)
     extras = [f for f, on in (("index", return_index), ("inverse", return_inverse), ("counts", return_counts)) if on]
     if axis is not None:
-        if size is not None:
-            raise NotImplementedError("unique: size= together with axis= is not supported; flatten the array, or "
-                                      "call unique outside jit")
         axis = normalize_axis("unique", axis, x.ndim, x)
-        c = _concrete(x, "unique", "the array", "unique with axis= needs a concrete array")
-        vals, index, inverse, counts = np.unique(c, return_index=True, return_inverse=True, return_counts=True,
-                                                 axis=axis, equal_nan=equal_nan)
-        got = {"values": _take(x, _const(index.astype(np.int32)), axis), "index": _const(index.astype(np.int32)),
-               "inverse": _const(inverse.reshape(-1).astype(np.int32)),
-               "counts": _const(counts.astype(np.int32))}
+        moved = moveaxis(x, axis, 0)
+        rows = lax.reshape(moved, (moved.shape[0], int(np.prod(moved.shape[1:], dtype=np.int64))))
+        got = _unique_1d("unique", rows, None, size, fill_value, equal_nan, need=tuple(extras))
+        values = got["values"]
+        got["values"] = moveaxis(lax.reshape(values, (values.shape[0],) + moved.shape[1:]), 0, axis)
     else:
         got = _unique_1d("unique", ravel(x), None, size, fill_value, equal_nan, need=tuple(extras))
         if return_inverse:
