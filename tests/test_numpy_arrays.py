@@ -307,8 +307,11 @@ def test_insert_and_delete_numpy_forms():
         fnp.delete(x, 5, axis=0)
     with pytest.raises(IndexError, match="out of bounds"):
         fnp.insert(x, 6, 1.0, axis=1)
+    close(fnp.delete(x, np.array([True, False, True]), axis=0), np.delete(x, np.array([True, False, True]), axis=0))
+    with pytest.raises(ValueError, match="mask"):
+        fnp.delete(x, np.array([True, False]), axis=0)
     with pytest.raises(TypeError, match="mask"):
-        fnp.delete(x, np.array([True, False, True]), axis=0)
+        fnp.insert(x, np.array([True, False, True]), 1.0, axis=0)
     check_grads(lambda x, v: fnp.insert(x, [0, 2], v, axis=0), [fnp.asarray(x), fnp.ones(4)], order=2,
                 modes=("fwd", "rev"))
 
@@ -383,6 +386,7 @@ def test_trace_keywords():
 
 def test_roll_traced_shift_under_jit_and_grad():
     x = np.arange(10.0).reshape(2, 5)
+    close(fnp.roll(x, np.array([1, -2]), axis=np.array([0, 1])), np.roll(x, np.array([1, -2]), axis=np.array([0, 1])))
     f = fg.jit(lambda x, s: fnp.roll(x, s))
     for s in (-7, 0, 3, 12):
         close(f(fnp.asarray(x), fnp.asarray(s)), np.roll(x, s))

@@ -413,6 +413,10 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     x = arr(a)
     if axis is None:
         return reshape(roll(ravel(x), shift, 0), x.shape)
+    if isinstance(axis, np.ndarray):
+        axis = axis.tolist()
+    if isinstance(shift, np.ndarray):
+        shift = shift.tolist()
     axes = [normalize_axis("roll", ax, x.ndim, x) for ax in (axis if isinstance(axis, (tuple, list)) else [axis])]
     traced = isinstance(shift, (Array, Tracer)) and (_is_traced(shift) or shift.ndim > 0)
     shifts = ([arr(shift)] if getattr(shift, "ndim", 0) == 0 else [lax.getitem(arr(shift), i)
@@ -1025,8 +1029,8 @@ def _obj_indices(name: str, obj: Any, n: int) -> np.ndarray:
 
 
 def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices: bool = False) -> Any:  # noqa: F811
-    """``arr`` without the entries ``obj`` (an int, slice or sequence of ints) along ``axis``
-    (None: of the flattened array).  ``obj`` must be concrete.
+    """``arr`` without the entries ``obj`` (an int, a slice, a sequence of ints or a boolean mask) along
+    ``axis`` (None: of the flattened array).  ``obj`` must be concrete.
 
     >>> delete(fnp.arange(4), [0, 2])    # [1, 3]
     """
@@ -1036,6 +1040,14 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices
         x, axis = ravel(x), 0
     axis = normalize_axis("delete", axis, x.ndim, x)
     n = x.shape[axis]
+    kind = np.dtype(obj.dtype).kind if hasattr(obj, "dtype") else np.asarray(obj).dtype.kind \
+        if isinstance(obj, (list, tuple)) else "i"
+    if kind == "b":
+        mask = _concrete(obj, "delete", "obj", "pass obj as a static mask or list of indices").astype(bool)
+        if mask.shape != (n,):
+            raise ValueError(f"delete: a boolean mask obj must have shape ({n},) for axis {axis} of {describe(x)}, "
+                             f"got {mask.shape}")
+        return _take(x, _const(np.nonzero(~mask)[0].astype(np.int32)), axis)
     pos = _obj_indices("delete", obj, n)
     if pos.size and (pos.min() < -n or pos.max() >= n):
         raise IndexError(f"delete: index {int(pos.min() if pos.min() < -n else pos.max())} is out of bounds for "
