@@ -201,14 +201,18 @@ def logical_not(x: Any) -> Any:
     return lax.logical_not_p.bind(_truth(x))
 
 
-def where(condition: Any, x: Any, y: Any) -> Any:
-    """``x`` where ``condition`` else ``y`` (broadcast together).
+def where(condition: Any, x: Any = None, y: Any = None, *, size: Any = None, fill_value: Any = None) -> Any:
+    """``x`` where ``condition`` else ``y`` (broadcast together); ``where(condition)`` alone is
+    ``nonzero(condition, size=, fill_value=)``.
 
     The gradient flows only to the chosen side, but the side not chosen is
     still evaluated: ``where(x > 0, sqrt(x), 0)`` has a NaN gradient at 0
     because sqrt's derivative there is inf and ``0 * inf = NaN``.  Use the
     double-where pattern ``where(x > 0, sqrt(where(x > 0, x, 1)), 0)``.
     """
+    if x is None or y is None or size is not None or fill_value is not None:   # the one-argument form
+        from funcgrad.numpy._arrays import where_nonzero
+        return where_nonzero(condition, x, y, size, fill_value)
     x, y = promote(x, y)
     return lax.select_p.bind(_truth(condition), x, y)
 

@@ -154,12 +154,16 @@ def flip(x: Any, axis: Any = None) -> Any:
     return lax.flip_p.bind(x, axes=normalize_axes("flip", axis, x.ndim, x))
 
 
-def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float = 0) -> Any:
-    """Constant padding only (numpy's ``pad_width`` forms)."""
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported; only 'constant'")
-    x = arr(x)
-    given = np.asarray(pad_width)
+_PAD_KEYWORDS = {"constant": ("constant_values",), "edge": (), "linear_ramp": ("end_values",),
+                 "maximum": ("stat_length",), "mean": ("stat_length",), "median": ("stat_length",),
+                 "minimum": ("stat_length",), "reflect": ("reflect_type",), "symmetric": ("reflect_type",),
+                 "wrap": (), "empty": ()}
+
+
+def _pad_widths(pad_width: Any, x: Any) -> tuple[tuple[int, int], ...]:
+    if isinstance(pad_width, Tracer):
+        raise TypeError(f"pad: pad_width must be static ints, got a traced array {describe(pad_width)}")
+    given = np.asarray(pad_width._value if isinstance(pad_width, Array) else pad_width)
     if given.dtype.kind not in "iu":   # 1.5 would be truncated to 1
         raise TypeError(f"pad: pad_width must hold ints, got {pad_width!r:.60} (dtype {given.dtype})")
     if given.size and given.min() < 0:
@@ -169,7 +173,186 @@ def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: float =
     except ValueError:
         raise ValueError(f"pad: pad_width {pad_width} does not fit an array {describe(x)}: give one (before, after) "
                          f"pair per axis ({x.ndim}), one pair, or one int") from None
-    return lax.pad_p.bind(x, widths=tuple((int(a), int(b)) for a, b in widths), value=constant_values)
+    return tuple((int(a), int(b)) for a, b in widths)
+
+
+def _per_axis(name: str, value: Any, x: Any) -> Any:
+    """A pad keyword (``constant_values``, ``end_values``, ``stat_length``) broadcast to ``(ndim, 2)``."""
+    try:
+        if isinstance(value, (Array, Tracer)):
+            return lax.broadcast_to(value, (x.ndim, 2)) if x.ndim else value
+        return np.broadcast_to(np.asarray(value, dtype=object if value is None else None), (x.ndim, 2))
+    except ValueError:
+        raise ValueError(f"pad: {name} {value!r:.60} does not fit an array {describe(x)}: give one value, one "
+                         f"(before, after) pair, or one pair per axis ({x.ndim})") from None
+
+
+def _pick(values: Any, d: int, j: int) -> Any:
+    return lax.getitem(values, (d, j)) if isinstance(values, (Array, Tracer)) else values[d, j]
+
+
+def _linear_pad(x: Any, axis: int, matrix: np.ndarray) -> Any:
+    """``matrix @ x`` along ``axis`` for a padding matrix with few nonzeros per row: a sum of gathers."""
+    rows = matrix.shape[0]
+    nnz = np.count_nonzero(matrix, axis=1)
+    out = None
+    for j in range(int(nnz.max()) if rows else 0):
+        idx = np.zeros(rows, np.int32)
+        coef = np.zeros(rows, matrix.dtype)
+        for r in range(rows):
+            cols = np.nonzero(matrix[r])[0]
+            if j < cols.size:
+                idx[r], coef[r] = cols[j], matrix[r, cols[j]]
+        term = lax.getitem(x, (slice(None),) * axis + (idx,))
+        if not np.all(coef == 1):
+            shape = [1] * x.ndim
+            shape[axis] = rows
+            term = lax.mul(term, lax.convert_element_type(np.asarray(coef).reshape(shape), x.dtype))
+        out = term if out is None else lax.add(out, term)
+    return out
+
+
+def _round_for(x: Any, dtype: np.dtype) -> Any:
+    """A float result cast back to an integer ``dtype`` as numpy's pad does (rounded half to even)."""
+    if dtype.kind in "iu":
+        return lax.convert_element_type(lax.round(x), dtype)
+    return lax.convert_element_type(x, dtype)
+
+
+def _stat(mode: str, region: Any, axis: int) -> Any:
+    """The statistic of ``region`` along ``axis``, kept as a length-1 axis."""
+    keep = region.shape[:axis] + (1,) + region.shape[axis + 1:]
+    if mode in ("maximum", "minimum"):
+        out = (lax.reduce_max if mode == "maximum" else lax.reduce_min)(region, (axis,))
+        return lax.reshape(out, keep)
+    from funcgrad._dtypes import inexact
+    r = lax.convert_element_type(region, inexact(region.dtype))
+    n = region.shape[axis]
+    if mode == "mean":
+        out = lax.div(lax.reduce_sum(r, (axis,)), lax.convert_element_type(np.asarray(n), r.dtype))
+    else:   # median: the middle of the sorted values (the mean of the two middle ones for an even count)
+        srt = lax.sort(r, dimension=axis)
+        lo, hi = lax.static_slice(srt, axis, (n - 1) // 2, (n - 1) // 2 + 1), lax.static_slice(srt, axis, n // 2,
+                                                                                             n // 2 + 1)
+        out = lax.mul(lax.add(lo, hi), 0.5)
+    return _round_for(lax.reshape(out, keep), region.dtype)
+
+
+def _pad_callable(x: Any, widths: tuple, fn: Any, kwargs: dict) -> Any:
+    from funcgrad.api import vmap
+    out = lax.pad_p.bind(x, widths=widths, value=False if x.dtype.kind == "b" else 0)
+    for d, w in enumerate(widths):
+        moved = lax.moveaxis(out, d, out.ndim - 1)
+        flat = lax.reshape(moved, (-1 if moved.size else 0, moved.shape[-1]) if moved.ndim > 1 else
+                           (1, moved.shape[-1]))
+        if flat.shape[0] == 0:
+            continue
+        got = vmap(lambda v, w=w, d=d: fn(v, w, d, kwargs))(flat)
+        if tuple(got.shape) != tuple(flat.shape):
+            raise ValueError(f"pad: the padding function returned shape {tuple(got.shape[1:])} for a vector of "
+                             f"shape {tuple(flat.shape[1:])}; it must return the vector it was given, updated")
+        out = lax.moveaxis(lax.reshape(lax.convert_element_type(got, x.dtype), moved.shape), out.ndim - 1, d)
+    return out
+
+
+def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+    """``array`` padded by ``pad_width`` (an int, a ``(before, after)`` pair, or one pair per axis), with
+    numpy's modes: 'constant' (``constant_values``, per axis and side), 'edge', 'linear_ramp'
+    (``end_values``), 'maximum'/'mean'/'median'/'minimum' (``stat_length``), 'reflect'/'symmetric'
+    (``reflect_type`` 'even' or 'odd'), 'wrap', 'empty' (zeros), or a function
+    ``f(vector, (before, after), axis, kwargs) -> vector`` applied to each zero-padded line (it must
+    return the vector, as JAX: no in-place updates).  Differentiable in ``array`` and in the
+    ``constant_values`` / ``end_values``.
+
+    >>> pad(fnp.array([1.0, 2.0, 3.0]), 2, mode="reflect")    # [3., 2., 1., 2., 3., 2., 1.]
+    """
+    x = arr(array)
+    widths = _pad_widths(pad_width, x)
+    if x.ndim == 0 and (callable(mode) or mode in _PAD_KEYWORDS):   # numpy: a 0-d array has no axis to pad
+        return x
+    if callable(mode):
+        return _pad_callable(x, widths, mode, kwargs)
+    if mode not in _PAD_KEYWORDS:
+        raise NotImplementedError(f"pad: unimplemented padding mode {mode!r}; expected one of "
+                                  f"{', '.join(sorted(_PAD_KEYWORDS))}, or a function")
+    extra = set(kwargs) - set(_PAD_KEYWORDS[mode])
+    if extra:
+        raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: {sorted(extra)}")
+    zero = False if x.dtype.kind == "b" else 0
+    if mode == "empty":
+        return lax.pad_p.bind(x, widths=widths, value=zero)
+    if mode == "constant":
+        value = kwargs.get("constant_values", 0)
+        if isinstance(value, (bool, int, float, np.generic)) or (isinstance(value, (np.ndarray, Array))
+                                                                and np.ndim(value) == 0):
+            value = value.item() if hasattr(value, "item") else value
+            return lax.pad_p.bind(x, widths=widths, value=value)
+        if isinstance(value, Tracer) and value.ndim == 0:
+            return lax.pad(x, lax.convert_element_type(value, x.dtype), [(a, b, 0) for a, b in widths])
+        values = _per_axis("constant_values", value if isinstance(value, (Array, Tracer)) else np.asarray(value),
+                           x)
+        for d, (lo, hi) in enumerate(widths):
+            parts = []
+            for j, w in ((0, lo), (1, hi)):
+                if w:
+                    v = lax.convert_element_type(arr(_pick(values, d, j)), x.dtype)
+                    parts.append(lax.broadcast_to(v, x.shape[:d] + (w,) + x.shape[d + 1:]))
+            if parts:
+                x = concatenate(parts[:1] + [x] + parts[1:] if lo else [x] + parts, axis=d)
+        return x
+    reflect_type = kwargs.get("reflect_type", "even")
+    if reflect_type not in ("even", "odd"):
+        raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    if mode == "linear_ramp":
+        ends = _per_axis("end_values", kwargs.get("end_values", 0), x)
+        from funcgrad._dtypes import inexact
+        dtype = x.dtype
+    if mode in ("maximum", "mean", "median", "minimum"):
+        lengths = _per_axis("stat_length", kwargs.get("stat_length", None), x)
+    for d, (lo, hi) in enumerate(widths):
+        if lo == hi == 0:
+            continue
+        n = x.shape[d]
+        if n == 0:
+            raise ValueError(f"pad: cannot apply {mode!r} padding to the empty axis {d} of {describe(x)}")
+        if mode in ("maximum", "mean", "median", "minimum"):
+            parts = [x]
+            for j, w in ((0, lo), (1, hi)):
+                if not w:
+                    continue
+                length = lengths[d, j]
+                length = n if length is None else index_arg("pad", "stat_length", length)
+                if length <= 0:
+                    raise ValueError(f"pad: stat_length {length} leaves no values to compute the {mode} of")
+                length = min(length, n)
+                region = lax.static_slice(x, d, 0, length) if j == 0 else lax.static_slice(x, d, n - length, n)
+                block = lax.broadcast_to(_stat(mode, region, d), x.shape[:d] + (w,) + x.shape[d + 1:])
+                parts.insert(0 if j == 0 else len(parts), block)
+            x = concatenate(parts, axis=d)
+            continue
+        if mode == "linear_ramp":
+            x = lax.convert_element_type(x, inexact(dtype))
+            matrix = np.pad(np.eye(n), ((lo, hi), (0, 0)), mode="linear_ramp", end_values=0)
+        elif mode in ("reflect", "symmetric"):
+            matrix = np.pad(np.eye(n, dtype=np.int64), ((lo, hi), (0, 0)), mode=mode, reflect_type=reflect_type)
+        else:
+            matrix = np.pad(np.eye(n, dtype=np.int64), ((lo, hi), (0, 0)), mode=mode)
+        out = _linear_pad(x, d, matrix)
+        if mode == "linear_ramp":
+            for j in (0, 1):
+                ramp = np.pad(np.zeros(n), (lo, hi), mode="linear_ramp", end_values=(1.0, 0.0)[::1 - 2 * j])
+                if (j == 0 and lo) or (j == 1 and hi):
+                    shape = [1] * x.ndim
+                    shape[d] = ramp.size
+                    end = lax.convert_element_type(arr(_pick(ends, d, j)), x.dtype)
+                    out = lax.add(out, lax.mul(lax.convert_element_type(ramp.reshape(shape), x.dtype), end))
+            if dtype.kind in "iu":   # numpy's integer ramps round down (linspace in the integer dtype), axis by axis;
+                # the tolerance absorbs the rounding of this formulation (1.9999 for numpy's exact 2)
+                eps = 1e-9 if out.dtype == np.float64 else 1e-5
+                out = lax.floor(lax.add(out, lax.mul(lax.add(lax.abs(out), 1.0), eps)))
+            out = lax.convert_element_type(out, dtype)
+        x = out
+    return x
 
 
 def tile(x: Any, reps: Any) -> Any:
