@@ -269,8 +269,8 @@ def _charpoly(a: Any) -> Any:
     for k in range(1, n + 1):
         mk = lax.add(lax.einsum("ij,jk->ik", a, mk), lax.mul(coeffs[-1], eye)) if mk is not None else \
             lax.mul(coeffs[-1], eye)
-        am = lax.einsum("ij,jk->ik", a, mk)
-        coeffs.append(lax.div(lax.neg(lax.einsum("ii->", am)), float(k)))
+        trace = lax.einsum("ij,ji->", a, mk)                        # tr(A M_k)
+        coeffs.append(lax.div(lax.neg(trace), float(k)))
     return lax.concatenate([lax.reshape(c, (1,)) for c in coeffs], 0)
 
 
