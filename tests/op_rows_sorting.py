@@ -130,9 +130,11 @@ def _sorting():
         Op("histogram_bin_edges", lambda a: fnp.histogram_bin_edges(a, bins=5),
            lambda a: np.histogram_bin_edges(a, bins=5), [((6,),)]),
         Op("histogram2d", lambda x, y: fnp.histogram2d(x, y, bins=(2, 3)),
-           lambda x, y: np.histogram2d(x, y, bins=(2, 3)), [((9,), (9,))], diff=False),
+           lambda x, y: np.histogram2d(x, y, bins=(2, 3)), [((9,), (9,))], diff=False, out="none"),
         Op("histogramdd", lambda s: fnp.histogramdd(s, bins=2), lambda s: np.histogramdd(s, bins=2), [((8, 3),)],
-           diff=False),
+           diff=False, out="none"),
+        Op("histogramdd[weights,density]", lambda s, w: fnp.histogramdd(s, bins=2, weights=w, density=True),
+           lambda s, w: np.histogramdd(s, bins=2, weights=w, density=True), [((8, 2), (8,))], (normal, positive)),
     ]
 
 

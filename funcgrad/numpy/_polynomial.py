@@ -152,14 +152,11 @@ def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
     a1, a2 = _poly1d("polymul", a1), _poly1d("polymul", a2)
     if trim_leading_zeros and (a1.shape[0] > 1 or a2.shape[0] > 1):
         a1, a2 = _trim_front("polymul", a1), _trim_front("polymul", a2)
-    a1, a2 = promote(a1, a2)
+    a1, a2 = promote_inexact(a1, a2)
     if a1.shape[0] == 0:
         a1 = lax.full((1,), 0, a1.dtype)
     if a2.shape[0] == 0:
         a2 = lax.full((1,), 0, a2.dtype)
-    if a1.dtype.kind != "f":
-        out = _conv("polymul", a1, a2, "full", None, None)
-        return lax.convert_element_type(lax.round(out), a1.dtype)
     return _conv("convolve", a1, a2, "full", None, None)
 
 
@@ -209,8 +206,7 @@ def polyder(p: Any, m: int = 1) -> Any:
         return p[:0]
     powers = np.arange(n - 1, -1, -1)[: n - m]                      # the kept terms' exponents
     coeff = np.prod([powers - i for i in range(m)], axis=0)
-    if p.dtype.kind == "b":
-        (p,) = promote_inexact(p)
+    (p,) = promote_inexact(p)     # float coefficients, as JAX
     return lax.mul(p[: n - m], lax.full((n - m,), 0, p.dtype) + np.asarray(coeff).astype(np.dtype(p.dtype)))
 
 

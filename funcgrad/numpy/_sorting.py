@@ -327,11 +327,12 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  #
 def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
                 density: bool | None = None) -> tuple[Any, list]:
     """The multidimensional histogram of ``sample`` (N points of D coordinates, shape (N, D)): counts of
-    shape ``(bins_1, ..., bins_D)`` and the D arrays of edges.
+    shape ``(bins_1, ..., bins_D)`` (default int, or float with ``weights``/``density``, as JAX) and the
+    D arrays of edges.
 
     ``bins``: an int, one int per dimension, or one array of edges per dimension.
 
-    >>> h, edges = histogramdd(fnp.array([[0.0, 0.0], [1.0, 1.0]]), bins=2)    # h: [[1., 0.], [0., 1.]]
+    >>> h, edges = histogramdd(fnp.array([[0.0, 0.0], [1.0, 1.0]]), bins=2)    # h: [[1, 0], [0, 1]]
     """
     (sample,) = promote_inexact(arr(sample))
     if sample.ndim != 2:
@@ -355,8 +356,8 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = N
         flat = idx if flat is None else lax.add(lax.mul(flat, nb), idx)
         edges.append(e)
     sizes = [e.shape[0] + 1 for e in edges]
-    if weights is None:
-        w = lax.full((n,), 1.0, sample.dtype)
+    if weights is None:   # integer counts, as JAX (histogram's 1-d counts are floats)
+        w = lax.full((n,), 1.0, sample.dtype) if density else lax.full((n,), 1, _dtypes.int_)
     else:
         (w,) = promote_inexact(arr(weights))
         if w.shape != (n,):
