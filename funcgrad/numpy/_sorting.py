@@ -42,14 +42,14 @@ def _flat_axis(name: str, x: Any, axis: Any) -> tuple[Any, int]:
     return x, normalize_axis(name, axis, x.ndim, x)
 
 
-def concrete(name: str, x: Any, what: str) -> np.ndarray:
+def concrete(name: str, x: Any, what: str, fix: str) -> np.ndarray:
     """The value of ``x`` as numpy, or a clear error when it is traced (under jit/vmap)."""
     if isinstance(x, Tracer):
         try:
             x = x.concrete_value()
         except ConcretizationError:
-            raise ConcretizationError(f"{name}: {what} must be known when the function is traced (under jit or "
-                                      f"vmap), but it is computed from a traced array {describe(x)}") from None
+            raise ConcretizationError(f"{name}: {what} depends on the values of {describe(x)}, which are unknown "
+                                      f"under jit/vmap; {fix}") from None
     return np.asarray(x)
 
 
@@ -232,10 +232,9 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
     if minlength < 0:
         raise ValueError(f"bincount: minlength must be non-negative, got {minlength}")
     if length is None:
-        value = concrete("bincount", x, "the output size (from max(x)); pass length=")
-        if value.size and value.min() < 0:
-            raise ValueError("bincount: x must hold non-negative integers")
-        length = builtins.max(minlength, int(value.max()) + 1 if value.size else 0)
+        value = concrete("bincount", x, "the output size (max(x) + 1)", "pass length= (a static size), as JAX "
+                         "requires")
+        length = builtins.max(minlength, int(value.max()) + 1 if value.size else 0, 1 if value.size else 0)
     else:
         length = index_arg("bincount", "length", length)
     if weights is None:

@@ -588,6 +588,9 @@ def _append_along(name: str, a: Any, value: Any, axis: int) -> Any:
         shape = list(a.shape)
         shape[axis] = 1
         v = lax.broadcast_to(v, tuple(shape))
+    elif v.ndim != a.ndim or any(s != t for i, (s, t) in enumerate(zip(v.shape, a.shape)) if i != axis):
+        raise ValueError(f"{name}: prepend/append {describe(v)} must be a scalar or match the array {describe(a)} "
+                         f"on every axis but axis {axis}")
     return v
 
 
