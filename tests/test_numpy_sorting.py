@@ -173,8 +173,10 @@ def test_quantile_errors():
         fnp.percentile(x, -1.0)
     with pytest.raises(ValueError, match="method"):
         fnp.quantile(x, 0.5, method="hazen")
-    with pytest.raises(NotImplementedError, match="weights"):
+    with pytest.raises(NotImplementedError, match="inverted_cdf"):
         fnp.quantile(x, 0.5, weights=fnp.ones(5))
+    with pytest.raises(ValueError, match="weights"):
+        fnp.quantile(fnp.ones((2, 3)), 0.5, axis=1, method="inverted_cdf", weights=fnp.ones(2))
     with pytest.raises(ValueError, match="rank"):
         fnp.quantile(x, fnp.full((2, 2), 0.5))
     with pytest.raises(NotImplementedError, match="out"):
@@ -399,3 +401,18 @@ def test_numpy_functions_dispatch_to_funcgrad():
     assert isinstance(out, fg.Array) and float(out) == 2.0
     g = fg.grad(lambda x: np.sum(np.sort(x) * fnp.array([1.0, 2.0, 3.0])))(x)
     np.testing.assert_allclose(_np(g), [3.0, 1.0, 2.0])
+
+
+def test_inverted_cdf_weights_per_axis_and_bad_weights():
+    rng = np.random.default_rng(3)
+    a, w = rng.standard_normal((3, 6)), rng.uniform(0.1, 2.0, 6)
+    q = np.array([0.1, 0.5, 0.93])
+    got = fnp.quantile(a, q, axis=1, method="inverted_cdf", weights=w)          # weights for the reduced axis
+    want = np.quantile(a, q, axis=1, method="inverted_cdf", weights=np.broadcast_to(w, a.shape))
+    np.testing.assert_allclose(_np(got), want, rtol=1e-6)
+    bad = np.broadcast_to(w, a.shape).copy()
+    bad[1, 2] = -1.0                                                                # a negative weight: NaN
+    assert np.isnan(_np(fnp.quantile(a, 0.5, axis=1, method="inverted_cdf", weights=bad))).tolist() == \
+        [False, True, False]
+    out = fg.jit(lambda a, w: fnp.quantile(a, q, axis=1, method="inverted_cdf", weights=w))(a, w)
+    np.testing.assert_allclose(_np(out), want, rtol=1e-6)

@@ -50,10 +50,11 @@ _QMETHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: bool, weights: Any,
               squash_nans: bool) -> Any:
     _no_out(name, out)
-    if weights is not None or method == "inverted_cdf":
-        raise NotImplementedError(f"{name}: weights= and method='inverted_cdf' are not supported yet")
-    if method not in _QMETHODS:
-        raise ValueError(f"{name}: method must be one of {_QMETHODS}, got {method!r}")
+    if method not in _QMETHODS + ("inverted_cdf",):
+        raise ValueError(f"{name}: method must be one of {_QMETHODS + ('inverted_cdf',)}, got {method!r}")
+    if weights is not None and method != "inverted_cdf":
+        raise NotImplementedError(f"{name}: method {method!r} does not support weights; only method='inverted_cdf' "
+                                  "does (as in JAX and numpy)")
     a, q = promote_inexact(arr(a), arr(q))
     if q.ndim > 1:
         raise ValueError(f"{name}: q must have rank <= 1, got {describe(q)}")
@@ -76,6 +77,10 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepd
     if not squash_nans:   # any NaN in a slice makes its quantile NaN
         anynan = lax.reshape(lax.reduce_or(isnan, (len(batch),)), batch + (1,))
         x = lax.select(lax.broadcast_to(anynan, x.shape), np.nan, x)
+    if method == "inverted_cdf":
+        w = _quantile_weights(name, a, weights, axis, axes, kept, batch + (n,))
+        res = _inverted_cdf(x, w, q, batch, squash_nans)
+        return lax.reshape(res, out_shape)
     s = lax.sort(x, dimension=len(batch))
     qb = lax.reshape(q, q.shape + (1,) * len(batch))            # (q..., 1...)
     if squash_nans:
@@ -114,12 +119,52 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepd
     return lax.reshape(res, out_shape)
 
 
+def _quantile_weights(name: str, a: Any, weights: Any, axis: Any, axes: tuple, kept: tuple, shape: tuple) -> Any:
+    """``weights`` laid out as the reshaped data (batch..., n): ``a``'s shape, or the reduced axes' shape."""
+    if weights is None:
+        return lax.full(shape, 1.0, a.dtype)
+    (w,) = promote_inexact(arr(weights))
+    w = lax.convert_element_type(w, a.dtype)
+    if w.shape != a.shape:
+        reduced = tuple(a.shape[i] for i in axes)
+        if axis is None or w.shape != reduced:
+            raise ValueError(f"{name}: weights {describe(w)} must have the shape of a {describe(a)}"
+                             + ("" if axis is None else f" or of its reduced axes {reduced}"))
+        full_shape = tuple(1 if i in kept else a.shape[i] for i in _range(a.ndim))
+        w = lax.broadcast_to(lax.reshape(w, full_shape), a.shape)
+    return lax.reshape(lax.transpose(w, kept + axes), shape)
+
+
+def _inverted_cdf(x: Any, w: Any, q: Any, batch: tuple, squash_nans: bool) -> Any:
+    """The smallest value whose weighted CDF reaches ``q`` (numpy's ``inverted_cdf``); NaN for a slice with
+    a negative or NaN weight (or NaN data, unless squashed)."""
+    last = len(batch)
+    s, ws = lax.sort((x, w), dimension=last, num_keys=1)
+    nan_data = lax.isnan(s)
+    bad = lax.logical_or(lax.lt(ws, 0.0), lax.isnan(ws))
+    clean = lax.select(lax.logical_or(bad, nan_data), 0.0, ws)
+    cum = _R.cumsum(lax.stop_gradient(clean), last)
+    total = lax.slice_in_dim(cum, cum.shape[last] - 1, cum.shape[last], 1, last)          # (batch..., 1)
+    qb = lax.reshape(lax.stop_gradient(q), q.shape + (1,) * (last + 1))
+    target = lax.mul(qb, total)                                                            # (q..., batch..., 1)
+    below = lax.lt(lax.broadcast_to(cum, q.shape + cum.shape), target)
+    idx = lax.reduce_sum(lax.convert_element_type(below, _dtypes.int_), (q.ndim + last,))  # (q..., batch...)
+    valid = lax.reduce_sum(lax.convert_element_type(lax.logical_not(nan_data), _dtypes.int_), (last,))
+    idx = lax.clamp(0, idx, lax.broadcast_to(lax.max(lax.sub(valid, 1), 0), q.shape + batch))
+    index = tuple(lax.broadcasted_iota(_dtypes.int_, q.shape + batch, q.ndim + d) for d in _range(last)) + (idx,)
+    res = lax.getitem(s, index)
+    force = lax.reduce_or(bad, (last,))
+    force = lax.logical_or(force, lax.eq(valid, 0) if squash_nans else lax.reduce_or(nan_data, (last,)))
+    return lax.select(lax.broadcast_to(force, res.shape), np.nan, res)
+
+
 def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
              method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """The ``q``-th quantiles (``q`` in [0, 1], a scalar or 1-d) of ``a`` over ``axis``: shape
     ``q.shape + reduced shape``.  Methods: linear (default), lower, higher, midpoint, nearest
-    (nearest picks the lower neighbour at exact halves, as JAX; numpy rounds to even).  A slice with a
-    NaN gives NaN.  Differentiable in ``a`` and ``q`` (linear, midpoint).
+    (nearest picks the lower neighbour at exact halves, as JAX; numpy rounds to even), and
+    inverted_cdf, the only one taking ``weights`` (``a``'s shape, or the reduced axes' shape).  A slice
+    with a NaN gives NaN.  Differentiable in ``a`` (and in ``q`` for linear and midpoint).
 
     >>> quantile(fnp.array([1.0, 2.0, 3.0, 4.0]), 0.25)    # 1.75
     """
