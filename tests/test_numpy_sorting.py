@@ -380,8 +380,17 @@ def test_polyfit_keywords(x64):
     np.testing.assert_allclose(_np(fnp.polyfit(x, y, 3)), np.polyfit(x, y, 3), atol=1e-10)
     with pytest.raises(NotImplementedError, match="full"):
         fnp.polyfit(x, y, 2, full=True)
-    with pytest.raises(NotImplementedError, match="cov"):
-        fnp.polyfit(x, y, 2, cov=True)
+    rng = np.random.default_rng(4)
+    noisy, w = y + 0.1 * rng.standard_normal(7), rng.uniform(0.5, 2.0, 7)
+    for cov in (True, "unscaled"):
+        for yy in (noisy, np.stack([noisy, y], 1)):
+            got = fnp.polyfit(x, yy, 2, w=w, cov=cov)
+            want = np.polyfit(x, yy, 2, w=w, cov=cov)
+            for g, e in zip(got, want):
+                np.testing.assert_allclose(_np(g), e, rtol=1e-8, atol=1e-12)
+    check_grads(lambda y: fnp.polyfit(fnp.asarray(x), y, 1, cov=True)[1], [fnp.asarray(noisy)], order=1)
+    with pytest.raises(ValueError, match="exceed order"):
+        fnp.polyfit(x[:3], y[:3], 2, cov=True)
     with pytest.raises(ValueError, match="points"):
         fnp.polyfit(x[:2], y[:2], 2)
     check_grads(lambda y: fnp.polyfit(fnp.asarray(x), y, 2), [fnp.asarray(y)], order=2)

@@ -293,7 +293,22 @@ def _lstsq_qr(a: Any, b: Any) -> Any:
         for j in range(i + 1, len(qs)):
             acc = lax.sub(acc, lax.mul(r[i, j], c[j]))
         c[i] = lax.div(acc, r[i, i])
-    return lax.concatenate([lax.reshape(ci, (1,) + ci.shape) for ci in c], 0)
+    return lax.concatenate([lax.reshape(ci, (1,) + ci.shape) for ci in c], 0), r
+
+
+def _inverse_gram(r: dict, k: int) -> Any:
+    """``inv(A^T A) = inv(R) inv(R)^T`` from the QR factor ``R`` (k x k, upper triangular, as scalars)."""
+    inv = {}
+    for j in range(k):
+        for i in range(j, -1, -1):
+            acc = 1.0 if i == j else 0.0
+            for m in range(i + 1, j + 1):
+                acc = lax.sub(acc, lax.mul(r[i, m], inv[m, j]))
+            inv[i, j] = lax.div(acc, r[i, i])
+    zero = lax.full((), 0, r[0, 0].dtype)
+    rinv = lax.concatenate([lax.reshape(inv.get((i, j), zero), (1,)) for i in range(k) for j in range(k)], 0)
+    rinv = lax.reshape(rinv, (k, k))
+    return lax.einsum("ij,kj->ik", rinv, rinv)
 
 
 def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = False, w: Any = None,
@@ -302,12 +317,14 @@ def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = F
     one data set per column), coefficients highest power first; ``w`` weights the residuals.
 
     Solved by QR of the column-scaled Vandermonde matrix (differentiable in ``x``, ``y`` and ``w``).
-    ``full=True`` and ``cov=True`` are not supported yet (NotImplementedError).
+    ``cov=True`` (or ``"unscaled"``) also returns the coefficients' covariance, as numpy;
+    ``full=True`` is not supported (NotImplementedError).
 
     >>> polyfit(fnp.array([0.0, 1.0, 2.0]), fnp.array([1.0, 3.0, 5.0]), 1)    # [2., 1.]
     """
-    if full or cov:
-        raise NotImplementedError("polyfit: full=True and cov=True are not supported yet; use the coefficients")
+    if full:
+        raise NotImplementedError("polyfit: full=True (residuals, rank, singular values) is not supported; use "
+                                  "the coefficients (and cov=True)")
     deg = index_arg("polyfit", "deg", deg)
     if deg < 0:
         raise ValueError(f"polyfit: expected deg >= 0, got {deg}")
@@ -328,5 +345,19 @@ def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = F
         rhs = lax.mul(rhs, w if rhs.ndim == 1 else w[:, None])
     scale = lax.sqrt(lax.reduce_sum(lax.mul(lhs, lhs), (0,)))
     lhs = lax.div(lhs, scale[None, :])
-    c = _lstsq_qr(lhs, rhs)
-    return lax.div(c, scale if c.ndim == 1 else scale[:, None])
+    c, r = _lstsq_qr(lhs, rhs)
+    coeffs = lax.div(c, scale if c.ndim == 1 else scale[:, None])
+    if not cov:
+        return coeffs
+    order = deg + 1
+    vbase = lax.div(_inverse_gram(r, order), lax.mul(scale[:, None], scale[None, :]))
+    if cov == "unscaled":
+        fac = 1.0
+    else:
+        if x.shape[0] <= order:
+            raise ValueError("polyfit: the number of data points must exceed order to scale the covariance matrix")
+        resid = lax.sub(rhs, lax.einsum("nk,k->n" if c.ndim == 1 else "nk,km->nm", lhs, c))
+        fac = lax.div(lax.reduce_sum(lax.mul(resid, resid), (0,)), float(x.shape[0] - order))
+    if y.ndim == 1:
+        return coeffs, lax.mul(vbase, fac)
+    return coeffs, lax.mul(vbase[:, :, None], fac)
