@@ -96,6 +96,16 @@ def test_searchsorted_methods_sorter_and_nan():
         fnp.searchsorted(fnp.ones((2, 2)), 1.0)
 
 
+@pytest.mark.parametrize("n", [9, 16, 17, 40])
+def test_searchsorted_binary_search_matches_numpy(n):
+    rng = np.random.default_rng(n)
+    a = np.sort(rng.integers(-5, 5, n).astype(float))
+    a[-2:] = np.nan
+    v = np.concatenate([rng.integers(-6, 6, 30).astype(float), [np.nan, np.inf, -np.inf]])
+    for side in ("left", "right"):
+        np.testing.assert_array_equal(_np(fnp.searchsorted(a, v, side=side)), np.searchsorted(a, v, side=side))
+
+
 def test_searchsorted_under_jit_and_digitize_ints():
     a = fnp.array([1, 3, 5, 7])
     out = fg.jit(lambda a, v: fnp.searchsorted(a, v))(a, fnp.array([0, 3, 8]))

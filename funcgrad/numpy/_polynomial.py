@@ -41,11 +41,9 @@ def _conv(op: str, x: Any, y: Any, mode: str, precision: Any, preferred_element_
         y = lax.rev(y, (0,))
     n, m = x.shape[0], y.shape[0]
     lo, hi = {"valid": (0, 0), "same": (m // 2, m - m // 2 - 1), "full": (m - 1, m - 1)}[mode]
-    xp = lax.pad(x, 0.0, [(lo, hi, 0)])
-    out_len = n + lo + hi - m + 1
-    # out[k] = sum_j xp[k + j] * y[j]: gather the windows, then contract
-    idx = np.arange(out_len)[:, None] + np.arange(m)[None, :]
-    out = lax.einsum("kj,j->k", lax.getitem(xp, (idx,)), y)
+    # out[k] = sum_j x_padded[k + j] * y[j]: a 1-d correlation, run as a convolution with one channel
+    out = lax.conv_general_dilated(lax.reshape(x, (1, 1, n)), lax.reshape(y, (1, 1, m)), (1,), [(lo, hi)])
+    out = lax.reshape(out, (n + lo + hi - m + 1,))
     if reverse:
         out = lax.rev(out, (0,))
     return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
