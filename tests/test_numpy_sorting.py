@@ -30,6 +30,13 @@ def test_sort_rejects_kind_and_order_as_jax():
         fnp.argsort(x, order="f")
 
 
+def test_sort_of_a_0d_array_needs_axis_none():
+    with pytest.raises(ValueError, match="axis=None"):
+        fnp.sort(fnp.array(1.0))
+    assert fnp.sort(fnp.array(1.0), axis=None).shape == (1,)
+    assert fnp.argsort(fnp.array(1.0), axis=None).shape == (1,)
+
+
 def test_sort_nans_last_and_first_when_descending():
     x = np.array([3.0, np.nan, 1.0, 2.0])
     np.testing.assert_array_equal(_np(fnp.sort(x)), np.sort(x))
@@ -377,6 +384,7 @@ def test_polynomial_trim_and_static_shapes():
     with pytest.raises(NotImplementedError, match="concrete"):
         fg.jit(lambda a: fnp.polymul(a, a, trim_leading_zeros=True))(fnp.asarray(a))
     np.testing.assert_allclose(_np(fnp.polyint(a, 2, 3.0)), np.polyint(a, 2, 3.0))
+    assert fnp.poly(fnp.zeros(0)).shape == () and float(fnp.poly(fnp.zeros(0))) == np.poly(np.zeros(0))
     assert fnp.polyder(a, 3).shape == (0,) and fnp.polyder(a, 0) is not None
     with pytest.raises(ValueError, match="non-negative"):
         fnp.polyder(a, -1)

@@ -246,6 +246,8 @@ def poly(seq_of_zeros: Any) -> Any:
         return _charpoly(z)
     if z.ndim != 1:
         raise ValueError(f"poly: input must be a 1-d array of roots or a non-empty square 2-d array, got {describe(z)}")
+    if z.shape[0] == 0:   # no roots: the constant 1 (0-d, as numpy and JAX)
+        return lax.full((), 1, z.dtype)
     coeffs = [lax.full((), 1, z.dtype)]
     for i in range(z.shape[0]):   # multiply by (x - z_i)
         zi = z[i]

@@ -39,6 +39,8 @@ def _no_kind_order(name: str, kind: Any, order: Any) -> None:
 def _flat_axis(name: str, x: Any, axis: Any) -> tuple[Any, int]:
     if axis is None:
         return lax.reshape(x, (x.size,)), 0
+    if x.ndim == 0:
+        raise ValueError(f"{name}: axis {axis} is out of bounds for a 0-d array {describe(x)}; use axis=None")
     return x, normalize_axis(name, axis, x.ndim, x)
 
 
@@ -63,8 +65,6 @@ def sort(a: Any, axis: Any = -1, *, kind: Any = None, order: Any = None, stable:
     """
     _no_kind_order("sort", kind, order)
     x, axis = _flat_axis("sort", arr(a), axis)
-    if x.ndim == 0:
-        return x
     out = lax.sort(x, dimension=axis, is_stable=stable)
     return lax.rev(out, (axis,)) if descending else out
 
@@ -79,9 +79,7 @@ def argsort(a: Any, axis: Any = -1, *, kind: Any = None, order: Any = None, stab
     """
     _no_kind_order("argsort", kind, order)
     x, axis = _flat_axis("argsort", arr(a), axis)
-    if x.ndim == 0:
-        out = lax.full((), 0, _dtypes.int_)
-    elif descending:
+    if descending:
         # reversed stable ascending sort of the reversed array: equal keys keep their order
         n = x.shape[axis]
         order_ = lax.argsort(lax.rev(x, (axis,)), axis)
