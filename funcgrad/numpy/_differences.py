@@ -65,7 +65,7 @@ def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> A
     """
     _no_out("nancumsum", out)
     a, axis = _cum_axis("nancumsum", _fill(_cum_dtype(arr(a), dtype), 0.0), axis)
-    return _R.cumsum(a, axis)
+    return _R.cumsum(a, axis=axis)
 
 
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
@@ -332,5 +332,5 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * math.p
                        lax.broadcast_to(interval, dd.shape) if not isinstance(interval, float) else
                        lax.full(dd.shape, interval, dd.dtype), ddmod)
     correct = lax.select(lax.lt(lax.abs(dd), discont), 0.0, lax.sub(ddmod, dd))
-    rest = lax.add(lax.slice_in_dim(p, 1, n, 1, axis), _R.cumsum(correct, axis))
+    rest = lax.add(lax.slice_in_dim(p, 1, n, 1, axis), _R.cumsum(correct, axis=axis))
     return lax.concatenate([lax.slice_in_dim(p, 0, 1, 1, axis), rest], axis)

@@ -140,7 +140,7 @@ def _inverted_cdf(x: Any, w: Any, q: Any, batch: tuple, squash_nans: bool) -> An
     nan_data = lax.isnan(s)
     bad = lax.logical_or(lax.lt(ws, 0.0), lax.isnan(ws))
     clean = lax.select(lax.logical_or(bad, nan_data), 0.0, ws)
-    cum = _R.cumsum(lax.stop_gradient(clean), last)
+    cum = _R.cumsum(lax.stop_gradient(clean), axis=last)
     total = lax.slice_in_dim(cum, cum.shape[last] - 1, cum.shape[last], 1, last)          # (batch..., 1)
     qb = lax.reshape(lax.stop_gradient(q), q.shape + (1,) * (last + 1))
     target = lax.mul(qb, total)                                                            # (q..., batch..., 1)
@@ -260,7 +260,7 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
     """
     _no_out("nansum", out)
     a = _where("nansum", _fill(_dtype_arg(arr(a), dtype), 0.0), where, 0)
-    res = _R.sum(a, axis, keepdims)
+    res = _R.sum(a, axis=axis, keepdims=keepdims)
     return res if initial is None else lax.add(res, lax.convert_element_type(arr(initial), res.dtype))
 
 
@@ -272,7 +272,7 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     """
     _no_out("nanprod", out)
     a = _where("nanprod", _fill(_dtype_arg(arr(a), dtype), 1.0), where, 1)
-    res = _R.prod(a, axis, keepdims)
+    res = _R.prod(a, axis=axis, keepdims=keepdims)
     return res if initial is None else lax.mul(res, lax.convert_element_type(arr(initial), res.dtype))
 
 
@@ -280,7 +280,8 @@ def _valid_count(a: Any, axis: Any, keepdims: bool, where: Any, dtype: Any) -> A
     valid = lax.logical_not(lax.isnan(a)) if a.dtype.kind == "f" else lax.full(a.shape, True, np.bool_)
     if where is not None:
         valid = lax.logical_and(valid, lax.broadcast_to(arr(where), a.shape))
-    return lax.convert_element_type(_R.sum(lax.convert_element_type(valid, np.int32), axis, keepdims), dtype)
+    count = _R.sum(lax.convert_element_type(valid, np.int32), axis=axis, keepdims=keepdims)
+    return lax.convert_element_type(count, dtype)
 
 
 def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
@@ -292,7 +293,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     _no_out("nanmean", out)
     a = _dtype_arg(arr(a), dtype)
     (a,) = promote_inexact(a)
-    total = _R.sum(_where("nanmean", _fill(a, 0.0), where, 0), axis, keepdims)
+    total = _R.sum(_where("nanmean", _fill(a, 0.0), where, 0), axis=axis, keepdims=keepdims)
     count = _valid_count(a, axis, keepdims, where, a.dtype)
     none = lax.eq(count, 0.0)
     return lax.select(none, np.nan, lax.div(total, lax.select(none, 1.0, count)))
@@ -315,7 +316,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     centered = _fill(lax.sub(a, mean), 0.0)
     centered = lax.select(lax.isnan(a), 0.0, centered)
     sq = _where("nanvar", lax.mul(centered, centered), where, 0)
-    total = _R.sum(sq, axis, keepdims)
+    total = _R.sum(sq, axis=axis, keepdims=keepdims)
     norm = lax.sub(_valid_count(a, axis, keepdims, where, a.dtype), float(ddof))
     bad = lax.le(norm, 0.0)
     return lax.select(bad, np.nan, lax.div(total, lax.select(bad, 1.0, norm)))
@@ -341,13 +342,14 @@ def _nan_extreme(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, 
         fill_value = (np.iinfo(a.dtype).min if fill < 0 else np.iinfo(a.dtype).max) if a.dtype.kind in "iu" \
             else bool(fill > 0)
         x = _where(name, a, where, fill_value)
-        res = red(x, axis, keepdims)
+        res = red(x, axis=axis, keepdims=keepdims)
     else:
         x = _where(name, _fill(a, fill), where, fill)
-        res = red(x, axis, keepdims)
+        res = red(x, axis=axis, keepdims=keepdims)
         if initial is None:
-            allnan = lax.logical_not(lax.convert_element_type(
-                _R.max(lax.convert_element_type(lax.logical_not(lax.isnan(a)), np.int32), axis, keepdims), np.bool_))
+            some = _R.max(lax.convert_element_type(lax.logical_not(lax.isnan(a)), np.int32), axis=axis,
+                          keepdims=keepdims)
+            allnan = lax.eq(some, 0)
             res = lax.select(allnan, np.nan, res)
     if initial is not None:
         init = lax.convert_element_type(arr(initial), res.dtype)
@@ -378,9 +380,9 @@ def _nanarg(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepd
     a = arr(a)
     keepdims = bool(keepdims)
     if a.dtype.kind != "f":
-        return red(a, axis, keepdims)
+        return red(a, axis=axis, keepdims=keepdims)
     nan = lax.isnan(a)
-    res = red(lax.select(nan, fill, a), axis, keepdims)
+    res = red(lax.select(nan, fill, a), axis=axis, keepdims=keepdims)
     if axis is None:
         allnan = lax.reduce_and(lax.reshape(nan, (a.size,)), (0,))
         if keepdims:
@@ -421,7 +423,7 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     (a,) = promote_inexact(arr(a))
     axes = normalize_axes("average", axis, a.ndim, a)
     if weights is None:
-        avg = _R.mean(a, axes, keepdims)
+        avg = _R.mean(a, axis=axes, keepdims=keepdims)
         count = float(np.prod([a.shape[i] for i in axes], dtype=np.int64))
         scl = lax.full(avg.shape, count, avg.dtype)
     else:
@@ -436,8 +438,8 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
             shape = [1] * a.ndim
             shape[axes[0]] = w.shape[0]
             w = lax.broadcast_to(lax.reshape(w, tuple(shape)), a.shape)
-        scl = _R.sum(w, axes, keepdims)
-        avg = lax.div(_R.sum(lax.mul(a, w), axes, keepdims), scl)
+        scl = _R.sum(w, axis=axes, keepdims=keepdims)
+        avg = lax.div(_R.sum(lax.mul(a, w), axis=axes, keepdims=keepdims), scl)
     if returned:
         return avg, lax.broadcast_to(scl, avg.shape) if scl.shape != avg.shape else scl
     return avg
@@ -450,7 +452,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
     """
     _no_out("ptp", out)
     a = arr(a)
-    return lax.sub(_R.max(a, axis, keepdims), _R.min(a, axis, keepdims))
+    return lax.sub(_R.max(a, axis=axis, keepdims=keepdims), _R.min(a, axis=axis, keepdims=keepdims))
 
 
 def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -460,7 +462,7 @@ def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """
     a = arr(a)
     nz = lax.ne(a, False if a.dtype.kind == "b" else 0)
-    return _R.sum(lax.convert_element_type(nz, _dtypes.int_), axis, keepdims)
+    return _R.sum(lax.convert_element_type(nz, _dtypes.int_), axis=axis, keepdims=keepdims)
 
 
 def _rows(name: str, m: Any, rowvar: bool) -> Any:
@@ -508,7 +510,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
         aw = lax.convert_element_type(aw, x.dtype)
         w = aw if w is None else lax.mul(w, aw)
     if w is None:
-        avg = _R.mean(x, 1, keepdims=True)
+        avg = _R.mean(x, axis=1, keepdims=True)
         fact = float(n - ddof)
     else:
         w_sum = lax.reduce_sum(w, (0,))
