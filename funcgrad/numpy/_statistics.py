@@ -531,7 +531,7 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
     """The correlation coefficients of the variables (rows of ``x``, unless ``rowvar=False``), clipped to
     [-1, 1].  A single variable gives ``c / c`` (1, or NaN for a constant).
 
-    >>> corrcoef(fnp.array([1.0, 2.0, 4.0]), fnp.array([1.0, 0.0, 3.0]))    # 2x2
+    >>> corrcoef(fnp.array([1.0, 2.0, 4.0]), fnp.array([1.0, 0.0, 3.0]))    # [[1., 0.7857], [0.7857, 1.]]
     """
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:
