@@ -47,9 +47,13 @@ __all__ = [  # the public names; linalg is a submodule
 from funcgrad.numpy._arrays import *  # noqa: E402,F401,F403
 from funcgrad.numpy._math import *  # noqa: E402,F401,F403
 from funcgrad.numpy._sorting import *  # noqa: E402,F401,F403
-from funcgrad.numpy import _arrays, _math, _sorting  # noqa: E402
+from funcgrad.numpy._statistics import *  # noqa: E402,F401,F403
+from funcgrad.numpy._differences import *  # noqa: E402,F401,F403
+from funcgrad.numpy._polynomial import *  # noqa: E402,F401,F403
+from funcgrad.numpy import _arrays, _differences, _math, _polynomial, _sorting, _statistics  # noqa: E402
 
-__all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__))
+__all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__)
+                 | set(_statistics.__all__) | set(_differences.__all__) | set(_polynomial.__all__))
 
 _install()
 del _install
