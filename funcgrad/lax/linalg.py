@@ -21,7 +21,8 @@ from funcgrad.primitives.shape import shape_of, transpose
 
 Array = Any
 
-__all__ = ["cholesky", "eigh", "expm", "lu", "lu_pivots_to_permutation", "qr", "svd", "triangular_solve",
+__all__ = ["cholesky", "eigh", "expm", "lu", "lu_pivots_to_permutation", "permutation_matrix", "qr", "svd",
+           "triangular_solve",
            "cholesky_p", "eigh_p", "expm_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p"]
 
 

@@ -48,8 +48,10 @@ from funcgrad.numpy._arrays import *  # noqa: E402,F401,F403
 from funcgrad.numpy._math import *  # noqa: E402,F401,F403
 from funcgrad.numpy._sorting import *  # noqa: E402,F401,F403
 from funcgrad.numpy import _arrays, _math, _sorting  # noqa: E402
+from funcgrad.numpy._linalg import cross, einsum_path, matvec, vecdot, vecmat  # noqa: E402,F401
 
-__all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__))
+__all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__)
+                 | {"cross", "einsum_path", "matvec", "vecdot", "vecmat"})
 
 _install()
 del _install

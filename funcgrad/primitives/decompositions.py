@@ -227,7 +227,7 @@ cholesky_p = Primitive("cholesky")
 
 def _chol_one(a):
     try:
-        return np.linalg.cholesky(a)
+        return np.tril(np.linalg.cholesky(a))
     except np.linalg.LinAlgError:
         return np.full(a.shape, np.nan, a.dtype)
 
@@ -236,8 +236,7 @@ def _chol_one(a):
 def _chol_impl(a):
     if _empty_batch(a.shape[:-2]) or a.shape[-1] == 0:
         return np.zeros(a.shape, a.dtype)
-    out = np.asarray(_loop(_chol_one, [a], [2], 1), a.dtype)
-    return np.tril(out)
+    return np.asarray(_loop(_chol_one, [a], [2], 1), a.dtype)
 
 
 def _same_aval(name: str) -> Callable:
