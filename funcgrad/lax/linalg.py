@@ -14,8 +14,8 @@ import numpy as np
 
 from funcgrad._core import Array as _Array, Tracer, as_array
 from funcgrad.primitives import decompositions as _D
-from funcgrad.primitives.decompositions import (cholesky_p, eigh_p, expm_p, lu_p, permutation_matrix, qr_p,  # noqa: F401
-                                                svd_p, triangular_solve_p)
+from funcgrad.primitives.decompositions import (cholesky_p, eigh_p, expm_p, hessenberg_p, lu_p, permutation_matrix,
+                                                qr_p, schur_p, svd_p, triangular_solve_p)
 from funcgrad.primitives.elementwise import add, mul
 from funcgrad.primitives.shape import shape_of, transpose
 
@@ -23,7 +23,8 @@ Array = Any
 
 __all__ = ["cholesky", "eigh", "expm", "lu", "lu_pivots_to_permutation", "permutation_matrix", "qr", "svd",
            "triangular_solve",
-           "cholesky_p", "eigh_p", "expm_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p"]
+           "cholesky_p", "eigh_p", "expm_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p", "schur", "schur_p",
+           "hessenberg_p"]
 
 
 def _T(x: Array) -> Array:
@@ -134,3 +135,16 @@ def triangular_solve(a: Array, b: Array, *, left_side: bool = False, lower: bool
 def expm(x: Array) -> Array:
     """Matrix exponential of a (..., n, n) matrix (scipy's Pade approximation with scaling and squaring)."""
     return expm_p.bind(x)
+
+
+def schur(x: Array, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
+          select_callable: Any = None) -> Any:
+    """Real Schur decomposition ``(t, z)`` of a square (..., n, n) matrix: ``x = z @ t @ z.T`` (forward only).
+
+    >>> t, z = schur(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
+    """
+    if sort_eig_vals or select_callable is not None:
+        raise NotImplementedError("schur: sort_eig_vals / select_callable are not supported")
+    t, z = schur_p.bind(x)
+    return (t, z) if compute_schur_vectors else t
+

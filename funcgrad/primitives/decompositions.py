@@ -685,3 +685,61 @@ def expm(a: Any) -> Any:
 
 __all__ = ["cholesky", "cholesky_p", "eigh", "eigh_p", "expm", "expm_p", "lu", "lu_p", "permutation_matrix", "qr",
            "qr_p", "svd", "svd_p", "triangular_solve", "triangular_solve_p"]
+
+# ================================================================== schur, hessenberg (forward only)
+
+
+def _no_derivative(name: str) -> Callable:
+    def rule(*args, **kw):
+        raise NotImplementedError(f"{name}: derivatives are not implemented (as in JAX); differentiate a "
+                                  "formulation through eigh/svd/qr instead")
+    return rule
+
+
+def _two_square_avals(name: str) -> Callable:
+    def rule(a, **params):
+        _float(name, a)
+        _square(name, a)
+        return [ShapedArray(shape_of(a), a.dtype), ShapedArray(shape_of(a), a.dtype)]
+    return rule
+
+
+schur_p = Primitive("schur", multiple_results=True)
+
+
+@_quiet
+def _schur_impl(a):
+    if _empty_batch(a.shape[:-2]) or a.shape[-1] == 0:
+        return [np.zeros(a.shape, a.dtype), np.zeros(a.shape, a.dtype)]
+    t, z = _loop(lambda x: scipy.linalg.schur(x, output="real"), [a], [2], 2)
+    return [np.asarray(t, a.dtype), np.asarray(z, a.dtype)]
+
+
+hessenberg_p = Primitive("hessenberg", multiple_results=True)
+
+
+@_quiet
+def _hessenberg_impl(a):
+    if _empty_batch(a.shape[:-2]) or a.shape[-1] == 0:
+        return [np.zeros(a.shape, a.dtype), np.zeros(a.shape, a.dtype)]
+    h, q = _loop(lambda x: scipy.linalg.hessenberg(x, calc_q=True), [a], [2], 2)
+    return [np.asarray(h, a.dtype), np.asarray(q, a.dtype)]
+
+
+for _p, _impl in ((schur_p, _schur_impl), (hessenberg_p, _hessenberg_impl)):
+    _p.impl, _p.abstract_eval = _impl, _two_square_avals(_p.name)
+    _p.jvp = _p.vjp = _no_derivative(_p.name)
+    _p.batch = _batch_front(_p)
+
+
+def schur(a: Any) -> Any:
+    """Real Schur form ``(T, Z)`` with ``a = Z T Z^T`` (forward only)."""
+    return schur_p.bind(a)
+
+
+def hessenberg(a: Any) -> Any:
+    """Hessenberg form ``(H, Q)`` with ``a = Q H Q^T`` (forward only)."""
+    return hessenberg_p.bind(a)
+
+
+__all__ += ["hessenberg", "hessenberg_p", "schur", "schur_p"]
