@@ -24,8 +24,9 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "argsort", "avg_pool2d", "avg_pool2d_grad", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "erf",
-    "erf_inv", "getitem", "max_pool2d", "max_pool2d_grad", "scatter_add", "scatter_set", "threefry2x32",
+    "argsort", "avg_pool2d", "avg_pool2d_grad", "cholesky", "conv2d", "conv2d_input_grad", "conv2d_weight_grad",
+    "eigh", "erf", "erf_inv", "expm", "getitem", "hessenberg", "lu", "max_pool2d", "max_pool2d_grad", "qr",
+    "scatter_add", "scatter_set", "schur", "svd", "threefry2x32", "triangular_solve",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
