@@ -32,6 +32,11 @@ def _T(x: Array) -> Array:
     return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
+def _checked(prim: Any, *args: Array, **params: Any) -> None:
+    """Run the primitive's shape/dtype rule up front, so eager calls get its clear error too."""
+    prim.abstract_eval(*args, **params)
+
+
 def _symmetrize(x: Array) -> Array:
     return mul(add(x, _T(x)), 0.5)
 
@@ -41,6 +46,7 @@ def cholesky(x: Array, *, symmetrize_input: bool = True) -> Array:
 
     >>> cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))
     """
+    _checked(cholesky_p, x)
     return cholesky_p.bind(_symmetrize(x) if symmetrize_input else x)
 
 
@@ -56,6 +62,7 @@ def eigh(x: Array, *, lower: bool = True, symmetrize_input: bool = True, sort_ei
         raise NotImplementedError("eigh: sort_eigenvalues=False is not supported (eigenvalues are always sorted)")
     if implementation is not None:
         raise NotImplementedError("eigh: implementation= is not supported (LAPACK is always used)")
+    _checked(eigh_p, x)
     if symmetrize_input:
         x = _symmetrize(x)
     elif not lower:
@@ -71,6 +78,7 @@ def lu(x: Array) -> tuple[Array, Array, Array]:
 
     >>> lu_, piv, perm = lu(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
     """
+    _checked(lu_p, x)
     lu_, piv, perm = lu_p.bind(x)
     return lu_, piv, perm
 
@@ -100,6 +108,7 @@ def qr(x: Array, *, pivoting: bool = False, full_matrices: bool = True, use_magm
     """
     if pivoting:
         raise NotImplementedError("qr: pivoting=True is not supported")
+    _checked(qr_p, x, full_matrices=bool(full_matrices))
     q, r = qr_p.bind(x, full_matrices=bool(full_matrices))
     return q, r
 
@@ -114,6 +123,7 @@ def svd(x: Array, *, full_matrices: bool = True, compute_uv: bool = True, subset
         raise NotImplementedError("svd: subset_by_index is not supported; slice the full result")
     if algorithm is not None:
         raise NotImplementedError("svd: algorithm= is not supported (LAPACK gesdd is always used)")
+    _checked(svd_p, x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
     outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
     if not compute_uv:
         return outs[0]
@@ -123,17 +133,23 @@ def svd(x: Array, *, full_matrices: bool = True, compute_uv: bool = True, subset
 
 def triangular_solve(a: Array, b: Array, *, left_side: bool = False, lower: bool = False,
                      transpose_a: bool = False, conjugate_a: bool = False, unit_diagonal: bool = False) -> Array:
-    """Solve ``op(a) @ x = b`` (``left_side``) or ``x @ op(a) = b`` with ``a`` (..., n, n) triangular.
+    """Solve ``op(a) @ x = b`` (``left_side``) or ``x @ op(a) = b`` with ``a`` (..., n, n) triangular
+    (``conjugate_a`` is the identity on real arrays).
 
     >>> triangular_solve(fnp.eye(2), fnp.ones((2, 3)), left_side=True, lower=True)
     """
     if left_side:
+        _checked(triangular_solve_p, a, b, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
         return _D.triangular_solve(a, b, lower, transpose_a, unit_diagonal)
+    if len(shape_of(b)) < 2:
+        raise ValueError(f"triangular_solve: b must be a matrix or a stack of them, got shape {shape_of(b)}")
+    _checked(triangular_solve_p, a, _T(b), lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
     return _T(_D.triangular_solve(a, _T(b), lower, not transpose_a, unit_diagonal))
 
 
 def expm(x: Array) -> Array:
     """Matrix exponential of a (..., n, n) matrix (scipy's Pade approximation with scaling and squaring)."""
+    _checked(expm_p, x)
     return expm_p.bind(x)
 
 
@@ -145,6 +161,7 @@ def schur(x: Array, *, compute_schur_vectors: bool = True, sort_eig_vals: bool =
     """
     if sort_eig_vals or select_callable is not None:
         raise NotImplementedError("schur: sort_eig_vals / select_callable are not supported")
+    _checked(schur_p, x)
     t, z = schur_p.bind(x)
     return (t, z) if compute_schur_vectors else t
 
