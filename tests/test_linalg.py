@@ -301,6 +301,19 @@ def test_scipy_factorizations_reconstruct(r, x64):
     close(frechet, frechet_r, 1e-9)
 
 
+def test_qr_multiply_matches_scipy_and_differentiates(r, x64):
+    for shape in [(4, 3), (3, 4)]:
+        a = r.standard_normal(shape)
+        k = min(shape)
+        for mode, c_shape in [("left", (k, 2)), ("right", (2, shape[0])), ("left", (k,)), ("right", (shape[0],))]:
+            c = r.standard_normal(c_shape)
+            for got, want in zip(fsl.qr_multiply(a, c, mode), sl.qr_multiply(a, c, mode)):
+                close(got, want)
+    a, c = r.standard_normal((4, 3)), r.standard_normal((2, 4))
+    check_grads(lambda x, y: fsl.qr_multiply(x, y)[0], (fnp.asarray(a), fnp.asarray(c)), order=2,
+                modes=("fwd", "rev"))
+
+
 def test_lu_solve_under_jit_and_vmap(r, x64):
     a = 2 * np.eye(3) + r.standard_normal((3, 3))
     a = a[[2, 0, 1]]

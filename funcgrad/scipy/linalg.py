@@ -26,8 +26,8 @@ from funcgrad.lax import linalg as _L
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
            "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "hadamard", "hankel",
            "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor",
-           "lu_solve", "pascal", "polar", "qr", "schur", "solve", "solve_sylvester", "solve_triangular", "svd",
-           "toeplitz"]
+           "lu_solve", "pascal", "polar", "qr", "qr_multiply", "schur", "solve", "solve_sylvester",
+           "solve_triangular", "svd", "toeplitz"]
 
 _max, _min = builtins.max, builtins.min
 
@@ -302,6 +302,37 @@ def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full",
         raise ValueError(f"scipy.linalg.qr: expected a matrix, got {describe(a)}")
     q, r = _L.qr(a, full_matrices=mode != "economic")
     return (r,) if mode == "r" else (q, r)
+
+
+def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+                overwrite_a: bool = False, overwrite_c: bool = False) -> tuple[Any, Any]:
+    """``(Q @ c, R)`` (``mode='left'``) or ``(c @ Q, R)`` ('right') with ``Q, R`` the economic QR of ``a``
+    (Q (m, k), R (k, n), k = min(m, n)); 1-d ``c`` is a column ('left') or a row ('right'). ``conjugate``
+    is the identity for real arrays.
+
+    >>> cq, r = qr_multiply(fnp.ones((3, 2)), fnp.ones((2, 3)))
+    """
+    if pivoting:
+        raise NotImplementedError("scipy.linalg.qr_multiply: pivoting=True is not supported")
+    if mode not in ("right", "left"):
+        raise ValueError(f"scipy.linalg.qr_multiply: mode must be 'right' or 'left', got {mode!r}")
+    a, c = promote_inexact(arr(a), arr(c))
+    if a.ndim < 2:
+        raise ValueError(f"scipy.linalg.qr_multiply: a must be a matrix, got {describe(a)}")
+    onedim = c.ndim == 1
+    if onedim:
+        c = reshape(c, (c.shape[0], 1)) if mode == "left" else reshape(c, (1, c.shape[0]))
+    m, n = a.shape[-2:]
+    k = _min(m, n)
+    if mode == "left" and c.shape[-2] != k:
+        raise ValueError(f"scipy.linalg.qr_multiply: Q @ c needs c with {k} rows (Q of {describe(a)} has {k} "
+                         f"columns), got {describe(c)}")
+    if mode == "right" and c.shape[-1] != m:
+        raise ValueError(f"scipy.linalg.qr_multiply: c @ Q needs c with {m} columns (Q of {describe(a)} has {m} "
+                         f"rows), got {describe(c)}")
+    q, r = _L.qr(a, full_matrices=False)
+    cq = _linalg.matmul(q, c) if mode == "left" else _linalg.matmul(c, q)
+    return (ravel(cq) if onedim else cq), r
 
 
 def schur(a: Any, output: str = "real") -> tuple[Any, Any]:
