@@ -128,6 +128,16 @@ def test_cholesky_gradient_is_symmetric_and_matches_finite_differences(r, x64):
     check_grads(lambda x: L.cholesky(x), (fnp.asarray(a),), order=2, modes=("fwd", "rev"))
 
 
+def test_det_gradient_is_the_adjugate_at_singular_matrices(x64):
+    # As JAX (cofactor solve): finite at rank n - 1, zero at lower rank.
+    a = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    cof = np.array([[-3.0, 6.0, -3.0], [6.0, -12.0, 6.0], [-3.0, 6.0, -3.0]])
+    close(fg.grad(L.det)(a), cof)
+    close(fg.jit(fg.grad(L.det))(a[[1, 0, 2]]), cof[[1, 0, 2]] * -1)
+    close(fg.grad(L.det)(np.zeros((3, 3))), np.zeros((3, 3)))
+    close(fg.vmap(fg.grad(L.det))(np.stack([a, np.eye(3)])), np.stack([cof, np.eye(3)]))
+
+
 def test_eigenvalue_gradients_stay_finite_at_repeated_eigenvalues(x64):
     # Eigenvalue sums are smooth; eigenvector gradients at repeated eigenvalues are not (NaN, as in JAX).
     eye = np.eye(3)

@@ -339,14 +339,73 @@ def _lu_sign_diag(a: Any) -> tuple[Any, Any]:
     return parity, _diag(lu)
 
 
+def _det_lu(a: Any) -> Any:
+    parity, d = _lu_sign_diag(a)
+    return multiply(parity, prod(d, axis=-1))
+
+
+def _cofactor_solve(a: Any, b: Any) -> tuple[Any, Any]:
+    """``(det(a), adj(a) @ b)`` for square a (..., n, n), n >= 2, finite where a has rank n - 1 too (JAX's
+    cofactor solve: the LU factors with the last pivot replaced, so a singular a needs no division by 0)."""
+    n = a.shape[-1]
+    lu, piv, perm = _L.lu(a)
+    diag = _diag(lu)
+    swaps = sum(lax.convert_element_type(lax.ne_p.bind(piv, np.arange(n, dtype=np.int32)), np.int32), axis=-1)
+    sign_ = lax.convert_element_type(1 - 2 * (swaps % 2), a.dtype)
+    det_all = multiply(sign_, prod(diag, axis=-1))
+    det_head = multiply(sign_, prod(diag[..., :-1], axis=-1))            # det(U) / u_nn, with the sign
+    corner = np.zeros((n, n))
+    corner[-1, -1] = 1.0
+    corner = lax.convert_element_type(corner, a.dtype)
+    lu = lu * (1.0 - corner) + corner * reshape(divide(1.0, det_head), det_head.shape + (1, 1))
+    # matrices of rank < n - 1 have a zero adjugate: find them by a solve that overflows
+    probe = _L.triangular_solve(lu, broadcast_to(lax.convert_element_type(np.ones((1, n)), a.dtype),
+                                                  lu.shape[:-2] + (1, n)), left_side=False, lower=False)
+    bad = lax.convert_element_type(lax.ne_p.bind(sum(lax.convert_element_type(
+        lax.ne_p.bind(lax.isfinite_p.bind(probe), True), a.dtype), axis=(-2, -1)), 0), np.bool_)
+    bad = reshape(bad, bad.shape + (1, 1))
+    x = where(bad, 0.0, b)
+    x = _linalg.matmul(_L.permutation_matrix(perm, a.dtype), x)
+    x = _L.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    scale = broadcast_to(reshape(det_all, det_all.shape + (1, 1)), det_all.shape + (n - 1, 1))
+    ones = broadcast_to(lax.convert_element_type(np.ones((1, 1)), a.dtype), det_all.shape + (1, 1))
+    from funcgrad.numpy._shape import concatenate
+    x = x * concatenate([scale, ones], axis=-2)
+    x = _L.triangular_solve(lu, x, left_side=True, lower=False)
+    return det_all, where(bad, 0.0, x)
+
+
+def _det_custom(a: Any) -> Any:
+    return _det_lu(a)
+
+
+def _det_jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+    (a,), (g,) = primals, tangents
+    with np.errstate(all="ignore"):     # the inf/NaN of a rank < n - 1 matrix are filtered out
+        y, z = _cofactor_solve(a, g)
+    return y, sum(_diag(z), axis=-1)
+
+
+def _make_det() -> Any:
+    from funcgrad._custom_rules import custom_jvp
+    f = custom_jvp(_det_custom)
+    f.defjvp(_det_jvp)
+    return f
+
+
+_det_with_rule = _make_det()
+
+
 def det(a: Any) -> Any:
-    """Determinant of square matrices: (..., n, n) -> (...), through the LU decomposition.
+    """Determinant of square matrices: (..., n, n) -> (...), through the LU decomposition. Its derivative
+    is ``trace(adj(a) @ da)`` (as JAX: finite at singular matrices of rank n - 1 too).
 
     >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # -2.0
     """
     a = _matrix("det", a, square=True)
-    parity, d = _lu_sign_diag(a)
-    return multiply(parity, prod(d, axis=-1))
+    if a.shape[-1] < 2:
+        return _det_lu(a)
+    return _det_with_rule(a)
 
 
 def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
