@@ -201,7 +201,7 @@ def _rows():
            [lambda rng, s: np.swapaxes(lower_tri(rng, s), -1, -2), normal], **F),
         Op("scipy.linalg.cho_solve", lambda a, b: fsl.cho_solve(fsl.cho_factor(a), b),
            lambda a, b: sl.cho_solve(sl.cho_factor(a), b), [((3, 3), (3, 2))], [spd, normal], **F),
-        Op("scipy.linalg.lu", fsl.lu, sl.lu, [((3, 3),)], permuted, **F),
+        Op("scipy.linalg.lu", fsl.lu, sl.lu, [((3, 3),), ((4, 2),), ((2, 3),)], permuted, **F),
         Op("scipy.linalg.lu_solve", lambda a, b: fsl.lu_solve(fsl.lu_factor(a), b, trans=1),
            lambda a, b: sl.lu_solve(sl.lu_factor(a), b, trans=1), [((3, 3), (3,))], [permuted, normal], **F),
         Op("scipy.linalg.expm", fsl.expm, sl.expm, [((3, 3),), ((2, 2, 2),)], small, **F),

@@ -72,7 +72,7 @@ def eigh(x: Array, *, lower: bool = True, symmetrize_input: bool = True, sort_ei
 
 
 def lu(x: Array) -> tuple[Array, Array, Array]:
-    """LU decomposition with partial pivoting of a square (..., n, n) matrix: ``(lu, pivots, permutation)``.
+    """LU decomposition with partial pivoting of (..., m, n) matrices: ``(lu, pivots, permutation)``.
 
     ``x[permutation] == L @ U`` with ``L`` the unit lower triangle of ``lu`` and ``U`` its upper triangle.
 

@@ -8,7 +8,7 @@ dimensions, so vmap just adds one), and its jvp and vjp rules are written with p
   Rules (Murray 2016): ``dL = L Phi(L^-1 dA L^-T)``, Phi = lower triangle with half the diagonal.
 * ``triangular_solve``: ``op(A) X = B`` with ``A`` triangular (only that triangle is read); BLAS trsm,
   so a zero on the diagonal gives inf/NaN rather than an error (as JAX).
-* ``lu``: ``A[perm] = L U`` (square matrices), outputs ``(lu, pivots, perm)`` as ``jax.lax.linalg.lu``.
+* ``lu``: ``A[perm] = L U`` ((..., m, n) matrices), outputs ``(lu, pivots, perm)`` as ``jax.lax.linalg.lu``.
 * ``eigh``: ``(w, V)`` of a symmetric matrix (lower triangle read), eigenvalues ascending.
 * ``svd``: ``(s, U, Vt)``, singular values descending; derivatives for the reduced decomposition.
 * ``qr``: ``(Q, R)``; derivatives for ``m >= n`` reduced (or square).
@@ -31,7 +31,7 @@ from funcgrad._dtypes import ShapedArray, describe, result_type
 from funcgrad.primitives.elementwise import add, convert, div, eq_p, mul, neg, sub
 from funcgrad.primitives.indexing import concatenate_p, static_slice
 from funcgrad.primitives.linalg import matmul
-from funcgrad.primitives.shape import reduce_sum, reshape, shape_of, transpose, unbroadcast
+from funcgrad.primitives.shape import broadcast_to, reduce_sum, reshape, shape_of, transpose, unbroadcast
 
 # ------------------------------------------------------------------ helpers (written with primitives)
 
@@ -281,11 +281,12 @@ lu_p = Primitive("lu", multiple_results=True)
 
 
 def _lu_one(a):
-    n = a.shape[-1]
-    if n == 0:
-        return a.copy(), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    perm = np.arange(m)
+    if k == 0:
+        return a.copy(), np.zeros(0, np.int32), perm.astype(np.int32)
     lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
-    perm = np.arange(n)
     for i, p in enumerate(piv):
         perm[i], perm[p] = perm[p], perm[i]
     return lu.astype(a.dtype), piv.astype(np.int32), perm.astype(np.int32)
@@ -293,19 +294,21 @@ def _lu_one(a):
 
 @_quiet
 def _lu_impl(a):
-    batch = a.shape[:-2]
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
     if _empty_batch(batch):
-        n = a.shape[-1]
-        return [np.zeros(a.shape, a.dtype), np.zeros(batch + (n,), np.int32), np.zeros(batch + (n,), np.int32)]
+        return [np.zeros(a.shape, a.dtype), np.zeros(batch + (min(m, n),), np.int32),
+                np.zeros(batch + (m,), np.int32)]
     return list(_loop(_lu_one, [a], [2], 3))
 
 
 def _lu_aval(a):
     _float("lu", a)
-    n = _square("lu", a)
-    batch = shape_of(a)[:-2]
-    return [ShapedArray(shape_of(a), a.dtype), ShapedArray(batch + (n,), np.dtype(np.int32)),
-            ShapedArray(batch + (n,), np.dtype(np.int32))]
+    s = shape_of(a)
+    if len(s) < 2:
+        raise ValueError(f"lu: expected a matrix or a stack of them (shape (..., m, n)), got {describe(a)}")
+    batch, (m, n) = s[:-2], s[-2:]
+    return [ShapedArray(s, a.dtype), ShapedArray(batch + (min(m, n),), np.dtype(np.int32)),
+            ShapedArray(batch + (m,), np.dtype(np.int32))]
 
 
 def permutation_matrix(perm: Any, dtype: Any) -> Any:
@@ -316,9 +319,26 @@ def permutation_matrix(perm: Any, dtype: Any) -> Any:
 
 
 def _lu_parts(lu: Any) -> tuple[Any, Any]:
-    n = shape_of(lu)[-1]
-    L = add(_tril(lu, -1), _eye(n, lu.dtype))
-    return L, _triu(lu)
+    """Square factors of an (m, n) ``lu``: L (m, m) unit lower, U (n, n) upper; the parts beyond
+    k = min(m, n) are identity blocks (so both are invertible and L[:, :k] @ U[:k] is the product)."""
+    m, n = shape_of(lu)[-2:]
+    k = min(m, n)
+    nd = len(shape_of(lu))
+    low = _tril(lu, -1)
+    if m > n:   # pad the columns of L to m
+        low = concatenate_p.bind(low, broadcast_to(np.zeros((m, m - n), lu.dtype), shape_of(lu)[:-1] + (m - n,)),
+                                 axis=nd - 1)
+    else:
+        low = static_slice(low, nd - 1, 0, m)
+    up = _triu(lu)
+    if n > m:   # pad the rows of U to n
+        up = concatenate_p.bind(up, broadcast_to(np.zeros((n - m, n), lu.dtype), shape_of(lu)[:-2] + (n - m, n)),
+                                axis=nd - 2)
+    else:
+        up = static_slice(up, nd - 2, 0, n)
+    eye_u = np.eye(n, dtype=lu.dtype)
+    eye_u[:k, :k] = 0.0
+    return add(low, _eye(m, lu.dtype)), add(up, eye_u)
 
 
 def _lu_jvp(primals, tangents):
@@ -339,7 +359,7 @@ def _lu_vjp(cts, primals, outs, needs):
         return (None,)
     lu, _, perm = outs
     L, U = _lu_parts(lu)
-    g = add(_tril(matmul(_T(L), _tril(ct, -1)), -1), _triu(matmul(_triu(ct), _T(U))))
+    g = add(_tril(matmul(_T(L), ct), -1), _triu(matmul(ct, _T(U))))
     # P^T L^-T G U^-T
     x = triangular_solve(L, g, lower=True, transpose_a=True, unit_diagonal=True)
     x = _T(triangular_solve(U, _T(x), lower=False))

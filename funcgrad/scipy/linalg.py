@@ -121,20 +121,28 @@ def _perm_matrix(perm: Any, dtype: Any) -> Any:
 
 
 def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
-    """LU decomposition with partial pivoting of square matrices: ``(p, l, u)`` with ``a = p @ l @ u``
-    (``permute_l``: ``(p @ l, u)``).
+    """LU decomposition with partial pivoting of (..., m, n) matrices: ``(p, l, u)`` with ``a = p @ l @ u``,
+    p (m, m), l (m, k) unit lower, u (k, n) upper, k = min(m, n) (``permute_l``: ``(p @ l, u)``).
 
     >>> p, l, u = lu(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
     """
-    a = _square("lu", a)
+    a = _matrix("lu", a)
     lu_, _, perm = _L.lu(a)
-    n = a.shape[-1]
-    low = lax.add(_nl_tril(lu_, -1), lax.convert_element_type(np.eye(n), a.dtype))
-    up = _nl_triu(lu_)
+    m, n = a.shape[-2:]
+    k = _min(m, n)
+    low = lax.add(_nl_tril(lu_[..., :, :k], -1), lax.convert_element_type(np.eye(m, k), a.dtype))
+    up = _nl_triu(lu_[..., :k, :])
     p = _mT(_perm_matrix(perm, a.dtype))
     if permute_l:
         return _linalg.matmul(p, low), up
     return p, low, up
+
+
+def _matrix(name: str, a: Any) -> Any:
+    (a,) = promote_inexact(arr(a))
+    if a.ndim < 2:
+        raise ValueError(f"scipy.linalg.{name}: expected a matrix (shape (..., m, n)), got {describe(a)}")
+    return a
 
 
 def _nl_tril(x: Any, k: int = 0) -> Any:
@@ -148,11 +156,11 @@ def _nl_triu(x: Any, k: int = 0) -> Any:
 
 
 def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Any, Any]:
-    """``(lu, piv)`` as LAPACK's getrf (0-based row interchanges), for :func:`lu_solve`.
+    """``(lu, piv)`` as LAPACK's getrf (0-based row interchanges), for :func:`lu_solve` (square ``a``).
 
     >>> lu_, piv = lu_factor(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # piv = [1, 1]
     """
-    a = _square("lu_factor", a)
+    a = _matrix("lu_factor", a)
     lu_, piv, _ = _L.lu(a)
     return lu_, piv
 
