@@ -386,6 +386,17 @@ def test_bad_input_errors(call, exc, words):
         assert w in str(info.value), (w, str(info.value))
 
 
+def test_float16_is_computed_in_float32(r):
+    a = (2 * np.eye(3) + 0.1 * r.standard_normal((3, 3))).astype(np.float16)
+    s = spd(r, 3).astype(np.float16)
+    for f, ref in [(L.inv, np.linalg.inv), (L.cholesky, np.linalg.cholesky), (L.svdvals, np.linalg.svdvals),
+                   (L.eigvalsh, np.linalg.eigvalsh), (L.det, np.linalg.det)]:
+        x = s if f in (L.cholesky, L.eigvalsh) else a
+        out = f(x)
+        assert out.dtype == np.float16
+        np.testing.assert_allclose(np.asarray(out, np.float64), ref(x.astype(np.float64)), rtol=1e-2, atol=1e-2)
+
+
 def test_eig_is_not_offered():
     # eig/eigvals return complex values, which funcgrad arrays do not hold yet.
     assert not hasattr(L, "eig") and not hasattr(L, "eigvals")

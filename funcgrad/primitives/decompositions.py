@@ -133,10 +133,20 @@ def _batch_front(prim: Primitive) -> Callable:
 
 
 def _quiet(fn: Callable) -> Callable:
+    """LAPACK's warnings silenced (a singular matrix gives inf/NaN, as in JAX); float16 computed in float32
+    (LAPACK has no half precision) and returned as float16."""
     def wrapped(*args, **kw):
+        half = any(getattr(a, "dtype", None) == np.float16 for a in args)
+        if half:
+            args = tuple(a.astype(np.float32) if getattr(a, "dtype", None) == np.float16 else a for a in args)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            return fn(*args, **kw)
+            out = fn(*args, **kw)
+        if half:
+            if isinstance(out, list):
+                return [o.astype(np.float16) if o.dtype == np.float32 else o for o in out]
+            return out.astype(np.float16)
+        return out
     return wrapped
 
 
