@@ -9,7 +9,7 @@ funcgrad Array and derivatives survive grad/jvp/vmap/jit:
 >>> import numpy as np, funcgrad as fg, funcgrad.numpy as fnp
 >>> fg.grad(lambda x: np.sum(np.sin(x)))(fnp.zeros(2))    # cos(0) = [1, 1]
 
-Where funcgrad.numpy has no equivalent (``np.log10``, ``np.linalg.svd``, a
+Where funcgrad.numpy has no equivalent (``np.log10``, ``np.linalg.eig``, a
 numpy-only argument such as ``where=``, or ``out=`` naming a numpy buffer):
 
 * a traced value raises TracerArrayConversionError (numpy would silently

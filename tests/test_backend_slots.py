@@ -24,10 +24,11 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "arccosh", "arcsinh", "arctanh", "argsort", "avg_pool2d", "avg_pool2d_grad", "cbrt", "conv2d",
-    "conv2d_input_grad", "conv2d_weight_grad", "debug_callback", "erf", "erf_inv", "fmod", "frexp_exponent",
-    "frexp_mantissa", "gcd", "getitem", "lcm", "logaddexp", "max_pool2d", "max_pool2d_grad", "population_count",
-    "scatter_add", "scatter_set", "threefry2x32",
+    "arccosh", "arcsinh", "arctanh", "argsort", "avg_pool2d", "avg_pool2d_grad", "cbrt", "cholesky", "conv2d",
+    "conv2d_input_grad", "conv2d_weight_grad", "debug_callback", "eigh", "erf", "erf_inv", "expm", "fmod",
+    "frexp_exponent", "frexp_mantissa", "gcd", "getitem", "hessenberg", "lcm", "logaddexp", "lu", "max_pool2d",
+    "max_pool2d_grad", "population_count", "qr", "scatter_add", "scatter_set", "schur", "svd", "threefry2x32",
+    "triangular_solve",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler

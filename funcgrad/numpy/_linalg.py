@@ -1,12 +1,17 @@
-"""matmul, dot, tensordot, outer, einsum."""
+"""matmul, dot, tensordot, outer, einsum (with ``...`` and contraction paths), einsum_path, cross, vecdot,
+matvec, vecmat."""
 from __future__ import annotations
 
 import string
 from typing import Any
 
+import numpy as np
+
 from funcgrad._dtypes import describe
-from funcgrad.numpy._base import arr, promote
-from funcgrad.numpy._elementwise import multiply
+from funcgrad.numpy import _shape
+from funcgrad.numpy._base import arr, normalize_axis, promote
+from funcgrad.numpy._elementwise import multiply, subtract
+from funcgrad.numpy._reductions import sum as _sum
 from funcgrad.numpy._shape import ravel
 from funcgrad.lax import reshape
 from funcgrad import lax
@@ -38,13 +43,160 @@ def matmul(x: Any, y: Any) -> Any:
     return out
 
 
-def einsum(spec: str, *operands: Any) -> Any:
-    """Einstein summation with an explicit or implicit numpy spec (no ``...``).
+def _expand_ellipsis(spec: str, shapes: list) -> tuple[list[str], str]:
+    """Name every axis: ``"...ij,...jk->...ik"`` -> (["Aij", "Ajk"], "Aik") for the operands' ranks."""
+    spec = spec.replace(" ", "")
+    if "->" in spec:
+        lhs, out = spec.split("->")
+        explicit = True
+    else:
+        lhs, out, explicit = spec, "", False
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"einsum: spec {spec!r} names {len(ins)} operands but {len(shapes)} were given")
+    for part in ins + [out]:
+        rest = part.replace("...", "")
+        if "." in rest or any(not c.isalpha() for c in rest):
+            raise ValueError(f"einsum: invalid subscripts {part!r} in {spec!r}: use letters and at most one '...'")
+    used = set(c for c in spec if c.isalpha())
+    free = [c for c in string.ascii_letters if c not in used]
+    n_ell = 0
+    for part, shape in zip(ins, shapes):
+        if "..." in part:
+            k = len(shape) - (len(part) - 3)
+            if k < 0:
+                raise ValueError(f"einsum: operand of shape {shape} has fewer axes than {part!r} names")
+            n_ell = max(n_ell, k)
+    ell = "".join(free[:n_ell])
+    new_ins = []
+    for part, shape in zip(ins, shapes):
+        if "..." in part:
+            k = len(shape) - (len(part) - 3)
+            part = part.replace("...", ell[n_ell - k:])
+        new_ins.append(part)
+    if explicit:
+        if "..." in out:
+            out = out.replace("...", ell)
+    else:
+        letters = "".join(new_ins)
+        out = ell + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
+    return new_ins, out
+
+
+def _broadcast_operands(ins: list[str], xs: list) -> list:
+    """Size-1 axes named by a letter of size n elsewhere are broadcast (numpy einsum allows it)."""
+    sizes: dict[str, int] = {}
+    for letters, x in zip(ins, xs):
+        if len(letters) != x.ndim:
+            raise ValueError(f"einsum: operand {describe(x)} has rank {x.ndim} but its subscripts {letters!r} "
+                             f"name {len(letters)} axes")
+        for c, n in zip(letters, x.shape):
+            if n != 1:
+                if sizes.get(c, n) != n:
+                    raise ValueError(f"einsum: axis {c!r} has sizes {sizes[c]} and {n} in different operands "
+                                     f"({', '.join(describe(v) for v in xs)})")
+                sizes[c] = n
+    out = []
+    for letters, x in zip(ins, xs):
+        target = tuple(sizes.get(c, 1) for c in letters)
+        out.append(x if target == x.shape else _shape.broadcast_to(x, target))
+    return out
+
+
+def _take_diagonals(letters: str, x: Any) -> tuple[str, Any]:
+    """A letter repeated within one operand (``"ii"``): take that diagonal first (differentiable)."""
+    while len(set(letters)) != len(letters):
+        c = next(ch for ch in letters if letters.count(ch) > 1)
+        i = letters.index(c)
+        j = letters.index(c, i + 1)
+        x = _shape.moveaxis(x, (i, j), (-2, -1))
+        n = x.shape[-1]
+        idx = np.arange(n)
+        x = x[..., idx, idx]
+        letters = "".join(ch for k, ch in enumerate(letters) if k not in (i, j)) + c
+    return letters, x
+
+
+def einsum(subscripts: str, /, *operands: Any, out: Any = None, optimize: Any = "auto", precision: Any = None,
+           preferred_element_type: Any = None, _dot_general: Any = None, out_sharding: Any = None) -> Any:
+    """Einstein summation (numpy's subscripts, ``...`` included, explicit or implicit output).
+
+    ``optimize``: 'auto'/True/'greedy'/'optimal' contract pairwise in the order numpy's ``einsum_path``
+    picks, False as one contraction, or an explicit path (a list of index tuples, optionally after
+    ``'einsum_path'``).
 
     >>> einsum("bhqd,bhkd->bhqk", q, k)   # attention scores
+    >>> einsum("...ij,...jk", a, b)       # batched matmul
     """
+    if out is not None:
+        raise NotImplementedError("einsum: out= is not supported (funcgrad arrays are immutable); use the result")
+    if not isinstance(subscripts, str):
+        raise NotImplementedError("einsum: only the string form of the subscripts is supported")
     xs = promote(*[arr(o) for o in operands])
-    return lax.einsum(spec, *xs)
+    ins, out_letters = _expand_ellipsis(subscripts, [x.shape for x in xs])
+    pairs = [_take_diagonals(letters, x) for letters, x in zip(ins, xs)]
+    ins, xs = [p[0] for p in pairs], [p[1] for p in pairs]
+    xs = _broadcast_operands(ins, xs)
+    for c in out_letters:
+        if not any(c in letters for letters in ins):
+            raise ValueError(f"einsum: output subscript {c!r} of {subscripts!r} names no operand axis")
+    if len(xs) <= 2 or optimize is False or optimize is None:
+        result = lax.einsum(",".join(ins) + "->" + out_letters, *xs)
+    else:
+        path = _path(optimize, ins, out_letters, xs)
+        result = _contract_along(path, ins, out_letters, xs)
+    if preferred_element_type is not None:
+        result = lax.convert_element_type(result, preferred_element_type)
+    return result
+
+
+def _path(optimize: Any, ins: list[str], out: str, xs: list) -> list[tuple[int, ...]]:
+    if isinstance(optimize, (list, tuple)):
+        steps = list(optimize)
+        if steps and steps[0] == "einsum_path":
+            steps = steps[1:]
+        return [tuple(int(i) for i in step) for step in steps]
+    if optimize is True or optimize == "auto":
+        optimize = "greedy"
+    if optimize not in ("greedy", "optimal"):
+        raise ValueError(f"einsum: optimize must be a bool, 'auto', 'greedy', 'optimal' or a path, got {optimize!r}")
+    dummies = [np.broadcast_to(np.zeros((), np.float64), x.shape) for x in xs]
+    path, _ = np.einsum_path(",".join(ins) + "->" + out, *dummies, optimize=optimize)
+    return [tuple(step) for step in path[1:]]
+
+
+def _contract_along(path: list, ins: list[str], out: str, xs: list) -> Any:
+    ins, xs = list(ins), list(xs)
+    for step in path:
+        if any(i >= len(xs) for i in step) or len(set(step)) != len(step):
+            raise ValueError(f"einsum: invalid contraction path step {step} for {len(xs)} operands")
+        picked = sorted(step, reverse=True)
+        sub_ins = [ins[i] for i in step]
+        sub_xs = [xs[i] for i in step]
+        for i in picked:
+            del ins[i]
+            del xs[i]
+        others = set("".join(ins)) | set(out)
+        letters = "".join(sub_ins)
+        keep = "".join(c for c in dict.fromkeys(letters) if c in others)
+        xs.append(lax.einsum(",".join(sub_ins) + "->" + keep, *sub_xs))
+        ins.append(keep)
+    if len(xs) != 1:
+        return lax.einsum(",".join(ins) + "->" + out, *xs)
+    return xs[0] if ins[0] == out else lax.einsum(ins[0] + "->" + out, xs[0])
+
+
+def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> tuple[list, str]:
+    """The contraction order numpy's ``einsum_path`` picks for these operands' shapes: ``(path, report)``.
+
+    >>> einsum_path("ij,jk,kl->il", a, b, c, optimize="greedy")[0]
+    ['einsum_path', (0, 1), (0, 1)]
+    """
+    shapes = [tuple(np.shape(o)) if not hasattr(o, "shape") else tuple(o.shape) for o in operands]
+    if optimize is True or optimize == "auto":
+        optimize = "greedy"
+    dummies = [np.broadcast_to(np.zeros((), np.float64), s) for s in shapes]
+    return np.einsum_path(subscripts, *dummies, optimize=optimize)
 
 
 def tensordot(x: Any, y: Any, axes: Any = 2) -> Any:
@@ -92,3 +244,85 @@ def inner(x: Any, y: Any) -> Any:
 def outer(x: Any, y: Any) -> Any:
     x, y = ravel(arr(x)), ravel(arr(y))
     return multiply(reshape(x, (x.shape[0], 1)), reshape(y, (1, y.shape[0])))
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
+    """Dot product of vectors along ``axis`` (other axes broadcast): ``sum(x1 * x2, axis)``.
+
+    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
+    """
+    x1, x2 = promote(arr(x1), arr(x2))
+    try:
+        shape = np.broadcast_shapes(x1.shape, x2.shape)
+    except ValueError:
+        raise ValueError(f"vecdot: {describe(x1)} and {describe(x2)} cannot be broadcast together") from None
+    ax = normalize_axis("vecdot", axis, len(shape))
+    n1 = x1.shape[ax - len(shape) + x1.ndim] if ax - len(shape) + x1.ndim >= 0 else 1
+    n2 = x2.shape[ax - len(shape) + x2.ndim] if ax - len(shape) + x2.ndim >= 0 else 1
+    if n1 != n2:
+        raise ValueError(f"vecdot: the contracted axis {axis} has sizes {n1} and {n2} in {describe(x1)} and "
+                         f"{describe(x2)}; they must be equal")
+    out = _sum(multiply(x1, x2), axis=ax)
+    return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
+
+
+def matvec(x1: Any, x2: Any, /) -> Any:
+    """Matrix-vector product: (..., m, n) and (..., n) -> (..., m), batch dims broadcast.
+
+    >>> matvec(fnp.ones((2, 3)), fnp.ones(3))   # [3., 3.]
+    """
+    x1, x2 = arr(x1), arr(x2)
+    if x1.ndim < 2 or x2.ndim < 1:
+        raise ValueError(f"matvec: expected a matrix (..., m, n) and a vector (..., n), got {describe(x1)} and "
+                         f"{describe(x2)}")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise ValueError(f"matvec: the matrix {describe(x1)} has {x1.shape[-1]} columns but the vector "
+                         f"{describe(x2)} has length {x2.shape[-1]}")
+    out = matmul(x1, _shape.expand_dims(x2, -1))
+    return _shape.squeeze(out, -1)
+
+
+def vecmat(x1: Any, x2: Any, /) -> Any:
+    """Vector-matrix product: (..., n) and (..., n, m) -> (..., m), batch dims broadcast.
+
+    >>> vecmat(fnp.ones(2), fnp.ones((2, 3)))   # [2., 2., 2.]
+    """
+    x1, x2 = arr(x1), arr(x2)
+    if x1.ndim < 1 or x2.ndim < 2:
+        raise ValueError(f"vecmat: expected a vector (..., n) and a matrix (..., n, m), got {describe(x1)} and "
+                         f"{describe(x2)}")
+    if x1.shape[-1] != x2.shape[-2]:
+        raise ValueError(f"vecmat: the vector {describe(x1)} has length {x1.shape[-1]} but the matrix "
+                         f"{describe(x2)} has {x2.shape[-2]} rows")
+    out = matmul(_shape.expand_dims(x1, -2), x2)
+    return _shape.squeeze(out, -2)
+
+
+def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
+    """Cross product of 3-vectors (or 2-vectors, giving the z component) along the given axes.
+
+    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    """
+    a, b = promote(arr(a), arr(b))
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"cross: expected arrays of vectors, got {describe(a)} and {describe(b)}")
+    a = _shape.moveaxis(a, normalize_axis("cross", axisa, a.ndim), -1)
+    b = _shape.moveaxis(b, normalize_axis("cross", axisb, b.ndim), -1)
+    if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise ValueError(f"cross: incompatible vector sizes {a.shape[-1]} and {b.shape[-1]} (each must be 2 or 3)")
+    a0, a1 = a[..., 0], a[..., 1]
+    b0, b1 = b[..., 0], b[..., 1]
+    if a.shape[-1] == 2 and b.shape[-1] == 2:
+        return subtract(multiply(a0, b1), multiply(a1, b0))
+    a2 = a[..., 2] if a.shape[-1] == 3 else None
+    b2 = b[..., 2] if b.shape[-1] == 3 else None
+    c2 = subtract(multiply(a0, b1), multiply(a1, b0))
+    c0 = (subtract(multiply(a1, b2), multiply(a2, b1)) if a2 is not None and b2 is not None
+          else multiply(a1, b2) if b2 is not None else multiply(multiply(a2, b1), -1))
+    c1 = (subtract(multiply(a2, b0), multiply(a0, b2)) if a2 is not None and b2 is not None
+          else multiply(multiply(a0, b2), -1) if b2 is not None else multiply(a2, b0))
+    c0, c1, c2 = _shape.broadcast_arrays(c0, c1, c2)
+    out = _shape.stack([c0, c1, c2], axis=-1)
+    return _shape.moveaxis(out, -1, normalize_axis("cross", axisc, out.ndim))

@@ -1,0 +1,167 @@
+"""``funcgrad.lax.linalg``: matrix decompositions, as ``jax.lax.linalg``.
+
+Each function binds one primitive of ``funcgrad.primitives.decompositions`` (LAPACK through
+numpy/scipy on the host, derivative rules written with primitives, batched over leading dims).
+
+>>> import funcgrad.lax as lax, funcgrad.numpy as fnp
+>>> L = lax.linalg.cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))   # lower factor
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from funcgrad._core import Array as _Array, Tracer, as_array
+from funcgrad.primitives import decompositions as _D
+from funcgrad.primitives.decompositions import (cholesky_p, eigh_p, expm_p, hessenberg_p, lu_p, permutation_matrix,
+                                                qr_p, schur_p, svd_p, triangular_solve_p)
+from funcgrad.primitives.elementwise import add, mul
+from funcgrad.primitives.shape import shape_of, transpose
+
+Array = Any
+
+__all__ = ["cholesky", "eigh", "expm", "lu", "lu_pivots_to_permutation", "permutation_matrix", "qr", "svd",
+           "triangular_solve",
+           "cholesky_p", "eigh_p", "expm_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p", "schur", "schur_p",
+           "hessenberg_p"]
+
+
+def _T(x: Array) -> Array:
+    nd = len(shape_of(x))
+    return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _checked(prim: Any, *args: Array, **params: Any) -> None:
+    """Run the primitive's shape/dtype rule up front, so eager calls get its clear error too."""
+    prim.abstract_eval(*args, **params)
+
+
+def _symmetrize(x: Array) -> Array:
+    return mul(add(x, _T(x)), 0.5)
+
+
+def cholesky(x: Array, *, symmetrize_input: bool = True) -> Array:
+    """Lower Cholesky factor of a symmetric positive definite (..., n, n) matrix; NaN if not positive definite.
+
+    >>> cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))
+    """
+    _checked(cholesky_p, x)
+    return cholesky_p.bind(_symmetrize(x) if symmetrize_input else x)
+
+
+def eigh(x: Array, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
+         subset_by_index: Any = None, implementation: Any = None) -> tuple[Array, Array]:
+    """Eigenvectors and eigenvalues ``(v, w)`` of a symmetric (..., n, n) matrix, ascending eigenvalues.
+
+    >>> v, w = eigh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))   # w = [1, 3]
+    """
+    if subset_by_index is not None:
+        raise NotImplementedError("eigh: subset_by_index is not supported; slice the full result")
+    if not sort_eigenvalues:
+        raise NotImplementedError("eigh: sort_eigenvalues=False is not supported (eigenvalues are always sorted)")
+    if implementation is not None:
+        raise NotImplementedError("eigh: implementation= is not supported (LAPACK is always used)")
+    _checked(eigh_p, x)
+    if symmetrize_input:
+        x = _symmetrize(x)
+    elif not lower:
+        x = _T(x)
+    w, v = eigh_p.bind(x)
+    return v, w
+
+
+def lu(x: Array) -> tuple[Array, Array, Array]:
+    """LU decomposition with partial pivoting of (..., m, n) matrices: ``(lu, pivots, permutation)``.
+
+    ``x[permutation] == L @ U`` with ``L`` the unit lower triangle of ``lu`` and ``U`` its upper triangle.
+
+    >>> lu_, piv, perm = lu(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
+    """
+    _checked(lu_p, x)
+    lu_, piv, perm = lu_p.bind(x)
+    return lu_, piv, perm
+
+
+def lu_pivots_to_permutation(pivots: Array, permutation_size: int) -> Array:
+    """The permutation that LAPACK's row swaps (``pivots``, (..., k)) apply to ``arange(permutation_size)``.
+
+    >>> lu_pivots_to_permutation(fnp.array([2, 2, 2], dtype=fnp.int32), 3)   # [2, 0, 1]
+    """
+    if isinstance(pivots, Tracer):
+        raise NotImplementedError("lu_pivots_to_permutation: pivots must be concrete (not traced) in funcgrad; "
+                                  "use the permutation that lu returns")
+    piv = np.asarray(pivots._value if isinstance(pivots, _Array) else pivots)
+    batch = piv.shape[:-1]
+    out = np.broadcast_to(np.arange(permutation_size, dtype=np.int32), batch + (permutation_size,)).copy()
+    for idx in np.ndindex(*batch):
+        perm = out[idx]
+        for i, p in enumerate(piv[idx]):
+            perm[i], perm[p] = perm[p], perm[i]
+    return as_array(out)
+
+
+def qr(x: Array, *, pivoting: bool = False, full_matrices: bool = True, use_magma: Any = None) -> Any:
+    """QR decomposition ``(q, r)`` of a (..., m, n) matrix (``full_matrices``: q is m x m).
+
+    >>> q, r = qr(fnp.ones((3, 2)), full_matrices=False)
+    """
+    if pivoting:
+        raise NotImplementedError("qr: pivoting=True is not supported")
+    _checked(qr_p, x, full_matrices=bool(full_matrices))
+    q, r = qr_p.bind(x, full_matrices=bool(full_matrices))
+    return q, r
+
+
+def svd(x: Array, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index: Any = None,
+        algorithm: Any = None) -> Any:
+    """Singular value decomposition: ``(u, s, vh)`` or, with ``compute_uv=False``, ``s`` (descending).
+
+    >>> u, s, vh = svd(fnp.ones((3, 2)), full_matrices=False)
+    """
+    if subset_by_index is not None:
+        raise NotImplementedError("svd: subset_by_index is not supported; slice the full result")
+    if algorithm is not None:
+        raise NotImplementedError("svd: algorithm= is not supported (LAPACK gesdd is always used)")
+    _checked(svd_p, x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    if not compute_uv:
+        return outs[0]
+    s, u, vt = outs
+    return u, s, vt
+
+
+def triangular_solve(a: Array, b: Array, *, left_side: bool = False, lower: bool = False,
+                     transpose_a: bool = False, conjugate_a: bool = False, unit_diagonal: bool = False) -> Array:
+    """Solve ``op(a) @ x = b`` (``left_side``) or ``x @ op(a) = b`` with ``a`` (..., n, n) triangular
+    (``conjugate_a`` is the identity on real arrays).
+
+    >>> triangular_solve(fnp.eye(2), fnp.ones((2, 3)), left_side=True, lower=True)
+    """
+    if left_side:
+        _checked(triangular_solve_p, a, b, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
+        return _D.triangular_solve(a, b, lower, transpose_a, unit_diagonal)
+    if len(shape_of(b)) < 2:
+        raise ValueError(f"triangular_solve: b must be a matrix or a stack of them, got shape {shape_of(b)}")
+    _checked(triangular_solve_p, a, _T(b), lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
+    return _T(_D.triangular_solve(a, _T(b), lower, not transpose_a, unit_diagonal))
+
+
+def expm(x: Array) -> Array:
+    """Matrix exponential of a (..., n, n) matrix (scipy's Pade approximation with scaling and squaring)."""
+    _checked(expm_p, x)
+    return expm_p.bind(x)
+
+
+def schur(x: Array, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
+          select_callable: Any = None) -> Any:
+    """Real Schur decomposition ``(t, z)`` of a square (..., n, n) matrix: ``x = z @ t @ z.T`` (forward only).
+
+    >>> t, z = schur(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
+    """
+    if sort_eig_vals or select_callable is not None:
+        raise NotImplementedError("schur: sort_eig_vals / select_callable are not supported")
+    _checked(schur_p, x)
+    t, z = schur_p.bind(x)
+    return (t, z) if compute_schur_vectors else t
+

@@ -1,0 +1,402 @@
+"""funcgrad.numpy.linalg, funcgrad.scipy.linalg and funcgrad.lax.linalg beyond the op table: batching over
+leading dimensions, gauge-invariant gradients of eigh/svd, closed-form gradients, keywords, JAX's
+no-exception semantics for singular input, and errors. References: numpy/scipy in float64 and finite
+differences (check_grads)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import funcgrad as fg
+import funcgrad.lax as lax
+import funcgrad.numpy as fnp
+import funcgrad.scipy.linalg as fsl
+from funcgrad.testing import check_grads
+
+L = fnp.linalg
+
+
+@pytest.fixture
+def r():
+    return np.random.default_rng(1)
+
+
+def spd(r, n, batch=()):
+    a = r.standard_normal(batch + (n, n))
+    return a @ np.swapaxes(a, -1, -2) / n + np.eye(n)
+
+
+def sym_spread(r, n):
+    q, _ = np.linalg.qr(r.standard_normal((n, n)))
+    return (q * np.linspace(-2, 2, n)) @ q.T
+
+
+def close(a, b, tol=1e-10):
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol, atol=tol)
+
+# ------------------------------------------------------------------ batching over leading dimensions
+
+
+def test_solve_broadcasts_batch_dimensions(r, x64):
+    a = 2 * np.eye(3) + 0.3 * r.standard_normal((2, 1, 3, 3))
+    b = r.standard_normal((4, 3, 2))
+    close(L.solve(a, b), np.linalg.solve(a, b))
+    assert L.solve(a, b).shape == (2, 4, 3, 2)
+
+
+def test_vmap_over_a_middle_axis_matches_a_loop(r, x64):
+    a = np.stack([spd(r, 3) for _ in range(4)], axis=1)            # (3, 4, 3): batch on axis 1
+    fns = [L.cholesky, L.inv, L.det, L.eigvalsh, L.svdvals, lambda m: L.qr(m).R, fsl.expm]
+    for f in fns:
+        out = fg.vmap(f, in_axes=1)(a)
+        loop = np.stack([np.asarray(f(a[:, i])) for i in range(4)])
+        close(out, loop, 1e-12)
+
+
+def test_batched_decompositions_match_numpy(r, x64):
+    a = r.standard_normal((2, 3, 4, 3))
+    u, s, vh = L.svd(a, full_matrices=False)
+    close(np.asarray(u) * np.asarray(s)[..., None, :] @ np.asarray(vh), a)
+    close(s, np.linalg.svd(a, compute_uv=False))
+    q, rr = L.qr(a)
+    close(np.asarray(q) @ np.asarray(rr), a)
+    s_ = spd(r, 3, (2, 2))
+    close(L.cholesky(s_), np.linalg.cholesky(s_))
+    close(L.slogdet(s_).logabsdet, np.linalg.slogdet(s_).logabsdet)
+
+
+def test_jit_of_grad_of_batched_logdet(r, x64):
+    a = spd(r, 3, (2,))
+    g = fg.jit(fg.grad(lambda m: fnp.sum(L.slogdet(m).logabsdet)))(a)
+    close(g, np.linalg.inv(a).swapaxes(-1, -2))
+
+# ------------------------------------------------------------------ gradients: gauge invariance, closed forms
+
+
+def test_eigh_gauge_invariant_functions_have_correct_gradients(r, x64):
+    a = sym_spread(r, 4)
+    m = r.standard_normal((4, 4))
+
+    def projector_loss(x):          # trace(P M), P the projector on the two lowest eigenvectors
+        w, v = L.eigh(x)
+        p = v[:, :2] @ v[:, :2].T
+        return fnp.sum(p * m)
+
+    check_grads(projector_loss, (fnp.asarray(a),), order=2, modes=("fwd", "rev"))
+
+    def reconstruct(x):             # v diag(w) v^T == sym(x)
+        w, v = L.eigh(x)
+        return (v * w) @ v.T
+
+    close(reconstruct(a), a)
+    check_grads(reconstruct, (fnp.asarray(a),), order=1, modes=("fwd", "rev"))
+
+
+def test_svd_gauge_invariant_functions_have_correct_gradients(r, x64):
+    for shape in [(4, 3), (3, 4), (3, 3)]:
+        a = r.standard_normal(shape)
+
+        def f(x):
+            u, s, vh = L.svd(x, full_matrices=False)
+            return (u[:, :1] @ vh[:1, :]) * s[0] + fnp.sum(s ** 3)
+
+        check_grads(f, (fnp.asarray(a),), order=2, modes=("fwd", "rev"))
+
+
+def test_closed_form_gradients(r, x64):
+    a = 2 * np.eye(3) + 0.3 * r.standard_normal((3, 3))
+    close(fg.grad(L.det)(a), np.linalg.det(a) * np.linalg.inv(a).T)
+    close(fg.grad(lambda x: L.slogdet(x)[1])(a), np.linalg.inv(a).T)
+    u, s, vh = np.linalg.svd(a)
+    close(fg.grad(lambda x: L.norm(x, "nuc"))(a), u @ vh)
+    close(fg.grad(lambda x: L.norm(x, 2))(a), np.outer(u[:, 0], vh[0]))
+    b = spd(r, 3)
+    w, v = np.linalg.eigh(b)
+    close(fg.grad(lambda x: L.eigvalsh(x)[-1])(b), np.outer(v[:, -1], v[:, -1]))
+    # d/dA sum(inv(A) * C) = -inv(A)^T C inv(A)^T
+    c = r.standard_normal((3, 3))
+    inv = np.linalg.inv(a)
+    close(fg.grad(lambda x: fnp.sum(L.inv(x) * c))(a), -inv.T @ c @ inv.T)
+
+
+def test_cholesky_gradient_is_symmetric_and_matches_finite_differences(r, x64):
+    a = spd(r, 3)
+    c = r.standard_normal((3, 3))
+    g = np.asarray(fg.grad(lambda x: fnp.sum(L.cholesky(x) * c))(a))
+    close(g, g.T)
+    check_grads(lambda x: L.cholesky(x), (fnp.asarray(a),), order=2, modes=("fwd", "rev"))
+
+
+def test_det_gradient_is_the_adjugate_at_singular_matrices(x64):
+    # As JAX (cofactor solve): finite at rank n - 1, zero at lower rank.
+    a = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    cof = np.array([[-3.0, 6.0, -3.0], [6.0, -12.0, 6.0], [-3.0, 6.0, -3.0]])
+    close(fg.grad(L.det)(a), cof)
+    close(fg.jit(fg.grad(L.det))(a[[1, 0, 2]]), cof[[1, 0, 2]] * -1)
+    close(fg.grad(L.det)(np.zeros((3, 3))), np.zeros((3, 3)))
+    close(fg.vmap(fg.grad(L.det))(np.stack([a, np.eye(3)])), np.stack([cof, np.eye(3)]))
+
+
+def test_eigenvalue_gradients_stay_finite_at_repeated_eigenvalues(x64):
+    # Eigenvalue sums are smooth; eigenvector gradients at repeated eigenvalues are not (NaN, as in JAX).
+    eye = np.eye(3)
+    close(fg.grad(lambda x: fnp.sum(L.eigvalsh(x) * np.arange(3.0)))(eye), np.diag([0.0, 1.0, 2.0]))
+    with np.errstate(all="ignore"):
+        g = fg.grad(lambda x: fnp.sum(L.eigh(x).eigenvectors))(eye)
+    assert not np.all(np.isfinite(np.asarray(g)))
+
+
+def test_higher_order_through_solve_and_expm(r, x64):
+    a = 2 * np.eye(3) + 0.3 * r.standard_normal((3, 3))
+    b = r.standard_normal((3,))
+    check_grads(lambda x, y: L.solve(x, y), (fnp.asarray(a), fnp.asarray(b)), order=3, modes=("fwd", "rev"))
+    check_grads(fsl.expm, (fnp.asarray(0.5 * r.standard_normal((3, 3))),), order=3, modes=("rev",))
+
+# ------------------------------------------------------------------ JAX semantics: no exceptions on bad values
+
+
+def test_singular_and_indefinite_inputs_give_inf_or_nan(x64):
+    sing = np.array([[1.0, 2.0], [2.0, 4.0]])
+    with np.errstate(all="ignore"):
+        assert not np.all(np.isfinite(np.asarray(L.inv(sing))))
+        assert not np.all(np.isfinite(np.asarray(L.solve(sing, np.ones(2)))))
+        assert float(L.det(sing)) == 0.0
+        s, logdet = L.slogdet(sing)
+        assert float(s) == 0.0 and float(logdet) == -np.inf
+        assert np.all(np.isnan(np.asarray(L.cholesky(-np.eye(2)))))
+        tri = fsl.solve_triangular(np.array([[0.0, 0.0], [1.0, 1.0]]), np.ones(2), lower=True)
+        assert not np.all(np.isfinite(np.asarray(tri)))
+
+
+def test_nan_input_gives_nan_not_an_exception(x64):
+    x = np.full((3, 3), np.nan)
+    for f in (L.eigvalsh, L.svdvals, L.inv):
+        assert np.all(np.isnan(np.asarray(f(x))))
+
+# ------------------------------------------------------------------ keywords and variants
+
+
+def test_results_are_named_tuples(r, x64):
+    a = spd(r, 3)
+    e = L.eigh(a)
+    close(e.eigenvalues, np.linalg.eigh(a).eigenvalues)
+    s = L.svd(a)
+    assert s.U.shape == (3, 3) and s.S.shape == (3,) and s.Vh.shape == (3, 3)
+    assert L.qr(a).Q.shape == (3, 3) and L.slogdet(a).sign.shape == ()
+
+
+def test_eigh_reads_the_requested_triangle_without_symmetrizing(r, x64):
+    a = spd(r, 3)
+    low, up = np.tril(a), np.triu(a)
+    close(L.eigh(low, UPLO="L", symmetrize_input=False).eigenvalues, np.linalg.eigvalsh(a))
+    close(L.eigh(up, UPLO="U", symmetrize_input=False).eigenvalues, np.linalg.eigvalsh(a))
+    close(fsl.eigh(low, lower=True, eigvals_only=True), np.linalg.eigvalsh(a))
+    close(fsl.eigh(up, lower=False, eigvals_only=True), np.linalg.eigvalsh(a))
+
+
+def test_qr_modes_and_svd_shapes(r, x64):
+    a = r.standard_normal((4, 3))
+    q, rr = L.qr(a, mode="complete")
+    assert q.shape == (4, 4) and rr.shape == (4, 3)
+    close(np.asarray(q) @ np.asarray(rr), a)
+    close(np.abs(np.asarray(L.qr(a, mode="r"))), np.abs(np.linalg.qr(a, mode="r")))
+    q, rr = fsl.qr(a)
+    assert q.shape == (4, 4)
+    (rr_only,) = fsl.qr(a, mode="r")
+    assert rr_only.shape == (4, 3)
+    u, s, vh = L.svd(a)
+    assert u.shape == (4, 4) and vh.shape == (3, 3)
+    u, s, vh = fsl.svd(a, full_matrices=False)
+    assert u.shape == (4, 3)
+
+
+def test_lstsq_matches_numpy_including_rank_deficient(r, x64):
+    a = r.standard_normal((5, 3))
+    a[:, 2] = a[:, 0] + a[:, 1]
+    b = r.standard_normal((5, 2))
+    x, resid, rank, s = L.lstsq(a, b)
+    xr, _, rank_r, sr = np.linalg.lstsq(a, b, rcond=None)
+    close(x, xr, 1e-9)
+    assert int(rank) == rank_r == 2
+    close(s, sr)
+    assert np.asarray(L.lstsq(a, b, numpy_resid=True)[1]).shape == (0,)
+    full = r.standard_normal((5, 3))
+    close(L.lstsq(full, b, numpy_resid=True)[1], np.linalg.lstsq(full, b, rcond=None)[1])
+
+
+def test_pinv_and_matrix_rank_tolerances(r, x64):
+    a = np.diag([1.0, 1e-3, 0.0])
+    close(L.pinv(a, rtol=1e-2), np.linalg.pinv(a, rcond=1e-2))
+    close(L.pinv(a, rcond=1e-4), np.linalg.pinv(a, rcond=1e-4))
+    assert int(L.matrix_rank(a)) == 2
+    assert int(L.matrix_rank(a, rtol=1e-2)) == 1           # an absolute threshold, as JAX
+    assert int(L.matrix_rank(np.array([0.0, 2.0]))) == 1
+    with pytest.raises(ValueError, match="only one"):
+        L.pinv(a, rtol=1e-2, rcond=1e-2)
+    with pytest.raises(ValueError, match="only one"):
+        L.matrix_rank(a, rtol=1e-2, tol=1e-2)
+
+
+def test_matrix_power_edge_exponents(r, x64):
+    a = 2 * np.eye(2) + 0.3 * r.standard_normal((2, 2))
+    close(L.matrix_power(a, 0), np.eye(2))
+    close(L.matrix_power(a, 1), a)
+    close(L.matrix_power(a, -1), np.linalg.inv(a))
+    close(L.matrix_power(a, 5), np.linalg.matrix_power(a, 5))
+    with pytest.raises(TypeError, match="integer"):
+        L.matrix_power(a, 1.5)
+
+
+def test_einsum_paths_and_ellipsis(r, x64):
+    a, b, c = r.standard_normal((2, 3)), r.standard_normal((3, 4)), r.standard_normal((4, 5))
+    path, report = fnp.einsum_path("ij,jk,kl->il", a, b, c, optimize="optimal")
+    assert path == np.einsum_path("ij,jk,kl->il", a, b, c, optimize="optimal")[0]
+    assert isinstance(report, str)
+    for opt in (True, False, "greedy", "optimal", "auto", path, [(1, 2), (0, 1)]):
+        close(fnp.einsum("ij,jk,kl->il", a, b, c, optimize=opt), a @ b @ c)
+    x = r.standard_normal((2, 1, 3, 4))
+    y = r.standard_normal((5, 4, 2))
+    close(fnp.einsum("...ij,...jk->...ik", x, y), np.einsum("...ij,...jk->...ik", x, y))
+    close(fnp.einsum("i...i", r.standard_normal((3, 2, 3)) * 0 + 1), np.einsum("i...i", np.ones((3, 2, 3))))
+    with pytest.raises(NotImplementedError, match="out="):
+        fnp.einsum("ij->ji", a, out=a)
+    with pytest.raises(ValueError, match="subscripts"):
+        fnp.einsum("i.j", a)
+
+
+def test_scipy_special_matrices_match_scipy(r, x64):
+    c, rr = r.standard_normal(3), r.standard_normal(4)
+    close(fsl.toeplitz(c, rr), sl.toeplitz(c, rr))
+    close(fsl.hankel(c, rr), sl.hankel(c, rr))
+    batch = r.standard_normal((2, 3))
+    close(fsl.toeplitz(batch), np.stack([sl.toeplitz(v) for v in batch]))
+    close(fsl.circulant(batch), np.stack([sl.circulant(v) for v in batch]))
+    close(fsl.block_diag(np.ones(2), 3.0, np.ones((2, 1))), sl.block_diag(np.ones(2), 3.0, np.ones((2, 1))))
+    close(fsl.hilbert(4), sl.hilbert(4))
+    close(fsl.invhilbert(4), sl.invhilbert(4))
+    for kind in ("symmetric", "lower", "upper"):
+        close(fsl.pascal(4, kind), sl.pascal(4, kind))
+        close(fsl.invpascal(4, kind), sl.invpascal(4, kind))
+    close(fsl.hadamard(4), sl.hadamard(4))
+    close(fsl.helmert(4, full=True), sl.helmert(4, full=True))
+    close(fsl.leslie(c, rr[:2]), sl.leslie(c, rr[:2]))
+    close(fsl.fiedler(c), sl.fiedler(c))
+    for n in (2, 3, 5):
+        coeffs = np.r_[1.5, r.standard_normal(n - 1)]
+        close(fsl.fiedler_companion(coeffs), sl.fiedler_companion(coeffs))
+    for mode in ("full", "valid", "same"):
+        close(fsl.convolution_matrix(c, 5, mode), sl.convolution_matrix(c, 5, mode))
+
+
+def test_scipy_factorizations_reconstruct(r, x64):
+    a = r.standard_normal((4, 4))
+    t, z = fsl.schur(a)
+    close(np.asarray(z) @ np.asarray(t) @ np.asarray(z).T, a)
+    close(t, sl.schur(a)[0])
+    h, q = fsl.hessenberg(a, calc_q=True)
+    close(np.asarray(q) @ np.asarray(h) @ np.asarray(q).T, a)
+    p, low, up = fsl.lu(a)
+    close(np.asarray(p) @ np.asarray(low) @ np.asarray(up), a)
+    u, pp = fsl.polar(a, side="left")
+    close(np.asarray(pp) @ np.asarray(u), a)
+    w = fsl.eigh_tridiagonal(np.arange(3.0), np.ones(2), eigvals_only=True)
+    close(w, sl.eigh_tridiagonal(np.arange(3.0), np.ones(2), eigvals_only=True))
+    w, v = fsl.eigh_tridiagonal(np.arange(3.0), np.ones(2))
+    close(np.abs(np.asarray(v)), np.abs(sl.eigh_tridiagonal(np.arange(3.0), np.ones(2))[1]))
+    e = r.standard_normal((4, 4))
+    ea, frechet = fsl.expm_frechet(0.3 * a, e)
+    ea_r, frechet_r = sl.expm_frechet(0.3 * a, e)
+    close(ea, ea_r)
+    close(frechet, frechet_r, 1e-9)
+
+
+def test_qr_multiply_matches_scipy_and_differentiates(r, x64):
+    for shape in [(4, 3), (3, 4)]:
+        a = r.standard_normal(shape)
+        k = min(shape)
+        for mode, c_shape in [("left", (k, 2)), ("right", (2, shape[0])), ("left", (k,)), ("right", (shape[0],))]:
+            c = r.standard_normal(c_shape)
+            for got, want in zip(fsl.qr_multiply(a, c, mode), sl.qr_multiply(a, c, mode)):
+                close(got, want)
+    a, c = r.standard_normal((4, 3)), r.standard_normal((2, 4))
+    check_grads(lambda x, y: fsl.qr_multiply(x, y)[0], (fnp.asarray(a), fnp.asarray(c)), order=2,
+                modes=("fwd", "rev"))
+
+
+def test_lu_solve_under_jit_and_vmap(r, x64):
+    a = 2 * np.eye(3) + r.standard_normal((3, 3))
+    a = a[[2, 0, 1]]
+    b = r.standard_normal((4, 3))
+    f = fg.jit(fg.vmap(lambda bb: fsl.lu_solve(fsl.lu_factor(a), bb), in_axes=0))
+    close(f(b), np.linalg.solve(a, b.T).T)
+    close(fsl.lu_factor(a)[1], sl.lu_factor(a)[1])
+
+
+def test_lax_linalg_triangular_solve_sides(r, x64):
+    a = np.tril(2 * np.eye(3) + r.standard_normal((3, 3)))
+    b = r.standard_normal((2, 3))
+    x = lax.linalg.triangular_solve(a, b, left_side=False, lower=True)
+    close(np.asarray(x) @ a, b)
+    x = lax.linalg.triangular_solve(a, b.T, left_side=True, lower=True, transpose_a=True)
+    close(a.T @ np.asarray(x), b.T)
+    close(lax.linalg.lu_pivots_to_permutation(np.array([2, 2, 2], np.int32), 3), [2, 0, 1])
+
+# ------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize("call,exc,words", [
+    (lambda: L.inv(np.ones((2, 3))), ValueError, ["inv", "square", "f32[2,3]"]),
+    (lambda: L.det(np.ones(3)), ValueError, ["det", "f32[3]"]),
+    (lambda: L.cholesky(np.ones((3, 2))), ValueError, ["cholesky", "square"]),
+    (lambda: L.svd(np.ones(3)), ValueError, ["svd", "2-d"]),
+    (lambda: L.solve(np.eye(3), np.ones(2)), ValueError, ["solve", "f32[2]", "3"]),
+    (lambda: L.solve(np.eye(3), np.ones((2, 2))), ValueError, ["solve", "(..., n, k)"]),
+    (lambda: L.qr(np.ones((3, 3)), mode="raw"), NotImplementedError, ["raw"]),
+    (lambda: L.qr(np.ones((3, 3)), mode="bad"), ValueError, ["mode"]),
+    (lambda: L.slogdet(np.eye(2), method="qr"), NotImplementedError, ["method"]),
+    (lambda: L.eigh(np.eye(2), UPLO="X"), ValueError, ["UPLO"]),
+    (lambda: L.norm(np.ones((2, 2)), "bad"), ValueError, ["ord"]),
+    (lambda: L.norm(np.ones((2, 2, 2)), 2), ValueError, ["axis"]),
+    (lambda: L.outer(np.ones((2, 2)), np.ones(2)), ValueError, ["1-d"]),
+    (lambda: L.tensorinv(np.ones((2, 3)), ind=1), ValueError, ["tensorinv"]),
+    (lambda: L.multi_dot([np.ones((2, 2))]), ValueError, ["two"]),
+    (lambda: L.cross(np.ones(4), np.ones(4)), ValueError, ["cross", "4"]),
+    (lambda: fnp.matvec(np.ones((2, 3)), np.ones(2)), ValueError, ["matvec", "3", "2"]),
+    (lambda: fnp.vecdot(np.ones(3), np.ones(2)), ValueError, ["vecdot"]),
+    (lambda: lax.linalg.triangular_solve(np.eye(2, dtype=np.int32), np.ones((2, 2), np.int32), left_side=True),
+     TypeError, ["triangular_solve", "float"]),
+    (lambda: lax.linalg.triangular_solve(np.eye(2), np.ones((3, 2)), left_side=True), ValueError,
+     ["triangular_solve", "(..., 2, k)"]),
+    (lambda: fsl.solve_triangular(np.eye(2), np.ones(2), trans=3), ValueError, ["trans"]),
+    (lambda: fsl.eigh(np.eye(2), np.eye(2)), NotImplementedError, ["b=None"]),
+    (lambda: fsl.schur(np.eye(2), output="complex"), NotImplementedError, ["real"]),
+    (lambda: fsl.solve(np.eye(2), np.ones(2), assume_a="banded"), ValueError, ["assume_a"]),
+    (lambda: fsl.lu(np.ones(3)), ValueError, ["lu", "matrix"]),
+    (lambda: fsl.lu_solve(fsl.lu_factor(np.ones((3, 2))), np.ones(3)), ValueError, ["lu_solve", "square"]),
+    (lambda: fsl.hadamard(3), ValueError, ["power of 2"]),
+    (lambda: fg.grad(lambda a: fnp.sum(L.qr(a)[1]))(np.ones((2, 3))), NotImplementedError, ["qr", "m >= n"]),
+    (lambda: fg.grad(lambda a: fnp.sum(L.svd(a)[0]))(np.eye(3, 2)), NotImplementedError, ["full_matrices"]),
+    (lambda: fg.grad(lambda a: fnp.sum(fsl.schur(a)[0]))(np.eye(2)), NotImplementedError, ["schur"]),
+])
+def test_bad_input_errors(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+
+
+def test_float16_is_computed_in_float32(r):
+    a = (2 * np.eye(3) + 0.1 * r.standard_normal((3, 3))).astype(np.float16)
+    s = spd(r, 3).astype(np.float16)
+    for f, ref in [(L.inv, np.linalg.inv), (L.cholesky, np.linalg.cholesky), (L.svdvals, np.linalg.svdvals),
+                   (L.eigvalsh, np.linalg.eigvalsh), (L.det, np.linalg.det)]:
+        x = s if f in (L.cholesky, L.eigvalsh) else a
+        out = f(x)
+        assert out.dtype == np.float16
+        np.testing.assert_allclose(np.asarray(out, np.float64), ref(x.astype(np.float64)), rtol=1e-2, atol=1e-2)
+
+
+def test_eig_is_not_offered():
+    # eig/eigvals return complex values, which funcgrad arrays do not hold yet.
+    assert not hasattr(L, "eig") and not hasattr(L, "eigvals")
