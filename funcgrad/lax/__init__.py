@@ -324,3 +324,11 @@ __all__ = [
 from funcgrad.lax import _more  # noqa: E402  (uses the names above)
 from funcgrad.lax._more import *  # noqa: E402,F401,F403
 __all__ = sorted(set(__all__) | set(_more.__all__))
+
+# Complex numbers (as jax.lax): parts, conjugate, and building a complex value from two real ones.
+from funcgrad.primitives.elementwise import complex_p, conj_p, imag_p, real_p  # noqa: E402
+real = _unary(_E.real_p, "The real part of a complex array (float of the same precision).")
+imag = _unary(_E.imag_p, "The imaginary part of a complex array (float of the same precision).")
+conj = _unary(_E.conj_p, "The complex conjugate of a complex array.")
+complex = _binary(_E.complex_p, "complex", "x + 1j * y, elementwise, from two float arrays.")  # noqa: A001
+__all__ = sorted(set(__all__) | {"real", "real_p", "imag", "imag_p", "conj", "conj_p", "complex", "complex_p"})

@@ -47,9 +47,11 @@ __all__ = [  # the public names; linalg is a submodule
 from funcgrad.numpy._arrays import *  # noqa: E402,F401,F403
 from funcgrad.numpy._math import *  # noqa: E402,F401,F403
 from funcgrad.numpy._sorting import *  # noqa: E402,F401,F403
-from funcgrad.numpy import _arrays, _math, _sorting  # noqa: E402
+from funcgrad.numpy._complex import *  # noqa: E402,F401,F403
+from funcgrad.numpy import _arrays, _complex, _math, _sorting  # noqa: E402
 
-__all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__))
+__all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__)
+                 | set(_complex.__all__))
 
 _install()
 del _install
