@@ -328,8 +328,11 @@ def logistic(x): return bind(logistic_p, (x,), _NO_PARAMS)
 # --------------------------------------------------------------------------
 
 
-def _real_impl(x):
-    return np.real(x).copy() if np.iscomplexobj(x) else np.asarray(x)
+def _part_impl(name: str, part: Any) -> Callable:
+    def impl(x):
+        _real_out(name)(x)   # the eager path runs the impl only: the dtype check too
+        return part(x).copy()
+    return impl
 
 
 def _complex_impl(x, y):
@@ -366,10 +369,10 @@ def _conj_out(x: Any) -> np.dtype:
     return dtype
 
 
-real_p = _declare("real", _real_impl, _real_out("real"))
-imag_p = _declare("imag", lambda x: np.imag(x).copy(), _real_out("imag"))
-conj_p = _declare("conj", np.conjugate, _conj_out)
-complex_p = _declare("complex", _complex_impl, _complex_out)
+real_p = _declare("real", _part_impl("real", np.real), _real_out("real"))
+imag_p = _declare("imag", _part_impl("imag", np.imag), _real_out("imag"))
+conj_p = _declare("conj", lambda x: (_conj_out(x), np.conjugate(x))[1], _conj_out)
+complex_p = _declare("complex", lambda x, y: (_complex_out(x, y), _complex_impl(x, y))[1], _complex_out)
 
 
 def real(x): return bind(real_p, (x,), _NO_PARAMS)

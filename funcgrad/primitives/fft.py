@@ -41,6 +41,7 @@ def _out_dtype(dtype: np.dtype, fft_type: str) -> np.dtype:
 
 def _fft_impl(x, fft_type, fft_lengths):
     x = np.asarray(x)
+    _fft_aval(x, fft_type, fft_lengths)   # the eager path runs the impl only: the checks too
     k = len(fft_lengths)
     axes = tuple(range(x.ndim - k, x.ndim))
     if fft_type == "fft":
