@@ -88,6 +88,9 @@ class Array:
     def __float__(self) -> float:
         return float(self._value)
 
+    def __complex__(self) -> complex:
+        return complex(self._value)
+
     def __index__(self) -> int:
         return self._value.__index__()
 

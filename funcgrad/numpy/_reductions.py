@@ -73,7 +73,12 @@ def _variance(name: str, x: Any, axis: Any, keepdims: bool, ddof: int) -> Any:
     normalize_axes(name, axis, x.ndim, x)   # a bad axis is reported as var/std's, not the inner mean's
     centered = lax.sub_p.bind(x, mean(x, axis, keepdims=True))
     n = _count(x, axis)
-    return lax.div_p.bind(sum(lax.mul_p.bind(centered, centered), axis, keepdims), float(n - ddof))
+    if x.dtype.kind == "c":   # |x - mean|^2: a real variance, as numpy
+        re, im = lax.real(centered), lax.imag(centered)
+        squares = lax.add_p.bind(lax.mul_p.bind(re, re), lax.mul_p.bind(im, im))
+    else:
+        squares = lax.mul_p.bind(centered, centered)
+    return lax.div_p.bind(sum(squares, axis, keepdims), float(n - ddof))
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:

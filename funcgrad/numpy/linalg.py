@@ -25,7 +25,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     """
     (x,) = promote_inexact(arr(x))
     if axis is None and ord is None:
-        return sqrt(sum(lax.mul_p.bind(x, x), None, keepdims))
+        return sqrt(sum(_abs2(x), None, keepdims))
     axes = normalize_axes("norm", axis if axis is not None else tuple(range(x.ndim)), x.ndim, x)
     if len(axes) == 1:
         return _vector_norm(x, ord, axes, keepdims)
@@ -34,9 +34,17 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     raise ValueError(f"norm: axis must name 1 or 2 axes for an array {describe(x)}, got {axis}")
 
 
+def _abs2(x):
+    """|x|^2 elementwise (real for complex x)."""
+    if x.dtype.kind == "c":
+        re, im = lax.real(x), lax.imag(x)
+        return lax.add_p.bind(lax.mul_p.bind(re, re), lax.mul_p.bind(im, im))
+    return lax.mul_p.bind(x, x)
+
+
 def _vector_norm(x, ord, axes, keepdims):
     if ord is None or ord == 2:
-        return sqrt(sum(lax.mul_p.bind(x, x), axes, keepdims))
+        return sqrt(sum(_abs2(x), axes, keepdims))
     if ord == np.inf:
         return max(abs(x), axes, keepdims)
     if ord == -np.inf:
@@ -51,7 +59,7 @@ def _vector_norm(x, ord, axes, keepdims):
 def _matrix_norm(x, ord, axes, keepdims):
     row, col = axes
     if ord is None or ord == "fro":
-        return sqrt(sum(lax.mul_p.bind(x, x), axes, keepdims))
+        return sqrt(sum(_abs2(x), axes, keepdims))
     if ord in (1, -1):
         sums = sum(abs(x), row, keepdims=True)
         out = (max if ord == 1 else min)(sums, col, keepdims=True)
