@@ -24,7 +24,7 @@ def _is_complex(x: Any) -> bool:
     return x.dtype.kind == "c"
 
 
-def real(val: Any, /) -> Any:
+def real(val: Any) -> Any:
     """The real part, elementwise (a real array is returned as it is).
 
     ``c64`` -> ``f32``, ``c128`` -> ``f64``; other dtypes keep theirs.
@@ -35,7 +35,7 @@ def real(val: Any, /) -> Any:
     return lax.real(val) if _is_complex(val) else val
 
 
-def imag(val: Any, /) -> Any:
+def imag(val: Any) -> Any:
     """The imaginary part, elementwise (zeros of the same dtype for a real array).
 
     >>> fnp.imag(fnp.array([1 + 2j, 3 - 1j]))     # Array([ 2., -1.], dtype=float32)
@@ -46,7 +46,7 @@ def imag(val: Any, /) -> Any:
     return lax.full_like(val, 0)
 
 
-def conj(x: Any, /) -> Any:
+def conj(x: Any) -> Any:
     """The complex conjugate, elementwise (a real array is returned as it is).
 
     >>> fnp.conj(fnp.array([1 + 2j]))             # Array([1.-2.j], dtype=complex64)
@@ -55,7 +55,7 @@ def conj(x: Any, /) -> Any:
     return lax.conj(x) if _is_complex(x) else x
 
 
-def conjugate(x: Any, /) -> Any:
+def conjugate(x: Any) -> Any:
     """Another name for :func:`conj`.
 
     >>> fnp.conjugate(fnp.array([1j]))            # Array([0.-1.j], dtype=complex64)

@@ -142,7 +142,8 @@ def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dt
     num = index_arg("linspace", "num", num)
     if num < 0:
         raise ValueError(f"linspace: num must be >= 0, got {num}")
-    return _const(np.linspace(start, stop, num, endpoint=endpoint), dtype or _dtypes.float_)
+    values = np.linspace(start, stop, num, endpoint=endpoint)
+    return _const(values, dtype or (_dtypes.complex_ if values.dtype.kind == "c" else _dtypes.float_))
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Array:
