@@ -234,7 +234,8 @@ def _matching_tangent(t: Any, primal: Any, what: str, against: str) -> Any:
             and t._value.dtype is primal._value.dtype:
         return t   # the common case, decided without building avals
     aval = _core.get_aval(primal)
-    if isinstance(t, (int, float)) and not isinstance(t, bool) and aval.dtype.kind == "f":
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and aval.dtype.kind in "fc" or \
+            isinstance(t, complex) and aval.dtype.kind == "c":
         t = as_array(np.asarray(t, dtype=aval.dtype))
     t = as_leaf(t, what.split(":")[0])
     if tuple(t.shape) != aval.shape:

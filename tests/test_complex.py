@@ -372,3 +372,26 @@ def test_fft_under_vmap_and_jit(x32):
     np.testing.assert_allclose(np.asarray(out), np.moveaxis(2 * x, 1, 0), rtol=1e-5, atol=1e-5)
     g = fg.jit(fg.grad(lambda v: fnp.sum(fnp.abs(fnp.fft.fftshift(fnp.fft.fft(v))))))(fnp.asarray(x[0]))
     assert g.shape == (2, 5) and g.dtype == np.float32
+
+
+def test_python_scalar_tangents_and_debug_nans_on_complex(x32):
+    _, t = fg.jvp(lambda z: z * z, (fnp.array(1 + 1j),), (1.0,))       # a Python number takes the primal's dtype
+    assert t.dtype == np.complex64
+    np.testing.assert_allclose(np.asarray(t), 2 + 2j)
+    (ct,) = fg.vjp(lambda z: z * z, fnp.array(1 + 1j))[1](1j)
+    np.testing.assert_allclose(np.asarray(ct), 1j * (2 + 2j))
+    with config_set("debug_nans", True):
+        with pytest.raises(FloatingPointError):
+            with np.errstate(all="ignore"):
+                fnp.log(fnp.array([0j])) * 0
+
+
+def test_creation_and_numpy_dispatch_on_complex(x32):
+    np.testing.assert_allclose(np.asarray(fnp.linspace(0, 1j, 3)), [0, 0.5j, 1j])
+    assert fnp.zeros(2, dtype=fnp.complex64).dtype == np.complex64
+    assert fnp.full(2, 1j).dtype == np.complex64
+    z = fnp.array([1 + 2j, 3 - 1j])
+    assert complex(z[0]) == 1 + 2j
+    np.testing.assert_allclose(np.asarray(np.real(z)), [1, 3])             # numpy's functions dispatch
+    np.testing.assert_allclose(np.asarray(np.angle(z)), np.angle(np.asarray(z)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(np.conj(z)), [1 - 2j, 3 + 1j])
