@@ -395,3 +395,12 @@ def test_creation_and_numpy_dispatch_on_complex(x32):
     np.testing.assert_allclose(np.asarray(np.real(z)), [1, 3])             # numpy's functions dispatch
     np.testing.assert_allclose(np.asarray(np.angle(z)), np.angle(np.asarray(z)), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(np.conj(z)), [1 - 2j, 3 + 1j])
+
+
+def test_numpy_fft_functions_dispatch_to_funcgrad(x32):
+    x = fnp.array([1.0, 2.0, 3.0, 4.0])
+    out = np.fft.fft(x)
+    assert isinstance(out, fg.Array) and out.dtype == np.complex64
+    np.testing.assert_allclose(np.asarray(out), np.fft.fft(np.asarray(x)), atol=1e-5)
+    jitted = fg.jit(lambda v: np.fft.rfft(v, norm="ortho"))(x)      # a tracer: only a funcgrad route works
+    np.testing.assert_allclose(np.asarray(jitted), np.fft.rfft(np.asarray(x), norm="ortho"), atol=1e-5)
