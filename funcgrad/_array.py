@@ -88,6 +88,9 @@ class Array:
     def __float__(self) -> float:
         return float(self._value)
 
+    def __complex__(self) -> complex:
+        return complex(self._value)
+
     def __index__(self) -> int:
         return self._value.__index__()
 
@@ -179,6 +182,8 @@ def to_numpy_input(x: Any) -> Any:
     """
     if isinstance(x, (bool, int, float)):
         return x
+    if isinstance(x, complex):   # a Python complex: the default complex dtype (complex64 without x64), as JAX
+        return _freeze(np.asarray(x, dtype=_dtypes.complex_))
     if isinstance(x, np.ndarray):
         return _freeze(_cast_checked(x, _dtypes.canonicalize(x.dtype), copy=True))
     if isinstance(x, np.generic):
@@ -190,10 +195,10 @@ def to_numpy_input(x: Any) -> Any:
             raise ValueError(f"cannot convert a nested {type(x).__name__} to an array: {e}") from None
         if arr.dtype == object:
             _reject_object_items(x, arr)
-        if arr.dtype.kind not in "biuf":
+        if arr.dtype.kind not in "biufc":
             raise TypeError(f"cannot make a funcgrad array from {type(x).__name__} {x!r:.60}: numpy reads it as "
                             f"dtype {arr.dtype} ({_dtypes.kind_name(arr.dtype)}), but funcgrad arrays hold bool, "
-                            "integer and float values only. Convert the items to numbers first.")
+                            "integer, float and complex values only. Convert the items to numbers first.")
         return _freeze(_cast_checked(arr, _default_dtype_for(arr)))
     if hasattr(x, "__array__"):
         return to_numpy_input(np.asarray(x))
@@ -251,6 +256,8 @@ def _default_dtype_for(arr: np.ndarray) -> np.dtype:
     # Python lists of floats become the default float (float32), as in JAX.
     if arr.dtype.kind == "f":
         return _dtypes.float_
+    if arr.dtype.kind == "c":   # Python complex numbers: complex64 without x64, as JAX
+        return _dtypes.complex_
     if arr.dtype.kind in "iu":
         return _dtypes.canonicalize(arr.dtype)
     return arr.dtype

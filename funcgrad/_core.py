@@ -630,8 +630,8 @@ def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array], so
     """
     for out in outs:
         v = out._value
-        if v.dtype.kind == "f" and np.isnan(v).any():
-            if any(isinstance(x, np.ndarray) and x.dtype.kind == "f" and np.isnan(x).any() for x in values):
+        if v.dtype.kind in "fc" and np.isnan(v).any():
+            if any(isinstance(x, np.ndarray) and x.dtype.kind in "fc" and np.isnan(x).any() for x in values):
                 continue  # NaN came in: the first producer already reported (or was user input)
             backward = backward or describe_backward_context()
             where = f" in the backward pass of {backward}" if backward else ""

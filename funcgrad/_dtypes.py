@@ -17,17 +17,20 @@ _NARROW = {
     np.dtype("float64"): np.dtype("float32"),
     np.dtype("int64"): np.dtype("int32"),
     np.dtype("uint64"): np.dtype("uint32"),
+    np.dtype("complex128"): np.dtype("complex64"),
 }
-_SUPPORTED_KINDS = "biuf"
+_SUPPORTED_KINDS = "biufc"
 
 float_ = np.dtype("float32")
 int_ = np.dtype("int32")
+complex_ = np.dtype("complex64")
 
 
 def _refresh_defaults() -> None:
-    global float_, int_
+    global float_, int_, complex_
     float_ = np.dtype("float64") if config.enable_x64 else np.dtype("float32")
     int_ = np.dtype("int64") if config.enable_x64 else np.dtype("int32")
+    complex_ = np.dtype("complex128") if config.enable_x64 else np.dtype("complex64")
 
 
 _refresh_defaults()
@@ -39,7 +42,7 @@ def canonicalize(dtype: Any) -> np.dtype:
     dt = np.dtype(dtype)
     if dt.kind not in _SUPPORTED_KINDS:
         raise TypeError(f"funcgrad does not support dtype {dt} ({kind_name(dt)}): funcgrad arrays hold bool, "
-                        "integer and float16/32/64 values only; convert the data to one of those first")
+                        "integer, float16/32/64 and complex64/128 values only; convert the data to one of those first")
     if not config.enable_x64:
         return _NARROW.get(dt, dt)
     return dt
@@ -59,6 +62,31 @@ def is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f"
 
 
+def is_inexact(dtype: np.dtype) -> bool:
+    """Float or complex: the dtypes that have derivatives."""
+    return dtype.kind in "fc"
+
+
+def is_complex(dtype: np.dtype) -> bool:
+    return dtype.kind == "c"
+
+
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """complex64 -> float32, complex128 -> float64; other dtypes unchanged."""
+    dtype = np.dtype(dtype)
+    return np.dtype(f"f{dtype.itemsize // 2}") if dtype.kind == "c" else dtype
+
+
+def complex_dtype(dtype: np.dtype) -> np.dtype:
+    """float32 (and smaller) -> complex64, float64 -> complex128; integers -> the default complex."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return dtype
+    if dtype.kind == "f":
+        return np.dtype("complex128") if dtype.itemsize == 8 else np.dtype("complex64")
+    return complex_
+
+
 def short_name(dtype: np.dtype) -> str:
     """``float32`` -> ``f32``, ``int32`` -> ``i32``, ``bool`` -> ``bool``."""
     if dtype.kind == "b":
@@ -68,13 +96,13 @@ def short_name(dtype: np.dtype) -> str:
 
 def result_type(*args: Any) -> np.dtype:
     """Promoted dtype of arrays, avals and (weakly typed) Python scalars."""
-    items = [a if isinstance(a, (bool, int, float)) else a.dtype for a in args]
+    items = [a if isinstance(a, (bool, int, float, complex)) else a.dtype for a in args]
     return canonicalize(np.result_type(*items))
 
 
 def inexact(dtype: np.dtype) -> np.dtype:
-    """The float dtype an op like ``sin`` or ``/`` computes in for ``dtype``."""
-    return dtype if dtype.kind == "f" else float_
+    """The float (or complex) dtype an op like ``sin`` or ``/`` computes in for ``dtype``."""
+    return dtype if dtype.kind in "fc" else float_
 
 
 class ShapedArray:
@@ -108,7 +136,7 @@ class ShapedArray:
 
 def describe(x: Any) -> str:
     """Short ``f32[3,4]`` description of an array, tracer, aval or scalar."""
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         return f"{type(x).__name__} scalar"
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)

@@ -324,7 +324,8 @@ class _Plan:
 # Helpers
 # --------------------------------------------------------------------------
 
-_NAMESPACES = {"numpy": "funcgrad.numpy", "numpy.linalg": "funcgrad.numpy.linalg"}
+_NAMESPACES = {"numpy": "funcgrad.numpy", "numpy.linalg": "funcgrad.numpy.linalg",
+               "numpy.fft": "funcgrad.numpy.fft"}
 
 
 def _namespace(module: str) -> Any:

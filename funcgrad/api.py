@@ -38,7 +38,8 @@ def _argnums_spec(f: Callable, argnums: Any, transform: str) -> ArgSpec:
     return ArgSpec(transform, "argnums", argnums, static=False, unique=True, fun=f)
 
 
-def _diff_inputs(spec: ArgSpec, args: tuple, transform: str) -> tuple[tuple[int, ...], list, Any]:
+def _diff_inputs(spec: ArgSpec, args: tuple, transform: str, holomorphic: bool = False,
+                 complex_ok: bool = True) -> tuple[tuple[int, ...], list, Any]:
     """The positions, float leaves and structure of the arguments ``spec`` differentiates.
 
     The structure is that of the tuple of those arguments (what
@@ -47,26 +48,55 @@ def _diff_inputs(spec: ArgSpec, args: tuple, transform: str) -> tuple[tuple[int,
     nums = spec.positions(len(args))
     leaves, tree = tree_flatten(tuple([args[i] for i in nums]))
     leaves = [as_leaf(x, transform) for x in leaves]
-    _check_float_inputs(leaves, transform)
+    _check_float_inputs(leaves, transform, holomorphic, complex_ok)
     return nums, leaves, tree
 
 
-def _check_float_inputs(leaves: list, name: str) -> None:
+def _check_float_inputs(leaves: list, name: str, holomorphic: bool = False, complex_ok: bool = True) -> None:
+    """The inputs a transform differentiates: float, or complex (as JAX: ``holomorphic=True`` needs complex
+    inputs; jacfwd takes complex inputs only with ``holomorphic=True``)."""
     for x in leaves:
-        if x.dtype.kind != "f":
-            raise TypeError(f"{name} requires float inputs to differentiate with respect to, got an array "
-                            f"{describe(x)}. Convert it with .astype(fnp.float32), or leave it out of argnums.")
+        kind = x.dtype.kind
+        if holomorphic:
+            if kind != "c":
+                raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, but got "
+                                f"{describe(x)}. Convert it with .astype(fnp.complex64), or drop holomorphic=True.")
+        elif kind == "c" and not complex_ok:
+            raise TypeError(f"{name} requires real-valued inputs (a float dtype), but got {describe(x)}. For "
+                            "holomorphic differentiation, pass holomorphic=True. For differentiation of "
+                            "non-holomorphic functions involving complex inputs, use jvp directly.")
+        elif kind not in "fc":
+            raise TypeError(f"{name} requires float (or complex) inputs to differentiate with respect to, got an "
+                            f"array {describe(x)}. Convert it with .astype(fnp.float32), or leave it out of "
+                            "argnums.")
+
+
+def _check_holomorphic_outputs(outs: list, name: str) -> None:
+    for o in outs:
+        if o.dtype.kind != "c":
+            raise TypeError(f"{name} with holomorphic=True requires outputs with complex dtype, but got "
+                            f"{describe(o)}. Drop holomorphic=True for a real-valued function.")
+
+
+def _check_real_outputs(outs: list, name: str) -> None:
+    for o in outs:
+        if o.dtype.kind == "c":
+            raise TypeError(f"{name} requires real-valued outputs (a float dtype), but got {describe(o)}. For "
+                            "holomorphic differentiation, pass holomorphic=True. For differentiation of "
+                            "non-holomorphic functions involving complex outputs, use vjp directly (or "
+                            "differentiate fnp.real / fnp.imag / fnp.abs of the output).")
 
 
 # ------------------------------------------------------------------ grad
 
 
-def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   holomorphic: bool = False) -> Callable:
     """Like :func:`grad`, returning ``(value, grads)`` (``((value, aux), grads)`` with ``has_aux``)."""
-    return _value_and_grad(f, argnums, has_aux, with_value=True)
+    return _value_and_grad(f, argnums, has_aux, with_value=True, holomorphic=holomorphic)
 
 
-def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) -> Callable:
+def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool, holomorphic: bool = False) -> Callable:
     # grad and value_and_grad in one wrapper (one frame per call, not two).
     name = _fun_name(f)
     transform = "value_and_grad" if with_value else "grad"
@@ -78,11 +108,11 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         # A single float Array argument (the common case of tiny functions) needs no pytree work.
         single = (type(argnums) is int and 0 <= argnums < len(args) and type(args[argnums]) is Array
-                  and args[argnums]._value.dtype.kind == "f")
+                  and args[argnums]._value.dtype.kind == "f" and not holomorphic)
         if single:
             nums, leaves, tree = (argnums,), [args[argnums]], _SINGLE_LEAF
         else:
-            nums, leaves, tree = _diff_inputs(spec, args, transform)
+            nums, leaves, tree = _diff_inputs(spec, args, transform, holomorphic)
         # f(x): nothing to put back among other arguments (with_args would give f too; this is the hot path).
         fun = f if len(args) == 1 and not kwargs else with_args(f, args, kwargs, nums)
         flat_fun, out_tree = flatten_fun(fun, tree, has_aux=has_aux, where=aux_where)
@@ -90,10 +120,11 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool) 
         outs, pullback, out_def = result[0], result[1], out_tree()
         # One array out (checked next); any other structure is rebuilt for _check_scalar_output to describe.
         value = outs[0] if out_def.node_type is None else tree_unflatten(out_def, outs)
-        if type(value) is Array and value._value.shape == () and value._value.dtype.kind == "f":
+        if type(value) is Array and value._value.shape == () and value._value.dtype.kind == "f" \
+                and not holomorphic:
             seed = _unit(value._value.dtype)   # a host value: a new unit
         else:
-            _check_scalar_output(value, name)
+            _check_scalar_output(value, name, holomorphic, transform)
             seed = _core.full_like(value, 1)   # tracers and device (GPU) arrays get one of their own
         cts = pullback([seed])
         grads = cts if single else tree_unflatten(tree, cts)
@@ -122,7 +153,7 @@ def _unit(dtype: np.dtype) -> Array:
     return _core._wrap(one.copy())
 
 
-def _check_scalar_output(value: Any, name: str) -> None:
+def _check_scalar_output(value: Any, name: str, holomorphic: bool = False, transform: str = "grad") -> None:
     if isinstance(value, (bool, int, float)):
         raise TypeError(f"grad: {name} returned a Python {type(value).__name__}, not an array that depends on "
                         "the inputs")
@@ -139,14 +170,22 @@ def _check_scalar_output(value: Any, name: str) -> None:
     if value.shape != ():
         raise TypeError(f"grad requires {name} to return a scalar (shape ()), got an array {describe(value)}. "
                         "Use vjp or jacrev for non-scalar outputs, or reduce it (e.g. .sum()).")
-    if value.dtype.kind != "f":
+    if holomorphic:
+        _check_holomorphic_outputs([value], transform)
+    elif value.dtype.kind == "c":
+        _check_real_outputs([value], transform)
+    elif value.dtype.kind != "f":
         raise TypeError(f"grad requires a float output, got {describe(value)} from {name}")
 
 
-def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
     """The gradient of scalar-valued ``f`` with respect to argument(s) ``argnums``.
 
     Arguments may be pytrees of arrays; the gradient has the same structure.
+    Complex inputs follow JAX's convention: for a real-valued ``f`` the result
+    is the cotangent pulled back from 1 (``grad(lambda z: fnp.abs(z)**2)(z)`` is
+    ``2 * conj(z)``); a complex-valued ``f`` needs ``holomorphic=True`` (complex
+    inputs and output; the result is ``f'(z)``).
 
     >>> def loss(params, x):
     ...     return fnp.sum((x @ params["w"] + params["b"]) ** 2)
@@ -154,7 +193,7 @@ def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -
     >>> g["w"].shape, g["b"].shape
     ((3, 2), (2,))
     """
-    return _value_and_grad(f, argnums, has_aux, with_value=False)
+    return _value_and_grad(f, argnums, has_aux, with_value=False, holomorphic=holomorphic)
 
 
 # ------------------------------------------------------------- vjp / jvp
@@ -195,7 +234,8 @@ def _matching_tangent(t: Any, primal: Any, what: str, against: str) -> Any:
             and t._value.dtype is primal._value.dtype:
         return t   # the common case, decided without building avals
     aval = _core.get_aval(primal)
-    if isinstance(t, (int, float)) and not isinstance(t, bool) and aval.dtype.kind == "f":
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and aval.dtype.kind in "fc" or \
+            isinstance(t, complex) and aval.dtype.kind == "c":
         t = as_array(np.asarray(t, dtype=aval.dtype))
     t = as_leaf(t, what.split(":")[0])
     if tuple(t.shape) != aval.shape:
@@ -275,10 +315,11 @@ def linearize(f: Callable, *primals: Any) -> tuple:
 # ------------------------------------------------------------- Jacobians
 
 
-def _jac_inputs(spec: ArgSpec, f: Callable, args: tuple, kwargs: dict, transform: str, has_aux: bool = False):
+def _jac_inputs(spec: ArgSpec, f: Callable, args: tuple, kwargs: dict, transform: str, has_aux: bool = False,
+                holomorphic: bool = False):
     """Flat ``f`` of the differentiated leaves, those leaves, the output structure (once it ran)
     and the structure the Jacobian blocks take on the input side."""
-    nums, leaves, in_tree = _diff_inputs(spec, args, transform)
+    nums, leaves, in_tree = _diff_inputs(spec, args, transform, holomorphic, complex_ok=transform != "jacfwd")
     flat_fun, out_tree = flatten_fun(with_args(f, args, kwargs, nums), in_tree, has_aux=has_aux,
                                      where=f"{transform}(has_aux=True): {_fun_name(f)}")
     jac_tree = in_tree.children[0] if isinstance(spec.spec, int) else in_tree
@@ -302,19 +343,19 @@ def _assemble(blocks_by_out: list, out_tree: Any, in_tree: Any) -> Any:
     return tree_unflatten(out_tree, [tree_unflatten(in_tree, blocks) for blocks in blocks_by_out])
 
 
-def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
     """Jacobian by forward mode (one jvp per input element, batched with vmap).
 
     The result has shape ``out.shape + in.shape`` (a tree of such blocks).
     With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the result is
-    ``(jacobian, aux)``.
+    ``(jacobian, aux)``. Complex inputs need ``holomorphic=True`` (as in JAX).
 
     >>> jacfwd(lambda x: fnp.sin(x) * 2)(fnp.zeros(2))   # [[2., 0.], [0., 2.]]
     """
     spec = _argnums_spec(f, argnums, "jacfwd")
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacfwd", has_aux)
+        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacfwd", has_aux, holomorphic)
         with_aux = _AuxAsOutputs(flat_fun) if has_aux else None
         run = with_aux.run if has_aux else flat_fun
 
@@ -331,6 +372,8 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         columns = vmap_flat(push, basis, [0] * len(basis), basis[0].shape[0] if basis else 0, out_dims=out_dims)
         if has_aux:
             columns, aux = with_aux.split(columns)
+        if holomorphic:
+            _check_holomorphic_outputs(columns, "jacfwd")
         blocks = []
         for col in columns:
             out_shape = tuple(col.shape[:-1])
@@ -346,22 +389,24 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     return wrapped
 
 
-def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
     """Jacobian by reverse mode (one vjp per output element, batched with vmap).
 
     The result has shape ``out.shape + in.shape`` (a tree of such blocks).
     With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the result is
     ``(jacobian, aux)``. ``jacobian`` is another name for this function.
+    Complex outputs need ``holomorphic=True`` (as in JAX).
 
     >>> jacrev(lambda x: fnp.sum(x ** 2))(fnp.ones(3))   # [2., 2., 2.]
     """
     spec = _argnums_spec(f, argnums, "jacrev")
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacrev", has_aux)
+        flat_fun, leaves, out_tree, jac_tree = _jac_inputs(spec, f, args, kwargs, "jacrev", has_aux, holomorphic)
         result = vjp_flat(flat_fun, leaves, has_aux)
         outs, pullback = result[0], result[1]
         outs = [as_leaf(o, "jacrev") for o in outs]
+        (_check_holomorphic_outputs if holomorphic else _check_real_outputs)(outs, "jacrev")
         basis = _basis(outs)
         total = basis[0].shape[0] if basis else 0
         rows = vmap_flat(lambda *cts: pullback(list(cts)), basis, [0] * len(basis), total, out_dims=0)
@@ -380,10 +425,12 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
 jacobian = jacrev
 
 
-def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def hessian(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable:
     """Hessian of scalar ``f``: forward-over-reverse, ``jacfwd(jacrev(f))``."""
     argnums = _argnums_spec(f, argnums, "hessian").spec
-    return jacfwd(jacrev(f, argnums), argnums)
+    return jacfwd(jacrev(f, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums, has_aux=has_aux,
+                  holomorphic=holomorphic)
 
 
 # ------------------------------------------------------------------ vmap

@@ -29,7 +29,7 @@ __all__ = ["canonicalize_dtype", "default_float_dtype", "default_int_dtype", "re
 def canonicalize_dtype(dtype: Any) -> np.dtype:
     """The dtype funcgrad stores for ``dtype`` under the current x64 setting.
 
-    Raises TypeError for dtypes funcgrad arrays cannot hold (complex, strings, objects).
+    Raises TypeError for dtypes funcgrad arrays cannot hold (strings, objects, datetimes).
     """
     return _dtypes.canonicalize(dtype)
 

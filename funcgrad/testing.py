@@ -7,6 +7,11 @@
 * reverse mode: the inner-product identity ``<u, J v> == <J^T u, v>``
   with the jvp (itself checked against differences) and a random ``u``;
 * recursively to ``order``: the derivative maps are checked the same way.
+
+Complex values are pairs of reals: directions are random in both the real
+and the imaginary part, and the reverse-mode identity uses JAX's pairing of
+a cotangent ``u`` with a tangent ``v``, ``real(sum(u * v))`` (no conjugate:
+a vjp is the transpose of the jvp, not its adjoint).
 """
 from __future__ import annotations
 
@@ -23,12 +28,18 @@ _DEFAULT_EPS = {np.dtype("float16"): 1e-1, np.dtype("float32"): 1e-2, np.dtype("
 _DEFAULT_TOL = {np.dtype("float16"): 1e-1, np.dtype("float32"): 2e-2, np.dtype("float64"): 1e-5}
 
 
+def _as64(x: Any) -> np.ndarray:
+    x = np.asarray(x)
+    return x.astype(np.complex128) if x.dtype.kind == "c" else x.astype(np.float64)
+
+
 def _leaves_np(tree: Any) -> list[np.ndarray]:
-    return [np.asarray(x, dtype=np.float64) for x in tree_flatten(tree)[0]]
+    return [_as64(x) for x in tree_flatten(tree)[0]]
 
 
 def _vdot(a: Any, b: Any) -> float:
-    return float(sum(np.vdot(x, y) for x, y in zip(_leaves_np(a), _leaves_np(b))))
+    # real(sum(u * v)): a complex cotangent u is the real-linear functional v -> real(u . v) (JAX's convention)
+    return float(sum(np.real(np.sum(x * y)) for x, y in zip(_leaves_np(a), _leaves_np(b))))
 
 
 def _computed_dtype(args: Sequence[Any], out: Any) -> np.dtype:
@@ -40,7 +51,7 @@ def _computed_dtype(args: Sequence[Any], out: Any) -> np.dtype:
     """
     ins = [canonicalize_dtype(_leaf_dtype(x)) for x in tree_flatten(args)[0]]
     outs = [_leaf_dtype(o) for o in tree_flatten(out)[0]]
-    floats = [d for d in ins + outs if d.kind == "f"]
+    floats = [np.dtype(f"f{d.itemsize // 2}") if d.kind == "c" else d for d in ins + outs if d.kind in "fc"]
     return min(floats, key=lambda d: d.itemsize) if floats else default_float_dtype()
 
 
@@ -49,12 +60,17 @@ def _leaf_dtype(x: Any) -> np.dtype:
 
 
 def _random_like(tree: Any, rng: np.random.Generator) -> Any:
-    return tree_map(lambda x: rng.standard_normal(np.shape(x)).astype(np.asarray(x).dtype), tree)
+    def draw(x: Any) -> np.ndarray:
+        dtype = np.asarray(x).dtype
+        v = rng.standard_normal(np.shape(x))
+        if dtype.kind == "c":   # both directions: real and imaginary
+            v = v + 1j * rng.standard_normal(np.shape(x))
+        return v.astype(dtype)
+    return tree_map(draw, tree)
 
 
 def _scaled_add(tree: Any, direction: Any, eps: float) -> Any:
-    return tree_map(lambda x, v: (np.asarray(x, np.float64) + eps * np.asarray(v, np.float64)).astype(np.asarray(x).dtype),
-                    tree, direction)
+    return tree_map(lambda x, v: (_as64(x) + eps * _as64(v)).astype(np.asarray(x).dtype), tree, direction)
 
 
 def _assert_close(actual: Any, expected: Any, atol: float, rtol: float, what: str) -> None:
@@ -74,7 +90,7 @@ def numerical_jvp(f: Callable, args: tuple, tangents: tuple, eps: float) -> Any:
     """Central finite differences of ``f`` at ``args`` along ``tangents`` (float64 arithmetic)."""
     plus = f(*_scaled_add(args, tangents, eps))
     minus = f(*_scaled_add(args, tangents, -eps))
-    return tree_map(lambda p, m: (np.asarray(p, np.float64) - np.asarray(m, np.float64)) / (2 * eps), plus, minus)
+    return tree_map(lambda p, m: (_as64(p) - _as64(m)) / (2 * eps), plus, minus)
 
 
 def check_jvp(f: Callable, args: tuple, atol: float, rtol: float, eps: float, rng: np.random.Generator) -> None:
@@ -142,7 +158,7 @@ def check_against_numpy(f: Callable, reference: Callable, args: Sequence[Any], a
     out = f(*args)
     dtype = _computed_dtype(args, out)
     tol = {np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}.get(dtype, 1e-5)
-    args64 = tree_map(lambda x: np.asarray(x, np.float64) if np.asarray(x).dtype.kind == "f" else np.asarray(x), args)
+    args64 = tree_map(lambda x: _as64(x) if np.asarray(x).dtype.kind in "fc" else np.asarray(x), args)
     _assert_close(out, reference(*args64), atol if atol is not None else tol, rtol if rtol is not None else tol,
                   "function vs numpy reference")
 

@@ -24,18 +24,19 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "arccosh", "arcsinh", "arctanh", "argsort", "avg_pool2d", "avg_pool2d_grad", "cbrt", "cholesky", "conv2d",
-    "conv2d_input_grad", "conv2d_weight_grad", "debug_callback", "eigh", "erf", "erf_inv", "expm", "fmod",
-    "frexp_exponent", "frexp_mantissa", "gcd", "getitem", "hessenberg", "lcm", "logaddexp", "lu", "max_pool2d",
-    "max_pool2d_grad", "population_count", "qr", "scatter_add", "scatter_set", "schur", "svd", "threefry2x32",
-    "triangular_solve",
+    "arccosh", "arcsinh", "arctanh", "argsort", "avg_pool2d", "avg_pool2d_grad", "cbrt", "cholesky", "complex",
+    "conj", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "debug_callback", "eigh", "erf", "erf_inv", "expm",
+    "fft", "fmod", "frexp_exponent", "frexp_mantissa", "gcd", "getitem", "hessenberg", "imag", "lcm", "logaddexp",
+    "lu", "max_pool2d", "max_pool2d_grad", "population_count", "qr", "real", "scatter_add", "scatter_set", "schur",
+    "svd", "threefry2x32", "triangular_solve",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
 # (``prim.lowerings["numba"]``, funcgrad/backends/cpu/lowering.py): jit's fusion never joins them.
 NUMBA_MISSING = (
-    "bitwise_and", "bitwise_or", "erf", "erf_inv", "floor_divide", "frexp_exponent", "frexp_mantissa", "gcd", "lcm",
-    "mod", "nextafter", "population_count", "round", "shift_left", "shift_right_logical",
+    "bitwise_and", "bitwise_or", "complex", "conj", "erf", "erf_inv", "floor_divide", "frexp_exponent",
+    "frexp_mantissa", "gcd", "imag", "lcm", "mod", "nextafter", "population_count", "real", "round", "shift_left",
+    "shift_right_logical",
 )
 
 

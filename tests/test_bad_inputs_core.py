@@ -158,12 +158,12 @@ CASES += [
     Case("mul-int-overflow-vmap", lambda: fg.vmap(lambda i: i * 2 ** 35)(_i32(1, 2)), OverflowError,
          ["mul", "34359738368", "int32"]),
 
-    # core: arrays hold bool/int/float only
+    # core: arrays hold bool/int/float/complex only
     Case("array-of-str-and-int", lambda: fnp.array([1, "a"]), TypeError,
-         ["<U21", "strings", "bool, integer and float"]),
+         ["<U21", "strings", "bool, integer, float and complex"]),
     Case("array-of-str", lambda: fnp.array(["a", "b"]), TypeError, ["<U1", "strings"]),
     Case("asarray-numpy-str", lambda: fnp.asarray(np.array(["ab"])), TypeError,
-         ["<U2", "strings", "bool, integer and float16/32/64"]),
+         ["<U2", "strings", "bool, integer, float16/32/64 and complex64/128"]),
     Case("array-with-none", lambda: fnp.array([1.0, None]), TypeError, ["list", "non-numeric", "None"]),
     Case("array-ragged", lambda: fnp.array([[1.0, 2.0], [3.0]]), ValueError, ["nested list", "inhomogeneous"]),
 

@@ -62,12 +62,15 @@ def make_args(op: Op, shapes: tuple, rng, float_dtype) -> list[np.ndarray]:
         a = np.asarray(gen(rng, shape))
         if a.dtype.kind == "f":
             a = a.astype(float_dtype)
+        elif a.dtype.kind == "c":   # complex rows: complex64 beside float32, complex128 beside float64
+            a = a.astype(np.result_type(float_dtype, np.complex64))
         args.append(a)
     return args
 
 
 def as_float64(args):
-    return [a.astype(np.float64) if a.dtype.kind == "f" else a for a in args]
+    return [a.astype(np.float64) if a.dtype.kind == "f" else a.astype(np.complex128) if a.dtype.kind == "c" else a
+            for a in args]
 
 
 def to_fg(args):
@@ -79,6 +82,8 @@ def expected_dtype(op: Op, args, float_dtype) -> np.dtype | None:
     default_int = np.dtype("int64") if x64 else np.dtype("int32")
     if op.out == "float":
         return np.dtype(float_dtype)
+    if op.out == "complex":
+        return np.result_type(float_dtype, np.complex64)
     if op.out == "bool":
         return np.dtype(bool)
     if op.out == "int":
@@ -99,6 +104,10 @@ def assert_tree_close(actual, expected, rtol, atol, what=""):
         assert a.shape == e.shape, f"{what}: shape {a.shape} vs expected {e.shape}"
         if e.dtype.kind in "biu" and a.dtype.kind in "biu":
             np.testing.assert_array_equal(a, e, err_msg=what)
+        elif e.dtype.kind == "c" or a.dtype.kind == "c":
+            assert a.dtype.kind == e.dtype.kind, f"{what}: dtype {a.dtype} vs expected {e.dtype}"
+            np.testing.assert_allclose(a.astype(np.complex128), e.astype(np.complex128), rtol=rtol, atol=atol,
+                                       equal_nan=True, err_msg=what)
         else:
             np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol,
                                        equal_nan=True, err_msg=what)
@@ -106,7 +115,7 @@ def assert_tree_close(actual, expected, rtol, atol, what=""):
 
 def _split_float(args):
     """Indices of the float arguments (differentiated) and a rebuild function."""
-    float_idx = [i for i, a in enumerate(args) if a.dtype.kind == "f"]
+    float_idx = [i for i, a in enumerate(args) if a.dtype.kind in "fc"]
 
     def rebuild(float_vals):
         full = list(args)
@@ -292,8 +301,9 @@ def test_jit_of_grad_matches_eager_grad(op, shapes, rng, x32, unfused):
     float_idx, rebuild = _split_float(args)
 
     def loss(*float_vals):
-        return sum(fnp.sum(leaf * 0.5) for leaf in tree_leaves(op.fn(*rebuild(float_vals)))
-                   if leaf.dtype.kind == "f")
+        # complex outputs count through their real and imaginary parts
+        return sum(fnp.sum(leaf * 0.5) if leaf.dtype.kind == "f" else fnp.sum(fnp.real(leaf) * 0.5 + fnp.imag(leaf))
+                   for leaf in tree_leaves(op.fn(*rebuild(float_vals))) if leaf.dtype.kind in "fc")
 
     float_args = [fnp.asarray(args[i]) for i in float_idx]
     argnums = tuple(range(len(float_args)))

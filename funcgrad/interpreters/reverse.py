@@ -104,7 +104,7 @@ class VJPTrace(Trace):
             return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(out)]
         node = Node(prim, params, primals, [out], parents, needs, None)
         main.data.append(node)
-        if type(out) is Array and out._value.dtype.kind == "f" or _differentiable(out):
+        if type(out) is Array and out._value.dtype.kind in "fc" or _differentiable(out):
             return VJPTracer(self, out, node)
         return out
 
@@ -168,8 +168,8 @@ class VJPTrace(Trace):
 
 def _differentiable(x: Any) -> bool:
     if type(x) is Array:
-        return x._value.dtype.kind == "f"
-    return not isinstance(x, (bool, int, float)) and x.dtype.kind == "f"
+        return x._value.dtype.kind in "fc"
+    return not isinstance(x, (bool, int, float)) and x.dtype.kind in "fc"
 
 
 def zeros_like_value(x: Any) -> Any:

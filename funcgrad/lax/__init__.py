@@ -330,3 +330,34 @@ __all__ = sorted(set(__all__) | set(_more.__all__))
 from funcgrad.lax import _math  # noqa: E402
 from funcgrad.lax._math import *  # noqa: E402,F401,F403
 __all__ = sorted(set(__all__) | set(_math.__all__))
+
+# Complex numbers (as jax.lax): parts, conjugate, and building a complex value from two real ones.
+from funcgrad.primitives.elementwise import complex_p, conj_p, imag_p, real_p  # noqa: E402
+real = _unary(_E.real_p, "The real part of a complex array (float of the same precision).")
+imag = _unary(_E.imag_p, "The imaginary part of a complex array (float of the same precision).")
+conj = _unary(_E.conj_p, "The complex conjugate of a complex array.")
+complex = _binary(_E.complex_p, "complex", "x + 1j * y, elementwise, from two float arrays.")  # noqa: A001
+__all__ = sorted(set(__all__) | {"real", "real_p", "imag", "imag_p", "conj", "conj_p", "complex", "complex_p"})
+
+# The discrete Fourier transform (as jax.lax.fft): fft_type "fft" | "ifft" | "rfft" | "irfft" on the trailing
+# len(fft_lengths) axes.
+from funcgrad.primitives.fft import FFT_TYPES as _FFT_TYPES, fft_p  # noqa: E402
+from funcgrad.primitives import fft as _fft_prims  # noqa: E402
+
+
+def fft(x: Array, fft_type: Any, fft_lengths: Sequence[int]) -> Array:
+    """The DFT of the trailing ``len(fft_lengths)`` axes of ``x`` (1 to 3), as ``jax.lax.fft``.
+
+    ``fft_type``: ``"fft"``, ``"ifft"`` (scaled by 1/N), ``"rfft"`` (real input, last axis n // 2 + 1)
+    or ``"irfft"`` (its inverse, real output); JAX's ``FftType`` names are accepted too.
+
+    >>> fft(fnp.ones(4, fnp.complex64), "fft", (4,))     # [4, 0, 0, 0]
+    """
+    name = getattr(fft_type, "name", fft_type)
+    name = str(name).lower().replace("ffttype.", "")
+    if name not in _FFT_TYPES:
+        raise ValueError(f"fft: fft_type must be one of {_FFT_TYPES} (or jax.lax.FftType), got {fft_type!r}")
+    return _fft_prims.fft(x, name, tuple(int(n) for n in fft_lengths))
+
+
+__all__ = sorted(set(__all__) | {"fft", "fft_p"})

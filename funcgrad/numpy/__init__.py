@@ -50,12 +50,13 @@ from funcgrad.numpy._sorting import *  # noqa: E402,F401,F403
 from funcgrad.numpy._statistics import *  # noqa: E402,F401,F403
 from funcgrad.numpy._differences import *  # noqa: E402,F401,F403
 from funcgrad.numpy._polynomial import *  # noqa: E402,F401,F403
-from funcgrad.numpy import _arrays, _differences, _math, _polynomial, _sorting, _statistics  # noqa: E402
+from funcgrad.numpy._complex import *  # noqa: E402,F401,F403
+from funcgrad.numpy import _arrays, _complex, _differences, _math, _polynomial, _sorting, _statistics  # noqa: E402
 from funcgrad.numpy._linalg import cross, einsum_path, matvec, vecdot, vecmat  # noqa: E402,F401
 
 __all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__)
                  | set(_statistics.__all__) | set(_differences.__all__) | set(_polynomial.__all__)
-                 | {"cross", "einsum_path", "matvec", "vecdot", "vecmat"})
+                 | set(_complex.__all__) | {"cross", "einsum_path", "matvec", "vecdot", "vecmat"})
 
 _install()
 del _install

@@ -43,6 +43,8 @@ def promote(*xs: Any) -> list:
                 return list(xs)
         elif isinstance(y, (Array, Tracer)) and y.dtype.kind in _WEAK_KINDS.get(type(x), ""):
             return list(xs)
+    if any(type(x) is complex for x in xs):
+        xs = _weak_complex(xs)
     xs = [operand(x) for x in xs]
     dtypes = {x.dtype for x in xs if not isinstance(x, _SCALARS)}
     if len(dtypes) <= 1 and not _scalar_above(xs, dtypes):
@@ -51,7 +53,20 @@ def promote(*xs: Any) -> list:
     return [x if isinstance(x, _SCALARS) else convert(x, dtype) for x in xs]
 
 
-_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
+def _weak_complex(xs: tuple) -> list:
+    """Python complex scalars as arrays of the complex dtype the other operands call for (weakly typed, as
+    JAX: ``f32_array * 1j`` is complex64 with or without x64)."""
+    arrays = [operand(x).dtype for x in xs if not isinstance(x, (bool, int, float, complex))]
+    out = []
+    for x in xs:
+        if type(x) is complex:
+            dtype = _dtypes.canonicalize(np.result_type(*arrays, x)) if arrays else _dtypes.complex_
+            x = as_array(np.asarray(x, dtype=dtype))
+        out.append(x)
+    return out
+
+
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
 def _scalar_rank(x: Any) -> int:
@@ -73,14 +88,14 @@ def _scalar_above(xs: list, dtypes: set) -> bool:
 
 def promote_inexact(*xs: Any) -> list:
     """:func:`promote`, then integers and bools to the default float."""
-    if len(xs) == 1 and isinstance(xs[0], (Array, Tracer)) and xs[0].dtype.kind == "f":
+    if len(xs) == 1 and isinstance(xs[0], (Array, Tracer)) and xs[0].dtype.kind in "fc":
         return list(xs)
     xs = promote(*xs)
     out = []
     for x in xs:
         if isinstance(x, _SCALARS):
             out.append(float(x))
-        elif x.dtype.kind != "f":
+        elif x.dtype.kind not in "fc":
             out.append(convert(x, _dtypes.float_))
         else:
             out.append(x)

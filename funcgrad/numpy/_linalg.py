@@ -231,7 +231,10 @@ def dot(x: Any, y: Any) -> Any:
 
 
 def vdot(x: Any, y: Any) -> Any:
-    return dot(ravel(x), ravel(y))
+    x = ravel(x)
+    if x.dtype.kind == "c":   # numpy's vdot conjugates its first argument
+        x = lax.conj(x)
+    return dot(x, ravel(y))
 
 
 def inner(x: Any, y: Any) -> Any:

@@ -216,8 +216,21 @@ _METHODS = {
 _PROPERTIES = {
     "T": property(lambda self: sh.transpose(self)),
     "at": property(lambda self: IndexUpdateHelper(self)),
-    "real": property(lambda self: self),
+    "real": property(lambda self: _complex().real(self)),
+    "imag": property(lambda self: _complex().imag(self)),
 }
+
+
+def _complex():
+    from funcgrad.numpy import _complex as c   # imported after this module
+    return c
+
+
+def _conj_method(self):
+    return _complex().conj(self)
+
+
+_METHODS["conj"] = _METHODS["conjugate"] = _conj_method
 
 
 def install() -> None:

@@ -249,7 +249,12 @@ def _variance(name: str, a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: boo
     else:
         mu = lax.convert_element_type(arr(mu), x.dtype)
     centered = lax.sub_p.bind(x, mu)
-    sq = _masked(name, lax.mul_p.bind(centered, centered), where, 0.0)
+    if centered.dtype.kind == "c":   # |x - mean|^2: a real variance, as numpy
+        re, im = lax.real(centered), lax.imag(centered)
+        sq = lax.add_p.bind(lax.mul_p.bind(re, re), lax.mul_p.bind(im, im))
+    else:
+        sq = lax.mul_p.bind(centered, centered)
+    sq = _masked(name, sq, where, 0.0)
     n = _where_count(name, x, axis, keepdims, where)
     total = sum(sq, axis, keepdims=keepdims)
     if isinstance(n, float):   # N - ddof <= 0 gives NaN, as in JAX (numpy: inf or NaN)

@@ -546,7 +546,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     """
     (x,) = promote_inexact(arr(x))
     if axis is None and ord is None:
-        out = sqrt(sum(lax.mul_p.bind(x, x), None))
+        out = sqrt(sum(_abs2(x), None))
         return reshape(out, (1,) * x.ndim) if keepdims else out
     if axis is None and x.ndim > 2:
         raise ValueError(f"norm: with ord={ord!r}, axis must be given for an array of more than 2 dimensions "
@@ -559,11 +559,19 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     raise ValueError(f"norm: axis must name 1 or 2 axes for an array {describe(x)}, got {axis}")
 
 
+def _abs2(x):
+    """|x|^2 elementwise (real for complex x)."""
+    if x.dtype.kind == "c":
+        re, im = lax.real(x), lax.imag(x)
+        return lax.add_p.bind(lax.mul_p.bind(re, re), lax.mul_p.bind(im, im))
+    return lax.mul_p.bind(x, x)
+
+
 def _vector_norm(x, ord, axes, keepdims):
     if isinstance(ord, str):
         raise ValueError(f"norm: ord={ord!r} is a matrix norm; a vector norm takes a number")
     if ord is None or ord == 2:
-        return sqrt(sum(lax.mul_p.bind(x, x), axes, keepdims=keepdims))
+        return sqrt(sum(_abs2(x), axes, keepdims=keepdims))
     if ord == np.inf:
         return max(abs(x), axes, keepdims=keepdims)
     if ord == -np.inf:
@@ -578,7 +586,7 @@ def _vector_norm(x, ord, axes, keepdims):
 def _matrix_norm(x, ord, axes, keepdims):
     row, col = axes
     if ord is None or ord == "fro":
-        return sqrt(sum(lax.mul_p.bind(x, x), tuple(sorted(axes)), keepdims=keepdims))
+        return sqrt(sum(_abs2(x), tuple(sorted(axes)), keepdims=keepdims))
     if ord in (1, -1):
         sums = sum(abs(x), row, keepdims=True)
         out = (max if ord == 1 else min)(sums, col, keepdims=True)

@@ -83,6 +83,16 @@ def _no_bool(name: str, fix: str) -> Callable[..., np.dtype]:
     return rule
 
 
+def _no_complex(name: str, base: Callable[..., np.dtype] | None = None) -> Callable[..., np.dtype]:
+    """A dtype rule for ops that are not defined on complex numbers (as in JAX: no order, no rounding)."""
+    def rule(*args: Any) -> np.dtype:
+        if _dtypes.result_type(*args).kind == "c":
+            raise TypeError(f"{name}: not defined for complex operands ({', '.join(describe(a) for a in args)}); "
+                            "apply it to fnp.real(z) / fnp.imag(z) or fnp.abs(z) instead")
+        return (base or _dtypes.result_type)(*args)
+    return rule
+
+
 def _bool_dtype(*args: Any) -> np.dtype:
     return np.dtype(bool)
 
@@ -288,13 +298,13 @@ def _abs_deriv(x, y):
     return add(sign(x), convert(eq_p.bind(x, 0.0), _dtypes.result_type(x, 0.0)))
 
 
-abs_p = unary("abs", np.abs, _abs_deriv)
+abs_p = unary("abs", np.abs, _abs_deriv, lambda x: _dtypes.real_dtype(_dtypes.result_type(x)))
 # logistic(x) = 1 / (1 + exp(-x)), computed through tanh so it never overflows.
 logistic_p = unary("logistic", lambda x: np.tanh(x * 0.5) * 0.5 + 0.5, lambda x, y: mul(y, sub(1.0, y)))
 
 sign_p = unary("sign", np.sign, None, _no_bool("sign", "a bool is its own sign"))
-floor_p = unary("floor", np.floor, None)
-ceil_p = unary("ceil", np.ceil, None)
+floor_p = unary("floor", np.floor, None, _no_complex("floor"))
+ceil_p = unary("ceil", np.ceil, None, _no_complex("ceil"))
 round_p = unary("round", np.round, None)
 isfinite_p = unary("isfinite", np.isfinite, None, _bool_dtype)
 isnan_p = unary("isnan", np.isnan, None, _bool_dtype)
@@ -311,6 +321,121 @@ def cosh(x): return bind(cosh_p, (x,), _NO_PARAMS)
 def sign(x): return bind(sign_p, (x,), _NO_PARAMS)
 def tanh(x): return bind(tanh_p, (x,), _NO_PARAMS)
 def logistic(x): return bind(logistic_p, (x,), _NO_PARAMS)
+
+
+# --------------------------------------------------------------------------
+# Complex numbers: real, imag, conj, complex, and abs of a complex value
+#
+# Conventions as JAX: a jvp is the R-linear map of tangents, a vjp its
+# transpose (not its adjoint): the vjp of ``mul`` multiplies by the other
+# operand, not by its conjugate; ``real``'s transpose makes ``complex(ct, 0)``,
+# ``imag``'s ``complex(0, -ct)``, ``conj``'s ``conj(ct)``.
+# --------------------------------------------------------------------------
+
+
+def _part_impl(name: str, part: Any) -> Callable:
+    def impl(x):
+        _real_out(name)(x)   # the eager path runs the impl only: the dtype check too
+        return part(x).copy()
+    return impl
+
+
+def _complex_impl(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    dtype = _dtypes.complex_dtype(np.result_type(x, y))
+    out = np.empty(np.broadcast_shapes(x.shape, y.shape), dtype)
+    out.real, out.imag = x, y
+    return out
+
+
+def _real_out(name: str) -> Callable[..., np.dtype]:
+    def rule(x: Any) -> np.dtype:
+        dtype = _dtypes.result_type(x)
+        if dtype.kind != "c":
+            raise TypeError(f"{name}: expects a complex operand, got {describe(x)} (funcgrad.numpy.{name} takes "
+                            "real values too)")
+        return _dtypes.real_dtype(dtype)
+    return rule
+
+
+def _complex_out(x: Any, y: Any) -> np.dtype:
+    dtype = _dtypes.result_type(x, y)
+    if dtype.kind != "f":
+        raise TypeError(f"complex: expects two float operands (real and imaginary parts), got {describe(x)} and "
+                        f"{describe(y)}")
+    return _dtypes.canonicalize(_dtypes.complex_dtype(dtype))
+
+
+def _conj_out(x: Any) -> np.dtype:
+    dtype = _dtypes.result_type(x)
+    if dtype.kind != "c":
+        raise TypeError(f"conj: expects a complex operand, got {describe(x)} (funcgrad.numpy.conj takes real "
+                        "values too)")
+    return dtype
+
+
+real_p = _declare("real", _part_impl("real", np.real), _real_out("real"))
+imag_p = _declare("imag", _part_impl("imag", np.imag), _real_out("imag"))
+conj_p = _declare("conj", lambda x: (_conj_out(x), np.conjugate(x))[1], _conj_out)
+complex_p = _declare("complex", lambda x, y: (_complex_out(x, y), _complex_impl(x, y))[1], _complex_out)
+
+
+def real(x): return bind(real_p, (x,), _NO_PARAMS)
+def imag(x): return bind(imag_p, (x,), _NO_PARAMS)
+def conj(x): return bind(conj_p, (x,), _NO_PARAMS)
+def complex_(x, y): return bind(complex_p, (x, y), _NO_PARAMS)
+
+
+def _to_complex(ct: Any, like: Any) -> Any:
+    """A real cotangent as a complex one of ``like``'s dtype (imaginary part 0)."""
+    return convert_p.bind(ct, dtype=np.dtype(like.dtype))
+
+
+real_p.jvp = lambda primals, tangents: (real(primals[0]), real(tangents[0]))
+real_p.vjp = lambda ct, primals, y, needs: (_to_complex(ct, primals[0]),)
+imag_p.jvp = lambda primals, tangents: (imag(primals[0]), imag(tangents[0]))
+imag_p.vjp = lambda ct, primals, y, needs: (complex_(zeros_like(ct), neg(ct)),)
+conj_p.jvp = lambda primals, tangents: (conj(primals[0]), conj(tangents[0]))
+conj_p.vjp = lambda ct, primals, y, needs: (conj(ct),)
+
+
+def _complex_jvp(primals, tangents):
+    x, y = primals
+    tx, ty = tangents
+    z = complex_(x, y)
+    tx = zeros_like(x, dtype=_dtypes.result_type(x, 0.0)) if tx is None else tx
+    ty = zeros_like(y, dtype=_dtypes.result_type(y, 0.0)) if ty is None else ty
+    return z, broadcast_tangent(complex_(tx, ty), shape_of(z))
+
+
+complex_p.jvp = _complex_jvp
+complex_p.vjp = lambda ct, primals, z, needs: (
+    sum_to_like(real(ct), primals[0]) if needs[0] else None,
+    sum_to_like(neg(imag(ct)), primals[1]) if needs[1] else None)
+
+
+def _abs_unit(x, y):
+    """conj(x) / |x| as a complex value, 0 where x == 0 (JAX's convention: |x| replaced by 1 there)."""
+    safe = select(eq(y, 0.0), add(mul(y, 0.0), 1.0), y)
+    return div(conj(x), convert_p.bind(safe, dtype=np.dtype(x.dtype)))
+
+
+def _abs_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    y = bind(abs_p, (x,), _NO_PARAMS)
+    if x.dtype.kind != "c":
+        return y, mul(t, _abs_deriv(x, y))
+    return y, real(mul(t, _abs_unit(x, y)))
+
+
+def _abs_vjp(ct, primals, y, needs):
+    x = primals[0]
+    if x.dtype.kind != "c":
+        return (bind(mul_p, (ct, _abs_deriv(x, y)), _NO_PARAMS),)
+    return (mul(_to_complex(ct, x), _abs_unit(x, y)),)
+
+
+abs_p.jvp, abs_p.vjp = _abs_jvp, _abs_vjp
 
 
 # --------------------------------------------------------------------------
@@ -348,11 +473,11 @@ minimum_p = binary("minimum", np.minimum,
 pow_p = binary("pow", np.power, _pow_dx, _pow_dy)
 arctan2_p = binary("arctan2", np.arctan2,
                    lambda x, y, z: div(y, add(mul(x, x), mul(y, y))),
-                   lambda x, y, z: neg(div(x, add(mul(x, x), mul(y, y)))))
+                   lambda x, y, z: neg(div(x, add(mul(x, x), mul(y, y)))), _no_complex("arctan2"))
 # x mod y = x - floor(x / y) * y: d/dx = 1, d/dy = -floor(x / y) (JAX's convention).
 mod_p = binary("mod", np.mod, lambda x, y, z: add(mul(x, 0.0), 1.0),
-               lambda x, y, z: neg(floor_p.bind(div(x, y))))
-floor_divide_p = binary("floor_divide", np.floor_divide, None, None)
+               lambda x, y, z: neg(floor_p.bind(div(x, y))), _no_complex("mod"))
+floor_divide_p = binary("floor_divide", np.floor_divide, None, None, _no_complex("floor_divide"))
 
 eq_p = binary("eq", np.equal, None, None, _bool_dtype)
 ne_p = binary("ne", np.not_equal, None, None, _bool_dtype)
@@ -424,7 +549,14 @@ select_p.jvp, select_p.vjp = _select_jvp, _select_vjp
 # --------------------------------------------------------------------------
 
 convert_p = Primitive("convert_element_type")
-convert_p.impl = lambda x, dtype: np.asarray(x).astype(dtype)
+def _convert_impl(x, dtype):
+    x = np.asarray(x)
+    if x.dtype.kind == "c" and dtype.kind != "c":   # complex -> real keeps the real part (as JAX), no warning
+        x = np.real(x)
+    return x.astype(dtype)
+
+
+convert_p.impl = _convert_impl
 convert_p.abstract_eval = lambda x, dtype: ShapedArray(shape_of(x), dtype)
 convert_p.batch = lambda values, dims, size, dtype: (convert_p.bind(values[0], dtype=dtype), dims[0])
 add_traits(convert_p, "elementwise")
@@ -441,12 +573,12 @@ def convert(x: Any, dtype: Any) -> Any:
 def _convert_jvp(primals, tangents, dtype):
     out = convert_p.bind(primals[0], dtype=dtype)
     t = tangents[0]
-    return out, (convert_p.bind(t, dtype=dtype) if dtype.kind == "f" else None)
+    return out, (convert_p.bind(t, dtype=dtype) if dtype.kind in "fc" else None)
 
 
 def _convert_vjp(ct, primals, out, needs, dtype):
     x = primals[0]
-    return (convert(ct, x.dtype) if x.dtype.kind == "f" else None,)
+    return (convert(ct, x.dtype) if x.dtype.kind in "fc" else None,)
 
 
 convert_p.jvp, convert_p.vjp = _convert_jvp, _convert_vjp
