@@ -24,15 +24,22 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "argsort", "avg_pool2d", "avg_pool2d_grad", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "erf",
-    "erf_inv", "getitem", "max_pool2d", "max_pool2d_grad", "scatter_add", "scatter_set", "threefry2x32",
+    "argsort", "avg_pool2d", "avg_pool2d_grad", "bessel_i0e", "bessel_i1e", "bessel_jv", "betainc", "betaln",
+    "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "dawsn", "digamma", "erf", "erf_inv", "erfc", "erfcx",
+    "exp1", "expi", "expn", "fresnel_c", "fresnel_s", "gammasgn", "getitem", "hyp1f1", "hyp2f1", "igamma",
+    "igamma_grad_a", "igammac", "lgamma", "log_ndtr", "max_pool2d", "max_pool2d_grad", "ndtri", "owens_t",
+    "polygamma", "scatter_add", "scatter_set", "sici_ci", "sici_si", "spence", "threefry2x32", "xlog1py", "xlogy",
+    "zeta",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
 # (``prim.lowerings["numba"]``, funcgrad/backends/cpu/lowering.py): jit's fusion never joins them.
 NUMBA_MISSING = (
-    "bitwise_and", "bitwise_or", "erf", "erf_inv", "floor_divide", "mod", "nextafter", "round", "shift_left",
-    "shift_right_logical",
+    "bessel_i0e", "bessel_i1e", "bessel_jv", "betainc", "betaln", "bitwise_and", "bitwise_or", "dawsn", "digamma",
+    "erf", "erf_inv", "erfc", "erfcx", "exp1", "expi", "expn", "floor_divide", "fresnel_c", "fresnel_s", "gammasgn",
+    "hyp1f1", "hyp2f1", "igamma", "igamma_grad_a", "igammac", "lgamma", "log_ndtr", "mod", "ndtri", "nextafter",
+    "owens_t", "polygamma", "round", "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence", "xlog1py",
+    "xlogy", "zeta",
 )
 
 

@@ -324,3 +324,8 @@ __all__ = [
 from funcgrad.lax import _more  # noqa: E402  (uses the names above)
 from funcgrad.lax._more import *  # noqa: E402,F401,F403
 __all__ = sorted(set(__all__) | set(_more.__all__))
+
+# jax.lax's special functions (lgamma, digamma, igamma, betainc, ...), over funcgrad.primitives.special.
+from funcgrad.lax import _special  # noqa: E402
+from funcgrad.lax._special import *  # noqa: E402,F401,F403
+__all__ = sorted(set(__all__) | set(_special.__all__))
