@@ -141,9 +141,8 @@ def _betainc_dx(a, b, x, y):
     return exp(sub(lx, betaln_p.bind(a, b)))
 
 
-betainc_p = nary("betainc", sc.betainc, [Unsupported("the derivative of betainc with respect to a")
-                                         , Unsupported("the derivative of betainc with respect to b"),
-                                         _betainc_dx])
+betainc_p = nary("betainc", sc.betainc, [Unsupported("the derivative of betainc with respect to a"),
+                                         Unsupported("the derivative of betainc with respect to b"), _betainc_dx])
 
 # --------------------------------------------------------------------------
 # Error functions and the normal distribution
@@ -234,10 +233,12 @@ xlog1py_p = nary("xlog1py", sc.xlog1py, [lambda x, y, z: log1p_p.bind(y), lambda
 # --------------------------------------------------------------------------
 
 hyp1f1_p = nary("hyp1f1", sc.hyp1f1, [
-    Unsupported("the derivative of hyp1f1 with respect to a"), Unsupported("the derivative of hyp1f1 with respect to b"),
+    Unsupported("the derivative of hyp1f1 with respect to a"),
+    Unsupported("the derivative of hyp1f1 with respect to b"),
     lambda a, b, x, y: mul(div(a, b), hyp1f1_p.bind(_plus(a, 1.0), _plus(b, 1.0), x))])
 hyp2f1_p = nary("hyp2f1", sc.hyp2f1, [
-    Unsupported("the derivative of hyp2f1 with respect to a"), Unsupported("the derivative of hyp2f1 with respect to b"),
+    Unsupported("the derivative of hyp2f1 with respect to a"),
+    Unsupported("the derivative of hyp2f1 with respect to b"),
     Unsupported("the derivative of hyp2f1 with respect to c"),
     lambda a, b, c, x, y: mul(div(mul(a, b), c), hyp2f1_p.bind(_plus(a, 1.0), _plus(b, 1.0), _plus(c, 1.0), x))])
 zeta_p = nary("zeta", sc.zeta, [Unsupported("the derivative of zeta with respect to x"),

@@ -601,7 +601,9 @@ def fresnel(x: Any) -> tuple:
 
 
 def sici(x: Any) -> tuple:
-    """The sine and cosine integrals ``(Si(x), Ci(x))`` (for ``x < 0``, ``Ci(|x|)`` as JAX, where scipy gives NaN; -inf at 0).
+    """The sine and cosine integrals ``(Si(x), Ci(x))``.
+
+    For ``x < 0`` Ci is ``Ci(|x|)`` (as JAX; scipy gives NaN); -inf at 0.
 
     >>> si, ci = sici(fnp.array([1.0]))
     """
