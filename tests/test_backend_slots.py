@@ -26,10 +26,10 @@ from funcgrad._core import Primitive
 GPU_MISSING = (
     "argsort", "avg_pool2d", "avg_pool2d_grad", "bessel_i0e", "bessel_i1e", "bessel_jv", "betainc", "betaln",
     "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "dawsn", "digamma", "erf", "erf_inv", "erfc", "erfcx",
-    "exp1", "expi", "expn", "fresnel_c", "fresnel_s", "gammasgn", "getitem", "hyp1f1", "hyp2f1", "igamma",
-    "igamma_grad_a", "igammac", "lgamma", "log_ndtr", "max_pool2d", "max_pool2d_grad", "ndtri", "owens_t",
-    "polygamma", "scatter_add", "scatter_set", "sici_ci", "sici_si", "spence", "threefry2x32", "xlog1py", "xlogy",
-    "zeta",
+    "exp1", "expi", "expn", "fresnel_c", "fresnel_s", "gammasgn", "getitem", "hyp1f1", "hyp1f1_grad_a",
+    "hyp1f1_grad_b", "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a",
+    "igammac", "lgamma", "log_ndtr", "max_pool2d", "max_pool2d_grad", "ndtri", "owens_t", "polygamma", "scatter_add",
+    "scatter_set", "sici_ci", "sici_si", "spence", "threefry2x32", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
@@ -37,9 +37,9 @@ GPU_MISSING = (
 NUMBA_MISSING = (
     "bessel_i0e", "bessel_i1e", "bessel_jv", "betainc", "betaln", "bitwise_and", "bitwise_or", "dawsn", "digamma",
     "erf", "erf_inv", "erfc", "erfcx", "exp1", "expi", "expn", "floor_divide", "fresnel_c", "fresnel_s", "gammasgn",
-    "hyp1f1", "hyp2f1", "igamma", "igamma_grad_a", "igammac", "lgamma", "log_ndtr", "mod", "ndtri", "nextafter",
-    "owens_t", "polygamma", "round", "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence", "xlog1py",
-    "xlogy", "zeta",
+    "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b", "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma",
+    "igamma_grad_a", "igammac", "lgamma", "log_ndtr", "mod", "ndtri", "nextafter", "owens_t", "polygamma", "round",
+    "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
 

@@ -127,8 +127,13 @@ ROWS = [
     Row("sici", fs.sici, lambda x: (sc.sici(x)[0], sc.sici(np.abs(x))[1]), [nonzero]),
     Row("spence", fs.spence, sc.spence, [positive]),
     Row("hyp1f1", fs.hyp1f1, sc.hyp1f1, [positive, positive, normal], diff=(2,), rtol32=1e-4),
+    Row("hyp1f1[params]", fs.hyp1f1, sc.hyp1f1, [positive, positive, normal], diff=(0, 1), order=1,
+        grad_tol=1e-6),
     Row("hyp2f1", fs.hyp2f1, sc.hyp2f1, [positive, positive, big, unit], diff=(3,), rtol32=1e-4),
+    Row("hyp2f1[params]", fs.hyp2f1, sc.hyp2f1, [positive, positive, big, unit], diff=(0, 1, 2), order=1,
+        grad_tol=1e-6),
     Row("zeta", fs.zeta, sc.zeta, [big, positive], diff=(1,), shapes=B2, rtol32=1e-4),
+    Row("zeta[x]", fs.zeta, sc.zeta, [big, positive], diff=(0,), order=1, grad_tol=1e-6),
 ]
 
 
@@ -328,10 +333,12 @@ def test_integer_orders_get_no_gradient(x64):
 def test_unsupported_derivatives_raise():
     with pytest.raises(NotImplementedError, match="betainc with respect to a"):
         fg.grad(lambda a: fs.betainc(a, 2.0, 0.5))(1.5)
-    with pytest.raises(NotImplementedError, match="hyp1f1 with respect to b"):
-        fg.grad(lambda b: fs.hyp1f1(1.0, b, 0.5))(1.5)
-    with pytest.raises(NotImplementedError, match="zeta with respect to x"):
-        fg.jvp(lambda x: fs.zeta(x, 1.0), (2.5,), (1.0,))
+    with pytest.raises(NotImplementedError, match="betainc with respect to b"):
+        fg.jvp(lambda b: fs.betainc(1.0, b, 0.5), (2.5,), (1.0,))
+    with pytest.raises(NotImplementedError, match="second derivative of hyp1f1 with respect to b"):
+        fg.grad(fg.grad(lambda b: fs.hyp1f1(1.0, b, 0.5)))(1.5)
+    with pytest.raises(NotImplementedError, match="second derivative of zeta with respect to x"):
+        fg.jvp(fg.grad(lambda x: fs.zeta(x, 1.0)), (2.5,), (1.0,))
     with pytest.raises(NotImplementedError, match="second derivative of gammainc"):
         fg.grad(fg.grad(lambda a: fs.gammainc(a, 1.0)))(1.5)
 

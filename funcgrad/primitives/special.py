@@ -6,9 +6,12 @@ with primitives (so derivatives can be taken again): ``d lgamma = digamma``,
 
 A partial is ``None`` for an integer-valued operand (polygamma's order ``n``,
 expn's ``n``, the Bessel order): no gradient flows to it, as in JAX.  Operands
-whose derivative is not implemented (betainc's ``a``/``b``, hyp1f1/hyp2f1's
-parameters, zeta's ``x``) raise NotImplementedError when differentiated, never
-a silent zero.
+whose derivative is not implemented (betainc's ``a``/``b``, as in JAX) raise
+NotImplementedError when differentiated, never a silent zero.  The partials
+that JAX has but no closed form gives (gammainc's ``a``, hyp1f1/hyp2f1's
+parameters, zeta's ``x``) are primitives computed by Richardson-extrapolated
+central differences in float64: first order only (differentiating them again
+raises NotImplementedError).
 
 Operands reach these primitives already promoted to one float dtype by
 ``funcgrad.scipy.special``; the impls compute in that dtype.
@@ -232,16 +235,43 @@ xlog1py_p = nary("xlog1py", sc.xlog1py, [lambda x, y, z: log1p_p.bind(y), lambda
 # Hypergeometric and zeta functions
 # --------------------------------------------------------------------------
 
+def _richardson(f: Callable, i: int) -> Callable:
+    """d f / d (operand ``i``) by Richardson-extrapolated central differences of ``f`` in float64
+    (step 1e-3 relative to ``max(|v|, 1)``; relative error about 1e-10 where ``f`` is smooth)."""
+    def impl(*args):
+        vals = [np.asarray(a, np.float64) for a in args]
+        v = vals[i]
+        h = 1e-3 * np.maximum(np.abs(v), 1.0)
+
+        def central(step):
+            up, down = list(vals), list(vals)
+            up[i], down[i] = v + step, v - step
+            return (f(*up) - f(*down)) / (2.0 * step)
+        return (4.0 * central(h / 2.0) - central(h)) / 3.0
+    return impl
+
+
+def _numeric_partial(name: str, f: Callable, i: int, nargs: int, what: str) -> Primitive:
+    """A primitive for a partial derivative JAX has but no closed form gives: first order only."""
+    return nary(name, _richardson(f, i), [Unsupported(f"the second derivative of {what}")] * nargs)
+
+
+hyp1f1_grad_a_p = _numeric_partial("hyp1f1_grad_a", sc.hyp1f1, 0, 3, "hyp1f1 with respect to a")
+hyp1f1_grad_b_p = _numeric_partial("hyp1f1_grad_b", sc.hyp1f1, 1, 3, "hyp1f1 with respect to b")
 hyp1f1_p = nary("hyp1f1", sc.hyp1f1, [
-    Unsupported("the derivative of hyp1f1 with respect to a"),
-    Unsupported("the derivative of hyp1f1 with respect to b"),
+    lambda a, b, x, y: hyp1f1_grad_a_p.bind(a, b, x),
+    lambda a, b, x, y: hyp1f1_grad_b_p.bind(a, b, x),
     lambda a, b, x, y: mul(div(a, b), hyp1f1_p.bind(_plus(a, 1.0), _plus(b, 1.0), x))])
+hyp2f1_grad_a_p = _numeric_partial("hyp2f1_grad_a", sc.hyp2f1, 0, 4, "hyp2f1 with respect to a")
+hyp2f1_grad_b_p = _numeric_partial("hyp2f1_grad_b", sc.hyp2f1, 1, 4, "hyp2f1 with respect to b")
+hyp2f1_grad_c_p = _numeric_partial("hyp2f1_grad_c", sc.hyp2f1, 2, 4, "hyp2f1 with respect to c")
 hyp2f1_p = nary("hyp2f1", sc.hyp2f1, [
-    Unsupported("the derivative of hyp2f1 with respect to a"),
-    Unsupported("the derivative of hyp2f1 with respect to b"),
-    Unsupported("the derivative of hyp2f1 with respect to c"),
+    lambda a, b, c, x, y: hyp2f1_grad_a_p.bind(a, b, c, x),
+    lambda a, b, c, x, y: hyp2f1_grad_b_p.bind(a, b, c, x),
+    lambda a, b, c, x, y: hyp2f1_grad_c_p.bind(a, b, c, x),
     lambda a, b, c, x, y: mul(div(mul(a, b), c), hyp2f1_p.bind(_plus(a, 1.0), _plus(b, 1.0), _plus(c, 1.0), x))])
-zeta_p = nary("zeta", sc.zeta, [Unsupported("the derivative of zeta with respect to x"),
+zeta_grad_x_p = _numeric_partial("zeta_grad_x", sc.zeta, 0, 2, "zeta with respect to x")
+zeta_p = nary("zeta", sc.zeta, [lambda x, q, y: zeta_grad_x_p.bind(x, q),
                                 lambda x, q, y: neg(mul(x, zeta_p.bind(_plus(x, 1.0), q)))])
 
 

@@ -6,10 +6,11 @@ grad, vmap and jit work and derivatives can be taken again.  Integer and bool
 inputs are computed in the default float dtype.
 
 Differences from JAX (see each docstring): ``wofz`` and ``sph_harm_y`` are not
-provided (funcgrad has no complex dtype); the derivatives of ``hyp1f1``/``hyp2f1``
-with respect to their parameters and of ``zeta`` with respect to ``x`` raise
-NotImplementedError (JAX differentiates them); the second derivative of
-``gammainc``/``gammaincc`` with respect to ``a`` raises.
+provided (funcgrad has no complex dtype); the derivatives of ``gammainc``/``gammaincc``
+with respect to ``a``, of ``hyp1f1``/``hyp2f1`` with respect to their parameters and
+of ``zeta`` with respect to ``x`` are numerical (Richardson-extrapolated central
+differences in float64, relative error about 1e-10) and first order only: taking
+them again raises NotImplementedError.
 """
 from __future__ import annotations
 
@@ -620,7 +621,10 @@ def spence(x: Any) -> Any:
 
 
 def hyp1f1(a: Any, b: Any, x: Any) -> Any:
-    """Kummer's confluent hypergeometric function ``1F1(a; b; x)``; differentiable in ``x`` only.
+    """Kummer's confluent hypergeometric function ``1F1(a; b; x)``.
+
+    Differentiable in all arguments: in ``x`` to any order, in ``a`` and ``b`` to first order
+    (numerically).
 
     >>> hyp1f1(fnp.array([1.0]), fnp.array([2.0]), fnp.array([0.5]))
     """
@@ -629,7 +633,10 @@ def hyp1f1(a: Any, b: Any, x: Any) -> Any:
 
 
 def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
-    """The Gauss hypergeometric function ``2F1(a, b; c; x)``; differentiable in ``x`` only.
+    """The Gauss hypergeometric function ``2F1(a, b; c; x)``.
+
+    Differentiable in all arguments: in ``x`` to any order, in ``a``, ``b``, ``c`` to first order
+    (numerically).
 
     >>> hyp2f1(fnp.array([1.0]), fnp.array([1.0]), fnp.array([2.0]), fnp.array([0.5]))   # [2 log 2]
     """
@@ -638,7 +645,8 @@ def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
 
 
 def zeta(x: Any, q: Any = None) -> Any:
-    """The Hurwitz zeta function ``sum_k (k + q)^-x``; differentiable in ``q``.
+    """The Hurwitz zeta function ``sum_k (k + q)^-x``; differentiable in ``q`` (any order) and ``x``
+    (first order, numerically).
 
     ``q=None`` raises NotImplementedError, as JAX (pass ``q=1`` for Riemann's zeta).
 
