@@ -397,3 +397,17 @@ def test_softmax_and_log_softmax(axis, rng, x64):
     np.testing.assert_allclose(np.asarray(fs.log_softmax(fnp.asarray(x), axis=axis)), sc.log_softmax(x, axis=axis),
                                rtol=1e-12, atol=1e-14)
     check_grads(lambda v: fs.log_softmax(v, axis=axis) * fs.softmax(v, axis=axis), [fnp.asarray(x)], order=2)
+
+
+def test_lax_special_functions(x64):
+    from funcgrad import lax
+    a, x = np.array([1.5, 0.3, 5.0]), np.array([0.7, 0.01, 6.0])
+    h = 1e-6
+    reparam = -(sc.gammainc(a + h, x) - sc.gammainc(a - h, x)) / (2 * h) / np.exp(
+        (a - 1) * np.log(x) - x - sc.gammaln(a))
+    _compare(lax.random_gamma_grad(fnp.asarray(a), fnp.asarray(x)), reparam, 1e-7, "random_gamma_grad")
+    _compare(lax.lgamma(fnp.asarray(a)), sc.gammaln(a), 1e-12, "lax.lgamma")
+    _compare(lax.igammac(fnp.asarray(a), fnp.asarray(x)), sc.gammaincc(a, x), 1e-12, "lax.igammac")
+    _compare(lax.betainc(fnp.asarray(a), fnp.asarray(a), fnp.array([0.2, 0.5, 0.9])),
+             sc.betainc(a, a, [0.2, 0.5, 0.9]), 1e-12, "lax.betainc")
+    _compare(lax.bessel_i1e(fnp.asarray(x)), sc.i1e(x), 1e-12, "lax.bessel_i1e")
