@@ -403,3 +403,10 @@ def test_sem(axis, keepdims, rng, x64):
     check_grads(lambda v: fst.sem(v, axis=axis, keepdims=keepdims), [fnp.asarray(a)], order=2)
     with pytest.raises(ValueError, match="not supported"):
         fst.sem(fnp.asarray(a), nan_policy="raise")
+
+
+def test_bad_shapes_name_the_function():
+    with pytest.raises(ValueError, match=r"norm.logpdf: the arguments \(f32\[3\], f32\[2\]"):
+        fst.norm.logpdf(fnp.ones(3), fnp.ones(2))
+    with pytest.raises(ValueError, match=r"chi2.cdf: the arguments"):
+        fst.chi2.cdf(fnp.ones(3), fnp.ones(2))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from typing import Any
 
 import numpy as np
@@ -39,9 +40,27 @@ __all__ = [
 _SCALARS = (bool, int, float)
 
 
-def _floats(*xs: Any) -> list:
-    """The operands as arrays of their common float dtype (ints and bools: the default float)."""
+def _floats(*xs: Any, name: str | None = None, check: bool = True) -> list:
+    """The operands as arrays of their common float dtype (ints and bools: the default float).
+
+    Operands that do not broadcast together raise a ValueError naming the calling function
+    (``name``, else the caller's module and function: ``norm.logpdf``)."""
     xs = promote_inexact(*xs)
+    shapes = [np.shape(x) for x in xs]
+    if check and len(shapes) > 1:
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            if name is None:
+                frame = sys._getframe(1)
+                while frame.f_back is not None and (frame.f_code.co_name.startswith("_")
+                                                    or frame.f_code.co_name == "promote"):
+                    frame = frame.f_back
+                module = frame.f_globals.get("__name__", "").rsplit(".", 1)[-1]
+                name = frame.f_code.co_name if module == "special" else f"{module}.{frame.f_code.co_name}"
+            described = ", ".join(_dtypes.describe(x) for x in xs)
+            raise ValueError(f"{name}: the arguments ({described}) cannot be broadcast together (numpy "
+                             "broadcasting: aligned from the right, each dimension must match or be 1)") from None
     dtype = _dtypes.result_type(*xs)
     return [lax.convert_element_type(x, dtype) if isinstance(x, _SCALARS) else x for x in xs]
 

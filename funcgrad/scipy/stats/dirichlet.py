@@ -16,7 +16,7 @@ def logpdf(x: Any, alpha: Any) -> Any:
 
     >>> logpdf(fnp.array([0.2, 0.8]), fnp.array([1.0, 2.0]))   # [log 1.6]
     """
-    x, alpha = promote(x, alpha)
+    x, alpha = promote(x, alpha, broadcast=False)
     if alpha.ndim != 1:
         raise ValueError(f"dirichlet.logpdf: `alpha` must be one-dimensional; got alpha.shape={alpha.shape}")
     K = alpha.shape[0]

@@ -47,7 +47,7 @@ def logpdf(x: Any, mean: Any, cov: Any, allow_singular: None = None) -> Any:
     """
     if allow_singular is not None:
         raise NotImplementedError("allow_singular argument of multivariate_normal.logpdf")
-    x, mean, cov = promote(x, mean, cov)
+    x, mean, cov = promote(x, mean, cov, broadcast=False)
     if not mean.shape:
         return -0.5 * (x - mean) ** 2 / cov - 0.5 * (LOG_2PI + fnp.log(cov))
     n = mean.shape[-1]
