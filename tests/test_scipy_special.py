@@ -301,6 +301,9 @@ def test_special_values_follow_jax(x64):
     _compare(fs.loggamma(fnp.array([-1.5, 0.0])), [nan, nan], 0, "loggamma")
     _compare(fs.ndtri(fnp.array([0.0, 1.0, 1.5])), [-inf, inf, nan], 0, "ndtri")
     _compare(fs.poch(fnp.array([2.5]), fnp.array([0.0])), [1.0], 0, "poch")
+    _compare(fs.digamma(fnp.array([0.0, -1.0])), [nan, nan], 0, "digamma at poles (scipy: -inf at 0)")
+    _compare(fs.expi(fnp.array([0.0])), [nan], 0, "expi(0) (scipy: -inf)")
+    _compare(fs.gamma(fnp.array([0.0, -1.0])), [inf, nan], 0, "gamma at poles")
     _compare(fs.bernoulli(4), sc.bernoulli(4), 1e-7, "bernoulli")
     _compare(fs.bessel_jn(fnp.array([0.0]), v=1), [[1.0], [0.0]], 1e-12, "bessel_jn at 0")
 

@@ -106,7 +106,8 @@ def _safe(c, x, value=1.0):
 # --------------------------------------------------------------------------
 
 lgamma_p = nary("lgamma", sc.gammaln, [lambda x, y: digamma(x)])
-digamma_p = nary("digamma", sc.digamma, [lambda x, y: polygamma(1.0, x)])
+digamma_p = nary("digamma", lambda x: np.where(x == 0, np.nan, sc.digamma(x)),  # NaN at 0, as JAX (scipy: -inf)
+                  [lambda x, y: polygamma(1.0, x)])
 polygamma_p = nary("polygamma", sc.polygamma, [None, lambda n, x, y: polygamma(_plus(n, 1.0), x)])
 gammasgn_p = nary("gammasgn", sc.gammasgn, [None])
 
@@ -179,7 +180,8 @@ i1e_p = nary("bessel_i1e", sc.i1e, [_i1e_d])
 jv_p = nary("bessel_jv", sc.jv, [None, lambda n, z, y: mul(sub(jv(_plus(n, -1.0), z), jv(_plus(n, 1.0), z)), 0.5)])
 
 exp1_p = nary("exp1", sc.exp1, [lambda x, y: neg(div(exp(neg(x)), x))])
-expi_p = nary("expi", sc.expi, [lambda x, y: div(exp(x), x)])
+expi_p = nary("expi", lambda x: np.where(x == 0, np.nan, sc.expi(x)),  # NaN at 0, as JAX (scipy: -inf)
+                [lambda x, y: div(exp(x), x)])
 
 
 def _expn_dx(n, x, y):
