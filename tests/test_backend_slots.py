@@ -24,19 +24,27 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "arccosh", "arcsinh", "arctanh", "argsort", "avg_pool2d", "avg_pool2d_grad", "cbrt", "cholesky", "complex",
-    "conj", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "debug_callback", "eigh", "erf", "erf_inv", "expm",
-    "fft", "fmod", "frexp_exponent", "frexp_mantissa", "gcd", "getitem", "hessenberg", "imag", "lcm", "logaddexp",
-    "lu", "max_pool2d", "max_pool2d_grad", "population_count", "qr", "real", "scatter_add", "scatter_set", "schur",
-    "svd", "threefry2x32", "triangular_solve",
+    "arccosh", "arcsinh", "arctanh", "argsort", "avg_pool2d", "avg_pool2d_grad", "bessel_i0e", "bessel_i1e",
+    "bessel_jv", "betainc", "betaln", "cbrt", "cholesky", "complex", "conj", "conv2d", "conv2d_input_grad",
+    "conv2d_weight_grad", "dawsn", "debug_callback", "digamma", "eigh", "erf", "erf_inv", "erfc", "erfcx", "exp1",
+    "expi", "expm", "expn", "fft", "fmod", "fresnel_c", "fresnel_s", "frexp_exponent", "frexp_mantissa", "gammasgn",
+    "gcd", "getitem", "hessenberg", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b", "hyp2f1", "hyp2f1_grad_a",
+    "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag", "lcm", "lgamma", "log_ndtr",
+    "logaddexp", "lu", "max_pool2d", "max_pool2d_grad", "ndtri", "owens_t", "polygamma", "population_count", "qr",
+    "real", "scatter_add", "scatter_set", "schur", "sici_ci", "sici_si", "spence", "svd", "threefry2x32",
+    "triangular_solve", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
 # (``prim.lowerings["numba"]``, funcgrad/backends/cpu/lowering.py): jit's fusion never joins them.
 NUMBA_MISSING = (
-    "bitwise_and", "bitwise_or", "complex", "conj", "erf", "erf_inv", "floor_divide", "frexp_exponent",
-    "frexp_mantissa", "gcd", "imag", "lcm", "mod", "nextafter", "population_count", "real", "round", "shift_left",
-    "shift_right_logical",
+    "bessel_i0e", "bessel_i1e", "bessel_jv", "betainc", "betaln", "bitwise_and", "bitwise_or", "complex", "conj",
+    "dawsn", "digamma", "erf", "erf_inv", "erfc", "erfcx", "exp1", "expi", "expn", "floor_divide", "fresnel_c",
+    "fresnel_s", "frexp_exponent", "frexp_mantissa", "gammasgn", "gcd", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b",
+    "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag",
+    "lcm", "lgamma", "log_ndtr", "mod", "ndtri", "nextafter", "owens_t", "polygamma", "population_count", "real",
+    "round", "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence", "xlog1py", "xlogy", "zeta",
+    "zeta_grad_x",
 )
 
 

@@ -361,3 +361,8 @@ def fft(x: Array, fft_type: Any, fft_lengths: Sequence[int]) -> Array:
 
 
 __all__ = sorted(set(__all__) | {"fft", "fft_p"})
+
+# jax.lax's special functions (lgamma, digamma, igamma, betainc, ...), over funcgrad.primitives.special.
+from funcgrad.lax import _special  # noqa: E402
+from funcgrad.lax._special import *  # noqa: E402,F401,F403
+__all__ = sorted(set(__all__) | set(_special.__all__))

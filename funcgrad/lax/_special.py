@@ -1,0 +1,87 @@
+"""jax.lax's special functions (lgamma, digamma, igamma, betainc, ...) and the primitives that
+``funcgrad.scipy.special`` binds (declared in ``funcgrad.primitives.special``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from funcgrad.primitives.elementwise import div, exp, log, mul, neg, sub
+from funcgrad.primitives.special import (betainc_p, betaln_p, ci_p, dawsn_p, digamma_p, erfc_p, erfcx_p, exp1_p,
+                                         expi_p, expn_p, fresnel_c_p, fresnel_s_p, gammasgn_p, hyp1f1_p, hyp2f1_p,
+                                         i0e_p, i1e_p, igamma_grad_a_p, igamma_p, igammac_p, jv_p, lgamma_p,
+                                         log_ndtr_p, ndtri_p, owens_t_p, polygamma_p, si_p, spence_p, xlog1py_p,
+                                         xlogy_p, zeta_p)
+
+regularized_incomplete_beta_p = betainc_p
+bessel_i0e_p, bessel_i1e_p = i0e_p, i1e_p
+
+
+def lgamma(x: Any) -> Any:
+    """``log|Gamma(x)|`` elementwise (float operands). ``>>> lgamma(fnp.array([4.0]))  # [log 6]``"""
+    return lgamma_p.bind(x)
+
+
+def digamma(x: Any) -> Any:
+    """The digamma function ``d/dx lgamma(x)`` (float operands)."""
+    return digamma_p.bind(x)
+
+
+def polygamma(m: Any, x: Any) -> Any:
+    """The ``m``-th derivative of digamma (``m`` integer-valued, same float dtype as ``x``; no gradient in ``m``)."""
+    return polygamma_p.bind(m, x)
+
+
+def igamma(a: Any, x: Any) -> Any:
+    """The regularized lower incomplete gamma function ``P(a, x)``."""
+    return igamma_p.bind(a, x)
+
+
+def igammac(a: Any, x: Any) -> Any:
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``."""
+    return igammac_p.bind(a, x)
+
+
+def igamma_grad_a(a: Any, x: Any) -> Any:
+    """``d/da P(a, x)`` (not differentiable again)."""
+    return igamma_grad_a_p.bind(a, x)
+
+
+def random_gamma_grad(a: Any, x: Any) -> Any:
+    """The derivative of a Gamma(a, 1) sample ``x`` with respect to ``a`` (implicit reparameterisation):
+    ``-(dP/da) / (dP/dx)`` with ``P = igamma(a, x)``. First order (built on ``igamma_grad_a``)."""
+    density = exp(sub(sub(mul(sub(a, 1.0), log(x)), x), lgamma_p.bind(a)))
+    return neg(div(igamma_grad_a_p.bind(a, x), density))
+
+
+def betainc(a: Any, b: Any, x: Any) -> Any:
+    """The regularized incomplete beta function ``I_x(a, b)`` (differentiable in ``x``)."""
+    return betainc_p.bind(a, b, x)
+
+
+def erfc(x: Any) -> Any:
+    """``1 - erf(x)``, accurate for large ``x``."""
+    return erfc_p.bind(x)
+
+
+def zeta(x: Any, q: Any) -> Any:
+    """The Hurwitz zeta function (differentiable in ``q``)."""
+    return zeta_p.bind(x, q)
+
+
+def bessel_i0e(x: Any) -> Any:
+    """``exp(-|x|) I0(x)``."""
+    return i0e_p.bind(x)
+
+
+def bessel_i1e(x: Any) -> Any:
+    """``exp(-|x|) I1(x)``."""
+    return i1e_p.bind(x)
+
+
+__all__ = [
+    "bessel_i0e", "bessel_i0e_p", "bessel_i1e", "bessel_i1e_p", "betainc", "digamma", "digamma_p", "erfc", "erfc_p",
+    "igamma", "igamma_grad_a", "igamma_grad_a_p", "igamma_p", "igammac", "igammac_p", "lgamma", "lgamma_p",
+    "polygamma", "polygamma_p", "random_gamma_grad", "regularized_incomplete_beta_p", "zeta", "zeta_p",
+]
+# Bound by funcgrad.scipy.special (not JAX lax names).
+_SCIPY_PRIMITIVES = (betaln_p, ci_p, dawsn_p, erfcx_p, exp1_p, expi_p, expn_p, fresnel_c_p, fresnel_s_p, gammasgn_p,
+                     hyp1f1_p, hyp2f1_p, jv_p, log_ndtr_p, ndtri_p, owens_t_p, si_p, spence_p, xlog1py_p, xlogy_p)

@@ -1,4 +1,0 @@
-"""``funcgrad.scipy.stats``."""
-from __future__ import annotations
-
-__all__: list[str] = []

@@ -1,0 +1,42 @@
+"""The Bernoulli distribution (``jax.scipy.stats.bernoulli``)."""
+from __future__ import annotations
+
+from typing import Any
+
+import funcgrad.numpy as fnp
+from funcgrad.scipy import special
+from funcgrad.scipy.stats._common import INF, NAN, promote
+
+__all__ = ["cdf", "logpmf", "pmf", "ppf"]
+
+
+def logpmf(k: Any, p: Any, loc: Any = 0) -> Any:
+    """``k log p + (1 - k) log(1 - p)`` for ``0 <= k - loc <= 1`` (as JAX, not only at 0 and 1); -inf outside.
+
+    >>> logpmf(fnp.array([0.0, 1.0]), 0.25)   # [log 0.75, log 0.25]
+    """
+    k, p, loc = promote(k, p, loc)
+    x = k - loc
+    ok = fnp.logical_and(x >= 0, x <= 1)
+    return fnp.where(ok, special.xlogy(x, p) + special.xlog1py(1.0 - x, -p), -INF)
+
+
+def pmf(k: Any, p: Any, loc: Any = 0) -> Any:
+    """Probability mass. ``>>> pmf(fnp.array([1.0]), 0.25)  # [0.25]``"""
+    return fnp.exp(logpmf(k, p, loc))
+
+
+def cdf(k: Any, p: Any) -> Any:
+    """CDF: 0 below 0, ``1 - p`` on [0, 1), 1 from 1 on. ``>>> cdf(fnp.array([0.5]), 0.25)  # [0.75]``"""
+    k, p = promote(k, p)
+    return fnp.where(k < 0, 0.0 * p, fnp.where(k < 1, 1.0 - p, 0.0 * p + 1.0))
+
+
+def ppf(q: Any, p: Any) -> Any:
+    """Quantile: 0 for ``q <= 1 - p``, else 1; NaN outside [0, 1] (ppf(0) is 0, as JAX; scipy gives -1).
+
+    >>> ppf(fnp.array([0.5, 0.9]), 0.25)   # [0, 1]
+    """
+    q, p = promote(q, p)
+    ok = fnp.logical_and(q >= 0, q <= 1)
+    return fnp.where(ok, fnp.where(q <= 1.0 - p, 0.0, 1.0), NAN)

@@ -1,0 +1,53 @@
+"""The left-skewed Gumbel distribution (``jax.scipy.stats.gumbel_l``)."""
+from __future__ import annotations
+
+from typing import Any
+
+import funcgrad.numpy as fnp
+from funcgrad.scipy.stats._common import NAN, promote
+
+__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
+
+
+def _z(x, loc, scale):
+    x, loc, scale = promote(x, loc, scale)
+    return (x - loc) / scale, scale
+
+
+def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``z - exp(z) - log(scale)``. ``>>> logpdf(fnp.array([0.0]))  # [-1]``"""
+    z, scale = _z(x, loc, scale)
+    return z - fnp.exp(z) - fnp.log(scale)
+
+
+def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Density. ``>>> pdf(fnp.array([0.0]))  # [exp(-1)]``"""
+    return fnp.exp(logpdf(x, loc, scale))
+
+
+def logsf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Log survival function ``-exp(z)``. ``>>> logsf(fnp.array([0.0]))  # [-1]``"""
+    z, _ = _z(x, loc, scale)
+    return -fnp.exp(z)
+
+
+def sf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Survival function ``exp(-exp(z))``. ``>>> sf(fnp.array([0.0]))``"""
+    return fnp.exp(logsf(x, loc, scale))
+
+
+def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """CDF ``1 - exp(-exp(z))``. ``>>> cdf(fnp.array([0.0]))``"""
+    return -fnp.expm1(logsf(x, loc, scale))
+
+
+def logcdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Log CDF. ``>>> logcdf(fnp.array([0.0]))``"""
+    return fnp.log(cdf(x, loc, scale))
+
+
+def ppf(p: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Quantile ``loc + scale log(-log(1 - p))``; NaN outside [0, 1]. ``>>> ppf(fnp.array([0.5]))``"""
+    p, loc, scale = promote(p, loc, scale)
+    ok = fnp.logical_and(p >= 0, p <= 1)
+    return fnp.where(ok, loc + scale * fnp.log(-fnp.log1p(-p)), NAN)

@@ -1,0 +1,70 @@
+"""The multivariate normal distribution (``jax.scipy.stats.multivariate_normal``)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import funcgrad.numpy as fnp
+from funcgrad.scipy.stats._common import LOG_2PI, promote
+
+__all__ = ["logpdf", "pdf"]
+
+
+def _cholesky_solve_logdet(cov, r):
+    """``(y, sum(log diag L))`` with ``cov = L L^T`` and ``L y = r`` (batched over leading axes).
+
+    An unrolled Cholesky and forward substitution over the static dimension ``n``, written with
+    array ops (so grad, vmap and jit apply); the cost is O(n) Python steps, meant for small ``n``.
+    """
+    n = cov.shape[-1]
+    cols = []      # column j of L, shape (..., n), zero above row j
+    rows = fnp.arange(n)
+    for j in range(n):
+        v = cov[..., :, j]
+        for c in cols:
+            v = v - c * c[..., j:j + 1]
+        d = fnp.sqrt(v[..., j:j + 1])
+        cols.append(fnp.where(rows >= j, v / d, 0.0))
+    ys = []
+    for j in range(n):
+        acc = r[..., j]
+        for k in range(j):
+            acc = acc - cols[k][..., j] * ys[k]
+        ys.append(acc / cols[j][..., j])
+    y = fnp.stack(ys, axis=-1)
+    logdet = sum(fnp.log(cols[j][..., j]) for j in range(n))
+    return y, logdet
+
+
+def logpdf(x: Any, mean: Any, cov: Any, allow_singular: None = None) -> Any:
+    """Log density of N(mean, cov) at ``x`` (last axis the dimension; batched over leading axes).
+
+    A scalar ``mean`` gives the univariate normal with variance ``cov``; a scalar ``cov`` means
+    ``cov * I``. ``allow_singular`` raises NotImplementedError unless None (as JAX).
+
+    >>> logpdf(fnp.zeros(2), fnp.zeros(2), fnp.eye(2))   # -log(2 pi)
+    """
+    if allow_singular is not None:
+        raise NotImplementedError("allow_singular argument of multivariate_normal.logpdf")
+    x, mean, cov = promote(x, mean, cov, broadcast=False)
+    if not mean.shape:
+        return -0.5 * (x - mean) ** 2 / cov - 0.5 * (LOG_2PI + fnp.log(cov))
+    n = mean.shape[-1]
+    if not cov.shape:
+        y = x - mean
+        return -0.5 * fnp.sum(y * y, axis=-1) / cov - n / 2 * (LOG_2PI + fnp.log(cov))
+    if cov.ndim < 2 or cov.shape[-2:] != (n, n):
+        raise ValueError(f"multivariate_normal.logpdf got incompatible shapes: mean {mean.shape}, cov {cov.shape}; "
+                         f"cov must be a scalar or end in ({n}, {n})")
+    r = x - mean
+    lead = np.broadcast_shapes(r.shape[:-1], cov.shape[:-2])
+    r = fnp.broadcast_to(r, lead + (n,))
+    cov = fnp.broadcast_to(cov, lead + (n, n))
+    y, logdet = _cholesky_solve_logdet(cov, r)
+    return -0.5 * fnp.sum(y * y, axis=-1) - n / 2 * LOG_2PI - logdet
+
+
+def pdf(x: Any, mean: Any, cov: Any) -> Any:
+    """Density. ``>>> pdf(fnp.zeros(2), fnp.zeros(2), fnp.eye(2))  # 1 / (2 pi)``"""
+    return fnp.exp(logpdf(x, mean, cov))

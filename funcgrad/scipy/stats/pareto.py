@@ -1,0 +1,58 @@
+"""The Pareto distribution (``jax.scipy.stats.pareto``)."""
+from __future__ import annotations
+
+from typing import Any
+
+import funcgrad.numpy as fnp
+from funcgrad.scipy.stats._common import INF, NAN, promote
+
+__all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
+
+
+def _z(x, b, loc, scale):
+    x, b, loc, scale = promote(x, b, loc, scale)
+    z = (x - loc) / scale
+    ok = z >= 1
+    return b, z, ok, fnp.where(ok, z, 1.0), scale
+
+
+def logpdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """``log(b) - (b + 1) log z - log(scale)`` for ``z = (x - loc) / scale >= 1``; -inf below.
+
+    >>> logpdf(fnp.array([1.0]), 2.0)   # [log 2]
+    """
+    b, z, ok, zs, scale = _z(x, b, loc, scale)
+    return fnp.where(ok, fnp.log(b) - (b + 1.0) * fnp.log(zs) - fnp.log(scale), -INF)
+
+
+def pdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Density. ``>>> pdf(fnp.array([1.0]), 2.0)  # [2]``"""
+    return fnp.exp(logpdf(x, b, loc, scale))
+
+
+def logsf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Log survival function ``-b log z`` (0 below 1). ``>>> logsf(fnp.array([2.0]), 2.0)  # [-log 4]``"""
+    b, z, ok, zs, scale = _z(x, b, loc, scale)
+    return -b * fnp.log(zs)
+
+
+def sf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Survival function ``z**-b``. ``>>> sf(fnp.array([2.0]), 2.0)  # [0.25]``"""
+    return fnp.exp(logsf(x, b, loc, scale))
+
+
+def cdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """CDF ``1 - z**-b``. ``>>> cdf(fnp.array([2.0]), 2.0)  # [0.75]``"""
+    return -fnp.expm1(logsf(x, b, loc, scale))
+
+
+def logcdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Log CDF ``log1p(-z**-b)``. ``>>> logcdf(fnp.array([2.0]), 2.0)``"""
+    return fnp.log1p(-sf(x, b, loc, scale))
+
+
+def ppf(q: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+    """Quantile ``loc + scale (1 - q)**(-1/b)``; NaN outside [0, 1]. ``>>> ppf(fnp.array([0.75]), 2.0)  # [2]``"""
+    q, b, loc, scale = promote(q, b, loc, scale)
+    ok = fnp.logical_and(q >= 0, q <= 1)
+    return fnp.where(ok, loc + scale * fnp.exp(-fnp.log1p(-q) / b), NAN)
