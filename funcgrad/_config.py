@@ -11,6 +11,10 @@ time::
     FUNCGRAD_BUFFER_POOL_MAX_BYTES=512M  # or fg.config.update("buffer_pool_max_bytes", ...): jit buffers kept
     FUNCGRAD_GPU_HOST_FALLBACK=1  # or fg.config.update("gpu_host_fallback", True): primitives without a GPU
                                   # implementation run on host copies (with a warning) instead of raising
+    FUNCGRAD_THREEFRY_PARTITIONABLE=0  # or fg.config.update("threefry_partitionable", False): funcgrad.random's
+                                       # legacy key derivation (JAX's stream before 0.5); default on, as JAX
+
+Options may also be named with JAX's ``jax_`` prefix (``config.update("jax_enable_x64", True)``).
 
 With x64 disabled (the default, as in JAX) float64/int64/uint64 inputs are
 stored as float32/int32/uint32.
@@ -29,7 +33,7 @@ class _Config:
     """Mutable process-wide settings read on the hot path as plain attributes."""
 
     __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes",
-                 "gpu_host_fallback")
+                 "gpu_host_fallback", "threefry_partitionable")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("FUNCGRAD_ENABLE_X64")
@@ -39,9 +43,13 @@ class _Config:
         self.cache_max_bytes = _env_bytes("FUNCGRAD_CACHE_MAX_BYTES", 1 << 30)
         self.buffer_pool_max_bytes = _env_bytes("FUNCGRAD_BUFFER_POOL_MAX_BYTES", 256 << 20)
         self.gpu_host_fallback = _env_flag("FUNCGRAD_GPU_HOST_FALLBACK")
+        self.threefry_partitionable = os.environ.get("FUNCGRAD_THREEFRY_PARTITIONABLE", "1").strip().lower() not in (
+            "0", "false", "no", "off")
 
     def update(self, name: str, value: bool | str) -> None:
-        """Set an option: ``config.update("enable_x64", True)``."""
+        """Set an option: ``config.update("enable_x64", True)`` (``"jax_enable_x64"`` is accepted too)."""
+        if isinstance(name, str) and name.startswith("jax_") and name[4:] in self.__slots__:
+            name = name[4:]
         if name not in self.__slots__:
             raise ValueError(f"unknown config option {name!r}; known options: {', '.join(self.__slots__)}")
         if name == "cache_dir":

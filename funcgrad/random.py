@@ -14,14 +14,26 @@ should be independent; split it instead.
 >>> keys = random.split(key, 8)                  # u32[8,2]
 >>> ys = fg.vmap(lambda k: random.uniform(k, (5,)))(keys)   # f32[8,5]
 
-How numbers are made (the algorithms of ``jax.random`` with
-``jax_threefry_partitionable=False``, JAX's default before 0.5: keys, raw
-bits and float32 ``uniform`` match it bit for bit; ``normal`` to the last
-bit or so, because XLA's ``erf_inv`` is a different polynomial from
-scipy's, which we use):
+Keys come in two kinds, as in JAX: the raw ``uint32[2]`` array of
+:func:`PRNGKey` (and ``split`` of it: ``uint32[n, 2]``), and the typed key
+of :func:`key` (a :class:`PRNGKeyArray` of shape ``()``, whose words
+:func:`key_data` returns).  Every function takes either kind and returns
+keys of the kind it was given.  Typed keys are pytrees over their words, so
+they pass through ``jit`` and ``vmap`` (``vmap`` maps the key axes, never the
+word axis).
 
-* raw bits: the counters ``0..n-1`` hashed under the key by the
-  ``threefry2x32`` primitive;
+How numbers are made (the algorithms of ``jax.random`` 0.10.2, matched bit
+for bit for keys, raw bits, ``uniform`` and everything built on them;
+``normal`` to the last bit or so, because XLA's ``erf_inv`` is a different
+polynomial from scipy's, which we use):
+
+* the stream: by default JAX's "partitionable" Threefry scheme (JAX's
+  default since 0.5): number ``i`` of a draw hashes the 64-bit counter ``i``
+  under the key and XORs the two output words; ``split(key, n)`` gives key
+  ``i`` = the hash of counter ``i``.  ``fg.config.update("threefry_partitionable",
+  False)`` (or ``"jax_threefry_partitionable"``) switches to the classic
+  scheme of JAX before 0.5, where the counters are paired first half with
+  second half.  The same seed gives different numbers in the two schemes;
 * ``uniform``: the top mantissa bits of a word OR-ed into the bit pattern of
   1.0 give a float in [1, 2); minus 1 gives [0, 1) with every value equally
   spaced (2**-23 apart for float32), then scaled to [minval, maxval);
@@ -31,11 +43,18 @@ scipy's, which we use):
 * ``truncated_normal``: inverse-erf on the uniform interval
   ``[erf(lower/sqrt2), erf(upper/sqrt2))``;
 * ``categorical``: the Gumbel-max trick; ``permutation``: sorting by random
-  bits (stable argsort), repeated enough rounds to make ties negligible.
+  bits (stable argsort), repeated enough rounds to make ties negligible;
+* ``gamma`` (and ``beta``, ``dirichlet``, ``chisquare``, ``f``, ``t``,
+  ``loggamma``, ``generalized_normal``, ``ball``): Marsaglia-Tsang rejection
+  with one key per element, as JAX; ``poisson`` (Knuth below 10, Hormann's
+  transformed rejection above) and ``binomial`` (inversion / BTRS) are JAX's
+  loops too.
 
-None of the bit-level primitives has a derivative; ``uniform``,
-``normal`` and ``truncated_normal`` are differentiable in their float
-parameters (``minval``, ``maxval``, ``lower``, ``upper``).
+None of the bit-level primitives has a derivative; the samplers are
+differentiable in their float parameters where the sample is a smooth
+function of them (``uniform``'s bounds, ``truncated_normal``'s bounds, the
+scales and locations), and ``gamma`` (so ``beta``, ``dirichlet``, ...) in
+its shape ``a`` by implicit reparameterization, as JAX.
 """
 from __future__ import annotations
 
@@ -46,13 +65,20 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
+from funcgrad._config import config
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.numpy.array_utils import shape_tuple
+from funcgrad.tree_util import register_pytree_node
 
-__all__ = ["key", "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint",
-           "permutation", "categorical", "gumbel", "truncated_normal"]
+__all__ = ["key", "PRNGKey", "PRNGKeyArray", "key_data", "wrap_key_data", "key_impl", "key_dtype", "clone",
+           "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint", "permutation", "choice",
+           "categorical", "gumbel", "truncated_normal", "exponential", "laplace", "logistic", "cauchy",
+           "rademacher", "pareto", "rayleigh", "maxwell", "double_sided_maxwell", "weibull_min", "lognormal",
+           "triangular", "wald", "geometric", "gamma", "loggamma", "beta", "dirichlet", "chisquare", "f", "t",
+           "generalized_normal", "ball", "poisson", "binomial", "multinomial", "multivariate_normal",
+           "orthogonal"]
 
 _U32 = np.dtype(np.uint32)
 _SQRT2 = math.sqrt(2.0)
@@ -62,21 +88,130 @@ _SQRT2 = math.sqrt(2.0)
 # --------------------------------------------------------------------------
 
 
-def _check_key(k: Any, name: str) -> Any:
+_IMPL = "threefry2x32"
+
+
+class KeyDtype:
+    """The dtype of typed keys (``key<fry>``): names the PRNG implementation.
+
+    >>> key_dtype()
+    key<fry>
+    """
+    __slots__ = ("name",)
+
+    def __init__(self, name: str = _IMPL) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return "key<fry>"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, KeyDtype) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(("KeyDtype", self.name))
+
+
+class PRNGKeyArray:
+    """An array of typed PRNG keys (``random.key``): shape ``S`` over ``uint32`` words of shape ``S + (2,)``.
+
+    Indexing, iteration, ``len`` and ``reshape`` act on the key axes only.  It is a pytree whose one
+    leaf is the words, so it passes through ``jit``, ``vmap`` (which maps a key axis) and ``grad``'s
+    other arguments.  Not an ``Array``: numpy functions do not take it; use :func:`key_data`.
+
+    >>> keys = split(key(0), 4)      # PRNGKeyArray of shape (4,)
+    >>> keys[1].shape, key_data(keys).shape
+    ((), (4, 2))
+    """
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Any) -> None:
+        self._data = data
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape[:-1])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def dtype(self) -> KeyDtype:
+        return KeyDtype()
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a single key (shape ())")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a single key (shape ())")
+        return (PRNGKeyArray(self._data[i]) for i in range(self.shape[0]))
+
+    def __getitem__(self, idx: Any) -> "PRNGKeyArray":
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        if any(i is Ellipsis for i in idx):
+            idx = idx + (slice(None),)   # the word axis is never indexed
+        return PRNGKeyArray(self._data[idx])
+
+    def reshape(self, *shape: Any) -> "PRNGKeyArray":
+        shape = shape[0] if len(shape) == 1 and not _is_int(shape[0]) else shape
+        return PRNGKeyArray(fnp.reshape(self._data, tuple(shape) + (2,)))
+
+    def __repr__(self) -> str:
+        if isinstance(self._data, Array):
+            return f"Array({self.shape}, dtype=key<fry>) overlaying:\n{np.asarray(self._data)}"
+        return f"PRNGKeyArray(shape={self.shape}, dtype=key<fry>)"
+
+    def __eq__(self, other: Any) -> Any:
+        if not isinstance(other, PRNGKeyArray):
+            return NotImplemented
+        return fnp.all(self._data == other._data, axis=-1)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+register_pytree_node(PRNGKeyArray, lambda k: ((k._data,), None), lambda _, children: PRNGKeyArray(children[0]))
+
+
+def _key_words(k: Any, name: str) -> tuple[Any, bool]:
+    """``(words, typed)``: the ``uint32[..., 2]`` words of a typed or raw key array (any key shape)."""
+    if isinstance(k, PRNGKeyArray):
+        return k._data, True
     if not isinstance(k, (Array, Tracer)):
         raw = np.asarray(k) if isinstance(k, (np.ndarray, list, tuple)) else None
         if raw is None or raw.dtype.kind not in "biuf":
-            raise TypeError(f"random.{name}: expected a key (u32[2], from random.key or random.split), got "
-                            f"{type(k).__name__}: {k!r:.40}")
+            raise TypeError(f"random.{name}: expected a key (random.key(seed), or u32[2] from random.PRNGKey), "
+                            f"got {type(k).__name__}: {k!r:.40}")
         k = fnp.asarray(raw)
-    if k.shape != (2,) or k.dtype != _U32:
-        hint = ""
-        if k.dtype == _U32 and len(k.shape) >= 2 and k.shape[-1] == 2:
-            hint = (f" For a batch of keys, map over them: vmap(lambda k: random.{name}(k, ...))(keys), "
-                    "or index one key out (keys[0]).")
-        raise TypeError(f"random.{name}: expected a key (u32[2], from random.key or random.split), got "
-                        f"{describe(k)}.{hint}")
-    return k
+    if k.dtype != _U32 or not k.shape or k.shape[-1] != 2:
+        raise TypeError(f"random.{name}: expected a key (random.key(seed), or u32[2] from random.PRNGKey), got "
+                        f"{describe(k)}")
+    return k, False
+
+
+def _check_key(k: Any, name: str) -> Any:
+    """The words ``u32[2]`` of one key (typed of shape ``()``, or raw ``u32[2]``)."""
+    words, typed = _key_words(k, name)
+    if words.shape != (2,):
+        shape = tuple(words.shape[:-1]) if typed else tuple(words.shape)
+        what = f"a typed key array of shape {shape}" if typed else describe(words)
+        raise TypeError(f"random.{name}: expected a single key (random.key(seed) of shape (), or u32[2] from "
+                        f"random.PRNGKey), got {what}. For a batch of keys, map over them: "
+                        f"vmap(lambda k: random.{name}(k, ...))(keys), or index one key out (keys[0]).")
+    return words
+
+
+def _rewrap(words: Any, typed: bool) -> Any:
+    return PRNGKeyArray(words) if typed else words
 
 
 def _is_int(x: Any) -> bool:
@@ -160,29 +295,113 @@ def _numel(shape: tuple[int, ...]) -> int:
 # --------------------------------------------------------------------------
 
 
-def key(seed: Any) -> Any:
-    """A key (``u32[2]``) from an integer seed, like ``jax.random.PRNGKey(seed)``.
+def _impl_check(impl: Any, name: str) -> None:
+    if impl is not None and str(impl) not in (_IMPL, "threefry"):
+        raise NotImplementedError(f"random.{name}: impl={impl!r}: only the threefry2x32 PRNG is implemented")
+
+
+def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> PRNGKeyArray:
+    """A typed key (shape ``()``, dtype ``key<fry>``) from an integer seed, like ``jax.random.key``.
+
+    Its words (:func:`key_data`) are the high and low 32 bits of the seed as
+    a 64-bit integer (negative seeds in two's complement), as for
+    :func:`PRNGKey`.  ``seed`` may be a traced 0-d integer array.  Only the
+    threefry2x32 implementation exists (``impl``/``dtype`` naming another
+    raise ``NotImplementedError``).
+
+    >>> k = key(0)
+    >>> k.shape, key_data(k)
+    ((), Array([0, 0], dtype=uint32))
+    """
+    _impl_check(impl, "key")
+    if dtype is not None and not isinstance(dtype, KeyDtype):
+        raise NotImplementedError(f"random.key: dtype={dtype!r}: only key_dtype() (key<fry>) is supported")
+    return PRNGKeyArray(_seed_key(seed, "key"))
+
+
+def PRNGKey(seed: Any, *, impl: Any = None) -> Any:
+    """A raw key (``u32[2]``) from an integer seed, like ``jax.random.PRNGKey``.
 
     The words are the high and low 32 bits of the seed as a 64-bit integer
     (negative seeds in two's complement).  ``seed`` may be a traced 0-d
     integer array (e.g. inside ``jit`` or ``vmap``).
 
-    >>> key(0)
+    >>> PRNGKey(0)
     Array([0, 0], dtype=uint32)
-    >>> key(2**32 + 5)
+    >>> PRNGKey(2**32 + 5)
     Array([1, 5], dtype=uint32)
     """
+    _impl_check(impl, "PRNGKey")
+    return _seed_key(seed, "PRNGKey")
+
+
+def _seed_key(seed: Any, name: str) -> Any:
+    if isinstance(seed, PRNGKeyArray):
+        raise TypeError(f"random.{name}: the seed must be an integer, got a typed key; it is already a key")
     if isinstance(seed, (Array, Tracer)):
         return _key_from_array(seed)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         if isinstance(seed, np.ndarray) and seed.ndim == 0 and seed.dtype.kind in "iu":
             seed = int(seed)
         else:
-            raise TypeError(f"random.key: the seed must be an integer, got {type(seed).__name__}: {seed!r:.40}")
+            raise TypeError(f"random.{name}: the seed must be an integer, got {type(seed).__name__}: {seed!r:.40}")
     return fnp.asarray(_seed_words(int(seed)))
 
 
-PRNGKey = key
+def key_data(keys: Any) -> Any:
+    """The ``uint32`` words of a key array: shape ``keys.shape + (2,)`` (a raw key is returned as is).
+
+    >>> key_data(key(42))
+    Array([ 0, 42], dtype=uint32)
+    """
+    words, _ = _key_words(keys, "key_data")
+    return words
+
+
+def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> PRNGKeyArray:
+    """Typed keys from their ``uint32[..., 2]`` words (the inverse of :func:`key_data`).
+
+    >>> wrap_key_data(PRNGKey(7)).shape
+    ()
+    """
+    _impl_check(impl, "wrap_key_data")
+    if dtype is not None and not isinstance(dtype, KeyDtype):
+        raise NotImplementedError(f"random.wrap_key_data: dtype={dtype!r}: only key_dtype() (key<fry>) is supported")
+    if isinstance(key_bits_array, PRNGKeyArray):
+        raise TypeError("random.wrap_key_data: expected uint32 words of shape (..., 2), got a typed key array "
+                        "(it is already wrapped)")
+    words, _ = _key_words(key_bits_array, "wrap_key_data")
+    return PRNGKeyArray(words)
+
+
+def key_impl(keys: Any) -> str:
+    """The name of the PRNG implementation of ``keys``: always ``"threefry2x32"`` here.
+
+    >>> key_impl(key(0))
+    'threefry2x32'
+    """
+    _key_words(keys, "key_impl")
+    return _IMPL
+
+
+def key_dtype(impl_spec: Any = None) -> KeyDtype:
+    """The dtype of typed keys of the given implementation (only threefry2x32: ``key<fry>``).
+
+    >>> key(0).dtype == key_dtype()
+    True
+    """
+    _impl_check(impl_spec, "key_dtype")
+    return KeyDtype()
+
+
+def clone(key: Any) -> Any:
+    """A copy of ``key`` (JAX uses it to mark deliberate reuse; funcgrad has no reuse checker, so the key itself).
+
+    >>> clone(key(0)).shape
+    ()
+    """
+    _key_words(key, "clone")
+    return key
 
 
 def _seed_words(seed: int) -> np.ndarray:
@@ -209,7 +428,7 @@ def _key_from_array(seed: Any) -> Any:
 
 
 def _hash_counters(k: Any, n: int) -> Any:
-    """``u32[n]``: the counters 0..n-1 hashed under ``k`` (JAX's ``threefry_random_bits``).
+    """``u32[n]``: the counters 0..n-1 hashed under ``k`` (JAX's classic ``threefry_random_bits``).
 
     The counters are paired first half with second half (an odd count is
     padded with one zero counter), and the two output halves concatenated.
@@ -226,32 +445,61 @@ def _hash_counters(k: Any, n: int) -> Any:
     return out[:n] if n % 2 else out
 
 
-def split(key: Any, num: int = 2) -> Any:
-    """``num`` new independent keys, ``u32[num, 2]`` (``jax.random.split``).
+def _hash_iota(k: Any, n: int) -> tuple[Any, Any]:
+    """The two hash words of the 64-bit counters 0..n-1 (JAX's partitionable scheme), each ``u32[n]``."""
+    if n >= 2**32:
+        raise ValueError(f"random: at most 2**32 - 1 numbers can be drawn from one key at once, asked for {n}")
+    y0, y1 = lax.threefry2x32(k[0], k[1], fnp.zeros((n,), _U32), fnp.arange(n, dtype=_U32))
+    return y0, y1
 
-    >>> k1, k2 = split(key(0))            # two u32[2] keys
-    >>> split(key(0), 4).shape
-    (4, 2)
-    """
-    k = _check_key(key, "split")
-    num = _count(num, "split", "num")
+
+def _split_words(k: Any, num: int) -> Any:
+    """``u32[num, 2]``: ``num`` keys derived from the words ``k`` (the scheme of the config)."""
+    if config.threefry_partitionable:
+        y0, y1 = _hash_iota(k, num)
+        return fnp.stack([y0, y1], axis=-1)
     return fnp.reshape(_hash_counters(k, 2 * num), (num, 2))
 
 
+def split(key: Any, num: Any = 2) -> Any:
+    """``num`` new independent keys (``jax.random.split``); ``num`` may be a shape tuple.
+
+    Typed keys give a typed key array of shape ``num``; a raw key ``u32[2]`` gives ``u32[num, 2]``.
+
+    >>> k1, k2 = split(key(0))            # two typed keys
+    >>> split(PRNGKey(0), 4).shape
+    (4, 2)
+    """
+    words, typed = _key_words(key, "split")
+    k = _check_key(key, "split")
+    if isinstance(num, tuple):
+        shape = _shape(num, "split")
+    else:
+        shape = (_count(num, "split", "num"),)
+    out = fnp.reshape(_split_words(k, _numel(shape)), shape + (2,))
+    return _rewrap(out, typed)
+
+
 def _split2(k: Any) -> tuple[Any, Any]:
-    keys = split(k)
+    keys = _split_words(k, 2)
     return keys[0], keys[1]
+
+
+def _splitn(k: Any, n: int) -> list:
+    keys = _split_words(k, n)
+    return [keys[i] for i in range(n)]
 
 
 def fold_in(key: Any, data: Any) -> Any:
     """A new key from ``key`` and a 32-bit integer ``data`` (``jax.random.fold_in``).
 
     Useful to derive per-step keys: ``fold_in(key, step)``; ``data`` may be a
-    traced 0-d integer array.
+    traced 0-d integer array.  The same in both Threefry schemes.
 
-    >>> fold_in(key(0), 7).shape, fold_in(key(0), 7).dtype
-    ((2,), dtype('uint32'))
+    >>> fold_in(key(0), 7).shape
+    ()
     """
+    _, typed = _key_words(key, "fold_in")
     k = _check_key(key, "fold_in")
     if isinstance(data, (Array, Tracer)):
         if data.shape != () or data.dtype.kind not in "iub":
@@ -265,7 +513,7 @@ def fold_in(key: Any, data: Any) -> Any:
             raise ValueError(f"random.fold_in: data must lie in [0, 2**32), got {value}")
         word = fnp.asarray(np.array([value], _U32))
     y0, y1 = lax.threefry2x32(k[0], k[1], fnp.asarray(np.zeros(1, _U32)), word)
-    return fnp.concatenate([y0, y1])
+    return _rewrap(fnp.concatenate([y0, y1]), typed)
 
 
 # --------------------------------------------------------------------------
@@ -274,7 +522,17 @@ def fold_in(key: Any, data: Any) -> Any:
 
 
 def _random_bits(k: Any, nbits: int, n: int) -> Any:
-    """A flat array of ``n`` random unsigned ``nbits``-bit integers (JAX's layout)."""
+    """A flat array of ``n`` random unsigned ``nbits``-bit integers (JAX's layout in the config's scheme)."""
+    if nbits not in (8, 16, 32, 64):
+        raise ValueError(f"random: unsupported bit width {nbits}")
+    unsigned = np.dtype(f"uint{nbits}")
+    if config.threefry_partitionable:
+        y0, y1 = _hash_iota(k, n)
+        if nbits == 64:
+            high, low = convert(y0, unsigned), convert(y1, unsigned)
+            return lax.bitwise_or(lax.shift_left(high, np.uint64(32)), low)
+        word = lax.bitwise_xor(y0, y1)
+        return word if nbits == 32 else convert(word, unsigned)   # the low bits
     if nbits == 32:
         return _hash_counters(k, n)
     if nbits == 64:
@@ -282,19 +540,17 @@ def _random_bits(k: Any, nbits: int, n: int) -> Any:
         words = _hash_counters(k, 2 * n)
         high, low = (convert(w, np.uint64) for w in (words[:n], words[n:]))
         return lax.bitwise_or(lax.shift_left(high, 32), low)
-    if nbits in (8, 16):
-        # Each word gives 32 // nbits numbers, lowest bits first.
-        per_word = 32 // nbits
-        words = _hash_counters(k, -(-n // per_word))
-        shifts = fnp.asarray((np.arange(per_word, dtype=_U32) * nbits).reshape(per_word, 1))
-        pieces = lax.bitwise_and(lax.shift_right_logical(fnp.reshape(words, (1, -1)), shifts), (1 << nbits) - 1)
-        flat = fnp.reshape(fnp.transpose(pieces), (-1,))
-        return convert(flat, np.dtype(f"uint{nbits}"))[:n]
-    raise ValueError(f"random: unsupported bit width {nbits}")
+    # 8 or 16 bits: each word gives 32 // nbits numbers, lowest bits first.
+    per_word = 32 // nbits
+    words = _hash_counters(k, -(-n // per_word))
+    shifts = fnp.asarray((np.arange(per_word, dtype=_U32) * nbits).reshape(per_word, 1))
+    pieces = lax.bitwise_and(lax.shift_right_logical(fnp.reshape(words, (1, -1)), shifts), (1 << nbits) - 1)
+    flat = fnp.reshape(fnp.transpose(pieces), (-1,))
+    return convert(flat, unsigned)[:n]
 
 
-def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = np.uint32) -> Any:
-    """Uniform random unsigned integers (all bits random), like ``jax.random.bits``.
+def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
+    """Uniform random unsigned integers (all bits random), like ``jax.random.bits`` (default ``uint32``).
 
     >>> bits(key(0), (4,)).dtype
     dtype('uint32')
@@ -302,7 +558,7 @@ def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = np.uint32) -> A
     k = _check_key(key, "bits")
     shape = _shape(shape, "bits")
     try:
-        dtype = canonicalize_dtype(dtype)
+        dtype = np.dtype(np.uint32) if dtype is None else canonicalize_dtype(dtype)
     except TypeError as e:
         raise TypeError(f"random.bits: dtype must be an unsigned integer type, got {dtype!r:.40}: {e}") from None
     if dtype.kind != "u":
