@@ -65,8 +65,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
-from funcgrad._config import config
-from funcgrad.core import Array, Tracer, describe
+from funcgrad.core import Array, Tracer, config, describe
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.numpy.array_utils import shape_tuple
