@@ -644,15 +644,38 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | No
     return fnp.minimum(fnp.maximum(convert(out, dtype), lo), hi)
 
 
-def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
-    """Standard Gumbel floats, ``-log(-log(u))`` with ``u`` uniform on [tiny, 1).
+def _no_sharding(out_sharding: Any, name: str) -> None:
+    if out_sharding is not None:
+        raise NotImplementedError(f"random.{name}: out_sharding={out_sharding!r}: funcgrad has no sharding; "
+                                  "leave it None")
+
+
+def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: str | None = None, *,
+           out_sharding: Any = None) -> Any:
+    """Standard Gumbel floats, ``-log(-log(u))`` with ``u`` uniform on [tiny, 1) (JAX's ``mode="low"``).
+
+    ``mode="high"`` builds ``u`` from two uniforms (finer near 0, for
+    probabilities below ~1e-7 in float32), as JAX; ``"highest"`` is not
+    implemented.
 
     >>> g = gumbel(key(0), (5,))          # f32[5]
     """
     k = _check_key(key, "gumbel")
+    _no_sharding(out_sharding, "gumbel")
     shape = _shape(shape, "gumbel")
     dtype = _float_dtype(dtype, "gumbel")
-    u = uniform(k, shape, dtype, float(np.finfo(dtype).tiny), 1.0)
+    mode = "low" if mode is None else mode
+    if mode not in ("low", "high", "highest"):
+        raise ValueError(f"random.gumbel: mode must be 'low', 'high' or 'highest', got {mode!r}")
+    info = np.finfo(dtype)
+    if mode == "highest":
+        raise NotImplementedError("random.gumbel: mode='highest' is not implemented; use 'high' (or 'low')")
+    if mode == "high":
+        both = uniform(k, (2,) + shape, dtype)
+        high, low = both[0], both[1]
+        x = fnp.where(high >= 0.5, high, high + 2.0 ** -info.nmant * low + float(info.tiny))
+        return -fnp.log(-fnp.log1p(-x))
+    u = uniform(k, shape, dtype, float(info.tiny), 1.0)
     return -fnp.log(-fnp.log(u))
 
 
@@ -661,15 +684,28 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
 # --------------------------------------------------------------------------
 
 
-def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None) -> Any:
+def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: str = "low", *,
+              out_sharding: Any = None) -> Any:
     """Booleans that are True with probability ``p`` (``p`` broadcasts into ``shape``).
+
+    ``mode="high"`` compares against two uniforms (resolution 2**-46 in
+    float32 instead of 2**-23), as JAX.
 
     >>> b = bernoulli(key(0), 0.3, (100,))     # bool[100], about 30 True
     """
     k = _check_key(key, "bernoulli")
-    p = p if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else _as(p, default_float_dtype(), "bernoulli", "p")
+    _no_sharding(out_sharding, "bernoulli")
+    if mode not in ("high", "low"):
+        raise ValueError(f"random.bernoulli: got mode={mode!r}, expected 'high' or 'low'")
+    if isinstance(p, (Array, Tracer)) and p.dtype.kind != "f":
+        raise TypeError(f"random.bernoulli: the probability p must have a floating dtype, got {describe(p)}")
+    p = p if isinstance(p, (Array, Tracer)) else _as(p, default_float_dtype(), "bernoulli", "p")
     shape = tuple(p.shape) if shape is None else _shape(shape, "bernoulli")
     _check_broadcast("bernoulli", shape, p)
+    if mode == "high":
+        both = uniform(k, (2,) + shape, p.dtype)
+        u1, u2 = both[0], both[1] * 2.0 ** -np.finfo(p.dtype).nmant
+        return u2 < p - u1
     return uniform(k, shape, p.dtype) < p
 
 
@@ -772,16 +808,20 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> A
     return fnp.take(x, order, axis=axis)
 
 
-def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | None = None) -> Any:
+def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | None = None, replace: bool = True,
+                mode: str | None = None, *, out_sharding: Any = None) -> Any:
     """Indices drawn with probabilities ``softmax(logits, axis)`` (Gumbel-max trick).
 
     The result has the shape of ``logits`` without ``axis``; with ``shape``
     (which must end with that batch shape) extra leading samples are drawn.
+    ``replace=False`` draws the leading samples without replacement (Gumbel
+    top-k), so their number may not exceed the number of categories.
 
     >>> logits = fnp.log(fnp.array([0.2, 0.5, 0.3]))
     >>> categorical(key(0), logits, shape=(1000,))    # i32[1000] in {0, 1, 2}
     """
     k = _check_key(key, "categorical")
+    _no_sharding(out_sharding, "categorical")
     logits = fnp.asarray(logits)
     if logits.dtype.kind != "f":
         logits = convert(logits, default_float_dtype())
@@ -793,8 +833,317 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | No
             shape[len(shape) - len(batch_shape):]:
         raise ValueError(f"random.categorical: shape {shape} must end with the logits' batch shape {batch_shape}")
     prefix = shape[:len(shape) - len(batch_shape)]
+    if not replace:
+        n_draws = _numel(prefix)
+        if n_draws > logits.shape[axis]:
+            raise ValueError(f"random.categorical: the number of samples without replacement ({n_draws}) cannot "
+                             f"exceed the number of categories ({logits.shape[axis]})")
+        noisy = logits + gumbel(k, logits.shape, logits.dtype, mode=mode)
+        _, idx = lax.top_k(fnp.moveaxis(noisy, axis, -1), n_draws)      # batch_shape + (n_draws,)
+        idx = fnp.moveaxis(idx, -1, 0)                                  # (n_draws,) + batch_shape
+        return fnp.reshape(idx, shape).astype(default_int_dtype())
     noise_shape = list(shape[len(prefix):])
     noise_shape.insert(axis, logits.shape[axis])
-    noise = gumbel(k, prefix + tuple(noise_shape), logits.dtype)
+    noise = gumbel(k, prefix + tuple(noise_shape), logits.dtype, mode=mode)
     # Counting the axis from the end keeps it right after the prefix is added.
     return fnp.argmax(noise + logits, axis=axis - logits.ndim)
+
+
+def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p: Any = None, axis: int = 0,
+           mode: str | None = None) -> Any:
+    """Random samples from ``a`` (an array along ``axis``, or ``arange(a)`` for an int), JAX's algorithm.
+
+    With ``replace=False`` no element is drawn twice (a permutation's
+    prefix, or Gumbel top-k with ``p``); ``p`` gives the probabilities of
+    the entries (1-d, length ``a.shape[axis]``; normalized by its sum).
+
+    >>> choice(key(0), 10, (3,))                     # i32[3] in 0..9
+    >>> choice(key(0), fnp.arange(5.0), (2,), replace=False, p=fnp.array([.1, .2, .3, .2, .2]))
+    """
+    k = _check_key(key, "choice")
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"random.choice: shape must be a sequence (a tuple), got {shape!r:.40}")
+    shape = _shape(tuple(shape), "choice")
+    if isinstance(a, (Array, Tracer)):
+        arr = a
+    elif _is_int(a) or (isinstance(a, np.ndarray) and a.ndim == 0):
+        arr = None
+    else:
+        arr = fnp.asarray(a)
+    if arr is not None and arr.ndim == 0:
+        if isinstance(arr, Tracer):
+            raise TypeError("random.choice: an int a must be concrete (a Python int), not traced: the number of "
+                            "entries decides the output's values' range statically")
+        a, arr = int(np.asarray(arr)), None
+    if arr is None:
+        n_inputs = int(a)
+        out_dtype = default_int_dtype()
+    else:
+        axis = _axis(axis, arr.ndim, "choice", describe(arr))
+        n_inputs = arr.shape[axis]
+        out_dtype = arr.dtype
+    n_draws = _numel(shape)
+    if n_draws == 0:
+        return fnp.zeros(shape if arr is None else arr.shape[:axis] + shape + arr.shape[axis + 1:], out_dtype)
+    if n_inputs <= 0:
+        raise ValueError("random.choice: a must be greater than 0 unless no samples are taken")
+    if not replace and n_draws > n_inputs:
+        raise ValueError(f"random.choice: cannot take a larger sample (size {n_draws}) than the population "
+                         f"(size {n_inputs}) when replace=False")
+    if p is None:
+        if replace:
+            ind = randint(k, shape, 0, n_inputs)
+            result = ind if arr is None else fnp.take(arr, ind, axis=axis)
+        else:
+            perm = permutation(k, n_inputs if arr is None else arr, axis)
+            result = lax.slice_in_dim(perm, 0, n_draws, axis=0 if arr is None else axis)
+    else:
+        p_arr = fnp.asarray(p)
+        if p_arr.dtype.kind != "f":
+            p_arr = convert(p_arr, default_float_dtype())
+        if p_arr.shape != (n_inputs,):
+            raise ValueError(f"random.choice: p must be None or a 1-d vector with the same size as a.shape[axis]; "
+                             f"p has shape {p_arr.shape} and a.shape[axis] is {n_inputs}")
+        if replace:
+            p_cuml = fnp.cumsum(p_arr)
+            r = p_cuml[-1] * (1 - uniform(k, shape, dtype=p_cuml.dtype))
+            # searchsorted(p_cuml, r), side="left": how many cumulative sums lie below r.
+            ind = fnp.sum(fnp.reshape(p_cuml, (1,) * len(shape) + (n_inputs,)) < r[..., None], axis=-1)
+            ind = convert(ind, default_int_dtype())
+        else:
+            g = gumbel(k, (n_inputs,), dtype=p_arr.dtype, mode=mode) + fnp.log(p_arr)
+            ind = convert(lax.top_k(g, n_draws)[1], default_int_dtype())
+        result = ind if arr is None else fnp.take(arr, ind, axis=axis)
+    if arr is None:
+        return fnp.reshape(result, shape)
+    return fnp.reshape(result, arr.shape[:axis] + shape + arr.shape[axis + 1:])
+
+
+# --------------------------------------------------------------------------
+# More continuous distributions (JAX's algorithms: the same numbers)
+# --------------------------------------------------------------------------
+
+
+def _params(name: str, shape: Any, dtype: np.dtype, **params: Any) -> tuple[tuple[int, ...], list]:
+    """The float parameters as arrays of ``dtype``, and the output shape: ``shape``, or their broadcast shape."""
+    arrays = [_as(v, dtype, name, arg) for arg, v in params.items()]
+    if shape is None:
+        try:
+            shape = tuple(np.broadcast_shapes(*(tuple(x.shape) for x in arrays)))
+        except ValueError:
+            raise ValueError(f"random.{name}: the parameter shapes "
+                             f"{', '.join(str(tuple(x.shape)) for x in arrays)} do not broadcast together") from None
+    else:
+        shape = _shape(shape, name)
+        _check_broadcast(name, shape, *arrays)
+    return shape, arrays
+
+
+def exponential(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
+    """Standard exponential floats (rate 1): ``-log1p(-u)``.
+
+    >>> e = exponential(key(0), (3,))          # f32[3], mean 1
+    """
+    k = _check_key(key, "exponential")
+    _no_sharding(out_sharding, "exponential")
+    u = uniform(k, _shape(shape, "exponential"), _float_dtype(dtype, "exponential"))
+    return -fnp.log1p(-u)
+
+
+def laplace(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
+    """Standard Laplace floats (density ``exp(-|x|) / 2``).
+
+    >>> x = laplace(key(0), (3,))
+    """
+    k = _check_key(key, "laplace")
+    _no_sharding(out_sharding, "laplace")
+    dtype = _float_dtype(dtype, "laplace")
+    u = uniform(k, _shape(shape, "laplace"), dtype, -1.0 + float(np.finfo(dtype).epsneg), 1.0)
+    return fnp.sign(u) * fnp.log1p(-fnp.abs(u))
+
+
+def logistic(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
+    """Standard logistic floats: ``log(u) - log1p(-u)``.
+
+    >>> x = logistic(key(0), (3,))
+    """
+    k = _check_key(key, "logistic")
+    _no_sharding(out_sharding, "logistic")
+    dtype = _float_dtype(dtype, "logistic")
+    x = uniform(k, _shape(shape, "logistic"), dtype, float(np.finfo(dtype).tiny), 1.0)
+    return fnp.log(x) - fnp.log1p(-x)
+
+
+def cauchy(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
+    """Standard Cauchy floats: ``tan(pi * (u - 1/2))``.
+
+    >>> x = cauchy(key(0), (3,))
+    """
+    k = _check_key(key, "cauchy")
+    _no_sharding(out_sharding, "cauchy")
+    dtype = _float_dtype(dtype, "cauchy")
+    u = uniform(k, _shape(shape, "cauchy"), dtype, float(np.finfo(dtype).eps), 1.0)
+    return fnp.tan(np.pi * (u - 0.5))
+
+
+def _int_dtype(dtype: Any, name: str) -> np.dtype:
+    try:
+        dtype = default_int_dtype() if dtype is None else canonicalize_dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"random.{name}: dtype must be an integer type, got {dtype!r:.40}: {e}") from None
+    if dtype.kind not in "iu":
+        raise ValueError(f"random.{name}: dtype must be an integer type, got {dtype}")
+    return dtype
+
+
+def rademacher(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
+    """Random signs: -1 or +1 with probability 1/2 each (integers by default).
+
+    >>> rademacher(key(0), (4,))                # i32[4] of +-1
+    """
+    k = _check_key(key, "rademacher")
+    _no_sharding(out_sharding, "rademacher")
+    try:
+        dtype = default_int_dtype() if dtype is None else canonicalize_dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"random.rademacher: bad dtype {dtype!r:.40}: {e}") from None
+    b = convert(bernoulli(k, 0.5, _shape(shape, "rademacher")), dtype)
+    return convert(2 * b - 1, dtype)
+
+
+def pareto(key: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = None, *,
+           out_sharding: Any = None) -> Any:
+    """Pareto floats with shape ``b`` (support ``[1, inf)``): ``exp(e / b)``, ``e`` exponential.
+
+    >>> x = pareto(key(0), 3.0, (4,))
+    """
+    k = _check_key(key, "pareto")
+    _no_sharding(out_sharding, "pareto")
+    dtype = _float_dtype(dtype, "pareto")
+    shape, (b,) = _params("pareto", shape, dtype, b=b)
+    return fnp.exp(exponential(k, shape, dtype) / b)
+
+
+def rayleigh(key: Any, scale: Any, shape: Sequence[int] | None = None, dtype: Any = None, *,
+             out_sharding: Any = None) -> Any:
+    """Rayleigh floats: ``scale * sqrt(-2 log u)``.
+
+    >>> x = rayleigh(key(0), 2.0, (4,))
+    """
+    k = _check_key(key, "rayleigh")
+    _no_sharding(out_sharding, "rayleigh")
+    dtype = _float_dtype(dtype, "rayleigh")
+    shape, (scale,) = _params("rayleigh", shape, dtype, scale=scale)
+    u = uniform(k, shape, dtype)
+    return scale * fnp.sqrt(fnp.log(u) * -2.0)
+
+
+def maxwell(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
+    """Maxwell floats: the length of a standard normal 3-vector.
+
+    >>> x = maxwell(key(0), (4,))
+    """
+    k = _check_key(key, "maxwell")
+    _no_sharding(out_sharding, "maxwell")
+    dtype = _float_dtype(dtype, "maxwell")
+    z = normal(k, _shape(shape, "maxwell") + (3,), dtype)
+    return fnp.sqrt(fnp.sum(z * z, axis=-1))
+
+
+def double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
+    """Double-sided Maxwell floats: a random sign times a Maxwell sample, times ``scale``, plus ``loc``.
+
+    As in JAX the output shape is ``shape + broadcast(loc, scale).shape``
+    (``shape`` is a prefix), or the parameters' shape when ``shape`` is ``()``.
+
+    >>> x = double_sided_maxwell(key(0), 0.0, 1.0, (4,))
+    """
+    k = _check_key(key, "double_sided_maxwell")
+    dtype = _float_dtype(dtype, "double_sided_maxwell")
+    loc, scale = _as(loc, dtype, "double_sided_maxwell", "loc"), _as(scale, dtype, "double_sided_maxwell", "scale")
+    params_shape = tuple(np.broadcast_shapes(tuple(loc.shape), tuple(scale.shape)))
+    shape = _shape(shape, "double_sided_maxwell")
+    shape = (shape or params_shape) + params_shape if shape else params_shape + params_shape
+    k1, k2 = _split2(k)
+    return rademacher(k2, shape, dtype) * maxwell(k1, shape, dtype) * scale + loc
+
+
+def weibull_min(key: Any, scale: Any, concentration: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
+    """Weibull floats (inverse CDF): ``scale * (-log1p(-u)) ** (1 / concentration)``.
+
+    >>> x = weibull_min(key(0), 1.0, 2.0, (4,))
+    """
+    k = _check_key(key, "weibull_min")
+    dtype = _float_dtype(dtype, "weibull_min")
+    scale = _as(scale, dtype, "weibull_min", "scale")
+    concentration = _as(concentration, dtype, "weibull_min", "concentration")
+    u = uniform(k, _shape(shape, "weibull_min"), dtype)
+    return fnp.power(-fnp.log1p(-u), 1.0 / concentration) * scale
+
+
+def lognormal(key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dtype: Any = None, *,
+              out_sharding: Any = None) -> Any:
+    """Log-normal floats: ``exp(sigma * z)``, ``z`` standard normal.
+
+    >>> x = lognormal(key(0), 0.5, (4,))
+    """
+    k = _check_key(key, "lognormal")
+    _no_sharding(out_sharding, "lognormal")
+    dtype = _float_dtype(dtype, "lognormal")
+    shape, (sigma,) = _params("lognormal", shape, dtype, sigma=sigma)
+    return fnp.exp(normal(k, shape, dtype) * sigma)
+
+
+def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Sequence[int] | None = None, dtype: Any = None, *,
+               out_sharding: Any = None) -> Any:
+    """Triangular floats on ``[left, right]`` with peak at ``mode`` (inverse CDF).
+
+    >>> x = triangular(key(0), 0.0, 0.3, 1.0, (4,))
+    """
+    k = _check_key(key, "triangular")
+    _no_sharding(out_sharding, "triangular")
+    dtype = _float_dtype(dtype, "triangular")
+    shape, (left, mode, right) = _params("triangular", shape, dtype, left=left, mode=mode, right=right)
+    fc = (mode - left) / (right - left)
+    u = uniform(k, shape, dtype)
+    out1 = left + fnp.sqrt(u * (right - left) * (mode - left))
+    out2 = right - fnp.sqrt((1 - u) * (right - left) * (right - mode))
+    return fnp.where(u < fc, out1, out2)
+
+
+def wald(key: Any, mean: Any, shape: Sequence[int] | None = None, dtype: Any = None, *,
+         out_sharding: Any = None) -> Any:
+    """Wald (inverse Gaussian, scale 1) floats with the given ``mean`` (Michael-Schucany-Haas).
+
+    >>> x = wald(key(0), 2.0, (4,))
+    """
+    k = _check_key(key, "wald")
+    _no_sharding(out_sharding, "wald")
+    dtype = _float_dtype(dtype, "wald")
+    shape, (mean,) = _params("wald", shape, dtype, mean=mean)
+    k1, k2 = _split2(k)
+    mean = fnp.broadcast_to(mean, shape)
+    v = normal(k1, shape, dtype)
+    z = uniform(k2, shape, dtype)
+    y = v * v
+    mean_sq = mean * mean
+    sqrt_term = fnp.sqrt(4 * mean * y + mean_sq * (y * y))
+    x = mean + mean_sq * y / 2 - mean / 2 * sqrt_term
+    return fnp.where(z <= mean / (mean + x), x, mean_sq / x)
+
+
+def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any = None, *,
+              out_sharding: Any = None) -> Any:
+    """Geometric integers: the number of Bernoulli(``p``) trials up to the first success (support 1, 2, ...).
+
+    >>> n = geometric(key(0), 0.25, (4,))       # i32[4], mean 4
+    """
+    k = _check_key(key, "geometric")
+    _no_sharding(out_sharding, "geometric")
+    dtype = _int_dtype(dtype, "geometric")
+    fdtype = p.dtype if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else default_float_dtype()
+    shape, (p,) = _params("geometric", shape, fdtype, p=p)
+    u = uniform(k, shape, fdtype)
+    u = fnp.where(u == 0, np.array(1, fdtype), u)   # as JAX: u = 0 read as 1
+    g = fnp.floor(fnp.log(u) / fnp.log1p(-p)) + 1
+    return convert(fnp.broadcast_to(g, shape), dtype)
