@@ -174,7 +174,7 @@ class PRNGKeyArray:
     def __eq__(self, other: Any) -> Any:
         if not isinstance(other, PRNGKeyArray):
             return NotImplemented
-        return fnp.all(self._data == other._data, axis=-1)
+        return fnp.min(convert(self._data == other._data, np.int32), axis=-1) == 1
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -549,13 +549,14 @@ def _random_bits(k: Any, nbits: int, n: int) -> Any:
     return convert(flat, unsigned)[:n]
 
 
-def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
+def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Uniform random unsigned integers (all bits random), like ``jax.random.bits`` (default ``uint32``).
 
     >>> bits(key(0), (4,)).dtype
     dtype('uint32')
     """
     k = _check_key(key, "bits")
+    _no_sharding(out_sharding, "bits")
     shape = _shape(shape, "bits")
     try:
         dtype = np.dtype(np.uint32) if dtype is None else canonicalize_dtype(dtype)
@@ -583,12 +584,13 @@ def _unit_floats(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
 
 
 def uniform(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, minval: Any = 0.0,
-            maxval: Any = 1.0) -> Any:
+            maxval: Any = 1.0, *, out_sharding: Any = None) -> Any:
     """Floats uniform on ``[minval, maxval)`` (``minval``/``maxval`` broadcast into ``shape``).
 
     >>> x = uniform(key(0), (1000,), minval=-1.0, maxval=1.0)   # f32[1000] in [-1, 1)
     """
     k = _check_key(key, "uniform")
+    _no_sharding(out_sharding, "uniform")
     shape = _shape(shape, "uniform")
     dtype = _float_dtype(dtype, "uniform")
     minval, maxval = _as(minval, dtype, "uniform", "minval"), _as(maxval, dtype, "uniform", "maxval")
@@ -601,12 +603,13 @@ def uniform(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, minval
     return fnp.broadcast_to(out, shape)
 
 
-def normal(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
+def normal(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Standard normal floats (inverse-erf method: ``sqrt(2) * erf_inv(u)``, ``u`` uniform on (-1, 1)).
 
     >>> z = normal(key(0), (2, 3))        # f32[2,3]
     """
     k = _check_key(key, "normal")
+    _no_sharding(out_sharding, "normal")
     shape = _shape(shape, "normal")
     dtype = _float_dtype(dtype, "normal")
     # Just above -1, so erf_inv never sees -1 (which would give -inf).
@@ -617,7 +620,7 @@ def normal(key: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
 
 
 def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | None = None,
-                     dtype: Any = None) -> Any:
+                     dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Standard normals conditioned on ``lower < x < upper`` (bounds broadcast; may be +-inf).
 
     Sampled exactly by inverting the CDF on the sub-interval (no rejection
@@ -627,6 +630,7 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | No
     >>> x = truncated_normal(key(0), -1.0, 2.0, (1000,))     # f32[1000] in (-1, 2)
     """
     k = _check_key(key, "truncated_normal")
+    _no_sharding(out_sharding, "truncated_normal")
     dtype = _float_dtype(dtype, "truncated_normal")
     lower = _as(lower, dtype, "truncated_normal", "lower")
     upper = _as(upper, dtype, "truncated_normal", "upper")
@@ -722,7 +726,8 @@ def _int_bound(value: Any, dtype: np.dtype, info: np.iinfo) -> Any:
     return fnp.asarray(np.array(np.clip(value.astype(object), info.min, info.max), dtype=object).astype(dtype))
 
 
-def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtype: Any = None) -> Any:
+def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtype: Any = None, *,
+            out_sharding: Any = None) -> Any:
     """Integers uniform on ``[minval, maxval)`` (bounds broadcast into ``shape``; JAX's algorithm).
 
     Two random words per number are combined modulo the span, so the bias
@@ -733,6 +738,7 @@ def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtyp
     >>> d = randint(key(0), (10,), 1, 7)   # i32[10], dice rolls in 1..6
     """
     k = _check_key(key, "randint")
+    _no_sharding(out_sharding, "randint")
     shape = _shape(shape, "randint")
     try:
         dtype = default_int_dtype() if dtype is None else canonicalize_dtype(dtype)
@@ -767,7 +773,7 @@ def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtyp
     multiplier = fnp.mod(multiplier * multiplier, span)
     offset = fnp.mod(fnp.mod(higher, span) * multiplier + fnp.mod(lower, span), span)
     if past_top:
-        offset = fnp.where(full, higher, offset)
+        offset = fnp.where(full, lower, offset)   # as XLA: rem by 0 keeps the value, so JAX returns the low word
     return fnp.broadcast_to(lo + convert(offset, dtype), shape)
 
 
@@ -786,7 +792,8 @@ def _shuffle(k: Any, x: Any, axis: int) -> Any:
     return x
 
 
-def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> Any:
+def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False, *,
+                out_sharding: Any = None) -> Any:
     """A random permutation of ``range(x)`` (int ``x``) or of ``x`` along ``axis``.
 
     With ``independent=True`` every slice along the other axes is shuffled
@@ -796,6 +803,7 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False) -> A
     >>> permutation(key(0), x2d).shape == x2d.shape   # rows shuffled
     """
     k = _check_key(key, "permutation")
+    _no_sharding(out_sharding, "permutation")
     if isinstance(x, (int, np.integer)) or (not isinstance(x, (Array, Tracer)) and np.ndim(x) == 0):
         n = _count(x.item() if isinstance(x, np.ndarray) else x, "permutation", "n")
         return _shuffle(k, fnp.arange(n), 0)
@@ -1665,7 +1673,7 @@ def orthogonal(key: Any, n: int, shape: Sequence[int] | int = (), dtype: Any = N
     shape = _shape(shape, "orthogonal")
     z = normal(k, shape + (max(n, m_), min(n, m_)), dtype)
     q, r = _linalg("orthogonal", "qr")(z)
-    d = fnp.diagonal(r, axis1=-2, axis2=-1)
+    d = fnp.sum(r * fnp.eye(r.shape[-1], dtype=r.dtype), axis=-2)    # R's diagonal
     x = q * fnp.sign(d)[..., None, :]
     return fnp.swapaxes(x, -1, -2) if n < m_ else x
 
