@@ -1482,14 +1482,16 @@ def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any =
 
 
 def _binomial_inversion(k: Any, count: Any, prob: Any, shape: tuple[int, ...]) -> Any:
-    # min(.., -tiny): q = 0 (a last multinomial category) gives geom = inf without a 0/0 warning.
-    log1mp = fnp.minimum(fnp.log1p(-prob), np.array(-np.finfo(prob.dtype).tiny, prob.dtype))
+    log1mp = fnp.log1p(-prob)
+    certain = log1mp == 0        # q = 0 (e.g. a last multinomial category): every geometric draw is inf
+    log1mp = fnp.where(certain, np.array(-1, prob.dtype), log1mp)
 
     def body(carry):
         num_geom, geom_sum, key_ = carry
         sub, key_ = _split2(key_)
         num_geom = fnp.where(geom_sum <= count, num_geom + 1, num_geom)
         geom = fnp.ceil(fnp.log(uniform(sub, shape, prob.dtype)) / log1mp)
+        geom = fnp.where(certain, np.array(np.inf, prob.dtype), geom)
         return num_geom, geom_sum + geom, key_
 
     init = (fnp.zeros(shape, prob.dtype), fnp.zeros(shape, prob.dtype), k)
@@ -1552,7 +1554,7 @@ def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype
     use_inversion = count_nan_or_neg | (count * q <= 10.0)
     count = fnp.floor(count)
     count_inv = fnp.where(use_inversion, count, np.array(0.0, fdtype))
-    count_btrs = fnp.where(use_inversion, np.array(1e4, fdtype), count)
+    count_btrs = fnp.where(use_inversion | count_inf, np.array(1e4, fdtype), count)   # (inf: set below)
     q_btrs = fnp.where(use_inversion, np.array(0.5, fdtype), q)
     samples = fnp.where(use_inversion, _binomial_inversion(k, count_inv, q, shape),
                         _btrs(k, count_btrs, q_btrs, shape))
@@ -1560,7 +1562,8 @@ def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype
     invalid = q_l_0 | q_is_nan | count_nan_or_neg
     samples = fnp.where(invalid, np.array(np.nan, dtype), samples)
     samples = fnp.where(count_inf & ~invalid, np.array(np.inf, dtype), samples)
-    return fnp.where(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples, convert(count, dtype) - samples)
+    finite_count = convert(fnp.where(count_inf, np.array(0, fdtype), count), dtype)
+    return fnp.where(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples, finite_count - samples)
 
 
 def multinomial(key: Any, n: Any, p: Any, *, shape: Sequence[int] | None = None, dtype: Any = None,

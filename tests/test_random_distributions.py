@@ -271,3 +271,278 @@ def test_key_errors():
         random.gamma(random.key(0), fnp.ones(3), shape=(2,))
     with pytest.raises(ValueError, match="method"):
         random.multivariate_normal(random.key(0), fnp.zeros(2), fnp.eye(2), method="qr")
+
+
+# --------------------------------------------------------------------------
+# The laws: moments (5 standard errors) and Kolmogorov-Smirnov / frequencies against scipy.stats
+# --------------------------------------------------------------------------
+
+N = 10000
+KEY = random.key(2024)
+
+# name -> (sampler(key, n) returning draws of the law, scipy law); transformed draws where the law has no scipy twin.
+LAWS = {
+    "exponential": (lambda k, n: random.exponential(k, (n,)), scipy.stats.expon()),
+    "laplace": (lambda k, n: random.laplace(k, (n,)), scipy.stats.laplace()),
+    "logistic": (lambda k, n: random.logistic(k, (n,)), scipy.stats.logistic()),
+    "cauchy": (lambda k, n: random.cauchy(k, (n,)), scipy.stats.cauchy()),
+    "pareto(3)": (lambda k, n: random.pareto(k, 5.0, (n,)), scipy.stats.pareto(5.0)),
+    "rayleigh(2)": (lambda k, n: random.rayleigh(k, 2.0, (n,)), scipy.stats.rayleigh(scale=2.0)),
+    "maxwell": (lambda k, n: random.maxwell(k, (n,)), scipy.stats.maxwell()),
+    "|double_sided_maxwell(1,2) - 1| / 2": (
+        lambda k, n: fnp.abs(random.double_sided_maxwell(k, 1.0, 2.0, (n,)) - 1.0) / 2.0, scipy.stats.maxwell()),
+    "weibull_min(1.5,2)": (lambda k, n: random.weibull_min(k, 1.5, 2.0, (n,)),
+                           scipy.stats.weibull_min(2.0, scale=1.5)),
+    "lognormal(0.5)": (lambda k, n: random.lognormal(k, 0.5, (n,)), scipy.stats.lognorm(0.5)),
+    "triangular(0,.3,1)": (lambda k, n: random.triangular(k, 0.0, 0.3, 1.0, (n,)),
+                           scipy.stats.triang(0.3, loc=0.0, scale=1.0)),
+    "wald(2)": (lambda k, n: random.wald(k, 2.0, (n,)), scipy.stats.invgauss(2.0)),
+    "gamma(0.5)": (lambda k, n: random.gamma(k, 0.5, (n,)), scipy.stats.gamma(0.5)),
+    "gamma(2.5)": (lambda k, n: random.gamma(k, 2.5, (n,)), scipy.stats.gamma(2.5)),
+    "exp(loggamma(0.7))": (lambda k, n: fnp.exp(random.loggamma(k, 0.7, (n,))), scipy.stats.gamma(0.7)),
+    "beta(2,5)": (lambda k, n: random.beta(k, 2.0, 5.0, (n,)), scipy.stats.beta(2.0, 5.0)),
+    "dirichlet([1,2,3])[1]": (lambda k, n: random.dirichlet(k, fnp.array([1.0, 2.0, 3.0]), (n,))[:, 1],
+                              scipy.stats.beta(2.0, 4.0)),
+    "chisquare(3)": (lambda k, n: random.chisquare(k, 3.0, (n,)), scipy.stats.chi2(3.0)),
+    "f(5,10)": (lambda k, n: random.f(k, 5.0, 10.0, (n,)), scipy.stats.f(5.0, 10.0)),
+    "t(5)": (lambda k, n: random.t(k, 5.0, (n,)), scipy.stats.t(5.0)),
+    "generalized_normal(1.5)": (lambda k, n: random.generalized_normal(k, 1.5, (n,)), scipy.stats.gennorm(1.5)),
+    "|ball(3)|**3": (lambda k, n: fnp.sum(random.ball(k, 3, shape=(n,)) ** 2, axis=-1) ** 1.5,
+                     scipy.stats.uniform()),
+    "geometric(.25)": (lambda k, n: random.geometric(k, 0.25, (n,)), scipy.stats.geom(0.25)),
+    "poisson(3.5)": (lambda k, n: random.poisson(k, 3.5, (n,)), scipy.stats.poisson(3.5)),
+    "poisson(30)": (lambda k, n: random.poisson(k, 30.0, (n,)), scipy.stats.poisson(30.0)),
+    "binomial(20,.3)": (lambda k, n: random.binomial(k, 20.0, 0.3, (n,)), scipy.stats.binom(20, 0.3)),
+    "binomial(200,.6)": (lambda k, n: random.binomial(k, 200.0, 0.6, (n,)), scipy.stats.binom(200, 0.6)),
+    "multinomial(10,[.2,.3,.5])[2]": (
+        lambda k, n: random.multinomial(k, 10.0, fnp.array([0.2, 0.3, 0.5]), shape=(n, 3))[:, 2],
+        scipy.stats.binom(10, 0.5)),
+    "(rademacher + 1) / 2": (lambda k, n: (random.rademacher(k, (n,)) + 1) // 2, scipy.stats.bernoulli(0.5)),
+    "choice(p)": (lambda k, n: random.choice(k, 5, (n,), p=P5),
+                  scipy.stats.rv_discrete(values=(np.arange(5), np.asarray(P5, np.float64)))),
+}
+
+
+@pytest.fixture(scope="module")
+def draws():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            sampler, _ = LAWS[name]
+            cache[name] = np.asarray(sampler(random.fold_in(KEY, len(cache)), N)).astype(np.float64)
+        return cache[name]
+    return get
+
+
+@pytest.mark.parametrize("name", list(LAWS))
+def test_law(name, draws):
+    x = draws(name)
+    law = LAWS[name][1]
+    assert x.shape == (N,) and np.all(np.isfinite(x))
+    mean, var, skew, excess_kurtosis = (float(v) for v in law.stats(moments="mvsk"))
+    if np.isfinite(excess_kurtosis):   # (cauchy has no moments)
+        fourth_central = (excess_kurtosis + 3.0) * var**2
+        assert abs(x.mean() - mean) < 5 * np.sqrt(var / N), (x.mean(), mean)
+        # (+ the second-order term, which is all there is for a fair coin, whose fourth moment is var**2)
+        assert abs(x.var() - var) < 5 * np.sqrt((fourth_central - var**2) / N) + 25 * var / N, (x.var(), var)
+    if hasattr(law, "pdf"):
+        assert scipy.stats.kstest(x, law.cdf).statistic < 1.95 / np.sqrt(N)   # 0.1% level
+    else:
+        values, counts = np.unique(x, return_counts=True)
+        p = law.pmf(values)
+        assert np.all(p > 0), "a value outside the support was drawn"
+        assert np.all(np.abs(counts / N - p) < 5 * np.sqrt(p * (1 - p) / N) + 1 / N)
+
+
+def test_supports_and_shapes():
+    k = random.key(3)
+    assert random.beta(k, 0.5, 0.5, (100,)).shape == (100,)
+    x = np.asarray(random.dirichlet(k, fnp.array([[0.5, 1.0, 2.0], [3.0, 3.0, 3.0]])))
+    assert x.shape == (2, 3) and np.allclose(x.sum(-1), 1.0, atol=1e-6) and np.all(x >= 0)
+    b = np.asarray(random.ball(k, 4, p=1.0, shape=(500,)))
+    assert b.shape == (500, 4) and np.all(np.abs(b).sum(-1) < 1)
+    m = np.asarray(random.multinomial(k, fnp.array([5.0, 7.0]), fnp.array([0.1, 0.0, 0.9]), shape=(2, 3)))
+    np.testing.assert_array_equal(m.sum(-1), [5.0, 7.0])
+    assert np.all(m[:, 1] == 0)
+    assert random.double_sided_maxwell(k, fnp.zeros(2), 1.0).shape == (2, 2)     # JAX: shape + params' shape
+    assert random.double_sided_maxwell(k, fnp.zeros(2), 1.0, (3,)).shape == (3, 2)
+    ints = np.asarray(random.poisson(k, fnp.array([0.0, 1e-3, 12.0]), (200, 3)))
+    assert ints.dtype == np.int32 and np.all(ints[:, 0] == 0) and ints.min() >= 0
+    bn = np.asarray(random.binomial(k, fnp.array([np.nan, -1.0, np.inf, 5.0, 5.0]),
+                                    fnp.array([0.5, 0.5, 0.5, np.nan, 1.0])))
+    assert np.isnan(bn[:2]).all() and bn[2] == np.inf and np.isnan(bn[3]) and bn[4] == 5.0
+    assert np.asarray(random.choice(k, fnp.arange(6.0), (3,), replace=False)).tolist() != []
+    no = np.asarray(random.categorical(k, fnp.zeros((4, 6)), axis=-1, shape=(6, 4), replace=False))
+    assert no.shape == (6, 4) and all(sorted(no[:, j]) == list(range(6)) for j in range(4))
+    assert random.choice(k, 5, (0,)).shape == (0,)
+    tiny = np.asarray(random.loggamma(k, 1e-4, (20,)))
+    assert np.all(np.isfinite(tiny)) and tiny.max() < -10     # gamma itself would underflow to 0
+
+
+# --------------------------------------------------------------------------
+# Transforms: jit gives the eager numbers, vmap over keys matches a loop
+# --------------------------------------------------------------------------
+
+SAMPLERS = {
+    "gamma": lambda k: random.gamma(k, fnp.array([0.4, 2.0, 7.0])),
+    "beta": lambda k: random.beta(k, 2.0, 3.0, (3,)),
+    "poisson": lambda k: random.poisson(k, fnp.array([2.0, 40.0])),
+    "binomial": lambda k: random.binomial(k, fnp.array([5.0, 300.0]), 0.4),
+    "multinomial": lambda k: random.multinomial(k, 6.0, fnp.array([0.2, 0.8])),
+    "choice": lambda k: random.choice(k, 7, (3,), replace=False),
+    "choice_p": lambda k: random.choice(k, 4, (3,), p=fnp.array([0.1, 0.2, 0.3, 0.4])),
+    "exponential": lambda k: random.exponential(k, (3,)),
+    "t": lambda k: random.t(k, 3.0, (2,)),
+    "dirichlet": lambda k: random.dirichlet(k, fnp.array([1.0, 2.0])),
+    "geometric": lambda k: random.geometric(k, 0.3, (3,)),
+    "split_typed": lambda k: random.key_data(random.split(k, 2)),
+}
+
+
+def _same(got, expected):
+    got, expected = np.asarray(got), np.asarray(expected)
+    if expected.dtype.kind == "f":
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("name", list(SAMPLERS))
+def test_jit_and_vmap(name):
+    f = SAMPLERS[name]
+    keys = random.split(random.key(11), 3)
+    looped = np.stack([np.asarray(f(keys[i])) for i in range(3)])
+    _same(fg.vmap(f)(keys), looped)
+    _same(fg.jit(f)(keys[1]), looped[1])
+    _same(fg.vmap(f)(random.key_data(keys)), looped)      # raw keys too
+
+
+# --------------------------------------------------------------------------
+# Derivatives
+# --------------------------------------------------------------------------
+
+
+def test_random_gamma_grad_against_scipy_quantile(x64):
+    # d/da of the sample at a fixed CDF value q: d/da gamma.ppf(q, a), by central differences on scipy.
+    a = np.array([0.3, 1.0, 2.5, 8.0, 30.0])
+    x = np.array([0.05, 0.7, 4.0, 6.5, 33.0])
+    q = scipy.special.gammainc(a, x)
+    h = 1e-6 * a
+    expected = (scipy.stats.gamma.ppf(q, a + h) - scipy.stats.gamma.ppf(q, a - h)) / (2 * h)
+    got = np.asarray(lax.random_gamma_grad(fnp.asarray(a), fnp.asarray(x)))
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def _implicit_gamma_grad(a, x):
+    """d/da of gamma.ppf(q, a) at q = cdf(x, a), by central differences on scipy (the implicit gradient)."""
+    q = scipy.special.gammainc(a, x)
+    h = 1e-6 * a
+    return (scipy.stats.gamma.ppf(q, a + h) - scipy.stats.gamma.ppf(q, a - h)) / (2 * h)
+
+
+def test_gamma_gradient_is_the_implicit_reparameterization(x64):
+    # As JAX: the derivative of the sample at its fixed CDF value (not the derivative of the rejection sampler's
+    # path, which differs), so the reference is scipy's quantile function differentiated in a.
+    k = random.key(5)
+    a0 = np.array([0.3, 0.9, 1.7, 4.0, 12.0])
+    samples, tangent = fg.jvp(lambda a: random.gamma(k, a), (fnp.asarray(a0),), (fnp.ones(5),))
+    expected = _implicit_gamma_grad(a0, np.asarray(samples))
+    np.testing.assert_allclose(np.asarray(tangent), expected, rtol=1e-5)
+    g = fg.grad(lambda a: random.gamma(k, a).sum())(fnp.asarray(a0))
+    np.testing.assert_allclose(np.asarray(g), expected, rtol=1e-5)
+    # loggamma: d log x = dx / x
+    lg = fg.grad(lambda a: random.loggamma(k, a).sum())(fnp.asarray(a0))
+    xs = np.exp(np.asarray(random.loggamma(k, fnp.asarray(a0))))
+    np.testing.assert_allclose(np.asarray(lg), _implicit_gamma_grad(a0, xs) / xs, rtol=1e-5)
+
+
+def _mean_within(samples, expected):
+    samples = np.asarray(samples, np.float64)
+    assert abs(samples.mean() - expected) < 5 * samples.std() / np.sqrt(samples.size), (samples.mean(), expected)
+
+
+def test_reparameterization_gradients_are_unbiased():
+    # E[dx/da] = dE[x]/da: gamma's mean is a; beta's a / (a + b); a Dirichlet coordinate's a_i / sum(a).
+    n = 4000
+    keys = random.split(random.key(12), n)
+    _mean_within(fg.vmap(lambda kk: fg.grad(lambda a: random.gamma(kk, a))(fnp.asarray(1.7)))(keys), 1.0)
+    a, b = 2.0, 3.0
+    grads = fg.vmap(lambda kk: fg.grad(lambda a_: random.beta(kk, a_, b))(fnp.asarray(a)))(keys)
+    _mean_within(grads, b / (a + b) ** 2)
+    alpha = np.array([1.5, 2.0, 0.7])
+    grads = np.asarray(fg.vmap(lambda kk: fg.grad(lambda al: random.dirichlet(kk, al)[0])(fnp.asarray(alpha)))(keys))
+    total = alpha.sum()
+    _mean_within(grads[:, 0], (total - alpha[0]) / total**2)
+    _mean_within(grads[:, 1], -alpha[0] / total**2)
+
+
+def test_gamma_second_derivative_is_refused(x64):
+    k = random.key(5)
+    with pytest.raises(NotImplementedError, match="second derivatives"):
+        fg.grad(fg.grad(lambda a: random.gamma(k, a)))(fnp.asarray(2.0))
+
+
+@pytest.mark.parametrize("name,fn,args", [
+    ("rayleigh", lambda s: random.rayleigh(random.key(1), s, (3,)), (1.5,)),
+    ("lognormal", lambda s: random.lognormal(random.key(1), s, (3,)), (0.7,)),
+    ("pareto", lambda b: random.pareto(random.key(1), b, (3,)), (2.5,)),
+    ("weibull_min", lambda s, c: random.weibull_min(random.key(1), s, c, (3,)), (1.5, 2.0)),
+    ("wald", lambda m: random.wald(random.key(1), m, (3,)), (1.3,)),
+    ("triangular", lambda lo, m, hi: random.triangular(random.key(1), lo, m, hi, (3,)), (-1.0, 0.2, 2.0)),
+    ("double_sided_maxwell", lambda loc, s: random.double_sided_maxwell(random.key(1), loc, s, (3,)), (0.5, 2.0)),
+])
+def test_smooth_parameters_check_grads(name, fn, args, x64):
+    from funcgrad.testing import check_grads
+    check_grads(fn, tuple(fnp.asarray(a) for a in args), order=2, modes=("fwd", "rev"))
+
+
+# --------------------------------------------------------------------------
+# multivariate_normal and orthogonal (on funcgrad.numpy.linalg; numpy's factorizations stand in where this
+# build lacks them, so the sampling logic is checked either way)
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def linalg(monkeypatch):
+    stand_ins = {
+        "cholesky": lambda c: fnp.asarray(np.linalg.cholesky(np.asarray(c))),
+        "eigh": lambda c: tuple(fnp.asarray(v) for v in np.linalg.eigh(np.asarray(c))),
+        "svd": lambda c: tuple(fnp.asarray(v) for v in np.linalg.svd(np.asarray(c))),
+        "qr": lambda z: tuple(fnp.asarray(v) for v in np.linalg.qr(np.asarray(z))),
+    }
+    for name, fn in stand_ins.items():
+        if not hasattr(fnp.linalg, name):
+            monkeypatch.setattr(fnp.linalg, name, fn, raising=False)
+
+
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_covariance(method, linalg):
+    mean = np.array([1.0, -2.0, 0.5])
+    a = np.array([[1.0, 0.3, 0.0], [0.2, 1.0, 0.4], [0.0, -0.3, 0.8]])
+    cov = a @ a.T
+    x = np.asarray(random.multivariate_normal(random.key(8), fnp.asarray(mean), fnp.asarray(cov), (N,),
+                                              method=method), np.float64)
+    assert x.shape == (N, 3)
+    se = np.sqrt(np.outer(np.diag(cov), np.diag(cov)) / N)   # roughly the standard error of each entry
+    assert np.all(np.abs(x.mean(0) - mean) < 5 * np.sqrt(np.diag(cov) / N))
+    assert np.all(np.abs(np.cov(x.T) - cov) < 5 * np.sqrt(2) * se)
+
+
+def test_multivariate_normal_cholesky_is_mean_plus_factor_times_normals(linalg):
+    mean, cov = np.array([0.5, -1.0]), np.array([[2.0, 0.6], [0.6, 1.0]])
+    k = random.key(9)
+    got = np.asarray(random.multivariate_normal(k, fnp.asarray(mean), fnp.asarray(cov), (4,)))
+    z = np.asarray(random.normal(k, (4, 2)), np.float64)
+    np.testing.assert_allclose(got, mean + z @ np.linalg.cholesky(cov).T, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n,m", [(3, 3), (4, 2), (2, 4)])
+def test_orthogonal(n, m, linalg):
+    q = np.asarray(random.orthogonal(random.key(10), n, (5,), m=m), np.float64)
+    assert q.shape == (5, n, m)
+    small = min(n, m)
+    gram = np.swapaxes(q, -1, -2) @ q if n >= m else q @ np.swapaxes(q, -1, -2)
+    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(small), (5, small, small)), atol=1e-5)
+
+
