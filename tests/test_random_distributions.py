@@ -408,14 +408,19 @@ def _same(got, expected):
         np.testing.assert_array_equal(got, expected)
 
 
+# jit compiles the rejection loops' bodies into kernels (seconds each): one of them is enough here.
+JIT_SAMPLERS = ("gamma", "choice", "choice_p", "exponential", "geometric", "split_typed")
+
+
 @pytest.mark.parametrize("name", list(SAMPLERS))
 def test_jit_and_vmap(name):
     f = SAMPLERS[name]
     keys = random.split(random.key(11), 3)
     looped = np.stack([np.asarray(f(keys[i])) for i in range(3)])
     _same(fg.vmap(f)(keys), looped)
-    _same(fg.jit(f)(keys[1]), looped[1])
     _same(fg.vmap(f)(random.key_data(keys)), looped)      # raw keys too
+    if name in JIT_SAMPLERS:
+        _same(fg.jit(f)(keys[1]), looped[1])
 
 
 # --------------------------------------------------------------------------
