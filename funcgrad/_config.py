@@ -14,6 +14,10 @@ time::
     FUNCGRAD_DISABLE_JIT=1        # or fg.config.update("disable_jit", True) / fg.disable_jit(): jit runs eagerly
     FUNCGRAD_GPU_HOST_FALLBACK=1  # or fg.config.update("gpu_host_fallback", True): primitives without a GPU
                                   # implementation run on host copies (with a warning) instead of raising
+    FUNCGRAD_THREEFRY_PARTITIONABLE=0  # or fg.config.update("threefry_partitionable", False): funcgrad.random's
+                                       # legacy key derivation (JAX's stream before 0.5); default on, as JAX
+
+Options may also be named with JAX's ``jax_`` prefix (``config.update("jax_enable_x64", True)``).
 
 With x64 disabled (the default, as in JAX) float64/int64/uint64 inputs are
 stored as float32/int32/uint32.
@@ -32,7 +36,7 @@ class _Config:
     """Mutable process-wide settings read on the hot path as plain attributes."""
 
     __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes",
-                 "gpu_host_fallback", "checked_indexing", "disable_jit")
+                 "gpu_host_fallback", "checked_indexing", "disable_jit", "threefry_partitionable")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("FUNCGRAD_ENABLE_X64")
@@ -44,13 +48,16 @@ class _Config:
         self.gpu_host_fallback = _env_flag("FUNCGRAD_GPU_HOST_FALLBACK")
         self.checked_indexing = _env_flag("FUNCGRAD_CHECKED_INDEXING")
         self.disable_jit = _env_flag("FUNCGRAD_DISABLE_JIT")
+        self.threefry_partitionable = os.environ.get("FUNCGRAD_THREEFRY_PARTITIONABLE", "1").strip().lower() not in (
+            "0", "false", "no", "off")
 
     def update(self, name: str, value: bool | str) -> None:
         """Set an option: ``config.update("enable_x64", True)``.
 
         JAX's names are accepted where funcgrad has the option (``"jax_enable_x64"``,
-        ``"jax_debug_nans"``, ``"jax_disable_jit"``); JAX options that only tune XLA or logging
-        (``"jax_platform_name"``, ``"jax_default_matmul_precision"``, ...) are accepted and ignored.
+        ``"jax_debug_nans"``, ``"jax_disable_jit"``, ``"jax_threefry_partitionable"``); JAX options that only
+        tune XLA or logging (``"jax_platform_name"``, ``"jax_default_matmul_precision"``, ...) are accepted and
+        ignored.
         """
         if name in _JAX_IGNORED:
             return
@@ -90,11 +97,11 @@ _OBSERVERS: dict[str, list] = {}
 # JAX's option names that map onto funcgrad's, and those accepted without effect (XLA tuning,
 # logging, sharding: nothing funcgrad does changes with them).
 _JAX_NAMES = {"jax_enable_x64": "enable_x64", "jax_debug_nans": "debug_nans", "jax_disable_jit": "disable_jit",
-              "jax_compilation_cache_dir": "cache_dir"}
+              "jax_compilation_cache_dir": "cache_dir", "jax_threefry_partitionable": "threefry_partitionable"}
 _JAX_IGNORED = frozenset({
     "jax_platform_name", "jax_platforms", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
     "jax_log_compiles", "jax_debug_infs", "jax_traceback_filtering", "jax_default_prng_impl",
-    "jax_threefry_partitionable", "jax_persistent_cache_min_compile_time_secs",
+    "jax_persistent_cache_min_compile_time_secs",
     "jax_persistent_cache_min_entry_size_bytes", "jax_explain_cache_misses", "jax_numpy_dtype_promotion",
     "jax_check_tracer_leaks", "jax_enable_checks", "jax_dynamic_shapes", "jax_use_shardy_partitioner",
 })

@@ -6,9 +6,12 @@ pair of uint32 words; random numbers are produced by hashing counters under
 the key, so there is no hidden state: the same (key, counter) always gives
 the same bits, and independent streams come from deriving new keys.
 
-The key-derivation functions follow JAX's classic ("non-partitionable")
-scheme, so the outputs match ``jax.random`` with the threefry2x32 PRNG and
-``jax_threefry_partitionable=False``:
+The key-derivation functions follow JAX's two schemes, selected by the
+``partitionable`` argument: ``True`` is JAX's default since 0.5
+(``jax_threefry_partitionable=True``: element ``i`` of any draw hashes the
+64-bit counter ``i`` as the pair ``(i >> 32, i & 0xffffffff)`` and a 32-bit
+output word is the XOR of the two hash words), ``False`` the classic scheme
+(the counters ``0..n-1`` paired first half with second half):
 
 * ``seed_key(seed)``   ~ ``jax.random.PRNGKey(seed)``
 * ``split(key, num)``  ~ ``jax.random.split(key, num)``
@@ -129,12 +132,26 @@ def seed_key(seed: int) -> np.ndarray:
     return np.array([seed >> 32, seed & _MASK32], dtype=_U32)
 
 
-def split(key, num: int = 2) -> np.ndarray:
-    """Derive ``num`` new keys, shape (num, 2): hash the counters
-    0 .. 2*num-1 under ``key`` (JAX's ``_threefry_split``)."""
+def _iota_2x32(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The counters 0..size-1 as 64-bit numbers split in (high, low) uint32 words."""
+    counts = np.arange(size, dtype=np.uint64)
+    return (counts >> np.uint64(32)).astype(_U32), (counts & np.uint64(_MASK32)).astype(_U32)
+
+
+def split(key, num: int = 2, partitionable: bool = False) -> np.ndarray:
+    """Derive ``num`` new keys, shape (num, 2).
+
+    Classic: hash the counters 0 .. 2*num-1 under ``key`` (JAX's
+    ``_threefry_split_original``); partitionable: key ``i`` is the hash pair
+    of the counter ``i`` (``_threefry_split_foldlike``)."""
     num = int(num)
     if num < 0:
         raise ValueError(f"num must be non-negative, got {num}")
+    if partitionable:
+        key = _check_key(key)
+        hi, lo = _iota_2x32(num)
+        y0, y1 = threefry2x32(key[0], key[1], hi, lo)
+        return np.stack([y0, y1], axis=-1)
     counts = np.arange(2 * num, dtype=_U32)
     return _hash_counts(key, counts).reshape(num, 2)
 
@@ -149,12 +166,19 @@ def fold_in(key, data: int) -> np.ndarray:
     return _hash_counts(key, np.array([0, data], dtype=_U32))
 
 
-def random_bits(key, shape=()) -> np.ndarray:
-    """Uniform random uint32 words of the given shape: hash the counters
-    0 .. size-1 under ``key`` (JAX's ``_threefry_random_bits`` for 32-bit
-    output)."""
+def random_bits(key, shape=(), partitionable: bool = False) -> np.ndarray:
+    """Uniform random uint32 words of the given shape (JAX's
+    ``_threefry_random_bits`` for 32-bit output).
+
+    Classic: hash the counters 0 .. size-1 under ``key``; partitionable:
+    word ``i`` is the XOR of the two hash words of the 64-bit counter ``i``."""
     shape = (int(shape),) if np.isscalar(shape) else tuple(int(d) for d in shape)
     size = math.prod(shape)
+    if partitionable:
+        key = _check_key(key)
+        hi, lo = _iota_2x32(size)
+        y0, y1 = threefry2x32(key[0], key[1], hi, lo)
+        return (y0 ^ y1).reshape(shape)
     if size > _MASK32:
         # JAX then hashes blocks under fold_in-derived keys; not needed here.
         raise ValueError(f"random_bits supports at most 2**32 - 1 words, got {size}")

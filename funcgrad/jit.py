@@ -84,7 +84,8 @@ class Jitted:
                 if type(a) is not Array:
                     break
             else:
-                key = (config.debug_nans, config.jit_fusion, *[(a._value.shape, a._value.dtype) for a in args])
+                key = (config.debug_nans, config.jit_fusion, config.threefry_partitionable,
+                       *[(a._value.shape, a._value.dtype) for a in args])
                 entry = self._fast.get(key)
                 if entry is not None:
                     self.hits += 1
@@ -103,7 +104,8 @@ class Jitted:
                     device = x
         leaves = self._array_leaves(leaves, args, kwargs, static)
         # The switches that change the compiled program are part of the signature.
-        key = (in_tree, tuple((x.shape, x.dtype) for x in leaves), static_key, config.debug_nans, config.jit_fusion)
+        key = (in_tree, tuple((x.shape, x.dtype) for x in leaves), static_key, config.debug_nans, config.jit_fusion,
+               config.threefry_partitionable)
         if device is not None:   # and where each argument lives
             key += (tuple(type(x) for x in leaves),)
         entry = self._cache.get(key)
@@ -122,7 +124,7 @@ class Jitted:
                 if self._miss_forms is not None:
                     self._note_miss(args, kwargs, static)
                 if not kwargs and not self.static_argnums and all(type(a) is Array for a in args):
-                    fast_key = (config.debug_nans, config.jit_fusion,
+                    fast_key = (config.debug_nans, config.jit_fusion, config.threefry_partitionable,
                                 *[(a._value.shape, a._value.dtype) for a in args])
                     out_tree = entry[1]
                     self._fast[fast_key] = (entry[0], out_tree.num_leaves == 1 and out_tree.node_type is None,

@@ -22,7 +22,17 @@ KEY = random.key(1234)
 
 
 def np_key(k) -> np.ndarray:
-    return np.asarray(k).astype(np.uint32)
+    return np.asarray(random.key_data(k)).astype(np.uint32)
+
+
+@pytest.fixture
+def legacy_stream():
+    """JAX's classic (pre-0.5) Threefry scheme for the duration of one test."""
+    fg.config.update("threefry_partitionable", False)
+    try:
+        yield
+    finally:
+        fg.config.update("threefry_partitionable", True)
 
 
 # --------------------------------------------------------------------------
@@ -32,22 +42,35 @@ def np_key(k) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", [0, 1, 42, 2**32 + 5, -1, 2**63 - 1])
 def test_key_matches_core(seed):
-    k = random.key(seed)
+    k = random.PRNGKey(seed)
     assert k.shape == (2,) and k.dtype == np.uint32
     np.testing.assert_array_equal(np_key(k), T.seed_key(seed))
+    typed = random.key(seed)
+    assert typed.shape == () and typed.dtype == random.key_dtype()
+    np.testing.assert_array_equal(np_key(typed), T.seed_key(seed))
 
 
 @pytest.mark.parametrize("seed", [0, 7, -3, 2**31 - 1])
 def test_key_from_traced_seed_matches_python_seed(seed):
     traced = fg.jit(random.key)(fnp.asarray(seed, dtype=fnp.int32))
     np.testing.assert_array_equal(np_key(traced), T.seed_key(seed))
+    traced = fg.jit(random.PRNGKey)(fnp.asarray(seed, dtype=fnp.int32))
+    np.testing.assert_array_equal(np_key(traced), T.seed_key(seed))
 
 
 @pytest.mark.parametrize("num", [1, 2, 3, 8])
 def test_split_matches_core(num):
-    out = random.split(KEY, num)
+    out = random.split(random.key_data(KEY), num)
     assert out.shape == (num, 2) and out.dtype == np.uint32
-    np.testing.assert_array_equal(np_key(out), T.split(np_key(KEY), num))
+    np.testing.assert_array_equal(np_key(out), T.split(np_key(KEY), num, partitionable=True))
+    typed = random.split(KEY, num)
+    assert typed.shape == (num,) and isinstance(typed, random.PRNGKeyArray)
+    np.testing.assert_array_equal(np_key(typed), T.split(np_key(KEY), num, partitionable=True))
+
+
+@pytest.mark.parametrize("num", [1, 3])
+def test_legacy_split_matches_core(num, legacy_stream):
+    np.testing.assert_array_equal(np_key(random.split(KEY, num)), T.split(np_key(KEY), num))
 
 
 @pytest.mark.parametrize("data", [0, 1, 12345, 2**32 - 1])
@@ -59,11 +82,25 @@ def test_fold_in_matches_core(data):
 
 @pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 4), (0,)])
 def test_bits_match_core(shape):
+    np.testing.assert_array_equal(np.asarray(random.bits(KEY, shape)),
+                                  T.random_bits(np_key(KEY), shape, partitionable=True))
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 4)])
+def test_legacy_bits_match_core(shape, legacy_stream):
     np.testing.assert_array_equal(np.asarray(random.bits(KEY, shape)), T.random_bits(np_key(KEY), shape))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
-def test_narrow_bits_are_the_words_little_endian(dtype):
+def test_narrow_bits_are_the_low_bits_of_the_words(dtype):
+    # JAX's partitionable layout for 8/16-bit draws: the low bits of each number's word.
+    n = 7
+    words = T.random_bits(np_key(KEY), (n,), partitionable=True)
+    np.testing.assert_array_equal(np.asarray(random.bits(KEY, (n,), dtype)), words.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_legacy_narrow_bits_are_the_words_little_endian(dtype, legacy_stream):
     # JAX's layout for 8/16-bit draws: each word's lowest bits first.
     n = 7
     per_word = 4 // np.dtype(dtype).itemsize
@@ -72,7 +109,7 @@ def test_narrow_bits_are_the_words_little_endian(dtype):
     np.testing.assert_array_equal(np.asarray(random.bits(KEY, (n,), dtype)), expected)
 
 
-def test_reference_values_from_jax():
+def test_reference_values_from_jax(legacy_stream):
     # jax.random with the threefry2x32 PRNG, jax_threefry_partitionable=False
     # (the default before JAX 0.5): PRNGKey(0) gives uniform() = 0.41845703 and
     # normal(shape=(1,)) = [-0.20584226] (the JAX 101 tutorial).  Normals may
@@ -85,7 +122,7 @@ def test_reference_values_from_jax():
 def test_uniform_is_the_mantissa_bit_trick():
     # Independent recomputation from the raw words in numpy.
     shape, lo, hi = (1000,), -2.0, 3.0
-    words = T.random_bits(np_key(KEY), shape)
+    words = T.random_bits(np_key(KEY), shape, partitionable=True)
     unit = ((words >> np.uint32(9)) | np.uint32(0x3F800000)).view(np.float32) - np.float32(1)
     expected = unit * np.float32(hi - lo) + np.float32(lo)
     got = np.asarray(random.uniform(KEY, shape, minval=lo, maxval=hi))
@@ -93,7 +130,9 @@ def test_uniform_is_the_mantissa_bit_trick():
 
 
 def test_key_errors_are_clear():
-    with pytest.raises(TypeError, match=r"expected a key \(u32\[2\].*got u32\[4,2\].*vmap"):
+    with pytest.raises(TypeError, match=r"expected a single key .*got u32\[4,2\].*vmap"):
+        random.normal(random.split(random.key_data(KEY), 4), (3,))
+    with pytest.raises(TypeError, match=r"expected a single key .*typed key array of shape \(4,\).*vmap"):
         random.normal(random.split(KEY, 4), (3,))
     with pytest.raises(TypeError, match="expected a key"):
         random.uniform(fnp.zeros(2), (3,))
@@ -221,8 +260,9 @@ def test_split_keys_give_independent_streams():
     keys = random.split(KEY, 4)
     streams = [np.asarray(random.normal(keys[i], (N,))) for i in range(4)]
     streams.append(np.asarray(random.normal(KEY, (N,))))                   # the parent key
-    streams.append(np.asarray(random.normal(random.fold_in(KEY, 0), (N,))))
-    streams.append(np.asarray(random.normal(random.fold_in(KEY, 1), (N,))))
+    # (Not fold_in(KEY, i) for i < 4: in JAX's partitionable scheme split(KEY, n)[i] IS fold_in(KEY, i).)
+    streams.append(np.asarray(random.normal(random.fold_in(KEY, 100), (N,))))
+    streams.append(np.asarray(random.normal(random.fold_in(KEY, 101), (N,))))
     bound = 5 / np.sqrt(N)
     for i in range(len(streams)):
         for j in range(i + 1, len(streams)):
@@ -254,8 +294,8 @@ SAMPLERS = {
     "permutation_rows": lambda k: random.permutation(k, fnp.arange(12.0).reshape(4, 3)),
     "categorical": lambda k: random.categorical(k, fnp.array([[0.0, 1.0, 2.0], [2.0, 0.0, -1.0]])),
     "gumbel": lambda k: random.gumbel(k, (3,)),
-    "split": lambda k: random.split(k, 3),
-    "fold_in": lambda k: random.fold_in(k, 99),
+    "split": lambda k: random.key_data(random.split(k, 3)),
+    "fold_in": lambda k: random.key_data(random.fold_in(k, 99)),
 }
 
 
@@ -264,9 +304,18 @@ def test_jit_gives_the_eager_numbers(name):
     f = SAMPLERS[name]
     eager = np.asarray(f(KEY))
     jitted = fg.jit(f)
-    np.testing.assert_array_equal(np.asarray(jitted(KEY)), eager)
-    np.testing.assert_array_equal(np.asarray(jitted(KEY)), eager)    # cached program too
+    assert_same_numbers(np.asarray(jitted(KEY)), eager)
+    assert_same_numbers(np.asarray(jitted(KEY)), eager)    # cached program too
     assert jitted.cache_info()["misses"] == 1
+
+
+def assert_same_numbers(got, expected):
+    """Bit for bit for bits and integers; floats to the last ulp or two (a fused jit kernel's log/exp may
+    round differently from numpy's)."""
+    if np.asarray(expected).dtype.kind == "f":
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=2e-7)
+    else:
+        np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.parametrize("name", list(SAMPLERS))
@@ -288,7 +337,7 @@ def test_vmap_of_jit_and_jit_of_vmap():
 
 def test_vmap_over_fold_in_data():
     steps = fnp.arange(5, dtype=fnp.uint32)
-    batched = np.asarray(fg.vmap(lambda s: random.fold_in(KEY, s))(steps))
+    batched = np.asarray(random.key_data(fg.vmap(lambda s: random.fold_in(KEY, s))(steps)))
     np.testing.assert_array_equal(batched, np.stack([T.fold_in(np_key(KEY), i) for i in range(5)]))
 
 

@@ -35,7 +35,8 @@ from funcgrad.primitives.indexing import getitem, scatter_add, scatter_set as sc
 from funcgrad.primitives.indexing import scatter_combine  # noqa: F401  (x.at[i].mul/min/max/apply; not JAX's)
 from funcgrad.primitives.linalg import einsum, matmul
 from funcgrad.primitives.random_bits import (argsort, bitcast_convert_type, bitwise_and, bitwise_or, erf, erf_inv,
-                                             nextafter, shift_left, shift_right_logical, threefry2x32)
+                                             nextafter, random_gamma_grad, shift_left, shift_right_logical,
+                                             threefry2x32)
 from funcgrad.primitives.reduce import reduce_sum
 from funcgrad.primitives.shape import broadcast_to, moveaxis, reshape, transpose
 from funcgrad.primitives.softmax import log_softmax, logsumexp, softmax, softmax_cross_entropy
@@ -60,8 +61,8 @@ from funcgrad.primitives.attention import (flash_attention_bwd_p, flash_attentio
 from funcgrad.primitives.control_flow import cond_p, custom_call_p, scan_p, while_grad_p, while_p
 from funcgrad.lax.control_flow import cond, fori_loop, map, scan, switch, while_loop  # noqa: A004
 from funcgrad.primitives.random_bits import (argsort_p, bitcast_convert_type_p, bitwise_and_p, bitwise_or_p,
-                                             erf_inv_p, erf_p, nextafter_p, shift_left_p, shift_right_logical_p,
-                                             threefry2x32_p)
+                                             erf_inv_p, erf_p, nextafter_p, random_gamma_grad_p, shift_left_p,
+                                             shift_right_logical_p, threefry2x32_p)
 
 # Dynamic slicing (start indices are values: a loop counter) and the parallel prefix scan.
 from funcgrad.primitives.dynamic import (dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim, dynamic_slice_p,
@@ -312,7 +313,8 @@ __all__ = [
     "map", "matmul", "matmul_p", "max", "max_pool2d", "max_pool2d_grad_p", "max_pool2d_p", "maximum_p", "min",
     "minimum_p", "mod_p", "moveaxis", "mul", "mul_p", "ne", "ne_p", "neg", "neg_p", "nextafter", "nextafter_p", "or_p",
     "pad_p", "pool2d_shape", "pow", "pow_p", "reduce_max", "reduce_max_p", "reduce_min", "reduce_min_p", "reduce_prod",
-    "reduce_prod_p", "reduce_sum", "reduce_sum_p", "rem", "reshape", "reshape_p", "rev", "round", "round_p", "scan",
+    "random_gamma_grad", "random_gamma_grad_p", "reduce_prod_p", "reduce_sum", "reduce_sum_p", "rem", "reshape",
+    "reshape_p", "rev", "round", "round_p", "scan",
     "scan_p", "scatter", "scatter_add", "scatter_add_p", "scatter_set_p", "select", "select_p", "shift_left",
     "shift_left_p", "shift_right_logical", "shift_right_logical_p", "sign", "sign_p", "sin", "sin_p", "sinh", "sinh_p",
     "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad_p", "softmax_cross_entropy_p", "softmax_grad_p",
