@@ -442,6 +442,23 @@ def _methods():
     ]
 
 
+def _aliases():
+    """Names numpy and JAX keep beside their usual spelling (and a few conversions)."""
+    return [
+        unary("absolute", nonzero), unary("positive"), unary("around"),
+        binary("remainder", (normal, nonzero)), binary("true_divide", (normal, nonzero)),
+        binary("logical_xor", boolean, diff=False, out="bool"),
+        Op("amax", lambda x: fnp.amax(x, axis=1), lambda x: np.amax(x, axis=1), [((3, 4),)]),
+        Op("amin", lambda x: fnp.amin(x, axis=0), lambda x: np.amin(x, axis=0), [((3, 4),)]),
+        Op("inner", fnp.inner, np.inner, [((3,), (3,)), ((2, 3), (4, 3))]),
+        Op("vdot", fnp.vdot, np.vdot, [((3,), (3,)), ((2, 3), (3, 2))]),
+        Op("astype", lambda x: fnp.astype(x, np.int32), lambda x: x.astype(np.int32), [((3, 4),)], diff=False,
+           out="int32"),
+        Op("broadcast_arrays", lambda x, y: fnp.stack(fnp.broadcast_arrays(x, y)),
+           lambda x, y: np.stack(np.broadcast_arrays(x, y)), [((3, 1), (4,))]),
+    ]
+
+
 def _np_set(x, idx, v):
     y = np.array(x, copy=True)
     y[idx] = v
@@ -454,7 +471,7 @@ def _np_add(x, idx, v):
     return y
 
 
-OPS = _creation() + _elementwise() + _reductions() + _shape_ops() + _linalg() + _methods()
+OPS = _creation() + _elementwise() + _reductions() + _shape_ops() + _linalg() + _methods() + _aliases()
 
 # Every public function of funcgrad.numpy listed here has at least one row.
 PUBLIC = ("array asarray zeros ones full zeros_like ones_like full_like arange linspace eye add subtract multiply "
@@ -463,7 +480,8 @@ PUBLIC = ("array asarray zeros ones full zeros_like ones_like full_like arange l
           "isnan equal not_equal less less_equal greater greater_equal logical_and logical_or logical_not sum mean "
           "max min prod var std argmax argmin cumsum logsumexp reshape ravel transpose swapaxes moveaxis expand_dims "
           "squeeze broadcast_to concatenate stack split flip pad tile repeat take take_along_axis tril triu matmul "
-          "dot tensordot outer einsum linalg.norm").split()
+          "dot tensordot outer einsum linalg.norm absolute positive around remainder true_divide logical_xor amax amin "
+          "inner vdot astype broadcast_arrays").split()
 
 # Each area's rows live in its own file (``op_rows_<area>.py``, defining ``OPS`` and ``PUBLIC``);
 # the files import their helpers from this module, so they are loaded last.

@@ -41,6 +41,20 @@ def test_table_covers_public_api():
         assert callable(getattr(owner, attr)), n
 
 
+@pytest.mark.parametrize("shape", [(), (0,), (3, 4), (2, 1, 3)])
+def test_shape_queries(shape):
+    # ndim/shape/size: Python ints, eagerly and on tracers (they are static under jit), as numpy.
+    x = np.zeros(shape, np.float32)
+    want = (np.ndim(x), np.shape(x), np.size(x))
+    assert (fnp.ndim(x), fnp.shape(x), fnp.size(x)) == want
+    seen = []
+    fg.jit(lambda a: seen.append((fnp.ndim(a), fnp.shape(a), fnp.size(a))) or a)(x)
+    assert seen == [want]
+    if len(shape) >= 2:
+        assert fnp.size(x, axis=1) == np.size(x, axis=1)
+        assert fnp.size(x, axis=(0, -1)) == shape[0] * shape[-1]
+
+
 def _cases(predicate=lambda op: True):
     out = []
     for op in OPS:

@@ -491,8 +491,16 @@ def ndim(x: Any) -> int:
     return len(shape(x))
 
 
-def size(x: Any) -> int:
-    return int(np.prod(shape(x), dtype=np.int64))
+def size(a: Any, axis: int | tuple[int, ...] | None = None) -> int:
+    """The number of elements of ``a`` (along ``axis``, an int or a tuple of ints, if given), as a Python int.
+
+    >>> size(fnp.zeros((2, 3)), axis=1)    # 3
+    """
+    dims = shape(a)
+    if axis is None:
+        return int(np.prod(dims, dtype=np.int64))
+    axes = normalize_axes("size", axis, len(dims), a)
+    return int(np.prod([dims[i] for i in axes], dtype=np.int64))
 
 
 del _dtypes

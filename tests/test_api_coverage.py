@@ -1,0 +1,45 @@
+"""Coverage of JAX's public API by name (counted by benchmarks/api_coverage.py), held to floors.
+
+The snapshot of JAX's names is a file in the repository, so this runs without JAX.  A floor can only
+rise: a change that removes a public name, or loses its op-table row, fails here.
+"""
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+from op_table import PUBLIC
+
+_SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "api_coverage.py"
+_spec = importlib.util.spec_from_file_location("api_coverage", _SCRIPT)
+api_coverage = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(api_coverage)
+
+COVERAGE = api_coverage.coverage()
+
+FLOORS = {"jax.numpy": 0.95, "jax.numpy.linalg": 0.90, "jax.numpy.fft": 0.90, "jax.scipy.special": 0.90}
+
+
+@pytest.mark.parametrize("module", sorted(FLOORS))
+def test_coverage_floor(module):
+    r = COVERAGE[module]
+    share = r["have"] / r["total"]
+    assert share >= FLOORS[module], (
+        f"funcgrad has {r['have']} of {r['total']} names of {module} ({share:.0%}, floor {FLOORS[module]:.0%}); "
+        f"missing: {', '.join(r['missing'])}")
+
+
+# Public names of funcgrad.numpy tested outside the op table (no array-in, array-out numerics to tabulate),
+# each with the file that tests it.
+_TESTED_ELSEWHERE = {}
+
+
+@pytest.mark.parametrize("module,prefix", [("jax.numpy", ""), ("jax.numpy.linalg", "linalg."),
+                                           ("jax.numpy.fft", "fft.")])
+def test_every_covered_name_has_an_op_table_row(module, prefix):
+    r = COVERAGE[module]
+    have = [n for n in r["names"] if n not in r["missing"]]
+    rowless = [n for n in have if prefix + n not in PUBLIC and prefix + n not in _TESTED_ELSEWHERE]
+    assert not rowless, f"{module}: names without an op-table row: {rowless}"
