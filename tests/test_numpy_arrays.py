@@ -43,7 +43,7 @@ def test_put_modes():
     x = np.arange(6.0)
     idx = np.array([1, 7, -2, -9])
     got = fnp.put(fnp.asarray(x), fnp.asarray(idx), fnp.array([10.0, 11.0, 12.0, 13.0]), inplace=False)
-    close(got, [0, 10, 2, 3, 12, 5])                    # None (JAX's 'fill'): out-of-range indices dropped
+    close(got, [13, 10, 2, 3, 12, 11])    # None (JAX's default): negatives from the end, then clipped
     for mode in ("clip", "wrap"):
         want = x.copy()
         np.put(want, idx, [10.0, 11.0, 12.0, 13.0], mode=mode)

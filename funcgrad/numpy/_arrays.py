@@ -745,6 +745,11 @@ def _index_mode(name: str, idx: Any, n: int, mode: str | None, default: str) -> 
         return lax.rem(idx, size) if n else idx
     if mode == "clip":
         return lax.max(lax.min(idx, lax.full((), _py_max(n - 1, 0), np.int32)), zero)
+    if mode == "negative-then-clip":   # JAX's put default: negatives count from the end, the rest is clipped
+        idx = _where(lax.lt(idx, zero), lax.add(idx, size), idx)
+        return lax.max(lax.min(idx, lax.full((), _py_max(n - 1, 0), np.int32)), zero)
+    if mode == "drop":
+        mode = "fill"
     if mode not in ("raise", "fill"):
         raise ValueError(f"{name}: mode must be 'raise', 'wrap', 'clip' or 'fill' (None: '{default}'), got {mode!r}")
     if mode == "raise" and not _is_traced(idx):
@@ -757,18 +762,11 @@ def _index_mode(name: str, idx: Any, n: int, mode: str | None, default: str) -> 
     return _where(bad, size, idx)
 
 
-def _scatter_dropping(flat: Any, idx: Any, vals: Any) -> Any:
-    """``flat`` with ``flat[idx] = vals`` where an index equal to ``len(flat)`` is dropped (last write wins)."""
-    n = flat.shape[0]
-    padded = lax.pad_p.bind(flat, widths=((0, 1),), value=False if flat.dtype.kind == "b" else 0)
-    return lax.static_slice(lax.scatter(padded, idx, vals), 0, 0, n)
-
-
 def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = True) -> Any:
     """``a`` with the flat positions ``ind`` set to ``v`` (repeated as needed); needs ``inplace=False``.
 
-    ``mode``: None (JAX's default 'fill': out-of-range indices are dropped), 'clip', 'wrap', or 'raise'
-    (checked on concrete indices).
+    ``mode``: None (JAX's default: negative indices count from the end, then out-of-range ones are
+    clipped), 'clip', 'wrap', or 'raise' (numpy's; checked on concrete indices).
 
     >>> put(fnp.zeros(3), fnp.array([0, 2]), 1.0, inplace=False)    # [1., 0., 1.]
     """
@@ -783,8 +781,12 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
     if vals.size == 0:
         raise ValueError("put: v is empty but ind is not: nothing to put")
     vals = _take(vals, _const(np.arange(idx.size, dtype=np.int32) % vals.size), 0)
-    idx = _index_mode("put", idx, a.size, mode, "fill")
-    out = _scatter_dropping(ravel(a), idx, lax.convert_element_type(vals, a.dtype))
+    if mode not in (None, "clip", "wrap", "raise"):
+        raise ValueError(f"put: mode must be None, 'clip', 'wrap' or 'raise', got {mode!r}")
+    if a.size == 0:
+        return a
+    idx = _index_mode("put", idx, a.size, mode, "negative-then-clip")
+    out = lax.scatter(ravel(a), idx, lax.convert_element_type(vals, a.dtype))
     return lax.reshape(out, a.shape)
 
 
