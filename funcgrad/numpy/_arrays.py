@@ -418,11 +418,12 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     if isinstance(shift, np.ndarray):
         shift = shift.tolist()
     axes = [normalize_axis("roll", ax, x.ndim, x) for ax in (axis if isinstance(axis, (tuple, list)) else [axis])]
-    traced = isinstance(shift, (Array, Tracer)) and (_is_traced(shift) or shift.ndim > 0)
-    shifts = ([arr(shift)] if getattr(shift, "ndim", 0) == 0 else [lax.getitem(arr(shift), i)
-                                                                  for i in range(arr(shift).shape[0])]) \
-        if traced else [index_arg("roll", "shift", s) for s in (shift if isinstance(shift, (tuple, list))
-                                                                  else [shift])]
+    if isinstance(shift, (Array, Tracer)) and (_is_traced(shift) or shift.ndim > 0):   # shifts as values
+        if shift.dtype.kind not in "iu":
+            raise TypeError(f"roll: shift must hold integers, got {describe(shift)}")
+        shifts = [shift] if shift.ndim == 0 else [lax.getitem(shift, i) for i in range(shift.shape[0])]
+    else:
+        shifts = [index_arg("roll", "shift", v) for v in (shift if isinstance(shift, (tuple, list)) else [shift])]
     if len(shifts) == 1:
         shifts = shifts * len(axes)
     elif len(axes) == 1:
@@ -995,8 +996,7 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
     >>> piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v])    # abs(x)
     """
     x = arr(x)
-    if isinstance(condlist, (Array, Tracer, np.ndarray, bool, np.bool_)) and np.ndim(condlist) <= x.ndim \
-            and not (x.ndim == 0 and np.ndim(condlist) == 1):
+    if isinstance(condlist, (Array, Tracer, np.ndarray, bool, np.bool_)) and np.ndim(condlist) <= x.ndim:
         condlist = [condlist]
     conds = [arr(c) for c in (unstack(arr(condlist)) if isinstance(condlist, (Array, Tracer, np.ndarray))
                               else condlist)]
