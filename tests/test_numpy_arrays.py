@@ -512,3 +512,18 @@ def test_index_results_use_the_default_int(x64):
 @pytest.mark.parametrize("mode", ["constant", "empty", "edge", "reflect", "mean"])
 def test_pad_of_a_0d_array_is_the_array(mode):
     close(fnp.pad(fnp.asarray(1.5), 2, mode), np.pad(np.array(1.5), 2, mode))
+
+
+@pytest.mark.parametrize("method", ["compare_all", "sort", "binary_search", "auto"])
+def test_isin_methods_agree_with_numpy(method):
+    rng = np.random.default_rng(4)
+    x = rng.integers(-4, 5, (3, 5)).astype(np.float64)
+    t = rng.integers(-3, 3, 6).astype(np.float64)
+    x[0, 0], t[0] = np.nan, np.nan
+    for invert in (False, True):
+        close(fnp.isin(x, t, invert=invert, method=method), np.isin(x, t, invert=invert))
+    close(fg.jit(lambda x, t: fnp.isin(x, t, method=method))(fnp.asarray(x), fnp.asarray(t)), np.isin(x, t))
+    big = rng.integers(0, 1000, 600)     # 600 x 200 pairs: 'auto' sorts
+    close(fnp.isin(big, big[::3] + 1, method=method), np.isin(big, big[::3] + 1))
+    got = fg.vmap(lambda x: fnp.isin(x, t, method=method))(fnp.asarray(x))
+    close(got, np.isin(x, t))
