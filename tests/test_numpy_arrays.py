@@ -527,3 +527,20 @@ def test_isin_methods_agree_with_numpy(method):
     close(fnp.isin(big, big[::3] + 1, method=method), np.isin(big, big[::3] + 1))
     got = fg.vmap(lambda x: fnp.isin(x, t, method=method))(fnp.asarray(x))
     close(got, np.isin(x, t))
+
+
+@pytest.mark.parametrize("mode,kw", [("reflect", {}), ("reflect", {"reflect_type": "odd"}), ("symmetric", {}),
+                                     ("symmetric", {"reflect_type": "odd"}), ("wrap", {}), ("edge", {}),
+                                     ("linear_ramp", {"end_values": (2.5, -1.0)}), ("mean", {}), ("median", {})])
+def test_pad_widths_around_the_axis_length(mode, kw, x64):
+    # one reflection and repeated reflections, axes of length 1 and 2
+    for n in (1, 2, 3):
+        x = np.arange(1.0, n + 1) ** 2
+        for lo, hi in [(0, 1), (1, 0), (n - 1, n), (n, n + 1), (2 * n + 1, 3 * n)]:
+            close(fnp.pad(x, (lo, hi), mode, **kw), np.pad(x, (lo, hi), mode, **kw), rtol=1e-12, atol=1e-12)
+
+
+def test_pad_of_a_long_axis_stays_cheap():
+    x = np.linspace(0.0, 1.0, 50000)
+    for mode, kw in [("reflect", {"reflect_type": "odd"}), ("linear_ramp", {"end_values": 3.0}), ("wrap", {})]:
+        close(fnp.pad(x, (3, 4), mode, **kw), np.pad(x, (3, 4), mode, **kw), rtol=1e-6, atol=1e-6)
