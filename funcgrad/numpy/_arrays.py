@@ -820,7 +820,7 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
     """``arr`` with ``values`` written at ``indices`` along ``axis`` (the inverse of take_along_axis); needs
     ``inplace=False``.  ``axis=None`` works on the flattened array.
 
-    >>> put_along_axis(fnp.zeros((2, 2)), fnp.array([[1], [0]]), 5.0, axis=1, inplace=False)
+    >>> put_along_axis(fnp.zeros((2, 2)), fnp.array([[1], [0]]), 5.0, axis=1, inplace=False)  # [[0., 5.], [5., 0.]]
     """
     _no_inplace("put_along_axis", inplace)
     from funcgrad.numpy._base import arr as _arr
