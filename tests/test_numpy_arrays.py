@@ -43,7 +43,7 @@ def test_put_modes():
     x = np.arange(6.0)
     idx = np.array([1, 7, -2, -9])
     got = fnp.put(fnp.asarray(x), fnp.asarray(idx), fnp.array([10.0, 11.0, 12.0, 13.0]), inplace=False)
-    close(got, [0, 10, 2, 3, 12, 5])                    # None (JAX's 'fill'): out-of-range indices dropped
+    close(got, [13, 10, 2, 3, 12, 11])    # None (JAX's default): negatives from the end, then clipped
     for mode in ("clip", "wrap"):
         want = x.copy()
         np.put(want, idx, [10.0, 11.0, 12.0, 13.0], mode=mode)
@@ -512,3 +512,35 @@ def test_index_results_use_the_default_int(x64):
 @pytest.mark.parametrize("mode", ["constant", "empty", "edge", "reflect", "mean"])
 def test_pad_of_a_0d_array_is_the_array(mode):
     close(fnp.pad(fnp.asarray(1.5), 2, mode), np.pad(np.array(1.5), 2, mode))
+
+
+@pytest.mark.parametrize("method", ["compare_all", "sort", "binary_search", "auto"])
+def test_isin_methods_agree_with_numpy(method):
+    rng = np.random.default_rng(4)
+    x = rng.integers(-4, 5, (3, 5)).astype(np.float64)
+    t = rng.integers(-3, 3, 6).astype(np.float64)
+    x[0, 0], t[0] = np.nan, np.nan
+    for invert in (False, True):
+        close(fnp.isin(x, t, invert=invert, method=method), np.isin(x, t, invert=invert))
+    close(fg.jit(lambda x, t: fnp.isin(x, t, method=method))(fnp.asarray(x), fnp.asarray(t)), np.isin(x, t))
+    big = rng.integers(0, 1000, 600)     # 600 x 200 pairs: 'auto' sorts
+    close(fnp.isin(big, big[::3] + 1, method=method), np.isin(big, big[::3] + 1))
+    got = fg.vmap(lambda x: fnp.isin(x, t, method=method))(fnp.asarray(x))
+    close(got, np.isin(x, t))
+
+
+@pytest.mark.parametrize("mode,kw", [("reflect", {}), ("reflect", {"reflect_type": "odd"}), ("symmetric", {}),
+                                     ("symmetric", {"reflect_type": "odd"}), ("wrap", {}), ("edge", {}),
+                                     ("linear_ramp", {"end_values": (2.5, -1.0)}), ("mean", {}), ("median", {})])
+def test_pad_widths_around_the_axis_length(mode, kw, x64):
+    # one reflection and repeated reflections, axes of length 1 and 2
+    for n in (1, 2, 3):
+        x = np.arange(1.0, n + 1) ** 2
+        for lo, hi in [(0, 1), (1, 0), (n - 1, n), (n, n + 1), (2 * n + 1, 3 * n)]:
+            close(fnp.pad(x, (lo, hi), mode, **kw), np.pad(x, (lo, hi), mode, **kw), rtol=1e-12, atol=1e-12)
+
+
+def test_pad_of_a_long_axis_stays_cheap():
+    x = np.linspace(0.0, 1.0, 50000)
+    for mode, kw in [("reflect", {"reflect_type": "odd"}), ("linear_ramp", {"end_values": 3.0}), ("wrap", {})]:
+        close(fnp.pad(x, (3, 4), mode, **kw), np.pad(x, (3, 4), mode, **kw), rtol=1e-6, atol=1e-6)

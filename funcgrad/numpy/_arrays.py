@@ -418,11 +418,12 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     if isinstance(shift, np.ndarray):
         shift = shift.tolist()
     axes = [normalize_axis("roll", ax, x.ndim, x) for ax in (axis if isinstance(axis, (tuple, list)) else [axis])]
-    traced = isinstance(shift, (Array, Tracer)) and (_is_traced(shift) or shift.ndim > 0)
-    shifts = ([arr(shift)] if getattr(shift, "ndim", 0) == 0 else [lax.getitem(arr(shift), i)
-                                                                  for i in range(arr(shift).shape[0])]) \
-        if traced else [index_arg("roll", "shift", s) for s in (shift if isinstance(shift, (tuple, list))
-                                                                  else [shift])]
+    if isinstance(shift, (Array, Tracer)) and (_is_traced(shift) or shift.ndim > 0):   # shifts as values
+        if shift.dtype.kind not in "iu":
+            raise TypeError(f"roll: shift must hold integers, got {describe(shift)}")
+        shifts = [shift] if shift.ndim == 0 else [lax.getitem(shift, i) for i in range(shift.shape[0])]
+    else:
+        shifts = [index_arg("roll", "shift", v) for v in (shift if isinstance(shift, (tuple, list)) else [shift])]
     if len(shifts) == 1:
         shifts = shifts * len(axes)
     elif len(axes) == 1:
@@ -745,6 +746,11 @@ def _index_mode(name: str, idx: Any, n: int, mode: str | None, default: str) -> 
         return lax.rem(idx, size) if n else idx
     if mode == "clip":
         return lax.max(lax.min(idx, lax.full((), _py_max(n - 1, 0), np.int32)), zero)
+    if mode == "negative-then-clip":   # JAX's put default: negatives count from the end, the rest is clipped
+        idx = _where(lax.lt(idx, zero), lax.add(idx, size), idx)
+        return lax.max(lax.min(idx, lax.full((), _py_max(n - 1, 0), np.int32)), zero)
+    if mode == "drop":
+        mode = "fill"
     if mode not in ("raise", "fill"):
         raise ValueError(f"{name}: mode must be 'raise', 'wrap', 'clip' or 'fill' (None: '{default}'), got {mode!r}")
     if mode == "raise" and not _is_traced(idx):
@@ -757,18 +763,11 @@ def _index_mode(name: str, idx: Any, n: int, mode: str | None, default: str) -> 
     return _where(bad, size, idx)
 
 
-def _scatter_dropping(flat: Any, idx: Any, vals: Any) -> Any:
-    """``flat`` with ``flat[idx] = vals`` where an index equal to ``len(flat)`` is dropped (last write wins)."""
-    n = flat.shape[0]
-    padded = lax.pad_p.bind(flat, widths=((0, 1),), value=False if flat.dtype.kind == "b" else 0)
-    return lax.static_slice(lax.scatter(padded, idx, vals), 0, 0, n)
-
-
 def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = True) -> Any:
     """``a`` with the flat positions ``ind`` set to ``v`` (repeated as needed); needs ``inplace=False``.
 
-    ``mode``: None (JAX's default 'fill': out-of-range indices are dropped), 'clip', 'wrap', or 'raise'
-    (checked on concrete indices).
+    ``mode``: None (JAX's default: negative indices count from the end, then out-of-range ones are
+    clipped), 'clip', 'wrap', or 'raise' (numpy's; checked on concrete indices).
 
     >>> put(fnp.zeros(3), fnp.array([0, 2]), 1.0, inplace=False)    # [1., 0., 1.]
     """
@@ -783,8 +782,12 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
     if vals.size == 0:
         raise ValueError("put: v is empty but ind is not: nothing to put")
     vals = _take(vals, _const(np.arange(idx.size, dtype=np.int32) % vals.size), 0)
-    idx = _index_mode("put", idx, a.size, mode, "fill")
-    out = _scatter_dropping(ravel(a), idx, lax.convert_element_type(vals, a.dtype))
+    if mode not in (None, "clip", "wrap", "raise"):
+        raise ValueError(f"put: mode must be None, 'clip', 'wrap' or 'raise', got {mode!r}")
+    if a.size == 0:
+        return a
+    idx = _index_mode("put", idx, a.size, mode, "negative-then-clip")
+    out = lax.scatter(ravel(a), idx, lax.convert_element_type(vals, a.dtype))
     return lax.reshape(out, a.shape)
 
 
@@ -817,7 +820,7 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
     """``arr`` with ``values`` written at ``indices`` along ``axis`` (the inverse of take_along_axis); needs
     ``inplace=False``.  ``axis=None`` works on the flattened array.
 
-    >>> put_along_axis(fnp.zeros((2, 2)), fnp.array([[1], [0]]), 5.0, axis=1, inplace=False)
+    >>> put_along_axis(fnp.zeros((2, 2)), fnp.array([[1], [0]]), 5.0, axis=1, inplace=False)  # [[0., 5.], [5., 0.]]
     """
     _no_inplace("put_along_axis", inplace)
     from funcgrad.numpy._base import arr as _arr
@@ -993,8 +996,7 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
     >>> piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v])    # abs(x)
     """
     x = arr(x)
-    if isinstance(condlist, (Array, Tracer, np.ndarray, bool, np.bool_)) and np.ndim(condlist) <= x.ndim \
-            and not (x.ndim == 0 and np.ndim(condlist) == 1):
+    if isinstance(condlist, (Array, Tracer, np.ndarray, bool, np.bool_)) and np.ndim(condlist) <= x.ndim:
         condlist = [condlist]
     conds = [arr(c) for c in (unstack(arr(condlist)) if isinstance(condlist, (Array, Tracer, np.ndarray))
                               else condlist)]
@@ -1399,7 +1401,8 @@ def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) ->
 def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False, *,
          method: str = "auto") -> Any:
     """A bool array of ``element``'s shape: True where the entry occurs in ``test_elements`` (NaN never
-    does); ``invert=True`` negates it.  Works under jit (every pair is compared).
+    does); ``invert=True`` negates it.  Works under jit: small inputs compare every pair ('compare_all'),
+    large ones (or ``method='sort'``/``'binary_search'``) sort both arrays together.
 
     >>> isin(fnp.array([1, 2, 3]), fnp.array([2, 5]))    # [False, True, False]
     """
@@ -1409,10 +1412,27 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
     e, t = promote(arr(element), ravel(arr(test_elements)))
     if t.shape[0] == 0 or e.size == 0:
         out = lax.full(e.shape, False, bool)
+    elif method in ("sort", "binary_search") or (method == "auto" and e.size * t.shape[0] > 1 << 16):
+        out = lax.reshape(_isin_sorted(ravel(e), t), e.shape)
     else:
         eq = lax.eq(lax.reshape(e, e.shape + (1,)), lax.reshape(t, (1,) * e.ndim + t.shape))
         out = lax.gt(lax.reduce_max(lax.convert_element_type(eq, np.int32), (e.ndim,)), lax.full((), 0, np.int32))
     return lax.logical_not(out) if invert else out
+
+
+def _isin_sorted(e: Any, t: Any) -> Any:
+    """``isin`` for 1-d arrays in O((n + m) log(n + m)): sort both together (test values before equal
+    elements) and look back to the latest test value."""
+    m, n = t.shape[0], e.shape[0]
+    vals = lax.concatenate_p.bind(t, e, axis=0)
+    is_t = _const(np.arange(m + n) < m)
+    perm = _argsort(vals)   # stable: among equal values the test values (first in vals) come first
+    sv, st = _take(vals, perm, 0), _take(is_t, perm, 0)
+    last = lax.cummax(_where(st, _iota(m + n), lax.full((), -1, np.int32)), 0)
+    seen = _take(sv, lax.max(last, lax.full((), 0, np.int32)), 0)
+    found = lax.logical_and(lax.ge(last, lax.full((), 0, np.int32)), lax.eq(seen, sv))
+    back = lax.scatter(lax.full((m + n,), False, bool), perm, found)
+    return lax.static_slice(back, 0, m, m + n)
 
 
 def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:

@@ -212,6 +212,33 @@ def _linear_pad(x: Any, axis: int, matrix: np.ndarray) -> Any:
     return out
 
 
+def _gather_pad(x: Any, axis: int, idx: np.ndarray) -> Any:
+    return lax.getitem(x, (slice(None),) * axis + (idx.astype(np.int32),))
+
+
+def _ramp_pad(x: Any, axis: int, lo: int, hi: int, end_lo: Any, end_hi: Any) -> Any:
+    """Linear ramps from the end values to the edges along ``axis``, with numpy's coefficients."""
+    n = x.shape[axis]
+    parts = [x]
+    for j, (w, end) in enumerate(((lo, end_lo), (hi, end_hi))):
+        if not w:
+            continue
+        unit = np.zeros(n)
+        unit[0 if j == 0 else n - 1] = 1.0
+        width = (lo, hi)
+        rows = slice(0, lo) if j == 0 else slice(lo + n, lo + n + hi)
+        c_edge = np.pad(unit, width, mode="linear_ramp", end_values=0.0)[rows]
+        c_end = np.pad(np.zeros(n), width, mode="linear_ramp", end_values=(1.0, 0.0) if j == 0 else (0.0, 1.0))[rows]
+        shape = [1] * x.ndim
+        shape[axis] = w
+        edge = lax.static_slice(x, axis, 0, 1) if j == 0 else lax.static_slice(x, axis, n - 1, n)
+        block = lax.add(lax.mul(edge, lax.convert_element_type(c_edge.reshape(shape), x.dtype)),
+                        lax.mul(lax.convert_element_type(arr(end), x.dtype),
+                                lax.convert_element_type(c_end.reshape(shape), x.dtype)))
+        parts.insert(0 if j == 0 else len(parts), block)
+    return concatenate(parts, axis=axis)
+
+
 def _round_for(x: Any, dtype: np.dtype) -> Any:
     """A float result cast back to an integer ``dtype`` as numpy's pad does (rounded half to even)."""
     if dtype.kind in "iu":
@@ -332,25 +359,29 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
             continue
         if mode == "linear_ramp":
             x = lax.convert_element_type(x, inexact(dtype))
-            matrix = np.pad(np.eye(n), ((lo, hi), (0, 0)), mode="linear_ramp", end_values=0)
-        elif mode in ("reflect", "symmetric"):
-            matrix = np.pad(np.eye(n, dtype=np.int64), ((lo, hi), (0, 0)), mode=mode, reflect_type=reflect_type)
-        else:
-            matrix = np.pad(np.eye(n, dtype=np.int64), ((lo, hi), (0, 0)), mode=mode)
-        out = _linear_pad(x, d, matrix)
-        if mode == "linear_ramp":
-            for j in (0, 1):
-                ramp = np.pad(np.zeros(n), (lo, hi), mode="linear_ramp", end_values=(1.0, 0.0)[::1 - 2 * j])
-                if (j == 0 and lo) or (j == 1 and hi):
-                    shape = [1] * x.ndim
-                    shape[d] = ramp.size
-                    end = lax.convert_element_type(arr(_pick(ends, d, j)), x.dtype)
-                    out = lax.add(out, lax.mul(lax.convert_element_type(ramp.reshape(shape), x.dtype), end))
+            out = _ramp_pad(x, d, lo, hi, _pick(ends, d, 0), _pick(ends, d, 1))
             if dtype.kind in "iu":   # numpy's integer ramps round down (linspace in the integer dtype), axis by axis;
                 # the tolerance absorbs the rounding of this formulation (1.9999 for numpy's exact 2)
                 eps = 1e-9 if out.dtype == np.float64 else 1e-5
                 out = lax.floor(lax.add(out, lax.mul(lax.add(lax.abs(out), 1.0), eps)))
             out = lax.convert_element_type(out, dtype)
+        elif reflect_type == "odd" and mode in ("reflect", "symmetric"):
+            limit = n - 1 if mode == "reflect" else n
+            if lo <= limit and hi <= limit:   # one reflection: 2 * edge - the mirrored values
+                base = _gather_pad(x, d, np.pad(np.arange(n), (lo, hi), mode=mode))
+                parts = [x]
+                if lo:
+                    edge = lax.static_slice(x, d, 0, 1)
+                    parts.insert(0, lax.sub(lax.add(edge, edge), lax.static_slice(base, d, 0, lo)))
+                if hi:
+                    edge = lax.static_slice(x, d, n - 1, n)
+                    parts.append(lax.sub(lax.add(edge, edge), lax.static_slice(base, d, lo + n, lo + n + hi)))
+                out = concatenate(parts, axis=d)
+            else:   # repeated reflections: numpy's own padding of the identity gives the linear map
+                matrix = np.pad(np.eye(n, dtype=np.int64), ((lo, hi), (0, 0)), mode=mode, reflect_type="odd")
+                out = _linear_pad(x, d, matrix)
+        else:   # edge, wrap, and even reflections gather: numpy's padding of arange(n) gives the indices
+            out = _gather_pad(x, d, np.pad(np.arange(n), (lo, hi), mode=mode))
         x = out
     return x
 
