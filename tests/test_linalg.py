@@ -138,6 +138,20 @@ def test_det_gradient_is_the_adjugate_at_singular_matrices(x64):
     close(fg.vmap(fg.grad(L.det))(np.stack([a, np.eye(3)])), np.stack([cof, np.eye(3)]))
 
 
+def test_scipy_cholesky_gradient_follows_jax(x64):
+    # jax.scipy.linalg.cholesky reads one triangle without symmetrizing, and its rule differentiates the
+    # full input: the gradient is Murray's L^-T Phi(L^T C) L^-1 (Phi: lower triangle, half diagonal),
+    # unsymmetrized (for upper=True, of the transposed input). These are the values JAX 0.10.2 gives.
+    a = np.array([[4.0, 2.0, 1.0], [2.0, 3.0, 0.5], [1.0, 0.5, 2.0]])
+    c = np.arange(9.0).reshape(3, 3)
+    low = np.linalg.cholesky(a)
+    inv = np.linalg.inv(low)
+    phi = np.tril(low.T @ c) - 0.5 * np.diag(np.diag(low.T @ c))
+    close(fg.grad(lambda x: fnp.sum(fsl.cholesky(x, lower=True) * c))(a), inv.T @ phi @ inv)
+    phi = np.tril(low.T @ c.T) - 0.5 * np.diag(np.diag(low.T @ c.T))
+    close(fg.grad(lambda x: fnp.sum(fsl.cholesky(x) * c))(a), (inv.T @ phi @ inv).T)
+
+
 def test_eigenvalue_gradients_stay_finite_at_repeated_eigenvalues(x64):
     # Eigenvalue sums are smooth; eigenvector gradients at repeated eigenvalues are not (NaN, as in JAX).
     eye = np.eye(3)

@@ -62,12 +62,14 @@ def _as_matrix_rhs(name: str, a: Any, b: Any) -> tuple[Any, bool]:
 
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """Cholesky factor of symmetric positive definite matrices: upper ``U`` (``a = U.T @ U``) by default,
-    lower with ``lower=True``. NaN where ``a`` is not positive definite.
+    lower with ``lower=True``; only that triangle of ``a`` is read (as JAX: no symmetrization, so the
+    gradient is not symmetric). NaN where ``a`` is not positive definite.
 
     >>> cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))   # upper triangular
     """
     a = _square("cholesky", a)
-    L = _L.cholesky(a)
+    # As JAX: the lower (or upper) triangle is read, without symmetrizing.
+    L = _L.cholesky(a if lower else _mT(a), symmetrize_input=False)
     return L if lower else _mT(L)
 
 
