@@ -356,6 +356,18 @@ def test_lax_linalg_triangular_solve_sides(r, x64):
     close(a.T @ np.asarray(x), b.T)
     close(lax.linalg.lu_pivots_to_permutation(np.array([2, 2, 2], np.int32), 3), [2, 0, 1])
 
+def test_lax_tridiagonal_solve(r, x64):
+    m = 4
+    dl, d, du = r.standard_normal(m), 3 + r.standard_normal(m), r.standard_normal(m)
+    b = r.standard_normal((m, 2))
+    dense = np.diag(d) + np.diag(dl[1:], -1) + np.diag(du[:-1], 1)     # dl[0], du[-1] are not used
+    close(lax.linalg.tridiagonal_solve(dl, d, du, b), np.linalg.solve(dense, b))
+    check_grads(lambda *v: lax.linalg.tridiagonal_solve(*v), [fnp.asarray(v) for v in (dl, d, du, b)], order=2,
+                modes=("fwd", "rev"))
+    batched = [np.stack([v, 2 * v]) for v in (dl, d, du, b)]
+    out = fg.vmap(lax.linalg.tridiagonal_solve)(*batched)
+    close(out[1], lax.linalg.tridiagonal_solve(*[v[1] for v in batched]))
+
 # ------------------------------------------------------------------ errors
 
 
