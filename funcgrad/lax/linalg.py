@@ -149,7 +149,10 @@ def triangular_solve(a: Array, b: Array, *, left_side: bool = False, lower: bool
 
 
 def expm(x: Array) -> Array:
-    """Matrix exponential of a (..., n, n) matrix (scipy's Pade approximation with scaling and squaring)."""
+    """Matrix exponential of a (..., n, n) matrix (scipy's Pade approximation with scaling and squaring).
+
+    >>> expm(fnp.zeros((2, 2)))   # identity
+    """
     _checked(expm_p, x)
     return expm_p.bind(x)
 

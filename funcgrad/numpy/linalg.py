@@ -28,7 +28,7 @@ from funcgrad.numpy._elementwise import abs, divide, isnan, log, multiply, power
 from funcgrad.numpy._reductions import max, min, prod, sum
 from funcgrad.numpy._shape import broadcast_to, ravel, reshape
 from funcgrad.numpy import _linalg
-from funcgrad.numpy._linalg import cross, outer as _outer, tensordot as _tensordot, vecdot as _vecdot
+from funcgrad.numpy._linalg import cross as _cross, outer as _outer, tensordot as _tensordot, vecdot as _vecdot
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
 
@@ -94,7 +94,11 @@ def matmul(x1: Any, x2: Any, /, *, precision: Any = None, preferred_element_type
 
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2, precision: Any = None, preferred_element_type: Any = None,
               out_sharding: Any = None) -> Any:
-    """Tensor contraction over ``axes`` (an int or two sequences), see :func:`funcgrad.numpy.tensordot`."""
+    """Tensor contraction over ``axes`` (an int or two sequences), see :func:`funcgrad.numpy.tensordot`.
+
+    >>> tensordot(fnp.ones((2, 3)), fnp.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
     out = _tensordot(x1, x2, axes)
     return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
 
@@ -105,6 +109,18 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
     """
     return _vecdot(x1, x2, axis=axis, precision=precision, preferred_element_type=preferred_element_type)
+
+
+def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    """Cross product of 3-vectors along ``axis`` (other axes broadcast).
+
+    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    """
+    x1, x2 = arr(x1), arr(x2)
+    if x1.ndim == 0 or x2.ndim == 0 or x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError(f"linalg.cross: both inputs must have size 3 along axis {axis}, got {describe(x1)} and "
+                         f"{describe(x2)}")
+    return _cross(x1, x2, axis=axis)
 
 
 def outer(x1: Any, x2: Any, /) -> Any:

@@ -325,7 +325,10 @@ def _lu_aval(a):
 
 
 def permutation_matrix(perm: Any, dtype: Any) -> Any:
-    """(..., n) int permutation -> (..., n, n) matrix P with (P @ x) = x[perm]."""
+    """(..., n) int permutation -> (..., n, n) matrix P with (P @ x) = x[perm].
+
+    >>> permutation_matrix(fnp.array([1, 0], dtype=fnp.int32), np.float32)   # [[0, 1], [1, 0]]
+    """
     n = shape_of(perm)[-1]
     s = shape_of(perm)
     return convert(eq_p.bind(reshape(perm, s + (1,)), np.arange(n, dtype=np.int32)), dtype)
