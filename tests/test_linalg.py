@@ -152,6 +152,20 @@ def test_scipy_cholesky_gradient_follows_jax(x64):
     close(fg.grad(lambda x: fnp.sum(fsl.cholesky(x) * c))(a), (inv.T @ phi @ inv).T)
 
 
+def test_pinv_gradient_is_finite_and_correct_at_rank_deficient_matrices(r, x64):
+    a = r.standard_normal((4, 2)) @ r.standard_normal((2, 3))          # rank 2
+    c = r.standard_normal((3, 4))
+    g = np.asarray(fg.grad(lambda x: fnp.sum(L.pinv(x) * c))(a))
+    assert np.all(np.isfinite(g))
+    # directional derivative along a rank-preserving direction, by central differences
+    u, _, vt = np.linalg.svd(a, full_matrices=False)
+    d = u[:, :2] @ r.standard_normal((2, 2)) @ vt[:2]
+    h = 1e-6
+    fd = (np.sum(np.linalg.pinv(a + h * d) * c) - np.sum(np.linalg.pinv(a - h * d) * c)) / (2 * h)
+    np.testing.assert_allclose(np.sum(g * d), fd, rtol=1e-6)
+    check_grads(L.pinv, (fnp.asarray(r.standard_normal((3, 2))),), order=2, modes=("fwd", "rev"))
+
+
 def test_eigenvalue_gradients_stay_finite_at_repeated_eigenvalues(x64):
     # Eigenvalue sums are smooth; eigenvector gradients at repeated eigenvalues are not (NaN, as in JAX).
     eye = np.eye(3)

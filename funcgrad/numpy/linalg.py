@@ -441,7 +441,8 @@ def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
 
 def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Any:
     """Moore-Penrose pseudo-inverse through the SVD: (..., m, n) -> (..., n, m). Singular values at or
-    below ``rtol * largest`` (default ``10 * max(m, n) * eps``) count as zero.
+    below ``rtol * largest`` (default ``10 * max(m, n) * eps``) count as zero. Its derivative is the
+    pseudo-inverse's own (as JAX), finite for rank-deficient matrices too.
 
     >>> pinv(fnp.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])).shape
     (2, 3)
@@ -453,14 +454,42 @@ def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None
     a = _matrix("pinv", a)
     if rtol is None:
         rtol = 10.0 * max_(a.shape[-2:]) * float(np.finfo(a.dtype).eps)
-    u, s, vh = _L.svd(a, full_matrices=False)
     rtol = arr(rtol) if not isinstance(rtol, (int, float)) else float(rtol)
+    return _pinv_with_rule(a, rtol)
+
+
+def _pinv_plain(a: Any, rtol: Any) -> Any:
+    u, s, vh = _L.svd(a, full_matrices=False)
     if not isinstance(rtol, float):
         rtol = reshape(rtol, rtol.shape + (1,))
     cutoff = multiply(rtol, s[..., 0:1])
     s = where(lax.gt_p.bind(s, cutoff), s, np.inf)
     s = lax.convert_element_type(s, a.dtype)
     return _linalg.matmul(_mT(vh), divide(_mT(u), reshape(s, s.shape + (1,))))
+
+
+def _pinv_jvp(rtol: Any, primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+    # Golub & Pereyra's derivative of the pseudo-inverse (as JAX): finite for rank-deficient a too.
+    (a,), (da,) = primals, tangents
+    p = _pinv_plain(a, rtol)
+    mm = _linalg.matmul
+    eye_m = lax.convert_element_type(np.eye(a.shape[-2]), a.dtype)
+    eye_n = lax.convert_element_type(np.eye(a.shape[-1]), a.dtype)
+    da_t = _mT(da)
+    dp = (-mm(mm(p, da), p)
+          + mm(mm(mm(p, _mT(p)), da_t), eye_m - mm(a, p))
+          + mm(mm(mm(eye_n - mm(p, a), da_t), _mT(p)), p))
+    return p, dp
+
+
+def _make_pinv() -> Any:
+    from funcgrad._custom_rules import custom_jvp
+    f = custom_jvp(_pinv_plain, nondiff_argnums=(1,))
+    f.defjvp(_pinv_jvp)
+    return f
+
+
+_pinv_with_rule = _make_pinv()
 
 
 def lstsq(a: Any, b: Any, rcond: Any = None, *, numpy_resid: bool = False) -> tuple[Any, Any, Any, Any]:
