@@ -23,7 +23,7 @@ import numpy as np
 
 from funcgrad._core import Tracer
 from funcgrad._dtypes import describe
-from funcgrad.numpy._base import arr, normalize_axes, promote, promote_inexact
+from funcgrad.numpy._base import arr, normalize_axes, promote_inexact
 from funcgrad.numpy._elementwise import abs, divide, isnan, log, multiply, power, sign, sqrt, where
 from funcgrad.numpy._reductions import max, min, prod, sum
 from funcgrad.numpy._shape import broadcast_to, ravel, reshape
@@ -721,5 +721,3 @@ def cond(x: Any, p: Any = None) -> Any:
     bad = max(lax.convert_element_type(isnan(x), np.int32), axis=(-2, -1))
     return where(lax.convert_element_type(isnan(r), np.int32) > bad, np.inf, r)
 
-
-del promote
