@@ -199,8 +199,10 @@ def _rows():
         Op("scipy.linalg.solve_triangular[trans=T]", lambda a, b: fsl.solve_triangular(a, b, trans="T"),
            lambda a, b: sl.solve_triangular(a, b, trans="T"), [((3, 3), (3,))],
            [lambda rng, s: np.swapaxes(lower_tri(rng, s), -1, -2), normal], **F),
-        Op("scipy.linalg.cho_solve", lambda a, b: fsl.cho_solve(fsl.cho_factor(a), b),
-           lambda a, b: sl.cho_solve(sl.cho_factor(a), b), [((3, 3), (3, 2))], [spd, normal], **F),
+        # scipy's cholesky reads one triangle and (as JAX) does not symmetrize: the row does, so finite
+        # differences see the same function as the derivative rules.
+        Op("scipy.linalg.cho_solve", lambda a, b: fsl.cho_solve(fsl.cho_factor((a + a.T) / 2), b),
+           lambda a, b: sl.cho_solve(sl.cho_factor((a + a.T) / 2), b), [((3, 3), (3, 2))], [spd, normal], **F),
         Op("scipy.linalg.lu", fsl.lu, sl.lu, [((3, 3),), ((4, 2),), ((2, 3),)], permuted, **F),
         Op("scipy.linalg.lu_solve", lambda a, b: fsl.lu_solve(fsl.lu_factor(a), b, trans=1),
            lambda a, b: sl.lu_solve(sl.lu_factor(a), b, trans=1), [((3, 3), (3,))], [permuted, normal], **F),

@@ -138,6 +138,34 @@ def test_det_gradient_is_the_adjugate_at_singular_matrices(x64):
     close(fg.vmap(fg.grad(L.det))(np.stack([a, np.eye(3)])), np.stack([cof, np.eye(3)]))
 
 
+def test_scipy_cholesky_gradient_follows_jax(x64):
+    # jax.scipy.linalg.cholesky reads one triangle without symmetrizing, and its rule differentiates the
+    # full input: the gradient is Murray's L^-T Phi(L^T C) L^-1 (Phi: lower triangle, half diagonal),
+    # unsymmetrized (for upper=True, of the transposed input). These are the values JAX 0.10.2 gives.
+    a = np.array([[4.0, 2.0, 1.0], [2.0, 3.0, 0.5], [1.0, 0.5, 2.0]])
+    c = np.arange(9.0).reshape(3, 3)
+    low = np.linalg.cholesky(a)
+    inv = np.linalg.inv(low)
+    phi = np.tril(low.T @ c) - 0.5 * np.diag(np.diag(low.T @ c))
+    close(fg.grad(lambda x: fnp.sum(fsl.cholesky(x, lower=True) * c))(a), inv.T @ phi @ inv)
+    phi = np.tril(low.T @ c.T) - 0.5 * np.diag(np.diag(low.T @ c.T))
+    close(fg.grad(lambda x: fnp.sum(fsl.cholesky(x) * c))(a), (inv.T @ phi @ inv).T)
+
+
+def test_pinv_gradient_is_finite_and_correct_at_rank_deficient_matrices(r, x64):
+    a = r.standard_normal((4, 2)) @ r.standard_normal((2, 3))          # rank 2
+    c = r.standard_normal((3, 4))
+    g = np.asarray(fg.grad(lambda x: fnp.sum(L.pinv(x) * c))(a))
+    assert np.all(np.isfinite(g))
+    # directional derivative along a rank-preserving direction, by central differences
+    u, _, vt = np.linalg.svd(a, full_matrices=False)
+    d = u[:, :2] @ r.standard_normal((2, 2)) @ vt[:2]
+    h = 1e-6
+    fd = (np.sum(np.linalg.pinv(a + h * d) * c) - np.sum(np.linalg.pinv(a - h * d) * c)) / (2 * h)
+    np.testing.assert_allclose(np.sum(g * d), fd, rtol=1e-6)
+    check_grads(L.pinv, (fnp.asarray(r.standard_normal((3, 2))),), order=2, modes=("fwd", "rev"))
+
+
 def test_eigenvalue_gradients_stay_finite_at_repeated_eigenvalues(x64):
     # Eigenvalue sums are smooth; eigenvector gradients at repeated eigenvalues are not (NaN, as in JAX).
     eye = np.eye(3)
@@ -341,6 +369,18 @@ def test_lax_linalg_triangular_solve_sides(r, x64):
     x = lax.linalg.triangular_solve(a, b.T, left_side=True, lower=True, transpose_a=True)
     close(a.T @ np.asarray(x), b.T)
     close(lax.linalg.lu_pivots_to_permutation(np.array([2, 2, 2], np.int32), 3), [2, 0, 1])
+
+def test_lax_tridiagonal_solve(r, x64):
+    m = 4
+    dl, d, du = r.standard_normal(m), 3 + r.standard_normal(m), r.standard_normal(m)
+    b = r.standard_normal((m, 2))
+    dense = np.diag(d) + np.diag(dl[1:], -1) + np.diag(du[:-1], 1)     # dl[0], du[-1] are not used
+    close(lax.linalg.tridiagonal_solve(dl, d, du, b), np.linalg.solve(dense, b))
+    check_grads(lambda *v: lax.linalg.tridiagonal_solve(*v), [fnp.asarray(v) for v in (dl, d, du, b)], order=2,
+                modes=("fwd", "rev"))
+    batched = [np.stack([v, 2 * v]) for v in (dl, d, du, b)]
+    out = fg.vmap(lax.linalg.tridiagonal_solve)(*batched)
+    close(out[1], lax.linalg.tridiagonal_solve(*[v[1] for v in batched]))
 
 # ------------------------------------------------------------------ errors
 

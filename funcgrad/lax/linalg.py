@@ -17,14 +17,15 @@ from funcgrad.primitives import decompositions as _D
 from funcgrad.primitives.decompositions import (cholesky_p, eigh_p, expm_p, hessenberg_p, lu_p, permutation_matrix,
                                                 qr_p, schur_p, svd_p, triangular_solve_p)
 from funcgrad.primitives.elementwise import add, mul
-from funcgrad.primitives.shape import shape_of, transpose
+from funcgrad.primitives.linalg import matmul
+from funcgrad.primitives.shape import reshape, shape_of, transpose
 
 Array = Any
 
 __all__ = ["cholesky", "eigh", "expm", "lu", "lu_pivots_to_permutation", "permutation_matrix", "qr", "svd",
            "triangular_solve",
            "cholesky_p", "eigh_p", "expm_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p", "schur", "schur_p",
-           "hessenberg_p"]
+           "hessenberg_p", "tridiagonal_solve"]
 
 
 def _T(x: Array) -> Array:
@@ -148,7 +149,10 @@ def triangular_solve(a: Array, b: Array, *, left_side: bool = False, lower: bool
 
 
 def expm(x: Array) -> Array:
-    """Matrix exponential of a (..., n, n) matrix (scipy's Pade approximation with scaling and squaring)."""
+    """Matrix exponential of a (..., n, n) matrix (scipy's Pade approximation with scaling and squaring).
+
+    >>> expm(fnp.zeros((2, 2)))   # identity
+    """
     _checked(expm_p, x)
     return expm_p.bind(x)
 
@@ -165,3 +169,40 @@ def schur(x: Array, *, compute_schur_vectors: bool = True, sort_eig_vals: bool =
     t, z = schur_p.bind(x)
     return (t, z) if compute_schur_vectors else t
 
+
+
+def _dense_solve(a: Array, b: Array) -> Array:
+    """x with a @ x = b through the LU primitive (differentiable); a (..., n, n), b (..., n, k)."""
+    lu_, _, perm = lu_p.bind(a)
+    y = _D.triangular_solve(lu_, matmul(permutation_matrix(perm, a.dtype), b), lower=True, unit_diagonal=True)
+    return _D.triangular_solve(lu_, y, lower=False)
+
+
+def tridiagonal_solve(dl: Array, d: Array, du: Array, b: Array, *, perturb_singular: bool = False) -> Array:
+    """Solve a tridiagonal system: sub-diagonal ``dl``, diagonal ``d``, super-diagonal ``du`` (each (..., m);
+    ``dl[..., 0]`` and ``du[..., -1]`` are ignored), right-hand sides ``b`` (..., m, n).
+
+    Solved as a dense LU system (exact and differentiable; O(m^3), meant for moderate m).
+
+    >>> tridiagonal_solve(fnp.zeros(3), 2 * fnp.ones(3), fnp.zeros(3), fnp.ones((3, 1)))   # all 0.5
+    """
+    if perturb_singular:
+        raise NotImplementedError("tridiagonal_solve: perturb_singular=True is not supported")
+    shapes = [shape_of(v) for v in (dl, d, du)]
+    sb = shape_of(b)
+    if len(set(shapes)) != 1 or len(shapes[0]) < 1 or len(sb) < 2 or sb[-2] != shapes[0][-1] \
+            or sb[:-2] != shapes[0][:-1]:
+        raise ValueError(f"tridiagonal_solve: expected dl, d, du of one shape (..., m) and b (..., m, n), got "
+                         f"{shapes} and {sb}")
+    m = shapes[0][-1]
+    for v in (dl, d, du, b):
+        if v.dtype.kind != "f":
+            raise TypeError(f"tridiagonal_solve: expected float arrays, got dtype {v.dtype}")
+    batch = shapes[0][:-1]
+
+    def band(v: Array, k: int) -> Array:
+        # row i gets v[i] at column i + k (dl: k = -1 uses dl[i], du: k = 1 uses du[i])
+        return mul(reshape(v, batch + (m, 1)), np.eye(m, k=k, dtype=v.dtype))
+
+    a = add(add(band(d, 0), band(dl, -1)), band(du, 1))
+    return _dense_solve(a, b)

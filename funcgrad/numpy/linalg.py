@@ -23,12 +23,12 @@ import numpy as np
 
 from funcgrad._core import Tracer
 from funcgrad._dtypes import describe
-from funcgrad.numpy._base import arr, normalize_axes, promote, promote_inexact
+from funcgrad.numpy._base import arr, normalize_axes, promote_inexact
 from funcgrad.numpy._elementwise import abs, divide, isnan, log, multiply, power, sign, sqrt, where
 from funcgrad.numpy._reductions import max, min, prod, sum
 from funcgrad.numpy._shape import broadcast_to, ravel, reshape
 from funcgrad.numpy import _linalg
-from funcgrad.numpy._linalg import cross, outer as _outer, tensordot as _tensordot, vecdot as _vecdot
+from funcgrad.numpy._linalg import cross as _cross, outer as _outer, tensordot as _tensordot, vecdot as _vecdot
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
 
@@ -94,7 +94,11 @@ def matmul(x1: Any, x2: Any, /, *, precision: Any = None, preferred_element_type
 
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2, precision: Any = None, preferred_element_type: Any = None,
               out_sharding: Any = None) -> Any:
-    """Tensor contraction over ``axes`` (an int or two sequences), see :func:`funcgrad.numpy.tensordot`."""
+    """Tensor contraction over ``axes`` (an int or two sequences), see :func:`funcgrad.numpy.tensordot`.
+
+    >>> tensordot(fnp.ones((2, 3)), fnp.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
     out = _tensordot(x1, x2, axes)
     return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
 
@@ -105,6 +109,18 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
     """
     return _vecdot(x1, x2, axis=axis, precision=precision, preferred_element_type=preferred_element_type)
+
+
+def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    """Cross product of 3-vectors along ``axis`` (other axes broadcast).
+
+    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    """
+    x1, x2 = arr(x1), arr(x2)
+    if x1.ndim == 0 or x2.ndim == 0 or x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError(f"linalg.cross: both inputs must have size 3 along axis {axis}, got {describe(x1)} and "
+                         f"{describe(x2)}")
+    return _cross(x1, x2, axis=axis)
 
 
 def outer(x1: Any, x2: Any, /) -> Any:
@@ -425,7 +441,8 @@ def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
 
 def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Any:
     """Moore-Penrose pseudo-inverse through the SVD: (..., m, n) -> (..., n, m). Singular values at or
-    below ``rtol * largest`` (default ``10 * max(m, n) * eps``) count as zero.
+    below ``rtol * largest`` (default ``10 * max(m, n) * eps``) count as zero. Its derivative is the
+    pseudo-inverse's own (as JAX), finite for rank-deficient matrices too.
 
     >>> pinv(fnp.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])).shape
     (2, 3)
@@ -437,14 +454,42 @@ def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None
     a = _matrix("pinv", a)
     if rtol is None:
         rtol = 10.0 * max_(a.shape[-2:]) * float(np.finfo(a.dtype).eps)
-    u, s, vh = _L.svd(a, full_matrices=False)
     rtol = arr(rtol) if not isinstance(rtol, (int, float)) else float(rtol)
+    return _pinv_with_rule(a, rtol)
+
+
+def _pinv_plain(a: Any, rtol: Any) -> Any:
+    u, s, vh = _L.svd(a, full_matrices=False)
     if not isinstance(rtol, float):
         rtol = reshape(rtol, rtol.shape + (1,))
     cutoff = multiply(rtol, s[..., 0:1])
     s = where(lax.gt_p.bind(s, cutoff), s, np.inf)
     s = lax.convert_element_type(s, a.dtype)
     return _linalg.matmul(_mT(vh), divide(_mT(u), reshape(s, s.shape + (1,))))
+
+
+def _pinv_jvp(rtol: Any, primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+    # Golub & Pereyra's derivative of the pseudo-inverse (as JAX): finite for rank-deficient a too.
+    (a,), (da,) = primals, tangents
+    p = _pinv_plain(a, rtol)
+    mm = _linalg.matmul
+    eye_m = lax.convert_element_type(np.eye(a.shape[-2]), a.dtype)
+    eye_n = lax.convert_element_type(np.eye(a.shape[-1]), a.dtype)
+    da_t = _mT(da)
+    dp = (-mm(mm(p, da), p)
+          + mm(mm(mm(p, _mT(p)), da_t), eye_m - mm(a, p))
+          + mm(mm(mm(eye_n - mm(p, a), da_t), _mT(p)), p))
+    return p, dp
+
+
+def _make_pinv() -> Any:
+    from funcgrad._custom_rules import custom_jvp
+    f = custom_jvp(_pinv_plain, nondiff_argnums=(1,))
+    f.defjvp(_pinv_jvp)
+    return f
+
+
+_pinv_with_rule = _make_pinv()
 
 
 def lstsq(a: Any, b: Any, rcond: Any = None, *, numpy_resid: bool = False) -> tuple[Any, Any, Any, Any]:
@@ -684,5 +729,3 @@ def cond(x: Any, p: Any = None) -> Any:
     bad = max(lax.convert_element_type(isnan(x), np.int32), axis=(-2, -1))
     return where(lax.convert_element_type(isnan(r), np.int32) > bad, np.inf, r)
 
-
-del promote

@@ -246,7 +246,10 @@ def _chol_one(a):
 def _chol_impl(a):
     if _empty_batch(a.shape[:-2]) or a.shape[-1] == 0:
         return np.zeros(a.shape, a.dtype)
-    return np.asarray(_loop(_chol_one, [a], [2], 1), a.dtype)
+    try:   # numpy's stacked LAPACK loop; one failing matrix fails the stack, then each gets its own answer
+        return np.asarray(np.linalg.cholesky(a), a.dtype)
+    except np.linalg.LinAlgError:
+        return np.asarray(_loop(_chol_one, [a], [2], 1), a.dtype)
 
 
 def _same_aval(name: str) -> Callable:
@@ -322,7 +325,10 @@ def _lu_aval(a):
 
 
 def permutation_matrix(perm: Any, dtype: Any) -> Any:
-    """(..., n) int permutation -> (..., n, n) matrix P with (P @ x) = x[perm]."""
+    """(..., n) int permutation -> (..., n, n) matrix P with (P @ x) = x[perm].
+
+    >>> permutation_matrix(fnp.array([1, 0], dtype=fnp.int32), np.float32)   # [[0, 1], [1, 0]]
+    """
     n = shape_of(perm)[-1]
     s = shape_of(perm)
     return convert(eq_p.bind(reshape(perm, s + (1,)), np.arange(n, dtype=np.int32)), dtype)
@@ -397,7 +403,10 @@ def _eigh_impl(a):
     batch, n = a.shape[:-2], a.shape[-1]
     if _empty_batch(batch) or n == 0:
         return [np.zeros(batch + (n,), a.dtype), np.zeros(a.shape, a.dtype)]
-    w, v = _loop(_eigh_one, [a], [2], 2)
+    try:
+        w, v = np.linalg.eigh(a, UPLO="L")
+    except np.linalg.LinAlgError:
+        w, v = _loop(_eigh_one, [a], [2], 2)
     return [np.asarray(w, a.dtype), np.asarray(v, a.dtype)]
 
 
@@ -484,10 +493,17 @@ def _svd_impl(a, *, full_matrices, compute_uv):
         return outs
     def one(x):
         return _svd_one(x, full_matrices, compute_uv)
-    if len(shapes) == 1:
-        out = [_loop(lambda x: one(x)[0], [a], [2], 1)]
-    else:
-        out = list(_loop(one, [a], [2], len(shapes)))
+    try:
+        if compute_uv:
+            u, s, vt = np.linalg.svd(a, full_matrices=full_matrices)
+            out = [s, u, vt]
+        else:
+            out = [np.linalg.svd(a, compute_uv=False)]
+    except np.linalg.LinAlgError:
+        if len(shapes) == 1:
+            out = [_loop(lambda x: one(x)[0], [a], [2], 1)]
+        else:
+            out = list(_loop(one, [a], [2], len(shapes)))
     return [np.asarray(o, a.dtype) for o in out]
 
 
@@ -582,10 +598,6 @@ svd_p.batch = _batch_front(svd_p)
 qr_p = Primitive("qr", multiple_results=True)
 
 
-def _qr_one(a, full_matrices):
-    return tuple(np.linalg.qr(a, mode="complete" if full_matrices else "reduced"))
-
-
 def _qr_shapes(shape, full_matrices):
     batch, (m, n) = shape[:-2], shape[-2:]
     k = m if full_matrices else min(m, n)
@@ -600,7 +612,7 @@ def _qr_impl(a, *, full_matrices):
         if shapes[0][-1] == shapes[0][-2] and not _empty_batch(shapes[0][:-2]):
             q = np.broadcast_to(np.eye(shapes[0][-1], dtype=a.dtype), shapes[0]).copy()
         return [q, np.zeros(shapes[1], a.dtype)]
-    q, r = _loop(lambda x: _qr_one(x, full_matrices), [a], [2], 2)
+    q, r = np.linalg.qr(a, mode="complete" if full_matrices else "reduced")
     return [np.asarray(q, a.dtype), np.asarray(r, a.dtype)]
 
 

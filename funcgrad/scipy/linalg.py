@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from funcgrad._dtypes import describe
-from funcgrad.numpy._base import arr, promote_inexact
+from funcgrad.numpy._base import arr, promote, promote_inexact
 from funcgrad.numpy import _linalg, linalg as _nl
 from funcgrad.numpy._elementwise import abs, divide, multiply, subtract, where
-from funcgrad.numpy._shape import broadcast_to, concatenate, moveaxis, ravel, reshape
+from funcgrad.numpy._shape import broadcast_to, concatenate, ravel, reshape
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
 
@@ -62,12 +62,14 @@ def _as_matrix_rhs(name: str, a: Any, b: Any) -> tuple[Any, bool]:
 
 def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """Cholesky factor of symmetric positive definite matrices: upper ``U`` (``a = U.T @ U``) by default,
-    lower with ``lower=True``. NaN where ``a`` is not positive definite.
+    lower with ``lower=True``; only that triangle of ``a`` is read (as JAX: no symmetrization, so the
+    gradient is not symmetric). NaN where ``a`` is not positive definite.
 
     >>> cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))   # upper triangular
     """
     a = _square("cholesky", a)
-    L = _L.cholesky(a)
+    # As JAX: the lower (or upper) triangle is read, without symmetrizing.
+    L = _L.cholesky(a if lower else _mT(a), symmetrize_input=False)
     return L if lower else _mT(L)
 
 
@@ -444,7 +446,6 @@ def block_diag(*arrs: Any) -> Any:
     """
     if not arrs:
         return lax.convert_element_type(np.zeros((1, 0)), np.float32)
-    from funcgrad.numpy._base import promote
     xs = promote(*[arr(a) for a in arrs])
     mats = []
     for x in xs:
@@ -473,7 +474,6 @@ def toeplitz(c: Any, r: Any = None) -> Any:
     """
     c = _vec_last("toeplitz", c)
     r = c if r is None else _vec_last("toeplitz", r)
-    from funcgrad.numpy._base import promote
     c, r = promote(c, r)
     m, n = c.shape[-1], r.shape[-1]
     batch = np.broadcast_shapes(c.shape[:-1], r.shape[:-1])
@@ -490,7 +490,6 @@ def hankel(c: Any, r: Any = None) -> Any:
     """
     c = _vec_last("hankel", c)
     r = multiply(c, 0) if r is None else _vec_last("hankel", r)
-    from funcgrad.numpy._base import promote
     c, r = promote(c, r)
     m, n = c.shape[-1], r.shape[-1]
     batch = np.broadcast_shapes(c.shape[:-1], r.shape[:-1])
@@ -673,5 +672,3 @@ def convolution_matrix(a: Any, n: int, mode: str = "full") -> Any:
         hi = lo + _max(m, n)
     return full[lo:hi]
 
-
-del moveaxis
