@@ -261,6 +261,12 @@ def test_nan_reductions_all_nan_slices_and_keywords():
     xm = np.array([[1.0, 2.0, np.nan], [3.0, 4.0, 6.0]])
     mean = np.nanmean(xm, axis=1, keepdims=True)
     np.testing.assert_allclose(_np(fnp.nanvar(xm, axis=1, mean=mean)), np.nanvar(xm, axis=1), rtol=1e-6)
+    xd = np.array([[1.5, np.nan], [2.5, 4.0]])
+    for f in ("nansum", "nanprod", "nancumsum", "nancumprod"):              # NaNs dropped before the cast
+        np.testing.assert_array_equal(_np(getattr(fnp, f)(xd, axis=1, dtype=np.int32)),
+                                      getattr(np, f)(xd, axis=1, dtype=np.int32), err_msg=f)
+    np.testing.assert_array_equal(_np(fnp.nanmean(xd, axis=1, dtype=np.int32)),
+                                  np.nanmean(xd, axis=1).astype(np.int32))
     ints = np.array([[1, 5], [7, 2]], np.int32)
     assert fnp.nansum(ints).dtype.kind == "i" and int(fnp.nanmax(ints)) == 7
     assert int(fnp.nanargmax(ints)) == 2

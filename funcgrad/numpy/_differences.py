@@ -64,7 +64,7 @@ def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> A
     >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))    # [1., 1., 3.]
     """
     _no_out("nancumsum", out)
-    a, axis = _cum_axis("nancumsum", _fill(_cum_dtype(arr(a), dtype), 0.0), axis)
+    a, axis = _cum_axis("nancumsum", _cum_dtype(_fill(arr(a), 0.0), dtype), axis)   # NaNs out before any cast
     return _R.cumsum(a, axis=axis)
 
 

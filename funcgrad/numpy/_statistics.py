@@ -252,6 +252,20 @@ def _dtype_arg(a: Any, dtype: Any) -> Any:
     return a if dtype is None else lax.convert_element_type(a, dtype)
 
 
+def _inexact_in(a: Any, dtype: Any) -> Any:
+    """``a`` as floats to compute a NaN-aware mean or variance in: ``dtype`` if it is a float type (an
+    integer ``dtype`` would lose the NaNs: the result is cast to it instead, by :func:`_cast_out`)."""
+    a = arr(a)
+    if dtype is not None and np.dtype(dtype).kind == "f":
+        a = lax.convert_element_type(a, dtype)
+    (a,) = promote_inexact(a)
+    return a
+
+
+def _cast_out(res: Any, dtype: Any) -> Any:
+    return res if dtype is None or np.dtype(dtype).kind == "f" else lax.convert_element_type(res, dtype)
+
+
 def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
            initial: Any = None, where: Any = None) -> Any:
     """The sum over ``axis`` treating NaNs as 0 (``where``: only where True; ``initial`` is added).
@@ -259,7 +273,7 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
     >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))    # 3.0
     """
     _no_out("nansum", out)
-    a = _where("nansum", _fill(_dtype_arg(arr(a), dtype), 0.0), where, 0)
+    a = _where("nansum", _dtype_arg(_fill(arr(a), 0.0), dtype), where, 0)   # NaNs out before any cast
     res = _R.sum(a, axis=axis, keepdims=keepdims)
     return res if initial is None else lax.add(res, lax.convert_element_type(arr(initial), res.dtype))
 
@@ -271,7 +285,7 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))    # 6.0
     """
     _no_out("nanprod", out)
-    a = _where("nanprod", _fill(_dtype_arg(arr(a), dtype), 1.0), where, 1)
+    a = _where("nanprod", _dtype_arg(_fill(arr(a), 1.0), dtype), where, 1)
     res = _R.prod(a, axis=axis, keepdims=keepdims)
     return res if initial is None else lax.mul(res, lax.convert_element_type(arr(initial), res.dtype))
 
@@ -291,12 +305,11 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)    # [1., 3.5]
     """
     _no_out("nanmean", out)
-    a = _dtype_arg(arr(a), dtype)
-    (a,) = promote_inexact(a)
+    a = _inexact_in(a, dtype)
     total = _R.sum(_where("nanmean", _fill(a, 0.0), where, 0), axis=axis, keepdims=keepdims)
     count = _valid_count(a, axis, keepdims, where, a.dtype)
     none = lax.eq(count, 0.0)
-    return lax.select(none, np.nan, lax.div(total, lax.select(none, 1.0, count)))
+    return _cast_out(lax.select(none, np.nan, lax.div(total, lax.select(none, 1.0, count))), dtype)
 
 
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
@@ -307,8 +320,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     >>> nanvar(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
     """
     _no_out("nanvar", out)
-    a = _dtype_arg(arr(a), dtype)
-    (a,) = promote_inexact(a)
+    a = _inexact_in(a, dtype)
     if mean is None:
         mean = nanmean(a, axis, keepdims=True, where=where)
     else:
@@ -319,7 +331,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     total = _R.sum(sq, axis=axis, keepdims=keepdims)
     norm = lax.sub(_valid_count(a, axis, keepdims, where, a.dtype), float(ddof))
     bad = lax.le(norm, 0.0)
-    return lax.select(bad, np.nan, lax.div(total, lax.select(bad, 1.0, norm)))
+    return _cast_out(lax.select(bad, np.nan, lax.div(total, lax.select(bad, 1.0, norm))), dtype)
 
 
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
@@ -328,7 +340,9 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
 
     >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
     """
-    return lax.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where, mean))
+    var = nanvar(a, axis, None if dtype is None or np.dtype(dtype).kind != "f" else dtype, out, ddof, keepdims,
+                 where, mean)
+    return _cast_out(lax.sqrt(var), dtype)
 
 
 def _nan_extreme(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepdims: bool, initial: Any,
