@@ -293,6 +293,12 @@ def test_cumulative_dtypes_and_errors():
     assert fnp.cumprod(fnp.array([True, False])).dtype == fnp.cumsum(fnp.array([True])).dtype
     np.testing.assert_array_equal(_np(fnp.cumprod(fnp.array([1, 2, 3]), dtype=np.float32)), [1.0, 2.0, 6.0])
     np.testing.assert_array_equal(_np(fnp.cumulative_prod(fnp.array([2, 3]), include_initial=True)), [1, 2, 6])
+    x = np.array([1.0, 0.0, 2.0, np.nan])
+    for f in (fnp.cumprod, fnp.nancumsum, fnp.nancumprod):                 # dtype=bool: running all / any
+        assert f(x[:3], dtype=bool).dtype == np.bool_
+    np.testing.assert_array_equal(_np(fnp.cumprod(x[:3], dtype=bool)), np.cumprod(x[:3], dtype=bool))
+    np.testing.assert_array_equal(_np(fnp.nancumsum(x, dtype=bool)), np.cumsum(np.nan_to_num(x) != 0) != 0)
+    np.testing.assert_array_equal(_np(fnp.cumulative_sum(np.array([0, 0, 3]), dtype=bool)), [False, False, True])
     with pytest.raises(ValueError, match="non-scalar"):
         fnp.cumulative_sum(fnp.array(1.0))
     with pytest.raises(ValueError, match="axis"):

@@ -40,6 +40,14 @@ def _cum_dtype(a: Any, dtype: Any) -> Any:
     return a
 
 
+def _cumsum(x: Any, axis: Any = None, dtype: Any = None) -> Any:
+    """numpy's cumsum, with ``dtype=bool`` a running "any" (summed as ints, then ``!= 0``), as JAX."""
+    if dtype is not None and np.dtype(dtype) == np.bool_:
+        x = lax.convert_element_type(lax.convert_element_type(x, np.bool_), _dtypes.int_)
+        return lax.ne(_R.cumsum(x, axis=axis), 0)
+    return _R.cumsum(x, axis=axis, dtype=dtype)
+
+
 def _cum_axis(name: str, a: Any, axis: Any) -> tuple[Any, int]:
     if axis is None or a.ndim == 0:
         a = lax.reshape(a, (a.size,))
@@ -64,8 +72,8 @@ def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> A
     >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))    # [1., 1., 3.]
     """
     _no_out("nancumsum", out)
-    a, axis = _cum_axis("nancumsum", _cum_dtype(_fill(arr(a), 0.0), dtype), axis)   # NaNs out before any cast
-    return _R.cumsum(a, axis=axis)
+    a, axis = _cum_axis("nancumsum", _fill(arr(a), 0.0), axis)   # NaNs out before any cast
+    return _cumsum(_cum_dtype(a, None) if dtype is None else a, axis=axis, dtype=dtype)
 
 
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
@@ -99,7 +107,7 @@ def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, inc
 
     >>> cumulative_sum(fnp.array([1, 2, 3]), include_initial=True)    # [0, 1, 3, 6]
     """
-    return _cumulative("cumulative_sum", _R.cumsum, x, axis, dtype, include_initial, 0)
+    return _cumulative("cumulative_sum", _cumsum, x, axis, dtype, include_initial, 0)
 
 
 def cumulative_prod(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
