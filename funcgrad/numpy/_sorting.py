@@ -285,7 +285,7 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
         else:
             lo, hi = _R.min(a), _R.max(a)
     else:
-        if np.shape(range) != (2,) and len(range) != 2:
+        if not hasattr(range, "__len__") or len(range) != 2:
             raise ValueError(f"histogram_bin_edges: range must be a (min, max) pair, got {range!r}")
         lo, hi = (lax.convert_element_type(arr(r), a.dtype) for r in range)
     same = lax.eq(lo, hi)
