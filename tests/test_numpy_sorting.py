@@ -101,6 +101,8 @@ def test_searchsorted_methods_sorter_and_nan():
         fnp.searchsorted(a, 1.0, method="bisect")
     with pytest.raises(ValueError, match="1-d"):
         fnp.searchsorted(fnp.ones((2, 2)), 1.0)
+    with pytest.raises(ValueError, match="sorter"):
+        fnp.searchsorted(unsorted, 1.0, sorter=np.array([0, 1]))
 
 
 @pytest.mark.parametrize("n", [9, 16, 17, 40])
@@ -367,7 +369,15 @@ def test_cov_single_variable_and_corrcoef_constant():
     with np.errstate(all="ignore"):
         assert np.isnan(float(fnp.corrcoef(np.ones(3))))
     with pytest.raises(ValueError, match="fweights"):
-        fnp.cov(x, fweights=np.ones(2))
+        fnp.cov(x, fweights=np.ones(2, int))
+    with pytest.raises(TypeError, match="integer"):
+        fnp.cov(x, fweights=np.ones(3))
+
+
+@pytest.mark.parametrize("name", ["nansum", "nanmean", "nanvar", "nanmax", "nanargmax", "ptp", "count_nonzero"])
+def test_bad_axis_is_reported_under_the_function_name(name):
+    with pytest.raises(ValueError, match=f"^{name}: axis 5"):
+        getattr(fnp, name)(fnp.ones((2, 3)), axis=5)
 
 
 # ------------------------------------------------------------------ convolution and polynomials

@@ -180,6 +180,10 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
     if a.ndim != 1:
         raise ValueError(f"searchsorted: a must be 1-d, got {describe(a)}")
     if sorter is not None:
+        sorter = arr(sorter)
+        if sorter.shape != a.shape or sorter.dtype.kind not in "iu":
+            raise ValueError(f"searchsorted: sorter {describe(sorter)} must be integer indices of a's shape "
+                             f"{a.shape} (a permutation that sorts a)")
         a = _S.take(a, sorter)
     from funcgrad.numpy._base import promote
     a, v = promote(a, v)

@@ -248,6 +248,12 @@ def _where(name: str, a: Any, where: Any, value: Any) -> Any:
                       lax.full(a.shape, value, a.dtype))
 
 
+def _axes(name: str, a: Any, axis: Any) -> None:
+    """Check ``axis`` for ``a`` (so that a bad one is reported under ``name``, not an inner reduction's)."""
+    x = arr(a)
+    normalize_axes(name, axis, x.ndim, x)
+
+
 def _dtype_arg(a: Any, dtype: Any) -> Any:
     return a if dtype is None else lax.convert_element_type(a, dtype)
 
@@ -273,6 +279,7 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
     >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))    # 3.0
     """
     _no_out("nansum", out)
+    _axes("nansum", a, axis)
     a = _where("nansum", _dtype_arg(_fill(arr(a), 0.0), dtype), where, 0)   # NaNs out before any cast
     res = _R.sum(a, axis=axis, keepdims=keepdims)
     return res if initial is None else lax.add(res, lax.convert_element_type(arr(initial), res.dtype))
@@ -285,6 +292,7 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))    # 6.0
     """
     _no_out("nanprod", out)
+    _axes("nanprod", a, axis)
     a = _where("nanprod", _dtype_arg(_fill(arr(a), 1.0), dtype), where, 1)
     res = _R.prod(a, axis=axis, keepdims=keepdims)
     return res if initial is None else lax.mul(res, lax.convert_element_type(arr(initial), res.dtype))
@@ -305,6 +313,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)    # [1., 3.5]
     """
     _no_out("nanmean", out)
+    _axes("nanmean", a, axis)
     a = _inexact_in(a, dtype)
     total = _R.sum(_where("nanmean", _fill(a, 0.0), where, 0), axis=axis, keepdims=keepdims)
     count = _valid_count(a, axis, keepdims, where, a.dtype)
@@ -320,6 +329,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     >>> nanvar(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
     """
     _no_out("nanvar", out)
+    _axes("nanvar", a, axis)
     a = _inexact_in(a, dtype)
     if mean is None:
         mean = nanmean(a, axis, keepdims=True, where=where)
@@ -349,6 +359,7 @@ def _nan_extreme(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, 
                  where: Any) -> Any:
     _no_out(name, out)
     a = arr(a)
+    _axes(name, a, axis)
     if a.dtype.kind != "f":
         if where is not None and initial is None:
             raise ValueError(f"{name}: where= needs initial= for a non-float array (an empty selection has no "
@@ -392,6 +403,8 @@ def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, in
 def _nanarg(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepdims: Any) -> Any:
     _no_out(name, out)
     a = arr(a)
+    if axis is not None:
+        normalize_axis(name, axis, a.ndim, a)
     keepdims = bool(keepdims)
     if a.dtype.kind != "f":
         return red(a, axis=axis, keepdims=keepdims)
@@ -466,6 +479,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
     """
     _no_out("ptp", out)
     a = arr(a)
+    _axes("ptp", a, axis)
     return lax.sub(_R.max(a, axis=axis, keepdims=keepdims), _R.min(a, axis=axis, keepdims=keepdims))
 
 
@@ -475,6 +489,7 @@ def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     >>> count_nonzero(fnp.array([[0, 1], [2, 3]]), axis=0)    # [1, 2]
     """
     a = arr(a)
+    _axes("count_nonzero", a, axis)
     nz = lax.ne(a, False if a.dtype.kind == "b" else 0)
     return _R.sum(lax.convert_element_type(nz, _dtypes.int_), axis=axis, keepdims=keepdims)
 
@@ -514,12 +529,14 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     w = None
     if fweights is not None:
         fw = arr(fweights)
-        if fw.ndim > 1 or fw.shape[0] != n:
+        if fw.dtype.kind not in "iub":
+            raise TypeError(f"cov: fweights must be integer (repeat counts), got {describe(fw)}")
+        if fw.ndim != 1 or fw.shape[0] != n:
             raise ValueError(f"cov: fweights {describe(fw)} must be 1-d with one weight per observation ({n})")
         w = lax.convert_element_type(fw, x.dtype)
     if aweights is not None:
         aw = arr(aweights)
-        if aw.ndim > 1 or aw.shape[0] != n:
+        if aw.ndim != 1 or aw.shape[0] != n:
             raise ValueError(f"cov: aweights {describe(aw)} must be 1-d with one weight per observation ({n})")
         aw = lax.convert_element_type(aw, x.dtype)
         w = aw if w is None else lax.mul(w, aw)
