@@ -21,6 +21,7 @@ from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, index_arg, normalize_axes, normalize_axis, promote, promote_inexact
 from funcgrad.numpy import _reductions as _R
+from funcgrad.numpy._sorting import searchsorted
 from funcgrad.numpy._statistics import _fill, _no_out
 
 __all__ = ["cumprod", "cumulative_prod", "cumulative_sum", "diff", "ediff1d", "gradient", "interp", "nancumprod",
@@ -291,7 +292,6 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
         xp = lax.concatenate([lax.sub(xp[-1:], period), xp, lax.add(xp[:1], period)], 0)
         fp = lax.concatenate([fp[-1:], fp, fp[:1]], 0)
     n = xp.shape[0]
-    from funcgrad.numpy._sorting import searchsorted
     if n == 1:
         f = lax.broadcast_to(fp[0], x.shape)
     else:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import Array, Tracer
+from funcgrad._core import Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, keepdims_shape, normalize_axes, normalize_axis, promote_inexact
@@ -572,5 +572,3 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
     c = lax.div(lax.div(c, d[:, None]), d[None, :])
     return lax.clamp(-1.0, c, 1.0)
 
-
-del Array
