@@ -218,6 +218,18 @@ def test_quantile_nan_slices():
     assert np.isnan(_np(fnp.quantile(fnp.zeros((0,)), 0.5)))          # an empty slice: NaN, as numpy
 
 
+def test_quantile_gradient_in_q_is_finite_beside_nan_slices(x64):
+    a = fnp.asarray(np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [4.0, 0.5, 6.0]]))
+
+    def total(f, q):   # the NaN results dropped
+        out = f(a, q, axis=1)
+        return fnp.sum(fnp.where(fnp.isnan(out), 0.0, out))
+    # quantile: only row 3 is complete (sorted [0.5, 4, 6], position 2q): d/dq = 2 * (4 - 0.5)
+    np.testing.assert_allclose(float(fg.grad(lambda q: total(fnp.quantile, q))(0.3)), 7.0, rtol=1e-12)
+    # nanquantile: row 1 too (sorted [1, 3], position q): d/dq = 7 + (3 - 1)
+    np.testing.assert_allclose(float(fg.grad(lambda q: total(fnp.nanquantile, q))(0.3)), 9.0, rtol=1e-12)
+
+
 def test_quantile_gradients_in_a_and_q(x64):
     rng = np.random.default_rng(2)
     a = fnp.asarray(rng.standard_normal((3, 5)))

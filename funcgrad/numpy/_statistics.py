@@ -79,13 +79,18 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepd
         res = _inverted_cdf(x, w, q, batch, squash_nans)
         return lax.reshape(res, out_shape)
     s = lax.sort(x, dimension=len(batch))
+    # NaNs (sorted last) are never picked but from a slice whose result is NaN anyway: zero them so that
+    # no NaN reaches the interpolation weights' gradient (d/dq)
+    s = lax.select(lax.isnan(s), 0.0, s)
     qb = lax.reshape(q, q.shape + (1,) * len(batch))            # (q..., 1...)
     if squash_nans:
         counts = lax.convert_element_type(lax.reduce_sum(lax.convert_element_type(lax.logical_not(isnan), np.int32),
                                                          (len(batch),)), a.dtype)
         top = lax.sub(counts, 1.0)                               # (batch...)
+        nan_slice = lax.eq(counts, 0.0)
     else:
         top = lax.full(batch, float(n - 1), a.dtype)
+        nan_slice = lax.reduce_or(isnan, (len(batch),))
     pos = lax.mul(qb, top)                                       # (q..., batch...)
     low = lax.floor(pos)
     high = lax.ceil(pos)
@@ -111,8 +116,7 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepd
         res = lax.select(lax.le(lax.stop_gradient(high_w), 0.5), lo_v, hi_v)
     else:
         res = lax.mul(lax.add(lo_v, hi_v), 0.5)
-    if squash_nans:
-        res = lax.select(lax.eq(lax.reshape(counts, (1,) * q.ndim + batch), 0.0), np.nan, res)
+    res = lax.select(lax.broadcast_to(lax.reshape(nan_slice, (1,) * q.ndim + batch), res.shape), np.nan, res)
     return lax.reshape(res, out_shape)
 
 
