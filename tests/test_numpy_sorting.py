@@ -198,8 +198,10 @@ def test_quantile_errors():
         fnp.quantile(fnp.ones((2, 3)), 0.5, axis=1, method="inverted_cdf", weights=fnp.ones(2))
     with pytest.raises(ValueError, match="rank"):
         fnp.quantile(x, fnp.full((2, 2), 0.5))
-    with pytest.raises(NotImplementedError, match="out"):
+    with pytest.raises(ValueError, match="out"):
         fnp.median(x, out=np.zeros(()))
+    with pytest.raises(ValueError, match="overwrite_input"):
+        fnp.nanpercentile(x, 50, overwrite_input=True)
 
 
 def test_quantile_nearest_takes_the_lower_neighbour_at_halves_as_jax():
@@ -432,6 +434,8 @@ def test_polyfit_keywords(x64):
     np.testing.assert_allclose(_np(fnp.polyfit(x, y, 3)), np.polyfit(x, y, 3), atol=1e-10)
     with pytest.raises(NotImplementedError, match="full"):
         fnp.polyfit(x, y, 2, full=True)
+    with pytest.raises(NotImplementedError, match="rcond"):
+        fnp.polyfit(x, y, 2, rcond=1e-10)
     rng = np.random.default_rng(4)
     noisy, w = y + 0.1 * rng.standard_normal(7), rng.uniform(0.5, 2.0, 7)
     for cov in (True, "unscaled"):

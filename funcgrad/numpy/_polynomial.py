@@ -327,6 +327,9 @@ def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = F
 
     >>> polyfit(fnp.array([0.0, 1.0, 2.0]), fnp.array([1.0, 3.0, 5.0]), 1)    # [2., 1.]
     """
+    if rcond is not None:
+        raise NotImplementedError("polyfit: rcond= (a singular-value cutoff) is not supported: funcgrad fits by QR "
+                                  "and needs a full-rank Vandermonde matrix; leave rcond=None")
     if full:
         raise NotImplementedError("polyfit: full=True (residuals, rank, singular values) is not supported; use "
                                   "the coefficients (and cov=True)")

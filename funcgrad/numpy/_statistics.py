@@ -45,8 +45,10 @@ _QMETHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: bool, weights: Any,
-              squash_nans: bool) -> Any:
-    _no_out(name, out)
+              squash_nans: bool, overwrite_input: bool = False) -> Any:
+    if out is not None or overwrite_input:
+        raise ValueError(f"{name}: overwrite_input=True and out= are not supported (as in JAX: funcgrad arrays are "
+                         "immutable); use the returned array")
     if method not in _QMETHODS + ("inverted_cdf",):
         raise ValueError(f"{name}: method must be one of {_QMETHODS + ('inverted_cdf',)}, got {method!r}")
     if weights is not None and method != "inverted_cdf":
@@ -169,7 +171,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
 
     >>> quantile(fnp.array([1.0, 2.0, 3.0, 4.0]), 0.25)    # 1.75
     """
-    return _quantile("quantile", a, q, axis, out, method, keepdims, weights, False)
+    return _quantile("quantile", a, q, axis, out, method, keepdims, weights, False, overwrite_input)
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -178,7 +180,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
 
     >>> nanquantile(fnp.array([1.0, fnp.nan, 3.0]), 0.5)    # 2.0
     """
-    return _quantile("nanquantile", a, q, axis, out, method, keepdims, weights, True)
+    return _quantile("nanquantile", a, q, axis, out, method, keepdims, weights, True, overwrite_input)
 
 
 def _percent(q: Any) -> Any:
@@ -203,7 +205,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inpu
     if out_sharding is not None:
         raise NotImplementedError("percentile: out_sharding is not supported (funcgrad runs on one device)")
     _check_percent("percentile", q)
-    return _quantile("percentile", a, _percent(q), axis, out, method, keepdims, weights, False)
+    return _quantile("percentile", a, _percent(q), axis, out, method, keepdims, weights, False, overwrite_input)
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -213,7 +215,8 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_i
     >>> nanpercentile(fnp.array([1.0, fnp.nan, 3.0]), 50)    # 2.0
     """
     _check_percent("nanpercentile", q)
-    return _quantile("nanpercentile", a, _percent(q), axis, out, method, keepdims, weights, True)
+    return _quantile("nanpercentile", a, _percent(q), axis, out, method, keepdims, weights, True,
+                     overwrite_input)
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Any:
@@ -222,7 +225,7 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
 
     >>> median(fnp.array([[1.0, 3.0], [2.0, 5.0]]), axis=0)    # [1.5, 4.]
     """
-    return _quantile("median", a, 0.5, axis, out, "linear", keepdims, None, False)
+    return _quantile("median", a, 0.5, axis, out, "linear", keepdims, None, False, overwrite_input)
 
 
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -231,7 +234,7 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
 
     >>> nanmedian(fnp.array([1.0, fnp.nan, 4.0]))    # 2.5
     """
-    return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, None, True)
+    return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, None, True, overwrite_input)
 
 
 # ------------------------------------------------------------------ NaN-ignoring reductions
