@@ -241,6 +241,8 @@ def _polynomials():
         Op("vander[N,increasing]", lambda x: fnp.vander(x, 3, increasing=True),
            lambda x: np.vander(x, 3, increasing=True), [((4,),)]),
         Op("polyval", fnp.polyval, np.polyval, [((4,), (3, 2)), ((1,), ())]),
+        Op("polyval[scan]", lambda p, x: fnp.polyval(p, x, unroll=2), np.polyval, [((5,), (3,))],
+           (lambda r, s: 0.5 * r.standard_normal(s), normal)),
         Op("polyadd", fnp.polyadd, np.polyadd, [((3,), (2,)), ((2,), (4,))]),
         Op("polysub", fnp.polysub, np.polysub, [((3,), (2,)), ((2,), (4,))]),
         Op("polymul", fnp.polymul, np.polymul, [((3,), (2,))]),

@@ -101,6 +101,8 @@ def test_searchsorted_methods_sorter_and_nan():
         fnp.searchsorted(a, 1.0, method="bisect")
     with pytest.raises(ValueError, match="1-d"):
         fnp.searchsorted(fnp.ones((2, 2)), 1.0)
+    with pytest.raises(ValueError, match="sorter"):
+        fnp.searchsorted(unsorted, 1.0, sorter=np.array([0, 1]))
 
 
 @pytest.mark.parametrize("n", [9, 16, 17, 40])
@@ -196,8 +198,10 @@ def test_quantile_errors():
         fnp.quantile(fnp.ones((2, 3)), 0.5, axis=1, method="inverted_cdf", weights=fnp.ones(2))
     with pytest.raises(ValueError, match="rank"):
         fnp.quantile(x, fnp.full((2, 2), 0.5))
-    with pytest.raises(NotImplementedError, match="out"):
+    with pytest.raises(ValueError, match="out"):
         fnp.median(x, out=np.zeros(()))
+    with pytest.raises(ValueError, match="overwrite_input"):
+        fnp.nanpercentile(x, 50, overwrite_input=True)
 
 
 def test_quantile_nearest_takes_the_lower_neighbour_at_halves_as_jax():
@@ -214,6 +218,18 @@ def test_quantile_nan_slices():
         want = np.nanquantile(x, [0.25, 0.5], axis=1)
     np.testing.assert_allclose(_np(fnp.nanquantile(x, np.array([0.25, 0.5]), axis=1)), want, rtol=1e-6)
     assert np.isnan(_np(fnp.quantile(fnp.zeros((0,)), 0.5)))          # an empty slice: NaN, as numpy
+
+
+def test_quantile_gradient_in_q_is_finite_beside_nan_slices(x64):
+    a = fnp.asarray(np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan], [4.0, 0.5, 6.0]]))
+
+    def total(f, q):   # the NaN results dropped
+        out = f(a, q, axis=1)
+        return fnp.sum(fnp.where(fnp.isnan(out), 0.0, out))
+    # quantile: only row 3 is complete (sorted [0.5, 4, 6], position 2q): d/dq = 2 * (4 - 0.5)
+    np.testing.assert_allclose(float(fg.grad(lambda q: total(fnp.quantile, q))(0.3)), 7.0, rtol=1e-12)
+    # nanquantile: row 1 too (sorted [1, 3], position q): d/dq = 7 + (3 - 1)
+    np.testing.assert_allclose(float(fg.grad(lambda q: total(fnp.nanquantile, q))(0.3)), 9.0, rtol=1e-12)
 
 
 def test_quantile_gradients_in_a_and_q(x64):
@@ -261,6 +277,12 @@ def test_nan_reductions_all_nan_slices_and_keywords():
     xm = np.array([[1.0, 2.0, np.nan], [3.0, 4.0, 6.0]])
     mean = np.nanmean(xm, axis=1, keepdims=True)
     np.testing.assert_allclose(_np(fnp.nanvar(xm, axis=1, mean=mean)), np.nanvar(xm, axis=1), rtol=1e-6)
+    xd = np.array([[1.5, np.nan], [2.5, 4.0]])
+    for f in ("nansum", "nanprod", "nancumsum", "nancumprod"):              # NaNs dropped before the cast
+        np.testing.assert_array_equal(_np(getattr(fnp, f)(xd, axis=1, dtype=np.int32)),
+                                      getattr(np, f)(xd, axis=1, dtype=np.int32), err_msg=f)
+    np.testing.assert_array_equal(_np(fnp.nanmean(xd, axis=1, dtype=np.int32)),
+                                  np.nanmean(xd, axis=1).astype(np.int32))
     ints = np.array([[1, 5], [7, 2]], np.int32)
     assert fnp.nansum(ints).dtype.kind == "i" and int(fnp.nanmax(ints)) == 7
     assert int(fnp.nanargmax(ints)) == 2
@@ -287,6 +309,12 @@ def test_cumulative_dtypes_and_errors():
     assert fnp.cumprod(fnp.array([True, False])).dtype == fnp.cumsum(fnp.array([True])).dtype
     np.testing.assert_array_equal(_np(fnp.cumprod(fnp.array([1, 2, 3]), dtype=np.float32)), [1.0, 2.0, 6.0])
     np.testing.assert_array_equal(_np(fnp.cumulative_prod(fnp.array([2, 3]), include_initial=True)), [1, 2, 6])
+    x = np.array([1.0, 0.0, 2.0, np.nan])
+    for f in (fnp.cumprod, fnp.nancumsum, fnp.nancumprod):                 # dtype=bool: running all / any
+        assert f(x[:3], dtype=bool).dtype == np.bool_
+    np.testing.assert_array_equal(_np(fnp.cumprod(x[:3], dtype=bool)), np.cumprod(x[:3], dtype=bool))
+    np.testing.assert_array_equal(_np(fnp.nancumsum(x, dtype=bool)), np.cumsum(np.nan_to_num(x) != 0) != 0)
+    np.testing.assert_array_equal(_np(fnp.cumulative_sum(np.array([0, 0, 3]), dtype=bool)), [False, False, True])
     with pytest.raises(ValueError, match="non-scalar"):
         fnp.cumulative_sum(fnp.array(1.0))
     with pytest.raises(ValueError, match="axis"):
@@ -355,7 +383,15 @@ def test_cov_single_variable_and_corrcoef_constant():
     with np.errstate(all="ignore"):
         assert np.isnan(float(fnp.corrcoef(np.ones(3))))
     with pytest.raises(ValueError, match="fweights"):
-        fnp.cov(x, fweights=np.ones(2))
+        fnp.cov(x, fweights=np.ones(2, int))
+    with pytest.raises(TypeError, match="integer"):
+        fnp.cov(x, fweights=np.ones(3))
+
+
+@pytest.mark.parametrize("name", ["nansum", "nanmean", "nanvar", "nanmax", "nanargmax", "ptp", "count_nonzero"])
+def test_bad_axis_is_reported_under_the_function_name(name):
+    with pytest.raises(ValueError, match=f"^{name}: axis 5"):
+        getattr(fnp, name)(fnp.ones((2, 3)), axis=5)
 
 
 # ------------------------------------------------------------------ convolution and polynomials
@@ -398,6 +434,8 @@ def test_polyfit_keywords(x64):
     np.testing.assert_allclose(_np(fnp.polyfit(x, y, 3)), np.polyfit(x, y, 3), atol=1e-10)
     with pytest.raises(NotImplementedError, match="full"):
         fnp.polyfit(x, y, 2, full=True)
+    with pytest.raises(NotImplementedError, match="rcond"):
+        fnp.polyfit(x, y, 2, rcond=1e-10)
     rng = np.random.default_rng(4)
     noisy, w = y + 0.1 * rng.standard_normal(7), rng.uniform(0.5, 2.0, 7)
     for cov in (True, "unscaled"):

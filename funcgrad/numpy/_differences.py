@@ -21,6 +21,7 @@ from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, index_arg, normalize_axes, normalize_axis, promote, promote_inexact
 from funcgrad.numpy import _reductions as _R
+from funcgrad.numpy._sorting import searchsorted
 from funcgrad.numpy._statistics import _fill, _no_out
 
 __all__ = ["cumprod", "cumulative_prod", "cumulative_sum", "diff", "ediff1d", "gradient", "interp", "nancumprod",
@@ -38,6 +39,14 @@ def _cum_dtype(a: Any, dtype: Any) -> Any:
     if a.dtype.kind == "b":
         return lax.convert_element_type(a, _dtypes.int_)
     return a
+
+
+def _cumsum(x: Any, axis: Any = None, dtype: Any = None) -> Any:
+    """numpy's cumsum, with ``dtype=bool`` a running "any" (summed as ints, then ``!= 0``), as JAX."""
+    if dtype is not None and np.dtype(dtype) == np.bool_:
+        x = lax.convert_element_type(lax.convert_element_type(x, np.bool_), _dtypes.int_)
+        return lax.ne(_R.cumsum(x, axis=axis), 0)
+    return _R.cumsum(x, axis=axis, dtype=dtype)
 
 
 def _cum_axis(name: str, a: Any, axis: Any) -> tuple[Any, int]:
@@ -64,8 +73,8 @@ def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> A
     >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))    # [1., 1., 3.]
     """
     _no_out("nancumsum", out)
-    a, axis = _cum_axis("nancumsum", _fill(_cum_dtype(arr(a), dtype), 0.0), axis)
-    return _R.cumsum(a, axis=axis)
+    a, axis = _cum_axis("nancumsum", _fill(arr(a), 0.0), axis)   # NaNs out before any cast
+    return _cumsum(_cum_dtype(a, None) if dtype is None else a, axis=axis, dtype=dtype)
 
 
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
@@ -99,7 +108,7 @@ def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, inc
 
     >>> cumulative_sum(fnp.array([1, 2, 3]), include_initial=True)    # [0, 1, 3, 6]
     """
-    return _cumulative("cumulative_sum", _R.cumsum, x, axis, dtype, include_initial, 0)
+    return _cumulative("cumulative_sum", _cumsum, x, axis, dtype, include_initial, 0)
 
 
 def cumulative_prod(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
@@ -283,7 +292,6 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
         xp = lax.concatenate([lax.sub(xp[-1:], period), xp, lax.add(xp[:1], period)], 0)
         fp = lax.concatenate([fp[-1:], fp, fp[:1]], 0)
     n = xp.shape[0]
-    from funcgrad.numpy._sorting import searchsorted
     if n == 1:
         f = lax.broadcast_to(fp[0], x.shape)
     else:

@@ -97,15 +97,20 @@ def _poly1d(name: str, p: Any) -> Any:
 
 
 def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
-    """The polynomial with coefficients ``p`` (highest power first) at ``x``, by Horner's rule.
+    """The polynomial with coefficients ``p`` (highest power first) at ``x``, by Horner's rule (written
+    out for up to ``unroll`` coefficients, a ``lax.scan`` beyond).
 
     >>> polyval(fnp.array([3.0, 0.0, 1.0]), fnp.array([1.0, 2.0]))    # [4., 13.]
     """
     p = _poly1d("polyval", p)
     p, x = promote(p, arr(x))
-    y = lax.full(x.shape, 0, p.dtype if p.dtype == x.dtype else x.dtype)
-    for i in range(p.shape[0]):
-        y = lax.add(lax.mul(y, x), p[i])
+    unroll = index_arg("polyval", "unroll", unroll)
+    y = lax.full(x.shape, 0, p.dtype)
+    if p.shape[0] <= max(unroll, 1):      # short: Horner's steps written out
+        for i in range(p.shape[0]):
+            y = lax.add(lax.mul(y, x), p[i])
+        return y
+    y, _ = lax.scan(lambda y, c: (lax.add(lax.mul(y, x), c), None), y, p)   # long: one step, looped
     return y
 
 
@@ -322,6 +327,9 @@ def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = F
 
     >>> polyfit(fnp.array([0.0, 1.0, 2.0]), fnp.array([1.0, 3.0, 5.0]), 1)    # [2., 1.]
     """
+    if rcond is not None:
+        raise NotImplementedError("polyfit: rcond= (a singular-value cutoff) is not supported: funcgrad fits by QR "
+                                  "and needs a full-rank Vandermonde matrix; leave rcond=None")
     if full:
         raise NotImplementedError("polyfit: full=True (residuals, rank, singular values) is not supported; use "
                                   "the coefficients (and cov=True)")

@@ -19,8 +19,8 @@ from funcgrad import _dtypes
 from funcgrad._core import Array, ConcretizationError, Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
-from funcgrad.numpy._base import arr, normalize_axis, promote_inexact
-from funcgrad.numpy import _reductions as _R, _shape as _S, _elementwise as _E
+from funcgrad.numpy._base import arr, index_arg, normalize_axis, promote, promote_inexact
+from funcgrad.numpy import _reductions as _R, _shape as _S
 
 __all__ = ["argpartition", "argsort", "bincount", "digitize", "histogram", "histogram2d", "histogram_bin_edges",
            "histogramdd", "lexsort", "partition", "searchsorted", "sort"]
@@ -108,7 +108,6 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
 
 
 def _kth(name: str, kth: Any, x: Any, axis: int) -> int:
-    from funcgrad.numpy._base import index_arg
     n = x.shape[axis]
     k = index_arg(name, "kth", kth)
     if not -n <= k < n:
@@ -180,8 +179,11 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
     if a.ndim != 1:
         raise ValueError(f"searchsorted: a must be 1-d, got {describe(a)}")
     if sorter is not None:
+        sorter = arr(sorter)
+        if sorter.shape != a.shape or sorter.dtype.kind not in "iu":
+            raise ValueError(f"searchsorted: sorter {describe(sorter)} must be integer indices of a's shape "
+                             f"{a.shape} (a permutation that sorts a)")
         a = _S.take(a, sorter)
-    from funcgrad.numpy._base import promote
     a, v = promote(a, v)
     n = a.shape[0]
     if method == "compare_all" or n <= 8:   # count the smaller entries: n * v.size comparisons
@@ -239,7 +241,6 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
         raise TypeError(f"bincount: x must be an integer array, got {describe(x)}")
     if x.ndim != 1:
         raise ValueError(f"bincount: x must be 1-d, got {describe(x)}")
-    from funcgrad.numpy._base import index_arg
     minlength = index_arg("bincount", "minlength", minlength)
     if minlength < 0:
         raise ValueError(f"bincount: minlength must be non-negative, got {minlength}")
@@ -275,7 +276,6 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
     if np.ndim(bins) == 1:
         (edges,) = promote_inexact(arr(bins))
         return edges
-    from funcgrad.numpy._base import index_arg
     n = index_arg("histogram_bin_edges", "bins", bins)
     if n < 1:
         raise ValueError(f"histogram_bin_edges: bins must be >= 1, got {n}")
@@ -285,7 +285,7 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
         else:
             lo, hi = _R.min(a), _R.max(a)
     else:
-        if np.shape(range) != (2,) and len(range) != 2:
+        if not hasattr(range, "__len__") or len(range) != 2:
             raise ValueError(f"histogram_bin_edges: range must be a (min, max) pair, got {range!r}")
         lo, hi = (lax.convert_element_type(arr(r), a.dtype) for r in range)
     same = lax.eq(lo, hi)
@@ -406,5 +406,3 @@ def histogram2d(x: Any, y: Any, bins: Any = 10, range: Any = None, weights: Any 
     counts, edges = histogramdd(sample, bins, range, weights, density)
     return counts, edges[0], edges[1]
 
-
-del _E

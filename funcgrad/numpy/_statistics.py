@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import Array, Tracer
+from funcgrad._core import Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, keepdims_shape, normalize_axes, normalize_axis, promote_inexact
@@ -45,8 +45,10 @@ _QMETHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepdims: bool, weights: Any,
-              squash_nans: bool) -> Any:
-    _no_out(name, out)
+              squash_nans: bool, overwrite_input: bool = False) -> Any:
+    if out is not None or overwrite_input:
+        raise ValueError(f"{name}: overwrite_input=True and out= are not supported (as in JAX: funcgrad arrays are "
+                         "immutable); use the returned array")
     if method not in _QMETHODS + ("inverted_cdf",):
         raise ValueError(f"{name}: method must be one of {_QMETHODS + ('inverted_cdf',)}, got {method!r}")
     if weights is not None and method != "inverted_cdf":
@@ -79,13 +81,18 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepd
         res = _inverted_cdf(x, w, q, batch, squash_nans)
         return lax.reshape(res, out_shape)
     s = lax.sort(x, dimension=len(batch))
+    # NaNs (sorted last) are never picked but from a slice whose result is NaN anyway: zero them so that
+    # no NaN reaches the interpolation weights' gradient (d/dq)
+    s = lax.select(lax.isnan(s), 0.0, s)
     qb = lax.reshape(q, q.shape + (1,) * len(batch))            # (q..., 1...)
     if squash_nans:
         counts = lax.convert_element_type(lax.reduce_sum(lax.convert_element_type(lax.logical_not(isnan), np.int32),
                                                          (len(batch),)), a.dtype)
         top = lax.sub(counts, 1.0)                               # (batch...)
+        nan_slice = lax.eq(counts, 0.0)
     else:
         top = lax.full(batch, float(n - 1), a.dtype)
+        nan_slice = lax.reduce_or(isnan, (len(batch),))
     pos = lax.mul(qb, top)                                       # (q..., batch...)
     low = lax.floor(pos)
     high = lax.ceil(pos)
@@ -111,8 +118,7 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepd
         res = lax.select(lax.le(lax.stop_gradient(high_w), 0.5), lo_v, hi_v)
     else:
         res = lax.mul(lax.add(lo_v, hi_v), 0.5)
-    if squash_nans:
-        res = lax.select(lax.eq(lax.reshape(counts, (1,) * q.ndim + batch), 0.0), np.nan, res)
+    res = lax.select(lax.broadcast_to(lax.reshape(nan_slice, (1,) * q.ndim + batch), res.shape), np.nan, res)
     return lax.reshape(res, out_shape)
 
 
@@ -165,7 +171,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
 
     >>> quantile(fnp.array([1.0, 2.0, 3.0, 4.0]), 0.25)    # 1.75
     """
-    return _quantile("quantile", a, q, axis, out, method, keepdims, weights, False)
+    return _quantile("quantile", a, q, axis, out, method, keepdims, weights, False, overwrite_input)
 
 
 def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -174,7 +180,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
 
     >>> nanquantile(fnp.array([1.0, fnp.nan, 3.0]), 0.5)    # 2.0
     """
-    return _quantile("nanquantile", a, q, axis, out, method, keepdims, weights, True)
+    return _quantile("nanquantile", a, q, axis, out, method, keepdims, weights, True, overwrite_input)
 
 
 def _percent(q: Any) -> Any:
@@ -199,7 +205,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inpu
     if out_sharding is not None:
         raise NotImplementedError("percentile: out_sharding is not supported (funcgrad runs on one device)")
     _check_percent("percentile", q)
-    return _quantile("percentile", a, _percent(q), axis, out, method, keepdims, weights, False)
+    return _quantile("percentile", a, _percent(q), axis, out, method, keepdims, weights, False, overwrite_input)
 
 
 def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -209,7 +215,8 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_i
     >>> nanpercentile(fnp.array([1.0, fnp.nan, 3.0]), 50)    # 2.0
     """
     _check_percent("nanpercentile", q)
-    return _quantile("nanpercentile", a, _percent(q), axis, out, method, keepdims, weights, True)
+    return _quantile("nanpercentile", a, _percent(q), axis, out, method, keepdims, weights, True,
+                     overwrite_input)
 
 
 def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Any:
@@ -218,7 +225,7 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
 
     >>> median(fnp.array([[1.0, 3.0], [2.0, 5.0]]), axis=0)    # [1.5, 4.]
     """
-    return _quantile("median", a, 0.5, axis, out, "linear", keepdims, None, False)
+    return _quantile("median", a, 0.5, axis, out, "linear", keepdims, None, False, overwrite_input)
 
 
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -227,7 +234,7 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
 
     >>> nanmedian(fnp.array([1.0, fnp.nan, 4.0]))    # 2.5
     """
-    return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, None, True)
+    return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, None, True, overwrite_input)
 
 
 # ------------------------------------------------------------------ NaN-ignoring reductions
@@ -248,8 +255,28 @@ def _where(name: str, a: Any, where: Any, value: Any) -> Any:
                       lax.full(a.shape, value, a.dtype))
 
 
+def _axes(name: str, a: Any, axis: Any) -> None:
+    """Check ``axis`` for ``a`` (so that a bad one is reported under ``name``, not an inner reduction's)."""
+    x = arr(a)
+    normalize_axes(name, axis, x.ndim, x)
+
+
 def _dtype_arg(a: Any, dtype: Any) -> Any:
     return a if dtype is None else lax.convert_element_type(a, dtype)
+
+
+def _inexact_in(a: Any, dtype: Any) -> Any:
+    """``a`` as floats to compute a NaN-aware mean or variance in: ``dtype`` if it is a float type (an
+    integer ``dtype`` would lose the NaNs: the result is cast to it instead, by :func:`_cast_out`)."""
+    a = arr(a)
+    if dtype is not None and np.dtype(dtype).kind == "f":
+        a = lax.convert_element_type(a, dtype)
+    (a,) = promote_inexact(a)
+    return a
+
+
+def _cast_out(res: Any, dtype: Any) -> Any:
+    return res if dtype is None or np.dtype(dtype).kind == "f" else lax.convert_element_type(res, dtype)
 
 
 def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
@@ -259,7 +286,8 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
     >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))    # 3.0
     """
     _no_out("nansum", out)
-    a = _where("nansum", _fill(_dtype_arg(arr(a), dtype), 0.0), where, 0)
+    _axes("nansum", a, axis)
+    a = _where("nansum", _dtype_arg(_fill(arr(a), 0.0), dtype), where, 0)   # NaNs out before any cast
     res = _R.sum(a, axis=axis, keepdims=keepdims)
     return res if initial is None else lax.add(res, lax.convert_element_type(arr(initial), res.dtype))
 
@@ -271,7 +299,8 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))    # 6.0
     """
     _no_out("nanprod", out)
-    a = _where("nanprod", _fill(_dtype_arg(arr(a), dtype), 1.0), where, 1)
+    _axes("nanprod", a, axis)
+    a = _where("nanprod", _dtype_arg(_fill(arr(a), 1.0), dtype), where, 1)
     res = _R.prod(a, axis=axis, keepdims=keepdims)
     return res if initial is None else lax.mul(res, lax.convert_element_type(arr(initial), res.dtype))
 
@@ -291,12 +320,12 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)    # [1., 3.5]
     """
     _no_out("nanmean", out)
-    a = _dtype_arg(arr(a), dtype)
-    (a,) = promote_inexact(a)
+    _axes("nanmean", a, axis)
+    a = _inexact_in(a, dtype)
     total = _R.sum(_where("nanmean", _fill(a, 0.0), where, 0), axis=axis, keepdims=keepdims)
     count = _valid_count(a, axis, keepdims, where, a.dtype)
     none = lax.eq(count, 0.0)
-    return lax.select(none, np.nan, lax.div(total, lax.select(none, 1.0, count)))
+    return _cast_out(lax.select(none, np.nan, lax.div(total, lax.select(none, 1.0, count))), dtype)
 
 
 def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
@@ -307,8 +336,8 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     >>> nanvar(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
     """
     _no_out("nanvar", out)
-    a = _dtype_arg(arr(a), dtype)
-    (a,) = promote_inexact(a)
+    _axes("nanvar", a, axis)
+    a = _inexact_in(a, dtype)
     if mean is None:
         mean = nanmean(a, axis, keepdims=True, where=where)
     else:
@@ -319,7 +348,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     total = _R.sum(sq, axis=axis, keepdims=keepdims)
     norm = lax.sub(_valid_count(a, axis, keepdims, where, a.dtype), float(ddof))
     bad = lax.le(norm, 0.0)
-    return lax.select(bad, np.nan, lax.div(total, lax.select(bad, 1.0, norm)))
+    return _cast_out(lax.select(bad, np.nan, lax.div(total, lax.select(bad, 1.0, norm))), dtype)
 
 
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
@@ -328,13 +357,16 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
 
     >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
     """
-    return lax.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where, mean))
+    var = nanvar(a, axis, None if dtype is None or np.dtype(dtype).kind != "f" else dtype, out, ddof, keepdims,
+                 where, mean)
+    return _cast_out(lax.sqrt(var), dtype)
 
 
 def _nan_extreme(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepdims: bool, initial: Any,
                  where: Any) -> Any:
     _no_out(name, out)
     a = arr(a)
+    _axes(name, a, axis)
     if a.dtype.kind != "f":
         if where is not None and initial is None:
             raise ValueError(f"{name}: where= needs initial= for a non-float array (an empty selection has no "
@@ -378,6 +410,8 @@ def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, in
 def _nanarg(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepdims: Any) -> Any:
     _no_out(name, out)
     a = arr(a)
+    if axis is not None:
+        normalize_axis(name, axis, a.ndim, a)
     keepdims = bool(keepdims)
     if a.dtype.kind != "f":
         return red(a, axis=axis, keepdims=keepdims)
@@ -452,6 +486,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
     """
     _no_out("ptp", out)
     a = arr(a)
+    _axes("ptp", a, axis)
     return lax.sub(_R.max(a, axis=axis, keepdims=keepdims), _R.min(a, axis=axis, keepdims=keepdims))
 
 
@@ -461,6 +496,7 @@ def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     >>> count_nonzero(fnp.array([[0, 1], [2, 3]]), axis=0)    # [1, 2]
     """
     a = arr(a)
+    _axes("count_nonzero", a, axis)
     nz = lax.ne(a, False if a.dtype.kind == "b" else 0)
     return _R.sum(lax.convert_element_type(nz, _dtypes.int_), axis=axis, keepdims=keepdims)
 
@@ -500,12 +536,14 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     w = None
     if fweights is not None:
         fw = arr(fweights)
-        if fw.ndim > 1 or fw.shape[0] != n:
+        if fw.dtype.kind not in "iub":
+            raise TypeError(f"cov: fweights must be integer (repeat counts), got {describe(fw)}")
+        if fw.ndim != 1 or fw.shape[0] != n:
             raise ValueError(f"cov: fweights {describe(fw)} must be 1-d with one weight per observation ({n})")
         w = lax.convert_element_type(fw, x.dtype)
     if aweights is not None:
         aw = arr(aweights)
-        if aw.ndim > 1 or aw.shape[0] != n:
+        if aw.ndim != 1 or aw.shape[0] != n:
             raise ValueError(f"cov: aweights {describe(aw)} must be 1-d with one weight per observation ({n})")
         aw = lax.convert_element_type(aw, x.dtype)
         w = aw if w is None else lax.mul(w, aw)
@@ -541,5 +579,3 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
     c = lax.div(lax.div(c, d[:, None]), d[None, :])
     return lax.clamp(-1.0, c, 1.0)
 
-
-del Array
