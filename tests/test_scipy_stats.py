@@ -284,6 +284,27 @@ def test_values_outside_the_support(x64):
     _close(fst.vonmises.logpdf(fnp.array([1.0]), -1.0), [np.nan])
 
 
+def test_invalid_parameters_and_support_tests_follow_jax(x64):
+    import scipy.special as sc
+    nan, inf = np.nan, np.inf
+    _close(fst.bernoulli.cdf(fnp.array([0.5, 0.5]), fnp.array([-0.1, 1.5])), [nan, nan])
+    _close(fst.bernoulli.ppf(fnp.array([0.5]), 1.5), [nan])
+    _close(fst.beta.logpdf(fnp.array([0.5, 0.5, 0.5]), fnp.array([-1.0, 2.0, 2.0]), fnp.array([2.0, 0.0, 2.0]), 0.0,
+                           fnp.array([1.0, 1.0, -1.0])), [nan, nan, nan])
+    # binom: JAX's support test is loc <= k < loc + n + 1 (k need not be an integer)
+    y, n, p = 1.5, 1.0, 0.3
+    ref = sc.gammaln(n + 1) - sc.gammaln(y + 1) - sc.gammaln(n - y + 1) + y * np.log(p) + (n - y) * np.log1p(-p)
+    _close(fst.binom.logpmf(fnp.array([y, 2.0, -0.5]), n, p), [ref, -inf, -inf])
+    # geom: JAX's support test is k - loc > 0
+    _close(fst.geom.logpmf(fnp.array([0.3, 0.0]), 0.4), [-0.7 * np.log1p(-0.4) + np.log(0.4), -inf])
+    _close(fst.gumbel_r.ppf(fnp.array([0.0, 1.0, 0.5])), [nan, nan, -np.log(np.log(2.0))])
+    _close(fst.gumbel_l.ppf(fnp.array([0.0, 1.0])), [nan, nan])
+    _close(fst.gumbel_r.logpdf(fnp.array([0.5]), 0.0, -1.0), [nan])
+    _close(fst.gumbel_l.cdf(fnp.array([0.5]), 0.0, 0.0), [nan])
+    _close(fst.gamma.sf(fnp.array([-1.0, -1.0]), fnp.array([2.0, -2.5])), [1.0, 1.0])
+    _close(fst.poisson.entropy(fnp.array([-1.0, 0.0])), [nan, 0.0])
+
+
 def test_far_tails_stay_finite(x64):
     _close(fst.norm.logcdf(fnp.array([-40.0])), ss.norm.logcdf([-40.0]))
     _close(fst.norm.logsf(fnp.array([40.0])), ss.norm.logsf([40.0]))
