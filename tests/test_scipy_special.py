@@ -317,6 +317,14 @@ def test_xlogy_gradients_at_zero(x64):
     assert float(fg.grad(fs.xlogy, argnums=1)(0.0, 2.0)) == 0.0
 
 
+def test_gradients_at_edges_follow_jax(x64):
+    assert float(fg.grad(fs.entr)(0.0)) == np.inf                     # -(log 0 + 1)
+    assert [float(g) for g in fg.grad(fs.kl_div, argnums=(0, 1))(0.0, 2.0)] == [-1.0, 1.0]
+    assert [float(g) for g in fg.grad(fs.rel_entr, argnums=(0, 1))(0.0, 2.0)] == [0.0, 0.0]
+    assert [float(g) for g in fg.grad(fs.comb, argnums=(0, 1))(3.0, 5.0)] == [0.0, 0.0]   # 0 outside, not NaN
+    assert [float(g) for g in fg.grad(fs.poch, argnums=(0, 1))(2.0, 0.0)] == [0.0, 0.0]   # poch = 1 at m = 0
+
+
 def test_integer_inputs_compute_in_the_default_float(x32):
     out = fs.gammaln(fnp.array([1, 2, 5]))
     assert out.dtype == np.float32

@@ -305,6 +305,25 @@ def test_invalid_parameters_and_support_tests_follow_jax(x64):
     _close(fst.poisson.entropy(fnp.array([-1.0, 0.0])), [nan, 0.0])
 
 
+@pytest.mark.parametrize("name,f,args", [
+    ("gamma.logpdf", lambda x, a: fst.gamma.logpdf(x, a), (-1.0, 2.0)),
+    ("beta.logpdf", lambda x, a: fst.beta.logpdf(x, a, 2.0), (1.5, 2.0)),
+    ("pareto.logpdf", lambda x, b: fst.pareto.logpdf(x, b), (0.5, 2.0)),
+    ("expon.logcdf", lambda x, s: fst.expon.logcdf(x, 0.0, s), (-1.0, 2.0)),
+    ("poisson.logpmf", lambda k, mu: fst.poisson.logpmf(k, mu), (-1.0, 2.0)),
+    ("binom.logpmf", lambda n, p: fst.binom.logpmf(7.0, n, p), (5.0, 0.3)),
+    ("betabinom.logpmf", lambda a, b: fst.betabinom.logpmf(7.0, 5.0, a, b), (2.0, 3.0)),
+    ("truncnorm.logpdf", lambda x, a: fst.truncnorm.logpdf(x, a, 2.0), (3.0, -1.0)),
+    ("dirichlet.logpdf", lambda a, b: fst.dirichlet.logpdf(fnp.array([0.2, 0.3, 0.6]), fnp.stack([a, b, 1.0])),
+     (1.5, 2.0)),
+])
+def test_gradients_outside_the_support_are_zero(name, f, args, x64):
+    # The log density is -inf there and constant: its gradient is 0, never NaN (safe-where inside).
+    assert float(f(*args)) == -np.inf, name
+    g = fg.grad(f, argnums=(0, 1))(*args)
+    assert [float(v) for v in g] == [0.0, 0.0], name
+
+
 def test_far_tails_stay_finite(x64):
     _close(fst.norm.logcdf(fnp.array([-40.0])), ss.norm.logcdf([-40.0]))
     _close(fst.norm.logsf(fnp.array([40.0])), ss.norm.logsf([40.0]))

@@ -17,11 +17,12 @@ def logpmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:
     >>> logpmf(fnp.array([1.0]), 2.0, 0.5)   # [log 0.5]
     """
     k, n, p, loc = promote(k, n, p, loc)
-    y = k - loc
+    inside = (k >= loc) & (k < loc + n + 1)
+    y = fnp.where(inside, k - loc, 0.0)   # keeps the unchosen side (and its gradient) finite
     comb = special.gammaln(n + 1.0) - special.gammaln(y + 1.0) - special.gammaln(n - y + 1.0)
     linear = special.xlogy(y, p) + special.xlog1py(n - y, -p)
     val = fnp.where(((y == 0) & (n == 0)) | (linear == 0), 0.0, comb + linear)
-    return fnp.where((k >= loc) & (k < loc + n + 1), val, -INF)
+    return fnp.where(inside, val, -INF)
 
 
 def pmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:

@@ -20,7 +20,8 @@ def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
     k, mu, loc = promote(k, mu, loc)
     x = k - loc
     bad = fnp.logical_or(x < 0, fnp.round(k) != k)
-    return fnp.where(bad, -INF, special.xlogy(x, mu) - special.gammaln(x + 1.0) - mu)
+    xs = fnp.where(bad, 0.0, x)   # keeps the unchosen side (and its gradient) finite
+    return fnp.where(bad, -INF, special.xlogy(xs, mu) - special.gammaln(xs + 1.0) - mu)
 
 
 def pmf(k: Any, mu: Any, loc: Any = 0) -> Any:
