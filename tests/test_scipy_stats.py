@@ -450,3 +450,47 @@ def test_bad_shapes_name_the_function():
         fst.norm.logpdf(fnp.ones(3), fnp.ones(2))
     with pytest.raises(ValueError, match=r"chi2.cdf: the arguments"):
         fst.chi2.cdf(fnp.ones(3), fnp.ones(2))
+
+
+@pytest.mark.parametrize("bw_method", [None, "silverman", 0.7, lambda kde: 0.5])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gaussian_kde(bw_method, weighted, rng, x64):
+    data = rng.standard_normal((2, 7))
+    w = rng.uniform(0.5, 2.0, 7) if weighted else None
+    pts = rng.standard_normal((2, 4))
+    kde = fst.gaussian_kde(fnp.asarray(data), bw_method, None if w is None else fnp.asarray(w))
+    ref = ss.gaussian_kde(data, bw_method, w)
+    _close(kde.evaluate(fnp.asarray(pts)), ref.evaluate(pts), 1e-10)
+    _close(kde(fnp.asarray(pts)), ref(pts), 1e-10)
+    _close(kde.pdf(fnp.asarray(pts)), ref.pdf(pts), 1e-10)
+    _close(kde.logpdf(fnp.asarray(pts)), ref.logpdf(pts), 1e-10)
+    _close(kde.covariance, ref.covariance, 1e-10)
+    _close(kde.inv_cov, ref.inv_cov, 1e-10)
+    _close(kde.neff, ref.neff, 1e-10)
+    assert (kde.d, kde.n) == (2, 7)
+    _close(kde.integrate_gaussian(fnp.array([0.1, -0.2]), fnp.eye(2)),
+           ref.integrate_gaussian(np.array([0.1, -0.2]), np.eye(2)), 1e-10)
+    other = rng.standard_normal((2, 5))
+    _close(kde.integrate_kde(fst.gaussian_kde(fnp.asarray(other))), ref.integrate_kde(ss.gaussian_kde(other)), 1e-10)
+
+
+def test_gaussian_kde_1d_transforms_and_errors(rng, x64):
+    data = rng.standard_normal(6)
+    kde, ref = fst.gaussian_kde(fnp.asarray(data)), ss.gaussian_kde(data)
+    _close(kde.integrate_box_1d(-0.5, 1.0), ref.integrate_box_1d(-0.5, 1.0), 1e-10)
+    _close(kde.logpdf(fnp.array([50.0])), ref.logpdf([50.0]), 1e-10)        # far from the data: logsumexp
+    x = fnp.array([0.1, 2.0])
+    _close(fg.jit(lambda k, v: k.evaluate(v))(kde, x), ref(np.asarray(x)), 1e-10)   # a pytree through jit
+    check_grads(lambda d, v: fst.gaussian_kde(d).logpdf(v), [fnp.asarray(data), x], order=2)
+    with pytest.raises(NotImplementedError, match="funcgrad.random"):
+        kde.resample(None)
+    with pytest.raises(NotImplementedError, match="integrate_box_1d"):
+        kde.integrate_box(0.0, 1.0)
+    with pytest.raises(ValueError, match="dimension"):
+        fst.gaussian_kde(fnp.ones((2, 5)) + fnp.arange(5.0)).evaluate(fnp.ones((3, 2)))
+    with pytest.raises(ValueError, match="multiple elements"):
+        fst.gaussian_kde(fnp.array([1.0]))
+    with pytest.raises(ValueError, match="bw_method"):
+        fst.gaussian_kde(fnp.asarray(data), "wide")
+    with pytest.raises(AttributeError, match="immutable"):
+        kde.dataset = None
