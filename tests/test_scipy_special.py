@@ -422,3 +422,18 @@ def test_lax_special_functions(x64):
     _compare(lax.betainc(fnp.asarray(a), fnp.asarray(a), fnp.array([0.2, 0.5, 0.9])),
              sc.betainc(a, a, [0.2, 0.5, 0.9]), 1e-12, "lax.betainc")
     _compare(lax.bessel_i1e(fnp.asarray(x)), sc.i1e(x), 1e-12, "lax.bessel_i1e")
+
+
+def test_logsumexp_softmax_under_vmap_and_jit(rng, x32):
+    a = fnp.asarray(rng.standard_normal((3, 2, 4)).astype(np.float32))
+    b = fnp.asarray(rng.uniform(0.5, 1.5, (3, 2, 4)).astype(np.float32))
+
+    def f(x, w):
+        out, sign = fs.logsumexp(x, axis=-1, b=w, return_sign=True)
+        return out * sign + fnp.sum(fs.softmax(x, axis=0) * fs.log_softmax(x, axis=(0, 1)))
+
+    batched = fg.vmap(f)(a, b)
+    loop = np.stack([np.asarray(f(a[i], b[i])) for i in range(3)])
+    np.testing.assert_allclose(np.asarray(batched), loop, rtol=2e-6, atol=2e-6)
+    with config_set("jit_fusion", False):
+        np.testing.assert_allclose(np.asarray(fg.jit(f)(a[0], b[0])), loop[0], rtol=2e-6, atol=2e-6)
