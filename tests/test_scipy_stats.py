@@ -504,3 +504,10 @@ def test_tail_gradients_raise_no_nan_under_debug_nans(debug_nans, x32):
     assert all(np.isfinite(np.asarray(v)).all() for v in g)
     g = fg.grad(lambda k, mu: fst.poisson.logpmf(k, mu), argnums=(0, 1))(3.0, 2.0)
     assert all(np.isfinite(float(v)) for v in g)
+
+
+def test_gaussian_kde_under_vmap(rng, x64):
+    datasets = rng.standard_normal((3, 2, 6))
+    x = rng.standard_normal((2, 4))
+    out = fg.vmap(lambda d: fst.gaussian_kde(d).logpdf(fnp.asarray(x)))(fnp.asarray(datasets))
+    _close(out, np.stack([ss.gaussian_kde(d).logpdf(x) for d in datasets]), 1e-10)
