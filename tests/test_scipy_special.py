@@ -317,6 +317,14 @@ def test_xlogy_gradients_at_zero(x64):
     assert float(fg.grad(fs.xlogy, argnums=1)(0.0, 2.0)) == 0.0
 
 
+def test_gradients_at_edges_follow_jax(x64):
+    assert float(fg.grad(fs.entr)(0.0)) == np.inf                     # -(log 0 + 1)
+    assert [float(g) for g in fg.grad(fs.kl_div, argnums=(0, 1))(0.0, 2.0)] == [-1.0, 1.0]
+    assert [float(g) for g in fg.grad(fs.rel_entr, argnums=(0, 1))(0.0, 2.0)] == [0.0, 0.0]
+    assert [float(g) for g in fg.grad(fs.comb, argnums=(0, 1))(3.0, 5.0)] == [0.0, 0.0]   # 0 outside, not NaN
+    assert [float(g) for g in fg.grad(fs.poch, argnums=(0, 1))(2.0, 0.0)] == [0.0, 0.0]   # poch = 1 at m = 0
+
+
 def test_integer_inputs_compute_in_the_default_float(x32):
     out = fs.gammaln(fnp.array([1, 2, 5]))
     assert out.dtype == np.float32
@@ -414,3 +422,18 @@ def test_lax_special_functions(x64):
     _compare(lax.betainc(fnp.asarray(a), fnp.asarray(a), fnp.array([0.2, 0.5, 0.9])),
              sc.betainc(a, a, [0.2, 0.5, 0.9]), 1e-12, "lax.betainc")
     _compare(lax.bessel_i1e(fnp.asarray(x)), sc.i1e(x), 1e-12, "lax.bessel_i1e")
+
+
+def test_logsumexp_softmax_under_vmap_and_jit(rng, x32):
+    a = fnp.asarray(rng.standard_normal((3, 2, 4)).astype(np.float32))
+    b = fnp.asarray(rng.uniform(0.5, 1.5, (3, 2, 4)).astype(np.float32))
+
+    def f(x, w):
+        out, sign = fs.logsumexp(x, axis=-1, b=w, return_sign=True)
+        return out * sign + fnp.sum(fs.softmax(x, axis=0) * fs.log_softmax(x, axis=(0, 1)))
+
+    batched = fg.vmap(f)(a, b)
+    loop = np.stack([np.asarray(f(a[i], b[i])) for i in range(3)])
+    np.testing.assert_allclose(np.asarray(batched), loop, rtol=2e-6, atol=2e-6)
+    with config_set("jit_fusion", False):
+        np.testing.assert_allclose(np.asarray(fg.jit(f)(a[0], b[0])), loop[0], rtol=2e-6, atol=2e-6)

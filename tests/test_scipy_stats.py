@@ -284,6 +284,46 @@ def test_values_outside_the_support(x64):
     _close(fst.vonmises.logpdf(fnp.array([1.0]), -1.0), [np.nan])
 
 
+def test_invalid_parameters_and_support_tests_follow_jax(x64):
+    import scipy.special as sc
+    nan, inf = np.nan, np.inf
+    _close(fst.bernoulli.cdf(fnp.array([0.5, 0.5]), fnp.array([-0.1, 1.5])), [nan, nan])
+    _close(fst.bernoulli.ppf(fnp.array([0.5]), 1.5), [nan])
+    _close(fst.beta.logpdf(fnp.array([0.5, 0.5, 0.5]), fnp.array([-1.0, 2.0, 2.0]), fnp.array([2.0, 0.0, 2.0]), 0.0,
+                           fnp.array([1.0, 1.0, -1.0])), [nan, nan, nan])
+    # binom: JAX's support test is loc <= k < loc + n + 1 (k need not be an integer)
+    y, n, p = 1.5, 1.0, 0.3
+    ref = sc.gammaln(n + 1) - sc.gammaln(y + 1) - sc.gammaln(n - y + 1) + y * np.log(p) + (n - y) * np.log1p(-p)
+    _close(fst.binom.logpmf(fnp.array([y, 2.0, -0.5]), n, p), [ref, -inf, -inf])
+    # geom: JAX's support test is k - loc > 0
+    _close(fst.geom.logpmf(fnp.array([0.3, 0.0]), 0.4), [-0.7 * np.log1p(-0.4) + np.log(0.4), -inf])
+    _close(fst.gumbel_r.ppf(fnp.array([0.0, 1.0, 0.5])), [nan, nan, -np.log(np.log(2.0))])
+    _close(fst.gumbel_l.ppf(fnp.array([0.0, 1.0])), [nan, nan])
+    _close(fst.gumbel_r.logpdf(fnp.array([0.5]), 0.0, -1.0), [nan])
+    _close(fst.gumbel_l.cdf(fnp.array([0.5]), 0.0, 0.0), [nan])
+    _close(fst.gamma.sf(fnp.array([-1.0, -1.0]), fnp.array([2.0, -2.5])), [1.0, 1.0])
+    _close(fst.poisson.entropy(fnp.array([-1.0, 0.0])), [nan, 0.0])
+
+
+@pytest.mark.parametrize("name,f,args", [
+    ("gamma.logpdf", lambda x, a: fst.gamma.logpdf(x, a), (-1.0, 2.0)),
+    ("beta.logpdf", lambda x, a: fst.beta.logpdf(x, a, 2.0), (1.5, 2.0)),
+    ("pareto.logpdf", lambda x, b: fst.pareto.logpdf(x, b), (0.5, 2.0)),
+    ("expon.logcdf", lambda x, s: fst.expon.logcdf(x, 0.0, s), (-1.0, 2.0)),
+    ("poisson.logpmf", lambda k, mu: fst.poisson.logpmf(k, mu), (-1.0, 2.0)),
+    ("binom.logpmf", lambda n, p: fst.binom.logpmf(7.0, n, p), (5.0, 0.3)),
+    ("betabinom.logpmf", lambda a, b: fst.betabinom.logpmf(7.0, 5.0, a, b), (2.0, 3.0)),
+    ("truncnorm.logpdf", lambda x, a: fst.truncnorm.logpdf(x, a, 2.0), (3.0, -1.0)),
+    ("dirichlet.logpdf", lambda a, b: fst.dirichlet.logpdf(fnp.array([0.2, 0.3, 0.6]), fnp.stack([a, b, 1.0])),
+     (1.5, 2.0)),
+])
+def test_gradients_outside_the_support_are_zero(name, f, args, x64):
+    # The log density is -inf there and constant: its gradient is 0, never NaN (safe-where inside).
+    assert float(f(*args)) == -np.inf, name
+    g = fg.grad(f, argnums=(0, 1))(*args)
+    assert [float(v) for v in g] == [0.0, 0.0], name
+
+
 def test_far_tails_stay_finite(x64):
     _close(fst.norm.logcdf(fnp.array([-40.0])), ss.norm.logcdf([-40.0]))
     _close(fst.norm.logsf(fnp.array([40.0])), ss.norm.logsf([40.0]))
@@ -410,3 +450,64 @@ def test_bad_shapes_name_the_function():
         fst.norm.logpdf(fnp.ones(3), fnp.ones(2))
     with pytest.raises(ValueError, match=r"chi2.cdf: the arguments"):
         fst.chi2.cdf(fnp.ones(3), fnp.ones(2))
+
+
+@pytest.mark.parametrize("bw_method", [None, "silverman", 0.7, lambda kde: 0.5])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gaussian_kde(bw_method, weighted, rng, x64):
+    data = rng.standard_normal((2, 7))
+    w = rng.uniform(0.5, 2.0, 7) if weighted else None
+    pts = rng.standard_normal((2, 4))
+    kde = fst.gaussian_kde(fnp.asarray(data), bw_method, None if w is None else fnp.asarray(w))
+    ref = ss.gaussian_kde(data, bw_method, w)
+    _close(kde.evaluate(fnp.asarray(pts)), ref.evaluate(pts), 1e-10)
+    _close(kde(fnp.asarray(pts)), ref(pts), 1e-10)
+    _close(kde.pdf(fnp.asarray(pts)), ref.pdf(pts), 1e-10)
+    _close(kde.logpdf(fnp.asarray(pts)), ref.logpdf(pts), 1e-10)
+    _close(kde.covariance, ref.covariance, 1e-10)
+    _close(kde.inv_cov, ref.inv_cov, 1e-10)
+    _close(kde.neff, ref.neff, 1e-10)
+    assert (kde.d, kde.n) == (2, 7)
+    _close(kde.integrate_gaussian(fnp.array([0.1, -0.2]), fnp.eye(2)),
+           ref.integrate_gaussian(np.array([0.1, -0.2]), np.eye(2)), 1e-10)
+    other = rng.standard_normal((2, 5))
+    _close(kde.integrate_kde(fst.gaussian_kde(fnp.asarray(other))), ref.integrate_kde(ss.gaussian_kde(other)), 1e-10)
+
+
+def test_gaussian_kde_1d_transforms_and_errors(rng, x64):
+    data = rng.standard_normal(6)
+    kde, ref = fst.gaussian_kde(fnp.asarray(data)), ss.gaussian_kde(data)
+    _close(kde.integrate_box_1d(-0.5, 1.0), ref.integrate_box_1d(-0.5, 1.0), 1e-10)
+    _close(kde.logpdf(fnp.array([50.0])), ref.logpdf([50.0]), 1e-10)        # far from the data: logsumexp
+    x = fnp.array([0.1, 2.0])
+    _close(fg.jit(lambda k, v: k.evaluate(v))(kde, x), ref(np.asarray(x)), 1e-10)   # a pytree through jit
+    check_grads(lambda d, v: fst.gaussian_kde(d).logpdf(v), [fnp.asarray(data), x], order=2)
+    with pytest.raises(NotImplementedError, match="funcgrad.random"):
+        kde.resample(None)
+    with pytest.raises(NotImplementedError, match="integrate_box_1d"):
+        kde.integrate_box(0.0, 1.0)
+    with pytest.raises(ValueError, match="dimension"):
+        fst.gaussian_kde(fnp.ones((2, 5)) + fnp.arange(5.0)).evaluate(fnp.ones((3, 2)))
+    with pytest.raises(ValueError, match="multiple elements"):
+        fst.gaussian_kde(fnp.array([1.0]))
+    with pytest.raises(ValueError, match="bw_method"):
+        fst.gaussian_kde(fnp.asarray(data), "wide")
+    with pytest.raises(AttributeError, match="immutable"):
+        kde.dataset = None
+
+
+def test_tail_gradients_raise_no_nan_under_debug_nans(debug_nans, x32):
+    # The unchosen branches of the truncated-normal mass are kept finite (in float32, 1 - ndtr(6)
+    # rounds to 0 and log1p(-1) = -inf there), so no NaN appears anywhere.
+    x, a, b = fnp.array([6.5, 0.3], dtype=fnp.float32), fnp.array([6.0, -1.0]), fnp.array([8.0, 2.0])
+    g = fg.grad(lambda *v: fnp.sum(fst.truncnorm.logpdf(*v)), argnums=(0, 1, 2))(x, a, b)
+    assert all(np.isfinite(np.asarray(v)).all() for v in g)
+    g = fg.grad(lambda k, mu: fst.poisson.logpmf(k, mu), argnums=(0, 1))(3.0, 2.0)
+    assert all(np.isfinite(float(v)) for v in g)
+
+
+def test_gaussian_kde_under_vmap(rng, x64):
+    datasets = rng.standard_normal((3, 2, 6))
+    x = rng.standard_normal((2, 4))
+    out = fg.vmap(lambda d: fst.gaussian_kde(d).logpdf(fnp.asarray(x)))(fnp.asarray(datasets))
+    _close(out, np.stack([ss.gaussian_kde(d).logpdf(x) for d in datasets]), 1e-10)

@@ -246,6 +246,7 @@ def comb(N: Any, k: Any, *, repetition: bool = False) -> Any:  # noqa: N803 - sc
     if repetition:
         return fnp.where(fnp.logical_and(N == 0.0, k > 0), 0.0, comb(lax.sub(lax.add(N, k), 1.0), k))
     valid = fnp.logical_and(fnp.logical_and(k >= 0, N >= 0), k <= N)
+    N, k = fnp.where(valid, N, 1.0), fnp.where(valid, k, 0.0)   # finite on the unchosen side, and its gradient
     lg = lax.sub(lax.sub(_p.lgamma_p.bind(lax.add(N, 1.0)), _p.lgamma_p.bind(lax.add(k, 1.0))),
                  _p.lgamma_p.bind(lax.add(lax.sub(N, k), 1.0)))
     return fnp.where(valid, lax.exp(fnp.where(valid, lg, 0.0)), 0.0)
@@ -399,14 +400,14 @@ def xlog1py(x: Any, y: Any) -> Any:
 
 
 def entr(x: Any) -> Any:
-    """Elementwise entropy ``-x log(x)``: 0 at 0, -inf for ``x < 0``.
+    """Elementwise entropy ``-x log(x)``: 0 at 0 (derivative +inf there, as JAX), -inf for ``x < 0``.
 
     >>> entr(fnp.array([0.0, 0.5]))
     """
     (x,) = _floats(x)
-    pos = x > 0
-    safe = fnp.where(pos, x, 1.0)
-    return fnp.where(pos, lax.neg(lax.mul(safe, lax.log(safe))), fnp.where(x == 0, lax.mul(x, 0.0), -np.inf))
+    neg = x < 0
+    safe = fnp.where(neg, 1.0, x)
+    return fnp.where(neg, -np.inf, lax.neg(_p.xlogy_p.bind(safe, safe)))
 
 
 def rel_entr(p: Any, q: Any) -> Any:
@@ -422,15 +423,13 @@ def rel_entr(p: Any, q: Any) -> Any:
 
 
 def kl_div(p: Any, q: Any) -> Any:
-    """``p log(p / q) - p + q`` for ``p, q > 0``; ``q`` where ``p == 0, q >= 0``; inf elsewhere.
+    """``rel_entr(p, q) - p + q``: ``p log(p / q) - p + q`` for ``p, q > 0``; ``q`` where ``p == 0, q >= 0``;
+    inf elsewhere.
 
     >>> kl_div(fnp.array([0.5]), fnp.array([0.25]))
     """
     p, q = _floats(p, q)
-    both = fnp.logical_and(p > 0, q > 0)
-    sp, sq = fnp.where(both, p, 1.0), fnp.where(both, q, 1.0)
-    val = lax.add(lax.sub(lax.mul(sp, lax.log(lax.div(sp, sq))), p), q)
-    return fnp.where(both, val, fnp.where(fnp.logical_and(p == 0, q >= 0), lax.add(q, lax.mul(p, 0.0)), np.inf))
+    return lax.add(lax.sub(rel_entr(p, q), p), q)
 
 
 def boxcox(x: Any, lmbda: Any) -> Any:

@@ -27,16 +27,21 @@ def pmf(k: Any, p: Any, loc: Any = 0) -> Any:
 
 
 def cdf(k: Any, p: Any) -> Any:
-    """CDF: 0 below 0, ``1 - p`` on [0, 1), 1 from 1 on. ``>>> cdf(fnp.array([0.5]), 0.25)  # [0.75]``"""
+    """CDF: 0 below 0, ``1 - p`` on [0, 1), 1 from 1 on; NaN for ``p`` outside [0, 1].
+
+    >>> cdf(fnp.array([0.5]), 0.25)   # [0.75]
+    """
     k, p = promote(k, p)
-    return fnp.where(k < 0, 0.0 * p, fnp.where(k < 1, 1.0 - p, 0.0 * p + 1.0))
+    invalid = fnp.isnan(k) | fnp.isnan(p) | (p < 0) | (p > 1)
+    return fnp.where(invalid, NAN, fnp.where(k < 0, 0.0 * p, fnp.where(k < 1, 1.0 - p, 0.0 * p + 1.0)))
 
 
 def ppf(q: Any, p: Any) -> Any:
-    """Quantile: 0 for ``q <= 1 - p``, else 1; NaN outside [0, 1] (ppf(0) is 0, as JAX; scipy gives -1).
+    """Quantile: 0 for ``q <= 1 - p``, else 1; NaN for ``q`` or ``p`` outside [0, 1]
+    (ppf(0) is 0, as JAX; scipy gives -1).
 
     >>> ppf(fnp.array([0.5, 0.9]), 0.25)   # [0, 1]
     """
     q, p = promote(q, p)
-    ok = fnp.logical_and(q >= 0, q <= 1)
+    ok = (q >= 0) & (q <= 1) & (p >= 0) & (p <= 1)
     return fnp.where(ok, fnp.where(q <= 1.0 - p, 0.0, 1.0), NAN)

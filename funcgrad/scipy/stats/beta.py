@@ -5,13 +5,14 @@ from typing import Any
 
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
-from funcgrad.scipy.stats._common import INF, promote
+from funcgrad.scipy.stats._common import INF, NAN, promote
 
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
 
 def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``(a-1) log z + (b-1) log(1-z) - betaln(a, b) - log(scale)`` on [0, 1]; -inf outside.
+    """``(a-1) log z + (b-1) log(1-z) - betaln(a, b) - log(scale)`` on [0, 1]; -inf outside;
+    NaN for ``a <= 0``, ``b <= 0`` or ``scale <= 0`` (as JAX).
 
     >>> logpdf(fnp.array([0.5]), 2.0, 2.0)   # [log 1.5]
     """
@@ -20,7 +21,8 @@ def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     ok = fnp.logical_and(z >= 0, z <= 1)
     zs = fnp.where(ok, z, 0.5)
     val = special.xlogy(a - 1.0, zs) + special.xlog1py(b - 1.0, -zs) - special.betaln(a, b) - fnp.log(scale)
-    return fnp.where(ok, val, -INF)
+    val = fnp.where(ok, val, -INF)
+    return fnp.where((a <= 0) | (b <= 0) | (scale <= 0), NAN, val)
 
 
 def pdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:

@@ -47,8 +47,10 @@ def logcdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 def sf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Survival function ``gammaincc(a, z)``. ``>>> sf(fnp.array([1.0]), 1.0)  # [exp(-1)]``"""
-    a, z = _z(x, a, loc, scale)
-    return special.gammaincc(a, z)
+    x, a, loc, scale = promote(x, a, loc, scale)
+    z = (x - loc) / scale
+    below = z < 0
+    return fnp.where(below, 0.0 * z + 1.0, special.gammaincc(a, fnp.where(below, 0.0, z)))
 
 
 def logsf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:

@@ -11,13 +11,13 @@ __all__ = ["logpmf", "pmf"]
 
 
 def logpmf(k: Any, p: Any, loc: Any = 0) -> Any:
-    """``(k - 1) log(1 - p) + log p`` for ``k - loc >= 1``; -inf below.
+    """``(k - 1) log(1 - p) + log p`` for ``k - loc > 0`` (JAX's support test); -inf from 0 down.
 
     >>> logpmf(fnp.array([1.0, 2.0]), 0.5)   # [log 0.5, log 0.25]
     """
     k, p, loc = promote(k, p, loc)
     x = k - loc
-    return fnp.where(x < 1, -INF, special.xlog1py(x - 1.0, -p) + fnp.log(p))
+    return fnp.where(x <= 0, -INF, special.xlog1py(x - 1.0, -p) + fnp.log(p))
 
 
 def pmf(k: Any, p: Any, loc: Any = 0) -> Any:

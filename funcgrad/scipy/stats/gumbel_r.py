@@ -11,7 +11,7 @@ __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 
 def _z(x, loc, scale):
     x, loc, scale = promote(x, loc, scale)
-    return (x - loc) / scale, scale
+    return (x - loc) / fnp.where(scale > 0, scale, NAN), scale   # NaN for scale <= 0, as JAX
 
 
 def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -47,7 +47,7 @@ def logsf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def ppf(p: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """Quantile ``loc - scale log(-log p)``; NaN outside [0, 1]. ``>>> ppf(fnp.array([0.5]))``"""
+    """Quantile ``loc - scale log(-log p)``; NaN outside (0, 1) (as JAX). ``>>> ppf(fnp.array([0.5]))``"""
     p, loc, scale = promote(p, loc, scale)
-    ok = fnp.logical_and(p >= 0, p <= 1)
+    ok = fnp.logical_and(p > 0, p < 1)
     return fnp.where(ok, loc - scale * fnp.log(-fnp.log(p)), NAN)

@@ -6,35 +6,9 @@ from typing import Any
 import numpy as np
 
 import funcgrad.numpy as fnp
-from funcgrad.scipy.stats._common import LOG_2PI, promote
+from funcgrad.scipy.stats._common import LOG_2PI, cholesky_solve_logdet, promote
 
 __all__ = ["logpdf", "pdf"]
-
-
-def _cholesky_solve_logdet(cov, r):
-    """``(y, sum(log diag L))`` with ``cov = L L^T`` and ``L y = r`` (batched over leading axes).
-
-    An unrolled Cholesky and forward substitution over the static dimension ``n``, written with
-    array ops (so grad, vmap and jit apply); the cost is O(n) Python steps, meant for small ``n``.
-    """
-    n = cov.shape[-1]
-    cols = []      # column j of L, shape (..., n), zero above row j
-    rows = fnp.arange(n)
-    for j in range(n):
-        v = cov[..., :, j]
-        for c in cols:
-            v = v - c * c[..., j:j + 1]
-        d = fnp.sqrt(v[..., j:j + 1])
-        cols.append(fnp.where(rows >= j, v / d, 0.0))
-    ys = []
-    for j in range(n):
-        acc = r[..., j]
-        for k in range(j):
-            acc = acc - cols[k][..., j] * ys[k]
-        ys.append(acc / cols[j][..., j])
-    y = fnp.stack(ys, axis=-1)
-    logdet = sum(fnp.log(cols[j][..., j]) for j in range(n))
-    return y, logdet
 
 
 def logpdf(x: Any, mean: Any, cov: Any, allow_singular: None = None) -> Any:
@@ -60,8 +34,7 @@ def logpdf(x: Any, mean: Any, cov: Any, allow_singular: None = None) -> Any:
     r = x - mean
     lead = np.broadcast_shapes(r.shape[:-1], cov.shape[:-2])
     r = fnp.broadcast_to(r, lead + (n,))
-    cov = fnp.broadcast_to(cov, lead + (n, n))
-    y, logdet = _cholesky_solve_logdet(cov, r)
+    y, logdet = cholesky_solve_logdet(cov, r)
     return -0.5 * fnp.sum(y * y, axis=-1) - n / 2 * LOG_2PI - logdet
 
 

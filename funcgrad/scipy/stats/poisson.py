@@ -7,7 +7,7 @@ import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
-from funcgrad.scipy.stats._common import INF, promote
+from funcgrad.scipy.stats._common import INF, NAN, promote
 
 __all__ = ["cdf", "entropy", "logpmf", "pmf"]
 
@@ -20,7 +20,8 @@ def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
     k, mu, loc = promote(k, mu, loc)
     x = k - loc
     bad = fnp.logical_or(x < 0, fnp.round(k) != k)
-    return fnp.where(bad, -INF, special.xlogy(x, mu) - special.gammaln(x + 1.0) - mu)
+    xs = fnp.where(bad, 0.0, x)   # keeps the unchosen side (and its gradient) finite
+    return fnp.where(bad, -INF, special.xlogy(xs, mu) - special.gammaln(xs + 1.0) - mu)
 
 
 def pmf(k: Any, mu: Any, loc: Any = 0) -> Any:
@@ -55,4 +56,5 @@ def entropy(mu: Any, loc: Any = 0) -> Any:
     asym = (0.5 * fnp.log(2 * fnp.pi * fnp.e * big) - 1.0 / (12.0 * big) - 1.0 / (24.0 * big ** 2)
             - 19.0 / (360.0 * big ** 3))
     out = fnp.where(mu == 0, 0.0 * mu, fnp.where(mu < 100, series, asym))
+    out = fnp.where(mu < 0, NAN, out)
     return fnp.broadcast_to(out, shape)

@@ -25,7 +25,9 @@ def _log_gauss_mass(a, b):
     a_tail = fnp.where(right, -b, a)
     b_tail = fnp.where(right, -a, b)
     mass_tail = _log_diff(special.log_ndtr(b_tail), special.log_ndtr(a_tail))
-    mass_central = fnp.log1p(-special.ndtr(a) - special.ndtr(-b))
+    a_mid = fnp.where(central, a, -1.0)   # keeps the unchosen side (and its gradient) finite
+    b_mid = fnp.where(central, b, 1.0)
+    mass_central = fnp.log1p(-special.ndtr(a_mid) - special.ndtr(-b_mid))
     return fnp.where(central, mass_central, mass_tail)
 
 
