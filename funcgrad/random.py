@@ -1433,7 +1433,7 @@ def _stirling_tail(n: Any) -> Any:
     kp1sq = (n + 1) * (n + 1)
     approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (n + 1)
     table = fnp.asarray(_STIRLING_TAIL.astype(n.dtype))
-    idx = convert(fnp.floor(fnp.clip(n, 0.0, 9.0)), np.int32)
+    idx = convert(fnp.floor(fnp.clip(fnp.where(n == n, n, 0.0), 0.0, 9.0)), np.int32)   # (NaN: any row)
     return fnp.where(small, fnp.take(table, idx), approx)
 
 
@@ -1476,9 +1476,10 @@ def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any =
     lam = fnp.broadcast_to(fnp.stop_gradient(lam), shape)
     use_knuth = fnp.isnan(lam) | (lam < 10)
     lam_knuth = fnp.where(use_knuth, lam, np.float32(0))
-    lam_rejection = fnp.where(use_knuth, np.float32(1e5), lam)
+    lam_rejection = fnp.where(use_knuth | (lam == np.inf), np.float32(1e5), lam)
     result = fnp.where(use_knuth, _poisson_knuth(k, lam_knuth, shape), _poisson_rejection(k, lam_rejection, shape))
-    return convert(fnp.where(lam == 0, np.float32(0), result), dtype)
+    # lam = inf gives 0, as JAX does (an integer cannot hold inf).
+    return convert(fnp.where((lam == 0) | (lam == np.inf), np.float32(0), result), dtype)
 
 
 def _binomial_inversion(k: Any, count: Any, prob: Any, shape: tuple[int, ...]) -> Any:

@@ -551,3 +551,15 @@ def test_orthogonal(n, m, linalg):
     np.testing.assert_allclose(gram, np.broadcast_to(np.eye(small), (5, small, small)), atol=1e-5)
 
 
+
+
+def test_degenerate_parameters_as_jax():
+    # jax.random 0.10.2 gives, for PRNGKey(0): gamma([-1, 0, nan, inf]) = [nan, 0, nan, inf];
+    # poisson([-1, nan]) = [-1, -1]; poisson([inf, 3, 30]) = [0, 0, 23]; binomial(5, [-0.1, 1.5]) = [nan, nan].
+    k = random.PRNGKey(0)
+    with np.errstate(all="ignore"):
+        g = np.asarray(random.gamma(k, fnp.array([-1.0, 0.0, np.nan, np.inf])))
+        assert np.isnan(g[0]) and g[1] == 0 and np.isnan(g[2]) and g[3] == np.inf
+        np.testing.assert_array_equal(np.asarray(random.poisson(k, fnp.array([-1.0, np.nan]))), [-1, -1])
+        np.testing.assert_array_equal(np.asarray(random.poisson(k, fnp.array([np.inf, 3.0, 30.0]))), [0, 0, 23])
+        assert np.isnan(np.asarray(random.binomial(k, 5.0, fnp.array([-0.1, 1.5])))).all()
