@@ -171,6 +171,10 @@ class PRNGKeyArray:
             return f"Array({self.shape}, dtype=key<fry>) overlaying:\n{np.asarray(self._data)}"
         return f"PRNGKeyArray(shape={self.shape}, dtype=key<fry>)"
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError("a typed key array (random.key) cannot be converted to a numpy array; use "
+                        "random.key_data(keys) for its uint32 words")
+
     def __eq__(self, other: Any) -> Any:
         if not isinstance(other, PRNGKeyArray):
             return NotImplemented

@@ -241,6 +241,8 @@ def test_typed_keys_under_jit_vmap_scan():
 def test_key_errors():
     with pytest.raises(NotImplementedError, match="impl"):
         random.key(0, impl="rbg")
+    with pytest.raises(TypeError, match="key_data"):
+        np.asarray(random.key(0))
     with pytest.raises(TypeError, match="uint32 words|expected a key"):
         random.wrap_key_data(fnp.zeros((3,), dtype=fnp.int32))
     with pytest.raises(TypeError, match="typed key array of shape \\(3,\\)"):
