@@ -1,18 +1,20 @@
 """Splittable, functional pseudo-random numbers (Threefry-2x32, JAX's scheme).
 
-A *key* is a plain ``uint32[2]`` array.  Nothing is stateful: the same key
+A *key* names a stream of random bits.  Nothing is stateful: the same key
 always gives the same numbers (on every run, machine and thread count, and
 under ``jit`` and ``vmap``), and new independent streams come from
 :func:`split` or :func:`fold_in`.  Never use one key twice for numbers that
-should be independent; split it instead.
+should be independent; split it instead.  Code written for ``jax.random``
+runs unchanged and draws the same numbers as JAX 0.10.2 from the same seed.
 
 >>> import funcgrad as fg
 >>> from funcgrad import random
->>> key = random.key(0)                          # u32[2]
->>> key, sub = random.split(key)                 # each u32[2]
+>>> key = random.key(0)                          # a typed key, shape ()
+>>> key, sub = random.split(key)                 # each shape ()
 >>> x = random.normal(sub, (3, 4))               # f32[3,4]
->>> keys = random.split(key, 8)                  # u32[8,2]
+>>> keys = random.split(key, 8)                  # typed keys, shape (8,)
 >>> ys = fg.vmap(lambda k: random.uniform(k, (5,)))(keys)   # f32[8,5]
+>>> raw = random.PRNGKey(0)                      # the raw u32[2] form works everywhere too
 
 Keys come in two kinds, as in JAX: the raw ``uint32[2]`` array of
 :func:`PRNGKey` (and ``split`` of it: ``uint32[n, 2]``), and the typed key
@@ -49,6 +51,15 @@ polynomial from scipy's, which we use):
   with one key per element, as JAX; ``poisson`` (Knuth below 10, Hormann's
   transformed rejection above) and ``binomial`` (inversion / BTRS) are JAX's
   loops too.
+
+Differences from JAX: ``uniform`` also clamps below ``maxval`` (JAX can
+round up to ``maxval`` itself in rare cases); typed keys are a funcgrad
+class, not an array dtype, so ``funcgrad.numpy`` functions do not take them
+(use :func:`key_data` / :func:`wrap_key_data`); ``gumbel(mode="highest")``
+and sharding (``out_sharding``) are not implemented; ``lax.random_gamma_grad``
+has no derivative of its own (no second derivatives of gamma samples in
+``a``); ``multivariate_normal`` and ``orthogonal`` use
+``funcgrad.numpy.linalg`` (``cholesky``/``eigh``/``svd``/``qr``).
 
 None of the bit-level primitives has a derivative; the samplers are
 differentiable in their float parameters where the sample is a smooth
