@@ -1212,10 +1212,10 @@ def _gamma_one(k: Any, alpha: Any, log_space: bool) -> Any:
     if log_space:
         log_samples = -exponential(sub, (), dtype)
         log_boost = fnp.where(fnp.logical_or(boost_mask, log_samples == 0), zero, log_samples * (one / alpha_orig))
-        return fnp.log(d) + fnp.log(V) + log_boost
+        return convert(fnp.log(d) + fnp.log(V) + log_boost, dtype)   # (float16 math may widen)
     samples = 1 - uniform(sub, (), dtype)
     boost = fnp.where(boost_mask, one, fnp.power(samples, one / alpha_orig))
-    return d * V * boost
+    return convert(d * V * boost, dtype)
 
 
 def _gamma_samples(k: Any, a: Any, log_space: bool) -> Any:

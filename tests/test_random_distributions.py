@@ -565,3 +565,47 @@ def test_degenerate_parameters_as_jax():
         np.testing.assert_array_equal(np.asarray(random.poisson(k, fnp.array([-1.0, np.nan]))), [-1, -1])
         np.testing.assert_array_equal(np.asarray(random.poisson(k, fnp.array([np.inf, 3.0, 30.0]))), [0, 0, 23])
         assert np.isnan(np.asarray(random.binomial(k, 5.0, fnp.array([-0.1, 1.5])))).all()
+
+
+DTYPED = {
+    "uniform": lambda k, dt: random.uniform(k, (3,), dt),
+    "normal": lambda k, dt: random.normal(k, (3,), dt),
+    "truncated_normal": lambda k, dt: random.truncated_normal(k, -1., 1., (3,), dt),
+    "gumbel[high]": lambda k, dt: random.gumbel(k, (3,), dt, mode="high"),
+    "exponential": lambda k, dt: random.exponential(k, (3,), dt),
+    "laplace": lambda k, dt: random.laplace(k, (3,), dt),
+    "logistic": lambda k, dt: random.logistic(k, (3,), dt),
+    "cauchy": lambda k, dt: random.cauchy(k, (3,), dt),
+    "pareto": lambda k, dt: random.pareto(k, 2., (3,), dt),
+    "rayleigh": lambda k, dt: random.rayleigh(k, 2., (3,), dt),
+    "maxwell": lambda k, dt: random.maxwell(k, (3,), dt),
+    "double_sided_maxwell": lambda k, dt: random.double_sided_maxwell(k, 0., 1., (3,), dt),
+    "weibull_min": lambda k, dt: random.weibull_min(k, 1., 2., (3,), dt),
+    "lognormal": lambda k, dt: random.lognormal(k, .5, (3,), dt),
+    "triangular": lambda k, dt: random.triangular(k, 0., .5, 1., (3,), dt),
+    "wald": lambda k, dt: random.wald(k, 1., (3,), dt),
+    "gamma": lambda k, dt: random.gamma(k, 2., (3,), dt),
+    "loggamma": lambda k, dt: random.loggamma(k, .5, (3,), dt),
+    "beta": lambda k, dt: random.beta(k, 2., 3., (3,), dt),
+    "dirichlet": lambda k, dt: random.dirichlet(k, fnp.ones(3), (2,), dt),
+    "chisquare": lambda k, dt: random.chisquare(k, 3., (3,), dt),
+    "f": lambda k, dt: random.f(k, 3., 4., (3,), dt),
+    "t": lambda k, dt: random.t(k, 3., (3,), dt),
+    "generalized_normal": lambda k, dt: random.generalized_normal(k, 1.5, (3,), dt),
+    "ball": lambda k, dt: random.ball(k, 2, 2, (3,), dt),
+    "binomial": lambda k, dt: random.binomial(k, 10., .3, (3,), dt),
+    "multinomial": lambda k, dt: random.multinomial(k, 10., fnp.ones(3) / 3, dtype=dt),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_float_dtypes(dtype):
+    for name, fn in DTYPED.items():
+        x = fn(random.key(1), dtype)
+        assert x.dtype == dtype and np.all(np.isfinite(np.asarray(x, np.float64))), name
+
+
+def test_float64_under_x64(x64):
+    for name, fn in DTYPED.items():
+        x = fn(random.key(1), np.float64)
+        assert x.dtype == np.float64 and np.all(np.isfinite(np.asarray(x))), name
