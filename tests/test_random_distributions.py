@@ -609,3 +609,19 @@ def test_float64_under_x64(x64):
     for name, fn in DTYPED.items():
         x = fn(random.key(1), np.float64)
         assert x.dtype == np.float64 and np.all(np.isfinite(np.asarray(x))), name
+
+
+def test_64_bit_draws_match_jax(x64):
+    # JAX 0.10.2 with jax_enable_x64=True, PRNGKey(7): bits(u64), uniform/normal/gamma(f64), randint(i64).
+    k = random.PRNGKey(7)
+    np.testing.assert_array_equal(np.asarray(random.bits(k, (3,), np.uint64)),
+                                  np.array([15571024786774969728, 837714335556982463, 4150233810675416579],
+                                           np.uint64))
+    np.testing.assert_array_equal(np.asarray(random.uniform(k, (3,), np.float64)),
+                                  [0.8441069450823528, 0.04541258512665647, 0.22498462569285382])
+    np.testing.assert_allclose(np.asarray(random.normal(k, (3,), np.float64)),
+                               [1.0114813355590866, -1.6910609087906374, -0.7554662899926428], rtol=1e-14)
+    np.testing.assert_array_equal(np.asarray(random.randint(k, (3,), -10**12, 10**12, np.int64)),
+                                  [565873535173, 705619275709, -91019902590])
+    np.testing.assert_allclose(np.asarray(random.gamma(k, 2.5, (3,), np.float64)),
+                               [4.744620073981052, 1.0719926335346703, 1.3004060859615834], rtol=1e-13)
