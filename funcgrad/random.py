@@ -675,8 +675,8 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: s
     """Standard Gumbel floats, ``-log(-log(u))`` with ``u`` uniform on [tiny, 1) (JAX's ``mode="low"``).
 
     ``mode="high"`` builds ``u`` from two uniforms (finer near 0, for
-    probabilities below ~1e-7 in float32), as JAX; ``"highest"`` is not
-    implemented.
+    probabilities below ~1e-7 in float32), and ``"highest"`` (float32; other
+    dtypes use ``"high"``) from 64 random bits, as JAX.
 
     >>> g = gumbel(key(0), (5,))          # f32[5]
     """
@@ -688,9 +688,9 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: s
     if mode not in ("low", "high", "highest"):
         raise ValueError(f"random.gumbel: mode must be 'low', 'high' or 'highest', got {mode!r}")
     info = np.finfo(dtype)
-    if mode == "highest":
-        raise NotImplementedError("random.gumbel: mode='highest' is not implemented; use 'high' (or 'low')")
-    if mode == "high":
+    if mode == "highest" and dtype == np.float32:
+        return _gumbel_highest(k, shape)
+    if mode in ("high", "highest"):
         both = uniform(k, (2,) + shape, dtype)
         high, low = both[0], both[1]
         x = fnp.where(high >= 0.5, high, high + 2.0 ** -info.nmant * low + float(info.tiny))
@@ -702,6 +702,43 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: s
 # --------------------------------------------------------------------------
 # Discrete distributions
 # --------------------------------------------------------------------------
+
+
+def _clz32(x: Any) -> Any:
+    """Count leading zero bits of uint32 words (32 for 0), by a branch-free binary search."""
+    n = fnp.zeros(x.shape, _U32)
+    y = x
+    for step in (16, 8, 4, 2, 1):
+        top_clear = y < np.uint32(1 << (32 - step))
+        n = fnp.where(top_clear, n + np.uint32(step), n)
+        y = fnp.where(top_clear, lax.shift_left(y, np.uint32(step)), y)
+    return fnp.where(x == 0, np.uint32(32), n)
+
+
+def _pair_to_float32(hi: Any, lo: Any) -> Any:
+    """The 64-bit fixed-point fraction ``(hi, lo) / 2**64`` rounded down to float32 (JAX's ``_safe_int_to_float``)."""
+    hiclz, loclz = _clz32(hi), _clz32(lo)
+    mantissa = lax.bitwise_or(lax.shift_left(hi, hiclz),
+                              fnp.where(hiclz == 32, lax.shift_left(lo, loclz),
+                                        lax.shift_right_logical(lo, np.uint32(32) - hiclz)))
+    mantissa = lax.bitwise_and(lax.shift_right_logical(mantissa, np.uint32(8)), np.uint32((1 << 23) - 1))
+    lead = fnp.where(hiclz == 32, np.uint32(32) + loclz, hiclz)
+    exp = lax.shift_left(np.uint32(126) - lead, np.uint32(23))    # wraps like JAX's uint32 arithmetic
+    exp = lax.bitwise_and(exp, np.uint32((1 << 30) - (1 << 22)))
+    return lax.bitcast_convert_type(lax.bitwise_or(exp, mantissa), np.float32)
+
+
+def _gumbel_highest(k: Any, shape: tuple[int, ...]) -> Any:
+    """JAX's ``mode="highest"`` float32 Gumbel: a uniform from 64 random bits, log1p on the lower half."""
+    words = fnp.reshape(_random_bits(k, 32, 2 * _numel(shape)), (2,) + shape)
+    neg = lax.bitwise_not(words)
+    lo_neg = neg[1]
+    carry = fnp.stack([convert(lo_neg == np.uint32(0xFFFFFFFF), _U32), fnp.ones(shape, _U32)])
+    neg = neg + carry                        # the 64-bit two's complement: 1 - u in fixed point
+    flip = words[0] < np.uint32(1 << 31)
+    chosen = fnp.where(flip, words, neg)
+    x = _pair_to_float32(chosen[0], chosen[1])
+    return fnp.where(flip, -fnp.log(-fnp.log1p(-x)), -fnp.log(-fnp.log(x)))
 
 
 def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: str = "low", *,

@@ -39,6 +39,7 @@ CASES = {
         k, fnp.log(fnp.array([[0.2, 0.5, 0.3], [.1, .1, .8]])), shape=(2, 2), replace=False),
     "gumbel": lambda k: random.gumbel(k, (4,)),
     "gumbel_high": lambda k: random.gumbel(k, (4,), mode="high"),
+    "gumbel_highest": lambda k: random.gumbel(k, (4,), mode="highest"),
     "exponential": lambda k: random.exponential(k, (4,)),
     "laplace": lambda k: random.laplace(k, (4,)),
     "logistic": lambda k: random.logistic(k, (4,)),
@@ -94,6 +95,7 @@ JAX_VALUES = {
     'categorical_noreplace': [[1, 2], [0, 1]],
     'gumbel': [0.9304105043411255, 3.6608431339263916, -0.17776018381118774, 0.20822525024414062],
     'gumbel_high': [-0.11434049904346466, -1.3011914491653442, 1.0195823907852173, 0.5328795313835144],
+    'gumbel_highest': [-0.11434070765972137, -1.3011914491653442, 1.0195822715759277, 0.5328795313835144],
     'exponential': [1.121133804321289, 3.673671007156372, 0.36074545979499817, 0.5869123935699463],
     'laplace': [-0.42798662185668945, -2.980525016784668, 0.501391589641571, 0.11887689679861069],
     'logistic': [0.7267420291900635, 3.6479601860046387, -0.8337934017181396, -0.225111722946167],
@@ -253,8 +255,8 @@ def test_key_errors():
         random.normal(random.key(0), (2,), out_sharding="x")
     with pytest.raises(ValueError, match="mode"):
         random.bernoulli(random.key(0), 0.5, mode="medium")
-    with pytest.raises(NotImplementedError, match="highest"):
-        random.gumbel(random.key(0), mode="highest")
+    with pytest.raises(ValueError, match="mode"):
+        random.gumbel(random.key(0), mode="higher")
     with pytest.raises(ValueError, match="larger sample"):
         random.choice(random.key(0), 3, (4,), replace=False)
     with pytest.raises(ValueError, match="p must be None or a 1-d vector"):
