@@ -55,8 +55,8 @@ polynomial from scipy's, which we use):
 Differences from JAX: ``uniform`` also clamps below ``maxval`` (JAX can
 round up to ``maxval`` itself in rare cases); typed keys are a funcgrad
 class, not an array dtype, so ``funcgrad.numpy`` functions do not take them
-(use :func:`key_data` / :func:`wrap_key_data`); ``gumbel(mode="highest")``
-and sharding (``out_sharding``) are not implemented; ``lax.random_gamma_grad``
+(use :func:`key_data` / :func:`wrap_key_data`); sharding
+(``out_sharding``) is not implemented; ``lax.random_gamma_grad``
 has no derivative of its own (no second derivatives of gamma samples in
 ``a``); ``multivariate_normal`` and ``orthogonal`` use
 ``funcgrad.numpy.linalg`` (``cholesky``/``eigh``/``svd``/``qr``).
