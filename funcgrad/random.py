@@ -56,9 +56,8 @@ Differences from JAX: ``uniform`` also clamps below ``maxval`` (JAX can
 round up to ``maxval`` itself in rare cases); typed keys are a funcgrad
 class, not an array dtype, so ``funcgrad.numpy`` functions do not take them
 (use :func:`key_data` / :func:`wrap_key_data`); sharding
-(``out_sharding``) is not implemented; ``lax.random_gamma_grad``
-has no derivative of its own (no second derivatives of gamma samples in
-``a``); ``multivariate_normal`` and ``orthogonal`` use
+(``out_sharding``) is not implemented; gamma samples have first and
+second derivatives in ``a`` (third derivatives raise); ``multivariate_normal`` and ``orthogonal`` use
 ``funcgrad.numpy.linalg`` (``cholesky``/``eigh``/``svd``/``qr``).
 
 None of the bit-level primitives has a derivative; the samplers are
@@ -1300,8 +1299,8 @@ def gamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = Non
     """Gamma(``a``, scale 1) floats (Marsaglia-Tsang rejection, one key per element, as JAX).
 
     Differentiable in ``a`` (implicit reparameterization, as JAX): the
-    derivative of the sample at a fixed uniform; second derivatives are not
-    implemented.  Very small ``a`` underflows to 0; use :func:`loggamma`.
+    derivative of the sample at a fixed uniform; first and second derivatives
+    (third derivatives raise ``NotImplementedError``).  Very small ``a`` underflows to 0; use :func:`loggamma`.
 
     >>> x = gamma(key(0), 2.5, (4,))              # f32[4], mean 2.5
     """

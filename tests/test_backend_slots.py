@@ -25,15 +25,15 @@ from funcgrad._core import Primitive
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
     "argsort", "avg_pool2d", "avg_pool2d_grad", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "erf",
-    "erf_inv", "getitem", "max_pool2d", "max_pool2d_grad", "random_gamma_grad", "scatter_add", "scatter_set",
-    "threefry2x32",
+    "erf_inv", "getitem", "max_pool2d", "max_pool2d_grad", "random_gamma_grad", "random_gamma_grad_da",
+    "random_gamma_grad_dx", "scatter_add", "scatter_set", "threefry2x32",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
 # (``prim.lowerings["numba"]``, funcgrad/backends/cpu/lowering.py): jit's fusion never joins them.
 NUMBA_MISSING = (
-    "bitwise_and", "bitwise_or", "erf", "erf_inv", "floor_divide", "mod", "nextafter", "random_gamma_grad", "round",
-    "shift_left", "shift_right_logical",
+    "bitwise_and", "bitwise_or", "erf", "erf_inv", "floor_divide", "mod", "nextafter", "random_gamma_grad",
+    "random_gamma_grad_da", "random_gamma_grad_dx", "round", "shift_left", "shift_right_logical",
 )
 
 

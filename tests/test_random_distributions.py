@@ -486,10 +486,33 @@ def test_reparameterization_gradients_are_unbiased():
     _mean_within(grads[:, 1], -alpha[0] / total**2)
 
 
-def test_gamma_second_derivative_is_refused(x64):
+def test_gamma_second_derivative_follows_the_implicit_path(x64):
+    # z(a) moves along dz/da = g(a, z) (g = random_gamma_grad, checked against scipy above), so
+    # d2z/da2 = d/dt g(a + t, z + t g(a, z)) at t = 0: a directional difference of g.
     k = random.key(5)
-    with pytest.raises(NotImplementedError, match="second derivatives"):
-        fg.grad(fg.grad(lambda a: random.gamma(k, a)))(fnp.asarray(2.0))
+    d1 = fg.grad(lambda a: random.gamma(k, a))
+    d2 = fg.grad(d1)
+    g = lambda a, z: float(lax.random_gamma_grad(fnp.asarray(a), fnp.asarray(z)))  # noqa: E731
+    for a in (0.6, 2.5, 9.0):
+        z = float(random.gamma(k, fnp.asarray(a)))
+        g0 = g(a, z)
+        assert float(d1(fnp.asarray(a))) == pytest.approx(g0, rel=1e-12)
+        h = 1e-5 * a
+        fd = (g(a + h, z + h * g0) - g(a - h, z - h * g0)) / (2 * h)
+        assert float(d2(fnp.asarray(a))) == pytest.approx(fd, rel=1e-5)
+    with pytest.raises(NotImplementedError, match="third derivatives"):
+        fg.grad(d2)(fnp.asarray(2.0))
+
+
+def test_random_gamma_grad_partials_match_differences(x64):
+    a = np.array([0.3, 1.0, 2.5, 8.0, 30.0])
+    x = np.array([0.05, 0.7, 4.0, 6.5, 33.0])
+    f = lambda aa, xx: np.asarray(lax.random_gamma_grad(fnp.asarray(aa), fnp.asarray(xx)))  # noqa: E731
+    h = 1e-5
+    got_a = fg.vmap(fg.grad(lax.random_gamma_grad))(fnp.asarray(a), fnp.asarray(x))
+    got_x = fg.vmap(fg.grad(lax.random_gamma_grad, argnums=1))(fnp.asarray(a), fnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got_a), (f(a * (1 + h), x) - f(a * (1 - h), x)) / (2 * h * a), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_x), (f(a, x * (1 + h)) - f(a, x * (1 - h))) / (2 * h * x), rtol=1e-5)
 
 
 @pytest.mark.parametrize("name,fn,args", [
