@@ -176,6 +176,11 @@ class PRNGKeyArray:
         shape = shape[0] if len(shape) == 1 and not _is_int(shape[0]) else shape
         return PRNGKeyArray(fnp.reshape(self._data, tuple(shape) + (2,)))
 
+    def ravel(self) -> "PRNGKeyArray":
+        return self.reshape(self.size)
+
+    flatten = ravel
+
     def __repr__(self) -> str:
         if isinstance(self._data, Array):
             return f"Array({self.shape}, dtype=key<fry>) overlaying:\n{np.asarray(self._data)}"

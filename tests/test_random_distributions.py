@@ -212,7 +212,9 @@ def test_typed_key_api():
     assert random.key_data(keys).shape == (2, 3, 2)
     np.testing.assert_array_equal(np.asarray(random.key_data(keys[1, 2])),
                                   np.asarray(random.split(random.PRNGKey(42), 6))[5])
-    assert keys[..., 0].shape == (2,) and keys.reshape(6).shape == (6,)
+    assert keys[..., 0].shape == (2,) and keys.reshape(6).shape == (6,) and keys.ravel().shape == (6,)
+    np.testing.assert_array_equal(np.asarray(random.key_data(keys.flatten()[4])),
+                                  np.asarray(random.key_data(keys[1, 1])))
     a, b = random.split(k)
     assert a.shape == () and not bool(a == b)
     wrapped = random.wrap_key_data(random.key_data(keys))
