@@ -1,18 +1,20 @@
 """Splittable, functional pseudo-random numbers (Threefry-2x32, JAX's scheme).
 
-A *key* is a plain ``uint32[2]`` array.  Nothing is stateful: the same key
+A *key* names a stream of random bits.  Nothing is stateful: the same key
 always gives the same numbers (on every run, machine and thread count, and
 under ``jit`` and ``vmap``), and new independent streams come from
 :func:`split` or :func:`fold_in`.  Never use one key twice for numbers that
-should be independent; split it instead.
+should be independent; split it instead.  Code written for ``jax.random``
+runs unchanged and draws the same numbers as JAX 0.10.2 from the same seed.
 
 >>> import funcgrad as fg
 >>> from funcgrad import random
->>> key = random.key(0)                          # u32[2]
->>> key, sub = random.split(key)                 # each u32[2]
+>>> key = random.key(0)                          # a typed key, shape ()
+>>> key, sub = random.split(key)                 # each shape ()
 >>> x = random.normal(sub, (3, 4))               # f32[3,4]
->>> keys = random.split(key, 8)                  # u32[8,2]
+>>> keys = random.split(key, 8)                  # typed keys, shape (8,)
 >>> ys = fg.vmap(lambda k: random.uniform(k, (5,)))(keys)   # f32[8,5]
+>>> raw = random.PRNGKey(0)                      # the raw u32[2] form works everywhere too
 
 Keys come in two kinds, as in JAX: the raw ``uint32[2]`` array of
 :func:`PRNGKey` (and ``split`` of it: ``uint32[n, 2]``), and the typed key
@@ -49,6 +51,14 @@ polynomial from scipy's, which we use):
   with one key per element, as JAX; ``poisson`` (Knuth below 10, Hormann's
   transformed rejection above) and ``binomial`` (inversion / BTRS) are JAX's
   loops too.
+
+Differences from JAX: ``uniform`` also clamps below ``maxval`` (JAX can
+round up to ``maxval`` itself in rare cases); typed keys are a funcgrad
+class, not an array dtype, so ``funcgrad.numpy`` functions do not take them
+(use :func:`key_data` / :func:`wrap_key_data`); sharding
+(``out_sharding``) is not implemented; gamma samples have first and
+second derivatives in ``a`` (third derivatives raise); ``multivariate_normal`` and ``orthogonal`` use
+``funcgrad.numpy.linalg`` (``cholesky``/``eigh``/``svd``/``qr``).
 
 None of the bit-level primitives has a derivative; the samplers are
 differentiable in their float parameters where the sample is a smooth
@@ -166,10 +176,19 @@ class PRNGKeyArray:
         shape = shape[0] if len(shape) == 1 and not _is_int(shape[0]) else shape
         return PRNGKeyArray(fnp.reshape(self._data, tuple(shape) + (2,)))
 
+    def ravel(self) -> "PRNGKeyArray":
+        return self.reshape(self.size)
+
+    flatten = ravel
+
     def __repr__(self) -> str:
         if isinstance(self._data, Array):
             return f"Array({self.shape}, dtype=key<fry>) overlaying:\n{np.asarray(self._data)}"
         return f"PRNGKeyArray(shape={self.shape}, dtype=key<fry>)"
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError("a typed key array (random.key) cannot be converted to a numpy array; use "
+                        "random.key_data(keys) for its uint32 words")
 
     def __eq__(self, other: Any) -> Any:
         if not isinstance(other, PRNGKeyArray):
@@ -660,8 +679,8 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: s
     """Standard Gumbel floats, ``-log(-log(u))`` with ``u`` uniform on [tiny, 1) (JAX's ``mode="low"``).
 
     ``mode="high"`` builds ``u`` from two uniforms (finer near 0, for
-    probabilities below ~1e-7 in float32), as JAX; ``"highest"`` is not
-    implemented.
+    probabilities below ~1e-7 in float32), and ``"highest"`` (float32; other
+    dtypes use ``"high"``) from 64 random bits, as JAX.
 
     >>> g = gumbel(key(0), (5,))          # f32[5]
     """
@@ -673,9 +692,9 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: s
     if mode not in ("low", "high", "highest"):
         raise ValueError(f"random.gumbel: mode must be 'low', 'high' or 'highest', got {mode!r}")
     info = np.finfo(dtype)
-    if mode == "highest":
-        raise NotImplementedError("random.gumbel: mode='highest' is not implemented; use 'high' (or 'low')")
-    if mode == "high":
+    if mode == "highest" and dtype == np.float32:
+        return _gumbel_highest(k, shape)
+    if mode in ("high", "highest"):
         both = uniform(k, (2,) + shape, dtype)
         high, low = both[0], both[1]
         x = fnp.where(high >= 0.5, high, high + 2.0 ** -info.nmant * low + float(info.tiny))
@@ -687,6 +706,43 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: s
 # --------------------------------------------------------------------------
 # Discrete distributions
 # --------------------------------------------------------------------------
+
+
+def _clz32(x: Any) -> Any:
+    """Count leading zero bits of uint32 words (32 for 0), by a branch-free binary search."""
+    n = fnp.zeros(x.shape, _U32)
+    y = x
+    for step in (16, 8, 4, 2, 1):
+        top_clear = y < np.uint32(1 << (32 - step))
+        n = fnp.where(top_clear, n + np.uint32(step), n)
+        y = fnp.where(top_clear, lax.shift_left(y, np.uint32(step)), y)
+    return fnp.where(x == 0, np.uint32(32), n)
+
+
+def _pair_to_float32(hi: Any, lo: Any) -> Any:
+    """The 64-bit fixed-point fraction ``(hi, lo) / 2**64`` rounded down to float32 (JAX's ``_safe_int_to_float``)."""
+    hiclz, loclz = _clz32(hi), _clz32(lo)
+    mantissa = lax.bitwise_or(lax.shift_left(hi, hiclz),
+                              fnp.where(hiclz == 32, lax.shift_left(lo, loclz),
+                                        lax.shift_right_logical(lo, np.uint32(32) - hiclz)))
+    mantissa = lax.bitwise_and(lax.shift_right_logical(mantissa, np.uint32(8)), np.uint32((1 << 23) - 1))
+    lead = fnp.where(hiclz == 32, np.uint32(32) + loclz, hiclz)
+    exp = lax.shift_left(np.uint32(126) - lead, np.uint32(23))    # wraps like JAX's uint32 arithmetic
+    exp = lax.bitwise_and(exp, np.uint32((1 << 30) - (1 << 22)))
+    return lax.bitcast_convert_type(lax.bitwise_or(exp, mantissa), np.float32)
+
+
+def _gumbel_highest(k: Any, shape: tuple[int, ...]) -> Any:
+    """JAX's ``mode="highest"`` float32 Gumbel: a uniform from 64 random bits, log1p on the lower half."""
+    words = fnp.reshape(_random_bits(k, 32, 2 * _numel(shape)), (2,) + shape)
+    neg = lax.bitwise_not(words)
+    lo_neg = neg[1]
+    carry = fnp.stack([convert(lo_neg == np.uint32(0xFFFFFFFF), _U32), fnp.ones(shape, _U32)])
+    neg = neg + carry                        # the 64-bit two's complement: 1 - u in fixed point
+    flip = words[0] < np.uint32(1 << 31)
+    chosen = fnp.where(flip, words, neg)
+    x = _pair_to_float32(chosen[0], chosen[1])
+    return fnp.where(flip, -fnp.log(-fnp.log1p(-x)), -fnp.log(-fnp.log(x)))
 
 
 def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: str = "low", *,
@@ -1197,10 +1253,10 @@ def _gamma_one(k: Any, alpha: Any, log_space: bool) -> Any:
     if log_space:
         log_samples = -exponential(sub, (), dtype)
         log_boost = fnp.where(fnp.logical_or(boost_mask, log_samples == 0), zero, log_samples * (one / alpha_orig))
-        return fnp.log(d) + fnp.log(V) + log_boost
+        return convert(fnp.log(d) + fnp.log(V) + log_boost, dtype)   # (float16 math may widen)
     samples = 1 - uniform(sub, (), dtype)
     boost = fnp.where(boost_mask, one, fnp.power(samples, one / alpha_orig))
-    return d * V * boost
+    return convert(d * V * boost, dtype)
 
 
 def _gamma_samples(k: Any, a: Any, log_space: bool) -> Any:
@@ -1248,8 +1304,8 @@ def gamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = Non
     """Gamma(``a``, scale 1) floats (Marsaglia-Tsang rejection, one key per element, as JAX).
 
     Differentiable in ``a`` (implicit reparameterization, as JAX): the
-    derivative of the sample at a fixed uniform; second derivatives are not
-    implemented.  Very small ``a`` underflows to 0; use :func:`loggamma`.
+    derivative of the sample at a fixed uniform; first and second derivatives
+    (third derivatives raise ``NotImplementedError``).  Very small ``a`` underflows to 0; use :func:`loggamma`.
 
     >>> x = gamma(key(0), 2.5, (4,))              # f32[4], mean 2.5
     """
@@ -1433,7 +1489,7 @@ def _stirling_tail(n: Any) -> Any:
     kp1sq = (n + 1) * (n + 1)
     approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (n + 1)
     table = fnp.asarray(_STIRLING_TAIL.astype(n.dtype))
-    idx = convert(fnp.floor(fnp.clip(n, 0.0, 9.0)), np.int32)
+    idx = convert(fnp.floor(fnp.clip(fnp.where(n == n, n, 0.0), 0.0, 9.0)), np.int32)   # (NaN: any row)
     return fnp.where(small, fnp.take(table, idx), approx)
 
 
@@ -1476,9 +1532,10 @@ def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any =
     lam = fnp.broadcast_to(fnp.stop_gradient(lam), shape)
     use_knuth = fnp.isnan(lam) | (lam < 10)
     lam_knuth = fnp.where(use_knuth, lam, np.float32(0))
-    lam_rejection = fnp.where(use_knuth, np.float32(1e5), lam)
+    lam_rejection = fnp.where(use_knuth | (lam == np.inf), np.float32(1e5), lam)
     result = fnp.where(use_knuth, _poisson_knuth(k, lam_knuth, shape), _poisson_rejection(k, lam_rejection, shape))
-    return convert(fnp.where(lam == 0, np.float32(0), result), dtype)
+    # lam = inf gives 0, as JAX does (an integer cannot hold inf).
+    return convert(fnp.where((lam == 0) | (lam == np.inf), np.float32(0), result), dtype)
 
 
 def _binomial_inversion(k: Any, count: Any, prob: Any, shape: tuple[int, ...]) -> Any:

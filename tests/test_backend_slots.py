@@ -31,8 +31,9 @@ GPU_MISSING = (
     "gcd", "getitem", "hessenberg", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b", "hyp2f1", "hyp2f1_grad_a",
     "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag", "lcm", "lgamma", "log_ndtr",
     "logaddexp", "lu", "max_pool2d", "max_pool2d_grad", "ndtri", "owens_t", "polygamma", "population_count", "qr",
-    "random_gamma_grad", "real", "scatter_add", "scatter_set", "schur", "sici_ci", "sici_si", "spence", "svd",
-    "threefry2x32", "triangular_solve", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
+    "random_gamma_grad", "random_gamma_grad_da", "random_gamma_grad_dx", "real", "scatter_add", "scatter_set",
+    "schur", "sici_ci", "sici_si", "spence", "svd", "threefry2x32", "triangular_solve", "xlog1py", "xlogy", "zeta",
+    "zeta_grad_x",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
@@ -43,8 +44,8 @@ NUMBA_MISSING = (
     "fresnel_s", "frexp_exponent", "frexp_mantissa", "gammasgn", "gcd", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b",
     "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag",
     "lcm", "lgamma", "log_ndtr", "mod", "ndtri", "nextafter", "owens_t", "polygamma", "population_count",
-    "random_gamma_grad", "real", "round", "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence",
-    "xlog1py", "xlogy", "zeta", "zeta_grad_x",
+    "random_gamma_grad", "random_gamma_grad_da", "random_gamma_grad_dx", "real", "round", "shift_left",
+    "shift_right_logical", "sici_ci", "sici_si", "spence", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
 

@@ -203,7 +203,7 @@ CASES += [
 
 # --- random
 
-_KEY = random.key(0)
+_KEY = random.PRNGKey(0)   # a raw u32[2] key (random.key(0) is a typed key)
 
 CASES += [
     Case("split-float-num", lambda: random.split(_KEY, 2.5), TypeError, ["random.split", "num", "int", "2.5"]),
@@ -533,7 +533,7 @@ def test_optimizer_hyperparameters_at_their_bounds_are_accepted():
 
 def test_random_valid_arguments_match_float64():
     import scipy.special
-    key = random.key(0)
+    key = random.PRNGKey(0)
     assert random.split(key, np.int64(3)).shape == (3, 2)
     assert random.normal(key, (np.int32(2), 3)).shape == (2, 3) and random.uniform(key, 4).shape == (4,)
     for dtype in (np.float16, np.float32):

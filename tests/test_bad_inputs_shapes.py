@@ -229,8 +229,8 @@ def test_pooling_with_numpy_integer_sizes_matches_numpy():
 
 
 def test_random_key_at_the_seed_bounds():
-    np.testing.assert_array_equal(np.asarray(random.key(2 ** 64 - 1)), [0xFFFFFFFF, 0xFFFFFFFF])
-    np.testing.assert_array_equal(np.asarray(random.key(-2 ** 63)), [0x80000000, 0])
+    np.testing.assert_array_equal(np.asarray(random.PRNGKey(2 ** 64 - 1)), [0xFFFFFFFF, 0xFFFFFFFF])
+    np.testing.assert_array_equal(np.asarray(random.PRNGKey(-2 ** 63)), [0x80000000, 0])
 
 
 test_bad_input, test_case_ids_are_unique = table_tests(CASES)

@@ -39,6 +39,7 @@ CASES = {
         k, fnp.log(fnp.array([[0.2, 0.5, 0.3], [.1, .1, .8]])), shape=(2, 2), replace=False),
     "gumbel": lambda k: random.gumbel(k, (4,)),
     "gumbel_high": lambda k: random.gumbel(k, (4,), mode="high"),
+    "gumbel_highest": lambda k: random.gumbel(k, (4,), mode="highest"),
     "exponential": lambda k: random.exponential(k, (4,)),
     "laplace": lambda k: random.laplace(k, (4,)),
     "logistic": lambda k: random.logistic(k, (4,)),
@@ -94,6 +95,7 @@ JAX_VALUES = {
     'categorical_noreplace': [[1, 2], [0, 1]],
     'gumbel': [0.9304105043411255, 3.6608431339263916, -0.17776018381118774, 0.20822525024414062],
     'gumbel_high': [-0.11434049904346466, -1.3011914491653442, 1.0195823907852173, 0.5328795313835144],
+    'gumbel_highest': [-0.11434070765972137, -1.3011914491653442, 1.0195822715759277, 0.5328795313835144],
     'exponential': [1.121133804321289, 3.673671007156372, 0.36074545979499817, 0.5869123935699463],
     'laplace': [-0.42798662185668945, -2.980525016784668, 0.501391589641571, 0.11887689679861069],
     'logistic': [0.7267420291900635, 3.6479601860046387, -0.8337934017181396, -0.225111722946167],
@@ -210,7 +212,9 @@ def test_typed_key_api():
     assert random.key_data(keys).shape == (2, 3, 2)
     np.testing.assert_array_equal(np.asarray(random.key_data(keys[1, 2])),
                                   np.asarray(random.split(random.PRNGKey(42), 6))[5])
-    assert keys[..., 0].shape == (2,) and keys.reshape(6).shape == (6,)
+    assert keys[..., 0].shape == (2,) and keys.reshape(6).shape == (6,) and keys.ravel().shape == (6,)
+    np.testing.assert_array_equal(np.asarray(random.key_data(keys.flatten()[4])),
+                                  np.asarray(random.key_data(keys[1, 1])))
     a, b = random.split(k)
     assert a.shape == () and not bool(a == b)
     wrapped = random.wrap_key_data(random.key_data(keys))
@@ -241,6 +245,8 @@ def test_typed_keys_under_jit_vmap_scan():
 def test_key_errors():
     with pytest.raises(NotImplementedError, match="impl"):
         random.key(0, impl="rbg")
+    with pytest.raises(TypeError, match="key_data"):
+        np.asarray(random.key(0))
     with pytest.raises(TypeError, match="uint32 words|expected a key"):
         random.wrap_key_data(fnp.zeros((3,), dtype=fnp.int32))
     with pytest.raises(TypeError, match="typed key array of shape \\(3,\\)"):
@@ -251,8 +257,8 @@ def test_key_errors():
         random.normal(random.key(0), (2,), out_sharding="x")
     with pytest.raises(ValueError, match="mode"):
         random.bernoulli(random.key(0), 0.5, mode="medium")
-    with pytest.raises(NotImplementedError, match="highest"):
-        random.gumbel(random.key(0), mode="highest")
+    with pytest.raises(ValueError, match="mode"):
+        random.gumbel(random.key(0), mode="higher")
     with pytest.raises(ValueError, match="larger sample"):
         random.choice(random.key(0), 3, (4,), replace=False)
     with pytest.raises(ValueError, match="p must be None or a 1-d vector"):
@@ -482,10 +488,33 @@ def test_reparameterization_gradients_are_unbiased():
     _mean_within(grads[:, 1], -alpha[0] / total**2)
 
 
-def test_gamma_second_derivative_is_refused(x64):
+def test_gamma_second_derivative_follows_the_implicit_path(x64):
+    # z(a) moves along dz/da = g(a, z) (g = random_gamma_grad, checked against scipy above), so
+    # d2z/da2 = d/dt g(a + t, z + t g(a, z)) at t = 0: a directional difference of g.
     k = random.key(5)
-    with pytest.raises(NotImplementedError, match="second derivatives"):
-        fg.grad(fg.grad(lambda a: random.gamma(k, a)))(fnp.asarray(2.0))
+    d1 = fg.grad(lambda a: random.gamma(k, a))
+    d2 = fg.grad(d1)
+    g = lambda a, z: float(lax.random_gamma_grad(fnp.asarray(a), fnp.asarray(z)))  # noqa: E731
+    for a in (0.6, 2.5, 9.0):
+        z = float(random.gamma(k, fnp.asarray(a)))
+        g0 = g(a, z)
+        assert float(d1(fnp.asarray(a))) == pytest.approx(g0, rel=1e-12)
+        h = 1e-5 * a
+        fd = (g(a + h, z + h * g0) - g(a - h, z - h * g0)) / (2 * h)
+        assert float(d2(fnp.asarray(a))) == pytest.approx(fd, rel=1e-5)
+    with pytest.raises(NotImplementedError, match="third derivatives"):
+        fg.grad(d2)(fnp.asarray(2.0))
+
+
+def test_random_gamma_grad_partials_match_differences(x64):
+    a = np.array([0.3, 1.0, 2.5, 8.0, 30.0])
+    x = np.array([0.05, 0.7, 4.0, 6.5, 33.0])
+    f = lambda aa, xx: np.asarray(lax.random_gamma_grad(fnp.asarray(aa), fnp.asarray(xx)))  # noqa: E731
+    h = 1e-5
+    got_a = fg.vmap(fg.grad(lax.random_gamma_grad))(fnp.asarray(a), fnp.asarray(x))
+    got_x = fg.vmap(fg.grad(lax.random_gamma_grad, argnums=1))(fnp.asarray(a), fnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got_a), (f(a * (1 + h), x) - f(a * (1 - h), x)) / (2 * h * a), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_x), (f(a, x * (1 + h)) - f(a, x * (1 - h))) / (2 * h * x), rtol=1e-5)
 
 
 @pytest.mark.parametrize("name,fn,args", [
@@ -551,3 +580,75 @@ def test_orthogonal(n, m, linalg):
     np.testing.assert_allclose(gram, np.broadcast_to(np.eye(small), (5, small, small)), atol=1e-5)
 
 
+
+
+def test_degenerate_parameters_as_jax():
+    # jax.random 0.10.2 gives, for PRNGKey(0): gamma([-1, 0, nan, inf]) = [nan, 0, nan, inf];
+    # poisson([-1, nan]) = [-1, -1]; poisson([inf, 3, 30]) = [0, 0, 23]; binomial(5, [-0.1, 1.5]) = [nan, nan].
+    k = random.PRNGKey(0)
+    with np.errstate(all="ignore"):
+        g = np.asarray(random.gamma(k, fnp.array([-1.0, 0.0, np.nan, np.inf])))
+        assert np.isnan(g[0]) and g[1] == 0 and np.isnan(g[2]) and g[3] == np.inf
+        np.testing.assert_array_equal(np.asarray(random.poisson(k, fnp.array([-1.0, np.nan]))), [-1, -1])
+        np.testing.assert_array_equal(np.asarray(random.poisson(k, fnp.array([np.inf, 3.0, 30.0]))), [0, 0, 23])
+        assert np.isnan(np.asarray(random.binomial(k, 5.0, fnp.array([-0.1, 1.5])))).all()
+
+
+DTYPED = {
+    "uniform": lambda k, dt: random.uniform(k, (3,), dt),
+    "normal": lambda k, dt: random.normal(k, (3,), dt),
+    "truncated_normal": lambda k, dt: random.truncated_normal(k, -1., 1., (3,), dt),
+    "gumbel[high]": lambda k, dt: random.gumbel(k, (3,), dt, mode="high"),
+    "exponential": lambda k, dt: random.exponential(k, (3,), dt),
+    "laplace": lambda k, dt: random.laplace(k, (3,), dt),
+    "logistic": lambda k, dt: random.logistic(k, (3,), dt),
+    "cauchy": lambda k, dt: random.cauchy(k, (3,), dt),
+    "pareto": lambda k, dt: random.pareto(k, 2., (3,), dt),
+    "rayleigh": lambda k, dt: random.rayleigh(k, 2., (3,), dt),
+    "maxwell": lambda k, dt: random.maxwell(k, (3,), dt),
+    "double_sided_maxwell": lambda k, dt: random.double_sided_maxwell(k, 0., 1., (3,), dt),
+    "weibull_min": lambda k, dt: random.weibull_min(k, 1., 2., (3,), dt),
+    "lognormal": lambda k, dt: random.lognormal(k, .5, (3,), dt),
+    "triangular": lambda k, dt: random.triangular(k, 0., .5, 1., (3,), dt),
+    "wald": lambda k, dt: random.wald(k, 1., (3,), dt),
+    "gamma": lambda k, dt: random.gamma(k, 2., (3,), dt),
+    "loggamma": lambda k, dt: random.loggamma(k, .5, (3,), dt),
+    "beta": lambda k, dt: random.beta(k, 2., 3., (3,), dt),
+    "dirichlet": lambda k, dt: random.dirichlet(k, fnp.ones(3), (2,), dt),
+    "chisquare": lambda k, dt: random.chisquare(k, 3., (3,), dt),
+    "f": lambda k, dt: random.f(k, 3., 4., (3,), dt),
+    "t": lambda k, dt: random.t(k, 3., (3,), dt),
+    "generalized_normal": lambda k, dt: random.generalized_normal(k, 1.5, (3,), dt),
+    "ball": lambda k, dt: random.ball(k, 2, 2, (3,), dt),
+    "binomial": lambda k, dt: random.binomial(k, 10., .3, (3,), dt),
+    "multinomial": lambda k, dt: random.multinomial(k, 10., fnp.ones(3) / 3, dtype=dt),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_float_dtypes(dtype):
+    for name, fn in DTYPED.items():
+        x = fn(random.key(1), dtype)
+        assert x.dtype == dtype and np.all(np.isfinite(np.asarray(x, np.float64))), name
+
+
+def test_float64_under_x64(x64):
+    for name, fn in DTYPED.items():
+        x = fn(random.key(1), np.float64)
+        assert x.dtype == np.float64 and np.all(np.isfinite(np.asarray(x))), name
+
+
+def test_64_bit_draws_match_jax(x64):
+    # JAX 0.10.2 with jax_enable_x64=True, PRNGKey(7): bits(u64), uniform/normal/gamma(f64), randint(i64).
+    k = random.PRNGKey(7)
+    np.testing.assert_array_equal(np.asarray(random.bits(k, (3,), np.uint64)),
+                                  np.array([15571024786774969728, 837714335556982463, 4150233810675416579],
+                                           np.uint64))
+    np.testing.assert_array_equal(np.asarray(random.uniform(k, (3,), np.float64)),
+                                  [0.8441069450823528, 0.04541258512665647, 0.22498462569285382])
+    np.testing.assert_allclose(np.asarray(random.normal(k, (3,), np.float64)),
+                               [1.0114813355590866, -1.6910609087906374, -0.7554662899926428], rtol=1e-14)
+    np.testing.assert_array_equal(np.asarray(random.randint(k, (3,), -10**12, 10**12, np.int64)),
+                                  [565873535173, 705619275709, -91019902590])
+    np.testing.assert_allclose(np.asarray(random.gamma(k, 2.5, (3,), np.float64)),
+                               [4.744620073981052, 1.0719926335346703, 1.3004060859615834], rtol=1e-13)

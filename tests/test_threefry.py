@@ -76,6 +76,26 @@ def test_matches_jax_fold_in_and_bits():
     assert T.random_bits(T.seed_key(3), (1,)).tolist() == [3716834203]  # odd-size padding
 
 
+# Values produced by jax 0.10.2 with its default jax_threefry_partitionable=True (key i of a split and word i of
+# a draw both hash the 64-bit counter i; a word is the XOR of the two hash outputs).
+def test_matches_jax_partitionable_split_and_bits():
+    assert T.split(T.seed_key(42), 5, partitionable=True).tolist() == [
+        [1832780943, 270669613],
+        [64467757, 2916123636],
+        [2465931498, 255383827],
+        [3134548294, 894150801],
+        [2954079971, 3276725750],
+    ]
+    assert T.random_bits(T.seed_key(3), (3, 5), partitionable=True).tolist() == [
+        [318053758, 4029299397, 2787249374, 4190260272, 1195623854],
+        [2503700069, 457437726, 1638813999, 905869004, 549593947],
+        [3165009412, 670569004, 1292405167, 1103515456, 4161414791],
+    ]
+    # No padding in this scheme: one number is the first number of any longer draw.
+    assert T.random_bits(T.seed_key(3), (1,), partitionable=True).tolist() == [318053758]
+    assert T.split(T.seed_key(0), 0, partitionable=True).shape == (0, 2)
+
+
 def test_seed_key():
     assert T.seed_key(0).tolist() == [0, 0]
     assert T.seed_key(-1).tolist() == [0xFFFFFFFF, 0xFFFFFFFF]
