@@ -414,3 +414,14 @@ def test_real_input_meeting_complex_in_lax_gets_a_real_gradient(x32):
     np.testing.assert_allclose(float(g), np.cos(2.0), rtol=1e-6)
     h = fg.hessian(lambda x: fnp.real(lax.mul(fnp.sin(x), z)))(fnp.array(2.0))
     np.testing.assert_allclose(float(h), -np.sin(2.0), rtol=1e-6)
+
+
+def test_complex_result_dtypes_follow_input_precision(x64):
+    # JAX's to_complex_dtype: up to 32-bit inputs -> complex64, 64-bit -> complex128 (with x64)
+    for dtype, want in ((np.int64, np.complex128), (np.int32, np.complex64), (np.bool_, np.complex64),
+                        (np.uint8, np.complex64), (np.float16, np.complex64), (np.float64, np.complex128)):
+        a = fnp.array([1, 0], dtype=dtype)
+        assert fnp.sort_complex(a).dtype == want, dtype
+        assert fnp.fft.fft(a).dtype == want, dtype
+    assert fnp.angle(fnp.array([1, -1])).dtype == np.float64
+    assert fnp.angle(fnp.array([1, -1], dtype=np.float16)).dtype == np.float16
