@@ -425,3 +425,9 @@ def test_complex_result_dtypes_follow_input_precision(x64):
         assert fnp.fft.fft(a).dtype == want, dtype
     assert fnp.angle(fnp.array([1, -1])).dtype == np.float64
     assert fnp.angle(fnp.array([1, -1], dtype=np.float16)).dtype == np.float16
+
+
+def test_hessian_takes_has_aux_as_jax():
+    h, aux = fg.hessian(lambda x: (fnp.sum(x ** 3), x * 2), has_aux=True)(fnp.ones(2))
+    np.testing.assert_allclose(np.asarray(h), 6 * np.eye(2))
+    np.testing.assert_allclose(np.asarray(aux), [2, 2])
