@@ -369,10 +369,20 @@ def _conj_out(x: Any) -> np.dtype:
     return dtype
 
 
+def _conj_impl(x):
+    _conj_out(x)   # the eager path runs the impl only: the dtype check too
+    return np.conjugate(x)
+
+
+def _checked_complex_impl(x, y):
+    _complex_out(x, y)
+    return _complex_impl(x, y)
+
+
 real_p = _declare("real", _part_impl("real", np.real), _real_out("real"))
 imag_p = _declare("imag", _part_impl("imag", np.imag), _real_out("imag"))
-conj_p = _declare("conj", lambda x: (_conj_out(x), np.conjugate(x))[1], _conj_out)
-complex_p = _declare("complex", lambda x, y: (_complex_out(x, y), _complex_impl(x, y))[1], _complex_out)
+conj_p = _declare("conj", _conj_impl, _conj_out)
+complex_p = _declare("complex", _checked_complex_impl, _complex_out)
 
 
 def real(x): return bind(real_p, (x,), _NO_PARAMS)
