@@ -431,3 +431,12 @@ def test_hessian_takes_has_aux_as_jax():
     h, aux = fg.hessian(lambda x: (fnp.sum(x ** 3), x * 2), has_aux=True)(fnp.ones(2))
     np.testing.assert_allclose(np.asarray(h), 6 * np.eye(2))
     np.testing.assert_allclose(np.asarray(aux), [2, 2])
+
+
+def test_astype_from_complex():
+    z = fnp.array([1j, 0, 2 - 3j])
+    np.testing.assert_array_equal(np.asarray(z.astype(bool)), [True, False, True])   # any nonzero part
+    np.testing.assert_allclose(np.asarray(z.astype(np.float32)), [0, 0, 2])         # the real part, as JAX
+    g = fg.grad(lambda v: fnp.sum(v.astype(np.float32) * 3.0))(z)                   # transpose: complex(ct, 0)
+    np.testing.assert_allclose(np.asarray(g), [3, 3, 3])
+    assert g.dtype == np.complex64

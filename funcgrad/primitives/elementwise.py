@@ -556,8 +556,10 @@ select_p.jvp, select_p.vjp = _select_jvp, _select_vjp
 convert_p = Primitive("convert_element_type")
 def _convert_impl(x, dtype):
     x = np.asarray(x)
-    if x.dtype.kind == "c" and dtype.kind != "c":   # complex -> real keeps the real part (as JAX), no warning
-        x = np.real(x)
+    if x.dtype.kind == "c" and dtype.kind != "c":
+        if dtype.kind == "b":   # nonzero real or imaginary part
+            return x != 0
+        x = np.real(x)   # complex -> real keeps the real part (as JAX), without numpy's ComplexWarning
     return x.astype(dtype)
 
 
