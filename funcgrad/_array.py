@@ -266,8 +266,10 @@ def _default_dtype_for(arr: np.ndarray) -> np.dtype:
 def _wrap(out: Any) -> Array:
     if type(out) is not np.ndarray:
         out = np.asarray(out)
-    if out.dtype.itemsize == 8 and not config.enable_x64:
-        out = out.astype(_dtypes.canonicalize(out.dtype))
+    if out.dtype.itemsize >= 8 and not config.enable_x64:   # 64-bit values (complex128: 16 bytes) are narrowed
+        target = _dtypes.canonicalize(out.dtype)
+        if target != out.dtype:   # complex64 is 8 bytes and stays
+            out = out.astype(target)
     out.setflags(False)   # write=False: cheaper than out.flags.writeable = False (no flags object)
     array = _new_array(Array)   # skips a Python-level __init__ frame on the hottest path
     array._value = out

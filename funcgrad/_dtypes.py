@@ -78,13 +78,12 @@ def real_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def complex_dtype(dtype: np.dtype) -> np.dtype:
-    """float32 (and smaller) -> complex64, float64 -> complex128; integers -> the default complex."""
+    """The complex dtype of ``dtype``'s precision, as JAX's ``to_complex_dtype``: float16/32 and integers or
+    bools of up to 32 bits -> complex64; float64 and 64-bit integers -> complex128 (not canonicalised)."""
     dtype = np.dtype(dtype)
     if dtype.kind == "c":
         return dtype
-    if dtype.kind == "f":
-        return np.dtype("complex128") if dtype.itemsize == 8 else np.dtype("complex64")
-    return complex_
+    return np.dtype("complex128") if dtype.itemsize >= 8 else np.dtype("complex64")
 
 
 def short_name(dtype: np.dtype) -> str:

@@ -404,3 +404,39 @@ def test_numpy_fft_functions_dispatch_to_funcgrad(x32):
     np.testing.assert_allclose(np.asarray(out), np.fft.fft(np.asarray(x)), atol=1e-5)
     jitted = fg.jit(lambda v: np.fft.rfft(v, norm="ortho"))(x)      # a tracer: only a funcgrad route works
     np.testing.assert_allclose(np.asarray(jitted), np.fft.rfft(np.asarray(x), norm="ortho"), atol=1e-5)
+
+
+def test_real_input_meeting_complex_in_lax_gets_a_real_gradient(x32):
+    # lax ops take mixed dtypes; a real input's cotangent is the real part of what flows back
+    z = fnp.array(1 + 2j)
+    g = fg.grad(lambda x: fnp.real(lax.mul(fnp.sin(x), z)))(fnp.array(2.0))
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(float(g), np.cos(2.0), rtol=1e-6)
+    h = fg.hessian(lambda x: fnp.real(lax.mul(fnp.sin(x), z)))(fnp.array(2.0))
+    np.testing.assert_allclose(float(h), -np.sin(2.0), rtol=1e-6)
+
+
+def test_complex_result_dtypes_follow_input_precision(x64):
+    # JAX's to_complex_dtype: up to 32-bit inputs -> complex64, 64-bit -> complex128 (with x64)
+    for dtype, want in ((np.int64, np.complex128), (np.int32, np.complex64), (np.bool_, np.complex64),
+                        (np.uint8, np.complex64), (np.float16, np.complex64), (np.float64, np.complex128)):
+        a = fnp.array([1, 0], dtype=dtype)
+        assert fnp.sort_complex(a).dtype == want, dtype
+        assert fnp.fft.fft(a).dtype == want, dtype
+    assert fnp.angle(fnp.array([1, -1])).dtype == np.float64
+    assert fnp.angle(fnp.array([1, -1], dtype=np.float16)).dtype == np.float16
+
+
+def test_hessian_takes_has_aux_as_jax():
+    h, aux = fg.hessian(lambda x: (fnp.sum(x ** 3), x * 2), has_aux=True)(fnp.ones(2))
+    np.testing.assert_allclose(np.asarray(h), 6 * np.eye(2))
+    np.testing.assert_allclose(np.asarray(aux), [2, 2])
+
+
+def test_astype_from_complex():
+    z = fnp.array([1j, 0, 2 - 3j])
+    np.testing.assert_array_equal(np.asarray(z.astype(bool)), [True, False, True])   # any nonzero part
+    np.testing.assert_allclose(np.asarray(z.astype(np.float32)), [0, 0, 2])         # the real part, as JAX
+    g = fg.grad(lambda v: fnp.sum(v.astype(np.float32) * 3.0))(z)                   # transpose: complex(ct, 0)
+    np.testing.assert_allclose(np.asarray(g), [3, 3, 3])
+    assert g.dtype == np.complex64

@@ -269,7 +269,12 @@ def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals:
     in_cts = []
     for leaf, p in zip(leaves, primals):
         ct = ct_of.get(leaf)
-        in_cts.append(zeros_like_value(p) if ct is None else ct)
+        if ct is None:
+            ct = zeros_like_value(p)
+        elif p.dtype.kind == "f" and getattr(ct, "dtype", p.dtype).kind == "c":
+            # a real input that met complex values (lax ops on mixed dtypes): its cotangent is the real part
+            ct = _core.bind(_elementwise.real_p, (ct,), _NO_PARAMS)
+        in_cts.append(ct)
     return in_cts
 
 

@@ -42,7 +42,7 @@ def _operand(name: str, a: Any, fft_type: str) -> Any:
             raise TypeError(f"{name}: expects real input, got {describe(a)}; use fft for complex input (or take "
                             "fnp.real of it first)")
         return a if dtype.kind == "f" else lax.convert_element_type(a, _dtypes.float_)
-    target = _dtypes.canonicalize(_dtypes.complex_dtype(_dtypes.inexact(dtype)))
+    target = _dtypes.canonicalize(_dtypes.complex_dtype(dtype))   # int8 -> complex64, int64 -> complex128 (x64)
     return a if dtype == target else lax.convert_element_type(a, target)
 
 

@@ -374,10 +374,20 @@ def _conj_out(x: Any) -> np.dtype:
     return dtype
 
 
+def _conj_impl(x):
+    _conj_out(x)   # the eager path runs the impl only: the dtype check too
+    return np.conjugate(x)
+
+
+def _checked_complex_impl(x, y):
+    _complex_out(x, y)
+    return _complex_impl(x, y)
+
+
 real_p = _declare("real", _part_impl("real", np.real), _real_out("real"))
 imag_p = _declare("imag", _part_impl("imag", np.imag), _real_out("imag"))
-conj_p = _declare("conj", lambda x: (_conj_out(x), np.conjugate(x))[1], _conj_out)
-complex_p = _declare("complex", lambda x, y: (_complex_out(x, y), _complex_impl(x, y))[1], _complex_out)
+conj_p = _declare("conj", _conj_impl, _conj_out)
+complex_p = _declare("complex", _checked_complex_impl, _complex_out)
 
 
 def real(x): return bind(real_p, (x,), _NO_PARAMS)
@@ -551,8 +561,10 @@ select_p.jvp, select_p.vjp = _select_jvp, _select_vjp
 convert_p = Primitive("convert_element_type")
 def _convert_impl(x, dtype):
     x = np.asarray(x)
-    if x.dtype.kind == "c" and dtype.kind != "c":   # complex -> real keeps the real part (as JAX), no warning
-        x = np.real(x)
+    if x.dtype.kind == "c" and dtype.kind != "c":
+        if dtype.kind == "b":   # nonzero real or imaginary part
+            return x != 0
+        x = np.real(x)   # complex -> real keeps the real part (as JAX), without numpy's ComplexWarning
     return x.astype(dtype)
 
 
