@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from funcgrad.primitives.elementwise import div, exp, log, mul, neg, sub
 from funcgrad.primitives.special import (betainc_p, betaln_p, ci_p, dawsn_p, digamma_p, erfc_p, erfcx_p, exp1_p,
                                          expi_p, expn_p, fresnel_c_p, fresnel_s_p, gammasgn_p, hyp1f1_p, hyp2f1_p,
                                          i0e_p, i1e_p, igamma_grad_a_p, igamma_p, igammac_p, jv_p, lgamma_p,
@@ -45,13 +44,6 @@ def igamma_grad_a(a: Any, x: Any) -> Any:
     return igamma_grad_a_p.bind(a, x)
 
 
-def random_gamma_grad(a: Any, x: Any) -> Any:
-    """The derivative of a Gamma(a, 1) sample ``x`` with respect to ``a`` (implicit reparameterisation):
-    ``-(dP/da) / (dP/dx)`` with ``P = igamma(a, x)``. First order (built on ``igamma_grad_a``)."""
-    density = exp(sub(sub(mul(sub(a, 1.0), log(x)), x), lgamma_p.bind(a)))
-    return neg(div(igamma_grad_a_p.bind(a, x), density))
-
-
 def betainc(a: Any, b: Any, x: Any) -> Any:
     """The regularized incomplete beta function ``I_x(a, b)`` (differentiable in ``x``)."""
     return betainc_p.bind(a, b, x)
@@ -80,7 +72,7 @@ def bessel_i1e(x: Any) -> Any:
 __all__ = [
     "bessel_i0e", "bessel_i0e_p", "bessel_i1e", "bessel_i1e_p", "betainc", "digamma", "digamma_p", "erfc", "erfc_p",
     "igamma", "igamma_grad_a", "igamma_grad_a_p", "igamma_p", "igammac", "igammac_p", "lgamma", "lgamma_p",
-    "polygamma", "polygamma_p", "random_gamma_grad", "regularized_incomplete_beta_p", "zeta", "zeta_p",
+    "polygamma", "polygamma_p", "regularized_incomplete_beta_p", "zeta", "zeta_p",
 ]
 # Bound by funcgrad.scipy.special (not JAX lax names).
 _SCIPY_PRIMITIVES = (betaln_p, ci_p, dawsn_p, erfcx_p, exp1_p, expi_p, expn_p, fresnel_c_p, fresnel_s_p, gammasgn_p,
