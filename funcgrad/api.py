@@ -9,6 +9,7 @@ Each transform is a thin pytree wrapper around a ``*_flat`` driver in
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, Sequence
 
@@ -27,7 +28,8 @@ from funcgrad.tree_util import broadcast_prefix, flatten_fun, tree_flatten, tree
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "vmap",
            "custom_vjp", "custom_jvp", "checkpoint", "checkpoint_policies", "remat", "make_jaxpr", "eval_shape", "ShapeDtypeStruct",
-           "block_until_ready", "stop_gradient", "device_get"]
+           "block_until_ready", "stop_gradient", "device_get", "pure_callback", "named_call", "named_scope",
+           "effects_barrier", "typeof", "enable_x64", "debug_nans"]
 
 
 _SINGLE_LEAF = tree_structure((0,))
@@ -592,3 +594,88 @@ def device_get(x: Any) -> Any:
                 "yet; call device_get on the transformed function's results")
         return np.asarray(v) if isinstance(v, Array) else v
     return tree_map(get, x)
+
+
+def pure_callback(callback: Callable, result_shape_dtypes: Any, *args: Any, sharding: Any = None,
+                  vmap_method: str | None = None, **kwargs: Any) -> Any:
+    """Call a Python function on runtime values and use its result, as ``jax.pure_callback``.
+
+    ``callback(*args, **kwargs)`` gets numpy arrays (at each call under ``jit``) and must return
+    arrays matching ``result_shape_dtypes`` (a pytree of ``ShapeDtypeStruct``-likes). It must be
+    pure: an unused result may skip the call. Under ``vmap``, ``vmap_method="sequential"`` calls it
+    per element, ``"expand_dims"``/``"broadcast_all"`` once on the batch. No derivative (wrap it in
+    ``custom_jvp``/``custom_vjp``).
+
+    >>> out = pure_callback(lambda x: np.sort(x), ShapeDtypeStruct((3,), fnp.float32), x)
+    """
+    from funcgrad.primitives.debug import Callback, pure_callback_p
+    if sharding is not None:
+        raise NotImplementedError("pure_callback: sharding is not supported (one host device); leave it None")
+    if vmap_method not in (None, "sequential", "expand_dims", "broadcast_all", "legacy_vectorized"):
+        raise ValueError(f"pure_callback: vmap_method must be 'sequential', 'expand_dims' or 'broadcast_all', got "
+                         f"{vmap_method!r}")
+    leaves, in_tree = tree_flatten((args, kwargs))
+    leaves = [x if isinstance(x, (Array, Tracer)) else as_array(x) for x in leaves]
+    specs, out_tree = tree_flatten(result_shape_dtypes)
+    try:
+        results = tuple(_dtypes.ShapedArray(tuple(int(d) for d in s.shape), _dtypes.canonicalize(s.dtype))
+                        for s in specs)
+    except AttributeError:
+        raise TypeError("pure_callback: result_shape_dtypes must be a pytree of objects with .shape and .dtype "
+                        "(ShapeDtypeStruct, arrays)") from None
+
+    def run(*values: Any) -> list:
+        a, kw = tree_unflatten(in_tree, list(values))
+        out = callback(*a, **kw)
+        out_leaves, tree = tree_flatten(out)
+        if tree != out_tree:
+            raise ValueError(f"pure_callback: {_fun_name(callback)} returned a result of structure {tree}, but "
+                             f"result_shape_dtypes has structure {out_tree}")
+        return out_leaves
+
+    outs = pure_callback_p.bind(*leaves, callback=Callback(run, _fun_name(callback)), results=results,
+                                vmap_method=vmap_method)
+    return tree_unflatten(out_tree, outs)
+
+
+def named_call(fun: Callable, *, name: str | None = None) -> Callable:
+    """``fun`` itself (``jax.named_call`` names a scope in XLA's profile; funcgrad has none)."""
+    return fun
+
+
+@contextlib.contextmanager
+def named_scope(name: str) -> Any:
+    """A no-op context manager (``jax.named_scope`` names operations for XLA's profiler)."""
+    if not isinstance(name, str):
+        raise TypeError(f"named_scope: name must be a str, got {type(name).__name__}")
+    yield
+
+
+def effects_barrier() -> None:
+    """Wait for pending effects (``jax.effects_barrier``): funcgrad runs callbacks synchronously."""
+
+
+def typeof(x: Any) -> Any:
+    """The abstract value (shape and dtype) of an array or tracer, as ``jax.typeof``."""
+    return _core.get_aval(x)
+
+
+@contextlib.contextmanager
+def _option(name: str, value: Any) -> Any:
+    from funcgrad._config import config
+    before = getattr(config, name)
+    config.update(name, value)
+    try:
+        yield
+    finally:
+        config.update(name, before)
+
+
+def enable_x64(new_val: bool = True) -> Any:
+    """Context manager: ``with fg.enable_x64():`` float64 inside (``jax.enable_x64``)."""
+    return _option("enable_x64", new_val)
+
+
+def debug_nans(new_val: bool = True) -> Any:
+    """Context manager: ``with fg.debug_nans():`` NaN checks inside (``jax.debug_nans``)."""
+    return _option("debug_nans", new_val)

@@ -505,3 +505,42 @@ def test_concretization_error_is_type_error_naming_the_fixes():
             fg.jit(f)(1.0)
         assert isinstance(info.value, fg.ConcretizationError)
         assert "static_argnums" in str(info.value) and "lax.cond" in str(info.value)
+
+
+def test_pure_callback_eager_jit_vmap():
+    x = fnp.asarray([3.0, 1.0, 2.0])
+    spec = fg.ShapeDtypeStruct((3,), fnp.float32)
+    np.testing.assert_array_equal(np.asarray(fg.pure_callback(np.sort, spec, x)), [1.0, 2.0, 3.0])
+    calls = []
+
+    def counted_sort(a):
+        calls.append(a.copy())
+        return np.sort(a, axis=-1)
+
+    f = fg.jit(lambda v: fg.pure_callback(counted_sort, spec, v) * 2)
+    f(x)
+    np.testing.assert_array_equal(np.asarray(f(x + 1)), [4.0, 6.0, 8.0])
+    assert len(calls) == 2                         # run at each call, with that call's values
+    xs = np.array([[3.0, 1.0, 2.0], [0.0, -1.0, 5.0]])
+    for method in ("sequential", "expand_dims", "broadcast_all"):
+        got = fg.vmap(lambda r: fg.pure_callback(counted_sort, spec, r, vmap_method=method))(fnp.asarray(xs))
+        np.testing.assert_array_equal(np.asarray(got), np.sort(xs, axis=-1))
+    with pytest.raises(NotImplementedError, match="vmap_method"):
+        fg.vmap(lambda r: fg.pure_callback(np.sort, spec, r))(fnp.asarray(xs))
+    with pytest.raises(ValueError, match="no derivative rule"):
+        fg.grad(lambda r: fnp.sum(fg.pure_callback(np.sort, spec, r)))(x)
+    with pytest.raises(ValueError, match="shape \\(2,\\) for result 0.*declares \\(3,\\)"):
+        fg.pure_callback(lambda a: a[:2], spec, x)
+
+
+def test_small_jax_top_level_names():
+    x = fnp.ones((2, 3))
+    aval = fg.typeof(x)
+    assert aval.shape == (2, 3) and aval.dtype == np.float32
+    assert fg.named_call(fnp.sin, name="s") is fnp.sin
+    with fg.named_scope("block"):
+        fg.effects_barrier()
+    with config_set("enable_x64", False):
+        with fg.enable_x64():
+            assert fnp.asarray(np.float64(1.0)).dtype == np.float64
+        assert fnp.asarray(np.float64(1.0)).dtype == np.float32
