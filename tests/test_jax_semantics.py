@@ -544,3 +544,31 @@ def test_small_jax_top_level_names():
         with fg.enable_x64():
             assert fnp.asarray(np.float64(1.0)).dtype == np.float64
         assert fnp.asarray(np.float64(1.0)).dtype == np.float32
+
+
+def test_traced_fill_gathers_and_dropping_adds_in_every_layout(x64, rng):
+    # One traced index array takes the masked path (no padded copy): check it against numpy in
+    # several layouts, under jit, vmap and grad.
+    y = rng.standard_normal((3, 4))
+    ids = np.array([[0, 5], [-1, -6]])
+    for axis in (0, 1):
+        n = y.shape[axis]
+        ref = np.take(y, _clamped(ids, n), axis=axis)
+        valid = _inside(ids, n).reshape((1,) * axis + ids.shape + (1,) * (1 - axis))
+        ref = np.where(valid, ref, np.nan)
+        got = fg.jit(lambda v, i: fnp.take(v, i, axis=axis))(fnp.asarray(y), fnp.asarray(ids))
+        np.testing.assert_array_equal(np.asarray(got), ref)
+    got = fg.vmap(lambda i: fnp.take(fnp.asarray(y), i, axis=1))(fnp.asarray(ids))
+    np.testing.assert_array_equal(np.asarray(got)[1], np.where(_inside(ids[1], 4), y[:, _clamped(ids[1], 4)], np.nan))
+    g = fg.jit(fg.grad(lambda v, i: fnp.sum(fnp.take(v, i, axis=0, fill_value=0.0) ** 2)))(
+        fnp.asarray(y), fnp.asarray(np.array([2, 7, 2])))
+    expected = np.zeros_like(y)
+    expected[2] = 2 * 2 * y[2]
+    np.testing.assert_allclose(np.asarray(g), expected)
+    rows = np.array([2, 9, -1, -4])
+    added = y.copy()
+    np.add.at(added, (_clamped(rows, 3)[_inside(rows, 3)], slice(1, 3)), 10.0)
+    got = fg.jit(lambda v, i: v.at[i, 1:3].add(10.0))(fnp.asarray(y), fnp.asarray(rows))
+    np.testing.assert_array_equal(np.asarray(got), added)
+    check_grads(lambda v: fg.jit(lambda v, i: fnp.take(v, i, axis=1, fill_value=0.5) * v[:, :1])(
+        fnp.asarray(v), fnp.asarray(ids[0])), (fnp.asarray(y),), order=2)

@@ -205,10 +205,44 @@ def getitem(x: Any, index: Any, mode: str | None = None, fill_value: Any = None,
     shape = shape_of(x)
     template, arrays = split_index(index, shape, x, op)
     how = _gather_how(mode, op)
+    masked = _masked_single_array(shape, template, arrays, how, wrap_negative_indices)
+    if masked is not None:
+        # One traced index array (take, embedding lookups under jit): gather at clamped indices and
+        # fill the out-of-bounds positions, without copying x into a padded array.
+        idx, mask = masked
+        out = getitem_p.bind(x, idx, template=template)
+        return select(mask, out, _fill_scalar(x, fill_value, op))
     template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
     if pads:
         x = pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=_fill_scalar(x, fill_value, op))
     return getitem_p.bind(x, *arrays, template=template)
+
+
+def _masked_single_array(shape: tuple[int, ...], template: tuple, arrays: Sequence[Any], how: str,
+                         wrap_negative: bool) -> tuple[Any, Any] | None:
+    """For "fill" with exactly one traced index array and no integer items: (clamped index array,
+    validity mask shaped to broadcast over ``x[index]``); None when the padded path applies."""
+    if how != "fill" or len(arrays) != 1 or not isinstance(arrays[0], Tracer) or any(t[0] == "i" for t in template):
+        return None
+    k = _first_array_item(template)
+    n = shape[_item_axes(template, len(shape))[k]]
+    if n == 0:
+        return None
+    a = arrays[0]
+    if a.dtype.kind == "u" or a.dtype.itemsize < 4:
+        a = convert(a, np.int32)
+    if wrap_negative:
+        a = select(lt_p.bind(a, 0), add(a, n), a)
+    bad = or_p.bind(lt_p.bind(a, 0), ge_p.bind(a, n))
+    a = maximum_p.bind(minimum_p.bind(a, n - 1), 0)
+    consumed = sum(1 for t in template if t[0] in "isa")
+    dims = [1 if t[0] in "ns" else max(len(shape) - consumed, 0) if t[0] == "e" else 0 for t in template]
+    before, after = sum(dims[:k]), sum(dims[k + 1:])
+    if not any(t[0] == "e" for t in template):
+        after += len(shape) - consumed    # the axes the index leaves implicit at the end
+    valid = eq(bad, False)
+    mask = reshape(valid, (1,) * before + shape_of(a) + (1,) * after)
+    return a, mask
 
 
 def static_slice(x: Any, axis: int, start: int, stop: int) -> Any:
@@ -336,6 +370,11 @@ def _scatter(p: Primitive, x: Any, index: Any, value: Any, op: str, mode: str | 
     shape = shape_of(x)
     template, arrays = split_index(index, shape, x, op)
     how = _scatter_how(mode, op)
+    if p is scatter_add_p:
+        masked = _masked_single_array(shape, template, arrays, how, wrap_negative_indices)
+        if masked is not None:   # dropping an addend = adding zero at a clamped index (no padded copy)
+            idx, mask = masked
+            return p.bind(x, select(mask, value, 0), idx, template=template)
     template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
     if not pads:
         return p.bind(x, value, *arrays, template=template)
@@ -541,8 +580,13 @@ def normalize_indices(shape: tuple[int, ...], template: tuple, arrays: Sequence[
     return tuple(new_template), new_arrays, tuple(sorted(set(pads)))
 
 
+def _on_host(a: Any) -> bool:
+    """A concrete index array whose values can be read without a device transfer."""
+    return type(a) is Array or isinstance(a, np.ndarray)
+
+
 def _wrap_negative(a: Any, n: int) -> Any:
-    if not isinstance(a, Tracer):
+    if _on_host(a):
         v = np.asarray(a)
         return a if not (v < 0).any() else _core.as_array(np.where(v < 0, v + n, v).astype(v.dtype))
     return select(lt_p.bind(a, 0), add(a, n), a)
@@ -550,7 +594,7 @@ def _wrap_negative(a: Any, n: int) -> Any:
 
 def _normalize_array(a: Any, n: int, how: str, wrap_negative: bool, op: str, axis: int, x: Any) -> tuple[Any, bool]:
     lo = -n if wrap_negative else 0
-    if not isinstance(a, Tracer):
+    if _on_host(a):
         v = np.asarray(a)
         inside = bool(((v >= lo) & (v < n)).all())
         if inside:
