@@ -281,6 +281,14 @@ def test_jax_config_names():
     fg.config.update("jax_default_matmul_precision", "highest")
     with pytest.raises(ValueError, match="unknown config option 'jax_bogus'"):
         fg.config.update("jax_bogus", True)
+    fg.config.update("jax_numpy_rank_promotion", "allow")
+    with pytest.raises(NotImplementedError, match="jax_numpy_rank_promotion.*'allow'"):
+        fg.config.update("jax_numpy_rank_promotion", "raise")
+    with pytest.raises(NotImplementedError, match="jax_debug_infs"):
+        fg.config.update("jax_debug_infs", True)
+    with config_set("disable_jit", False):
+        fg.config.update("jax_disable_jit", True)
+        assert fg.jit(lambda x: float(x))(2.0) == 2.0
 
 
 def test_format_as_numpy():
