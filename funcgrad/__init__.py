@@ -12,10 +12,11 @@ from funcgrad import core, debug, dtypes, nn, optim, random, scipy, tree, tree_u
 from funcgrad._config import config
 from funcgrad._warnings import CacheWarning, FuncgradWarning, RetraceWarning
 from funcgrad._core import Array, ConcretizationError, TracerArrayConversionError, TracerLeakError
-from funcgrad.api import (ShapeDtypeStruct, block_until_ready, checkpoint, checkpoint_policies, custom_jvp, custom_vjp,
-                          debug_nans, device_get, effects_barrier, enable_x64, eval_shape, grad, hessian, jacfwd,
-                          jacobian, jacrev, jvp, linearize, make_jaxpr, named_call, named_scope, pure_callback, remat,
-                          stop_gradient, typeof, value_and_grad, vjp, vmap)
+from funcgrad.api import (ShapeDtypeStruct, block_until_ready, checkpoint, checkpoint_policies, clear_caches,
+                          closure_convert, custom_jvp, custom_vjp, debug_nans, device_get, effects_barrier, enable_x64,
+                          eval_shape, grad, hessian, jacfwd, jacobian, jacrev, jvp, linear_transpose, linearize,
+                          make_jaxpr, named_call, named_scope, pure_callback, remat, stop_gradient, typeof,
+                          value_and_grad, vjp, vmap)
 from funcgrad.devices import default_device, device_put, devices, from_dlpack, set_default_device
 from funcgrad.jit import disable_jit, ensure_compile_time_eval, jit
 from funcgrad.backends.cpu._threads import get_num_threads, set_num_threads
@@ -28,4 +29,5 @@ __all__ = ["Array", "CacheWarning", "FuncgradWarning", "RetraceWarning", "Concre
            "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_jaxpr", "nn", "numpy", "optim", "random", "remat", "scipy",
            "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap",
            "checkpoint_policies", "debug", "device_get", "disable_jit", "ensure_compile_time_eval", "tree",
-           "debug_nans", "effects_barrier", "enable_x64", "named_call", "named_scope", "pure_callback", "typeof"]
+           "debug_nans", "effects_barrier", "enable_x64", "named_call", "named_scope", "pure_callback", "typeof",
+           "clear_caches", "closure_convert", "linear_transpose"]

@@ -29,7 +29,8 @@ from funcgrad.tree_util import broadcast_prefix, flatten_fun, tree_flatten, tree
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "vmap",
            "custom_vjp", "custom_jvp", "checkpoint", "checkpoint_policies", "remat", "make_jaxpr", "eval_shape", "ShapeDtypeStruct",
            "block_until_ready", "stop_gradient", "device_get", "pure_callback", "named_call", "named_scope",
-           "effects_barrier", "typeof", "enable_x64", "debug_nans"]
+           "effects_barrier", "typeof", "enable_x64", "debug_nans", "linear_transpose", "closure_convert",
+           "clear_caches"]
 
 
 _SINGLE_LEAF = tree_structure((0,))
@@ -679,3 +680,35 @@ def enable_x64(new_val: bool = True) -> Any:
 def debug_nans(new_val: bool = True) -> Any:
     """Context manager: ``with fg.debug_nans():`` NaN checks inside (``jax.debug_nans``)."""
     return _option("debug_nans", new_val)
+
+
+def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Any = ()) -> Callable:
+    """The transpose of a linear function, as ``jax.linear_transpose``: ``f_t(cotangent) -> tuple``
+    with one cotangent per input. ``primals`` give the input shapes and dtypes (their values
+    are not used). ``fun`` must be linear: funcgrad does not check it (JAX raises for a
+    nonlinear function); a nonlinear one gets the transpose of its derivative at zero.
+
+    >>> f_t = linear_transpose(lambda x: x @ w, fnp.ones(2))
+    >>> f_t(fnp.arange(3.))     # (w @ arange(3),)
+    """
+    if reduce_axes:
+        raise NotImplementedError("linear_transpose: reduce_axes is not supported; leave it ()")
+    leaves, in_tree = tree_flatten(primals)
+    zeros = tree_unflatten(in_tree, [_core.zeros_like(as_leaf(x, "linear_transpose")) for x in leaves])
+    _, pullback = vjp(fun, *zeros)
+
+    def transposed(*cotangent: Any) -> tuple:
+        ct = cotangent[0] if len(cotangent) == 1 else cotangent
+        return tuple(pullback(ct))
+    return transposed
+
+
+def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
+    """``(fun, [])``: ``jax.closure_convert`` hoists the arrays ``fun`` closes over into explicit
+    arguments for custom_vjp; funcgrad's custom rules take closures directly, so none are hoisted."""
+    return fun, []
+
+
+def clear_caches() -> None:
+    """Accepted for ``jax.clear_caches``: each jitted function keeps its own cache (``f.clear_cache()``);
+    there is no global one to clear."""

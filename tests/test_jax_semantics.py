@@ -580,3 +580,16 @@ def test_traced_fill_gathers_and_dropping_adds_in_every_layout(x64, rng):
     np.testing.assert_array_equal(np.asarray(got), added)
     check_grads(lambda v: fg.jit(lambda v, i: fnp.take(v, i, axis=1, fill_value=0.5) * v[:, :1])(
         fnp.asarray(v), fnp.asarray(ids[0])), (fnp.asarray(y),), order=2)
+
+
+def test_linear_transpose_and_closure_convert(x64, rng):
+    w = rng.standard_normal((2, 3))
+    f_t = fg.linear_transpose(lambda x: x @ fnp.asarray(w), fnp.ones(2))
+    ct = rng.standard_normal(3)
+    (got,) = f_t(fnp.asarray(ct))
+    np.testing.assert_allclose(np.asarray(got), w @ ct)
+    two = fg.linear_transpose(lambda x, y: (2 * x + y, x), 1.0, 2.0)
+    assert [float(v) for v in two((1.0, 1.0))] == [3.0, 1.0]
+    f, consts = fg.closure_convert(fnp.sin, 1.0)
+    assert f is fnp.sin and consts == []
+    fg.clear_caches()
