@@ -512,6 +512,7 @@ def test_concretization_error_is_type_error_naming_the_fixes():
         with pytest.raises(TypeError) as info:
             fg.jit(f)(1.0)
         assert isinstance(info.value, fg.ConcretizationError)
+        assert isinstance(info.value, fg.errors.ConcretizationTypeError)
         assert "static_argnums" in str(info.value) and "lax.cond" in str(info.value)
 
 
