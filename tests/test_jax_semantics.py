@@ -214,9 +214,35 @@ def test_apply_and_subtract(x64):
 def test_combining_updates_with_traced_indices_need_unique_indices(x64):
     x = fnp.asarray(X)
     with pytest.raises(NotImplementedError, match="unique_indices=True"):
-        fg.jit(lambda x, i: x.at[i].max(10.0))(x, fnp.asarray([0, 1]))
-    got = fg.jit(lambda x, i: x.at[i].max(10.0, unique_indices=True))(x, fnp.asarray([0, 9]))
-    np.testing.assert_array_equal(np.asarray(got), np.r_[10.0, X[1:]])
+        fg.jit(lambda x, i: x.at[i].mul(10.0))(x, fnp.asarray([0, 1]))
+    got = fg.jit(lambda x, i: x.at[i].mul(10.0, unique_indices=True))(x, fnp.asarray([0, 9]))
+    np.testing.assert_array_equal(np.asarray(got), np.r_[10.0 * X[0], X[1:]])
+
+
+@pytest.mark.parametrize("method,ufunc", [("max", np.maximum), ("min", np.minimum)])
+def test_max_min_with_traced_duplicate_indices(method, ufunc, x64, rng):
+    y = rng.standard_normal((4, 3))
+    rows = np.array([0, 2, 0, 7, -1, 2])
+    vals = rng.standard_normal((6, 3))
+    expected = y.copy()
+    keep = _inside(rows, 4)
+    ufunc.at(expected, _clamped(rows, 4)[keep], vals[keep])
+    f = fg.jit(lambda a, i, v: getattr(a.at[i], method)(v))
+    np.testing.assert_array_equal(np.asarray(f(fnp.asarray(y), fnp.asarray(rows), fnp.asarray(vals))), expected)
+    got = fg.vmap(lambda r, v: getattr(r.at[np.array([0, 0, 2])], method)(v))(fnp.asarray(y), fnp.asarray(vals[:4]))
+    ref = y.copy()
+    for k in range(4):
+        ufunc.at(ref[k], [0, 0, 2], vals[k])
+    np.testing.assert_array_equal(np.asarray(got), ref)
+    check_grads(lambda a, v: getattr(fnp.asarray(a).at[rows], method)(v) * fnp.asarray(a),
+                (fnp.asarray(y), fnp.asarray(vals)), order=2)
+
+
+def test_max_ties_share_the_gradient_as_jax(x64):
+    x = fnp.asarray([1.0, 2.0, 3.0])
+    gx, gv = fg.grad(lambda x, v: fnp.sum(x.at[np.array([1, 1])].max(v)), argnums=(0, 1))(x, fnp.asarray([2.0, 2.0]))
+    np.testing.assert_allclose(np.asarray(gx), [1.0, 1 / 3, 1.0])      # operand and two updates tie at 2.0
+    np.testing.assert_allclose(np.asarray(gv), [1 / 3, 1 / 3])
 
 
 def test_promise_in_bounds_and_checked_indexing():

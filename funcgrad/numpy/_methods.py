@@ -93,13 +93,17 @@ class _IndexUpdateRef:
 
     def min(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """A copy with ``x[index] = minimum(x[index], values)``."""
-        return self._combine("min", ew.minimum, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+        """A copy with ``x[index] = minimum(x[index], values)`` (every duplicate index applied)."""
+        _no_sharding("at[...].min", out_sharding)
+        return lax._scatter_min_at(self.array, self.index, values, "at[...].min", mode,
+                                   wrap_negative_indices=wrap_negative_indices)
 
     def max(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """A copy with ``x[index] = maximum(x[index], values)``."""
-        return self._combine("max", ew.maximum, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+        """A copy with ``x[index] = maximum(x[index], values)`` (every duplicate index applied)."""
+        _no_sharding("at[...].max", out_sharding)
+        return lax._scatter_max_at(self.array, self.index, values, "at[...].max", mode,
+                                   wrap_negative_indices=wrap_negative_indices)
 
     def apply(self, func: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
               mode: Any = None, wrap_negative_indices: bool = True) -> Any:

@@ -25,8 +25,8 @@ from funcgrad import _core
 from funcgrad._config import config
 from funcgrad._core import Array, Primitive, Tracer, zeros_like
 from funcgrad._dtypes import ShapedArray, describe, result_type
-from funcgrad.primitives.elementwise import (add, convert, eq, ge_p, lt_p, maximum_p, minimum_p, mod_p, mul, or_p,
-                                             select)
+from funcgrad.primitives.elementwise import (add, convert, div, eq, ge_p, lt_p, maximum_p, minimum_p, mod_p, mul,
+                                             or_p, select)
 from funcgrad.primitives.shape import linear_jvp, move_to_front, moveaxis, reshape, shape_of, unbroadcast
 
 # ------------------------------------------------------ index normalisation
@@ -365,6 +365,62 @@ scatter_set_p.vjp, scatter_set_p.jvp, scatter_set_p.batch = (
     _scatter_set_vjp, _scatter_jvp(scatter_set_p), _scatter_batch(scatter_set_p))
 
 
+# scatter_max / scatter_min: ``x`` with ``x[index] = max(x[index], y)``, every duplicate index
+# applied (numpy's ufunc.at). Derivatives follow JAX: where several candidates (the operand and
+# any updates) tie for the extremum, they share the tangent/cotangent equally.
+
+
+def _extremal_impl(ufunc):
+    def impl(x, y, *arrays, template):
+        out = np.array(x, dtype=np.result_type(x, y), copy=True)
+        index = build_index(template, arrays)
+        ufunc.at(out, index, np.broadcast_to(np.asarray(y, out.dtype), np.shape(out[index])))
+        return out
+    return impl
+
+
+def _extremal_wins(x, y, out, arrays, template):
+    """(operand wins, update wins (target-shaped), number of winners per position), as floats."""
+    dtype = result_type(out, 0.0)
+    x_wins = convert(eq(x, out), dtype)
+    y_wins = convert(eq(y, getitem_p.bind(out, *arrays, template=template)), dtype)
+    count = add(x_wins, scatter_add_p.bind(zeros_like(out, dtype), y_wins, *arrays, template=template))
+    return x_wins, y_wins, count
+
+
+def _extremal_jvp(p: Primitive):
+    def jvp(primals, tangents, template):
+        x, y, arrays = primals[0], primals[1], primals[2:]
+        out = p.bind(x, y, *arrays, template=template)
+        x_wins, y_wins, count = _extremal_wins(x, y, out, arrays, template)
+        tx = zeros_like(x, x_wins.dtype) if tangents[0] is None else tangents[0]
+        ty = zeros_like(y, x_wins.dtype) if tangents[1] is None else tangents[1]
+        from_y = scatter_add_p.bind(zeros_like(out, x_wins.dtype), mul(y_wins, ty), *arrays, template=template)
+        return out, div(add(mul(x_wins, tx), from_y), count)
+    return jvp
+
+
+def _extremal_vjp(p: Primitive):
+    def vjp(ct, primals, out, needs, template):
+        x, y, arrays = primals[0], primals[1], primals[2:]
+        x_wins, y_wins, count = _extremal_wins(x, y, out, arrays, template)
+        share = div(ct, count)
+        cx = mul(share, x_wins) if needs[0] else None
+        cy = (unbroadcast(mul(getitem_p.bind(share, *arrays, template=template), y_wins), shape_of(y))
+              if needs[1] else None)
+        return (cx, cy) + (None,) * len(arrays)
+    return vjp
+
+
+scatter_max_p = Primitive("scatter_max")
+scatter_min_p = Primitive("scatter_min")
+for _p, _ufunc in ((scatter_max_p, np.maximum), (scatter_min_p, np.minimum)):
+    _p.impl = _extremal_impl(_ufunc)
+    _p.abstract_eval = _scatter_aval(_p.name)
+    _p.jvp, _p.vjp, _p.batch = _extremal_jvp(_p), _extremal_vjp(_p), _scatter_batch(_p)
+del _p, _ufunc
+
+
 def _scatter(p: Primitive, x: Any, index: Any, value: Any, op: str, mode: str | None,
              wrap_negative_indices: bool) -> Any:
     shape = shape_of(x)
@@ -401,6 +457,18 @@ def scatter_add(x: Any, index: Any, value: Any, op: str = "scatter_add", mode: s
     Out-of-bounds updates are dropped by default; ``mode`` as in :func:`scatter_set`.
     """
     return _scatter(scatter_add_p, x, index, value, op, mode, wrap_negative_indices)
+
+
+def scatter_max(x: Any, index: Any, value: Any, op: str = "scatter_max", mode: str | None = None, *,
+                wrap_negative_indices: bool = True) -> Any:
+    """``x`` with ``x[index] = maximum(x[index], value)``, each duplicate index applied (traced indices too)."""
+    return _scatter(scatter_max_p, x, index, value, op, mode, wrap_negative_indices)
+
+
+def scatter_min(x: Any, index: Any, value: Any, op: str = "scatter_min", mode: str | None = None, *,
+                wrap_negative_indices: bool = True) -> Any:
+    """``x`` with ``x[index] = minimum(x[index], value)``, each duplicate index applied (traced indices too)."""
+    return _scatter(scatter_min_p, x, index, value, op, mode, wrap_negative_indices)
 
 
 def scatter_combine(x: Any, index: Any, value: Any, combine: Any, op: str, mode: str | None = None, *,
