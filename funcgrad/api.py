@@ -415,19 +415,25 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None
         raise TypeError(f"vmap({name}): axis_size must be a non-negative int or None, got {axis_size!r}")
 
     @functools.wraps(f)
-    def wrapped(*args: Any) -> Any:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
         axes_prefix = in_axes
         if isinstance(in_axes, list):
             axes_prefix = tuple(in_axes)
         if isinstance(axes_prefix, tuple) and len(axes_prefix) != len(args):
             raise ValueError(f"vmap({name}): in_axes has {len(axes_prefix)} entries but {len(args)} positional "
                              "arguments were given")
-        leaves, in_tree = tree_flatten(args)
         dims = broadcast_prefix(axes_prefix if isinstance(axes_prefix, tuple) else (axes_prefix,) * len(args),
                                 args, f"vmap({name}) in_axes")
+        fun = f
+        if kwargs:
+            # As JAX: keyword arguments are mapped over their leading axis (in_axes covers positionals only).
+            dims = dims + [0] * len(tree_flatten(kwargs)[0])
+            args = (args, kwargs)
+            fun = _with_kwargs(f)
+        leaves, in_tree = tree_flatten(args)
         leaves = [as_leaf(x, f"vmap({name})") if d is not None else x for x, d in zip(leaves, dims)]
         size, dims = _axis_size(leaves, dims, name, axis_size)
-        flat_fun, out_tree_of = flatten_fun(f, in_tree)
+        flat_fun, out_tree_of = flatten_fun(fun, in_tree)
 
         def resolve_out_dims() -> list:
             out_tree = out_tree_of()
@@ -440,6 +446,10 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None
         return tree_unflatten(out_tree_of(), outs)
 
     return wrapped
+
+
+def _with_kwargs(f: Callable) -> Callable:
+    return lambda a, kw: f(*a, **kw)
 
 
 def _axis_size(leaves: list, dims: list, name: str, axis_size: int | None = None) -> tuple[int, list]:

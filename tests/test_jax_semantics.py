@@ -620,3 +620,10 @@ def test_linear_transpose_and_closure_convert(x64, rng):
     f, consts = fg.closure_convert(fnp.sin, 1.0)
     assert f is fnp.sin and consts == []
     fg.clear_caches()
+
+
+def test_vmap_maps_keyword_arguments_over_axis_0():
+    f = fg.vmap(lambda x, y=1.0: x * y, in_axes=(None,))
+    np.testing.assert_array_equal(np.asarray(f(2.0, y=fnp.arange(3.0))), [0.0, 2.0, 4.0])
+    got = fg.vmap(lambda x, y: x + y)(fnp.ones(2), y=fnp.arange(2.0))
+    np.testing.assert_array_equal(np.asarray(got), [1.0, 2.0])
