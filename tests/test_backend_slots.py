@@ -26,7 +26,7 @@ from funcgrad._core import Primitive
 GPU_MISSING = (
     "argsort", "avg_pool2d", "avg_pool2d_grad", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "debug_callback",
     "erf", "erf_inv", "getitem", "max_pool2d", "max_pool2d_grad", "pure_callback", "scatter_add", "scatter_max",
-    "scatter_min", "scatter_set", "threefry2x32",
+    "scatter_min", "scatter_mul", "scatter_set", "threefry2x32",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler

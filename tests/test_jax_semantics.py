@@ -214,9 +214,25 @@ def test_apply_and_subtract(x64):
 def test_combining_updates_with_traced_indices_need_unique_indices(x64):
     x = fnp.asarray(X)
     with pytest.raises(NotImplementedError, match="unique_indices=True"):
-        fg.jit(lambda x, i: x.at[i].mul(10.0))(x, fnp.asarray([0, 1]))
-    got = fg.jit(lambda x, i: x.at[i].mul(10.0, unique_indices=True))(x, fnp.asarray([0, 9]))
-    np.testing.assert_array_equal(np.asarray(got), np.r_[10.0 * X[0], X[1:]])
+        fg.jit(lambda x, i: x.at[i].power(2.0))(x, fnp.asarray([0, 1]))
+    got = fg.jit(lambda x, i: x.at[i].power(2.0, unique_indices=True))(x, fnp.asarray([0, 9]))
+    np.testing.assert_array_equal(np.asarray(got), np.r_[X[0] ** 2, X[1:]])
+
+
+def test_mul_and_divide_with_traced_duplicate_indices(x64):
+    x0 = np.array([0.5, 1.5, 2.0, 3.0, 4.0])
+    idx, vals = np.array([1, 1, 2, -4, 9]), np.array([2.0, 3.0, 0.5, 1.5, 7.0])
+    keep = _inside(idx, 5)
+    prod = x0.copy()
+    np.multiply.at(prod, _clamped(idx, 5)[keep], vals[keep])
+    quot = x0.copy()
+    np.divide.at(quot, _clamped(idx, 5)[keep], vals[keep])
+    np.testing.assert_allclose(np.asarray(fg.jit(lambda x, i, v: x.at[i].mul(v))(x0, idx, vals)), prod)
+    np.testing.assert_allclose(np.asarray(fg.jit(lambda x, i, v: x.at[i].divide(v))(x0, idx, vals)), quot)
+    g = fg.jit(fg.grad(lambda x, i, v: fnp.sum(x.at[i].mul(v))))(fnp.asarray(x0), idx, vals)
+    np.testing.assert_allclose(np.asarray(g), prod / x0)     # linear in x: d/dx = the product of the updates
+    with pytest.raises(NotImplementedError, match="unique indices"):   # as JAX
+        fg.jit(fg.grad(lambda v, x, i: fnp.sum(x.at[i].mul(v))))(vals, x0, idx)
 
 
 @pytest.mark.parametrize("method,ufunc", [("max", np.maximum), ("min", np.minimum)])

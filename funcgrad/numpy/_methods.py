@@ -67,24 +67,25 @@ class _IndexUpdateRef:
                                wrap_negative_indices=wrap_negative_indices)
 
     def _combine(self, name: str, combine: Any, values: Any, unique_indices: bool, mode: Any,
-                 out_sharding: Any, wrap_negative_indices: bool) -> Any:
+                 out_sharding: Any, wrap_negative_indices: bool, multiply: bool = False) -> Any:
         _no_sharding(f"at[...].{name}", out_sharding)
         return lax.scatter_combine(self.array, self.index, values, combine, f"at[...].{name}", mode,
-                                         unique_indices=unique_indices,
-                                         wrap_negative_indices=wrap_negative_indices)
+                                   unique_indices=unique_indices, wrap_negative_indices=wrap_negative_indices,
+                                   multiply=multiply)
 
     def multiply(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                  mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
         """A copy with ``x[index] *= values`` (duplicate indices multiply in turn)."""
         return self._combine("multiply", ew.multiply, values, unique_indices, mode, out_sharding,
-                             wrap_negative_indices)
+                             wrap_negative_indices, multiply=True)
 
     mul = multiply
 
     def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
         """A copy with ``x[index] /= values``."""
-        return self._combine("divide", ew.divide, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+        return self._combine("divide", ew.multiply, ew.divide(1, values), unique_indices, mode, out_sharding,
+                             wrap_negative_indices, multiply=True)
 
     def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
               mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:

@@ -421,6 +421,41 @@ for _p, _ufunc in ((scatter_max_p, np.maximum), (scatter_min_p, np.minimum)):
 del _p, _ufunc
 
 
+# scatter_mul: ``x`` with ``x[index] *= y``, every duplicate index applied (numpy's multiply.at).
+# Linear in ``x``; its derivative in ``y`` is JAX's too: only with unique indices (scatter_combine
+# resolves concrete duplicate indices in rounds instead, which differentiate in both).
+
+scatter_mul_p = Primitive("scatter_mul")
+scatter_mul_p.impl = _extremal_impl(np.multiply)
+scatter_mul_p.abstract_eval = _scatter_aval("scatter_mul")
+scatter_mul_p.batch = _scatter_batch(scatter_mul_p)
+
+
+def _scatter_mul_no_update_derivative() -> NotImplementedError:
+    return NotImplementedError(
+        "x.at[i].mul/divide: the derivative with respect to the updates needs unique indices (as in JAX): pass "
+        "unique_indices=True if the traced indices are unique, or make them static (concrete index arrays)")
+
+
+def _scatter_mul_jvp(primals, tangents, template):
+    x, y, arrays = primals[0], primals[1], primals[2:]
+    if tangents[1] is not None:
+        raise _scatter_mul_no_update_derivative()
+    out = scatter_mul_p.bind(x, y, *arrays, template=template)
+    tx = zeros_like(x) if tangents[0] is None else tangents[0]
+    return out, scatter_mul_p.bind(tx, y, *arrays, template=template)
+
+
+def _scatter_mul_vjp(ct, primals, out, needs, template):
+    y, arrays = primals[1], primals[2:]
+    if needs[1]:
+        raise _scatter_mul_no_update_derivative()
+    return (scatter_mul_p.bind(ct, y, *arrays, template=template), None) + (None,) * len(arrays)
+
+
+scatter_mul_p.jvp, scatter_mul_p.vjp = _scatter_mul_jvp, _scatter_mul_vjp
+
+
 def _scatter(p: Primitive, x: Any, index: Any, value: Any, op: str, mode: str | None,
              wrap_negative_indices: bool) -> Any:
     shape = shape_of(x)
@@ -472,12 +507,13 @@ def scatter_min(x: Any, index: Any, value: Any, op: str = "scatter_min", mode: s
 
 
 def scatter_combine(x: Any, index: Any, value: Any, combine: Any, op: str, mode: str | None = None, *,
-                    unique_indices: bool = False, wrap_negative_indices: bool = True) -> Any:
+                    unique_indices: bool = False, wrap_negative_indices: bool = True, multiply: bool = False) -> Any:
     """``x`` with ``x[index]`` replaced by ``combine(x[index], value)``, each duplicate index applied in turn.
 
-    The engine of ``x.at[i].mul/min/max/power/apply``: duplicates are resolved in rounds (round k
+    The engine of ``x.at[i].mul/divide/power/apply``: duplicates are resolved in rounds (round k
     updates every position's k-th occurrence), which needs the index arrays' values; traced index
-    arrays (under jit or vmap) need ``unique_indices=True``.
+    arrays (under jit or vmap) need ``unique_indices=True``, except with ``multiply=True`` (``combine``
+    is a product), which then runs the scatter_mul primitive.
     """
     shape = shape_of(x)
     template, arrays = split_index(index, shape, x, op)
@@ -485,6 +521,11 @@ def scatter_combine(x: Any, index: Any, value: Any, combine: Any, op: str, mode:
     template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
     rounds: list = [None]
     if arrays and not unique_indices:
+        if any(isinstance(a, Tracer) for a in arrays) and multiply:
+            # Traced indices that may repeat: the scatter_mul primitive applies each duplicate.
+            out = x if not pads else pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=0)
+            out = scatter_mul_p.bind(out, value, *arrays, template=template)
+            return out if not pads else getitem_p.bind(out, template=tuple(("s", 0, n, None) for n in shape))
         if any(isinstance(a, Tracer) for a in arrays):
             raise NotImplementedError(
                 f"{op}: the index arrays are traced (under jit or vmap), so funcgrad cannot tell whether they "
