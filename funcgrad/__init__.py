@@ -8,13 +8,15 @@
 """
 from funcgrad.backends import cpu as _cpu  # noqa: F401  (first: registers the host's kernels and compiler)
 from funcgrad import numpy  # noqa: F401  (installs the array methods)
-from funcgrad import core, debug, dtypes, nn, optim, random, scipy, tree, tree_util
+from funcgrad import core, debug, dtypes, errors, nn, optim, random, scipy, tree, tree_util
 from funcgrad._config import config
 from funcgrad._warnings import CacheWarning, FuncgradWarning, RetraceWarning
 from funcgrad._core import Array, ConcretizationError, TracerArrayConversionError, TracerLeakError
-from funcgrad.api import (ShapeDtypeStruct, block_until_ready, checkpoint, checkpoint_policies, custom_jvp, custom_vjp,
-                          device_get, eval_shape, grad, hessian, jacfwd, jacobian, jacrev, jvp, linearize, make_jaxpr,
-                          remat, stop_gradient, value_and_grad, vjp, vmap)
+from funcgrad.api import (ShapeDtypeStruct, block_until_ready, checkpoint, checkpoint_policies, clear_caches,
+                          closure_convert, custom_jvp, custom_vjp, debug_nans, device_get, effects_barrier, enable_x64,
+                          eval_shape, grad, hessian, jacfwd, jacobian, jacrev, jvp, linear_transpose, linearize,
+                          make_jaxpr, named_call, named_scope, pure_callback, remat, stop_gradient, typeof,
+                          value_and_grad, vjp, vmap)
 from funcgrad.devices import default_device, device_put, devices, from_dlpack, set_default_device
 from funcgrad.jit import disable_jit, ensure_compile_time_eval, jit
 from funcgrad.backends.cpu._threads import get_num_threads, set_num_threads
@@ -26,4 +28,6 @@ __all__ = ["Array", "CacheWarning", "FuncgradWarning", "RetraceWarning", "Concre
            "default_device", "device_put", "dtypes", "get_num_threads", "set_num_threads", "devices", "from_dlpack", "mixed_precision", "set_default_device", "grad",
            "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_jaxpr", "nn", "numpy", "optim", "random", "remat", "scipy",
            "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap",
-           "checkpoint_policies", "debug", "device_get", "disable_jit", "ensure_compile_time_eval", "tree"]
+           "checkpoint_policies", "debug", "device_get", "errors", "disable_jit", "ensure_compile_time_eval", "tree",
+           "debug_nans", "effects_barrier", "enable_x64", "named_call", "named_scope", "pure_callback", "typeof",
+           "clear_caches", "closure_convert", "linear_transpose"]

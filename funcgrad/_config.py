@@ -57,9 +57,14 @@ class _Config:
         JAX's names are accepted where funcgrad has the option (``"jax_enable_x64"``,
         ``"jax_debug_nans"``, ``"jax_disable_jit"``, ``"jax_threefry_partitionable"``); JAX options that only
         tune XLA or logging (``"jax_platform_name"``, ``"jax_default_matmul_precision"``, ...) are accepted and
-        ignored.
+        ignored; a JAX option value funcgrad cannot honour (``"jax_debug_infs"`` True,
+        ``"jax_numpy_rank_promotion"`` "raise", ...) raises NotImplementedError.
         """
         if name in _JAX_IGNORED:
+            allowed = _JAX_IGNORED[name]
+            if allowed is not None and value not in allowed:
+                raise NotImplementedError(f"config.update({name!r}, {value!r}): funcgrad supports only "
+                                          f"{' or '.join(map(repr, allowed))} for this option")
             return
         name = _JAX_NAMES.get(name, name)
         if name not in self.__slots__:
@@ -98,13 +103,17 @@ _OBSERVERS: dict[str, list] = {}
 # logging, sharding: nothing funcgrad does changes with them).
 _JAX_NAMES = {"jax_enable_x64": "enable_x64", "jax_debug_nans": "debug_nans", "jax_disable_jit": "disable_jit",
               "jax_compilation_cache_dir": "cache_dir", "jax_threefry_partitionable": "threefry_partitionable"}
-_JAX_IGNORED = frozenset({
-    "jax_platform_name", "jax_platforms", "jax_default_matmul_precision", "jax_numpy_rank_promotion",
-    "jax_log_compiles", "jax_debug_infs", "jax_traceback_filtering", "jax_default_prng_impl",
-    "jax_persistent_cache_min_compile_time_secs",
-    "jax_persistent_cache_min_entry_size_bytes", "jax_explain_cache_misses", "jax_numpy_dtype_promotion",
-    "jax_check_tracer_leaks", "jax_enable_checks", "jax_dynamic_shapes", "jax_use_shardy_partitioner",
-})
+# JAX options with no effect here, and the values funcgrad honours without them (None: any value;
+# another value raises NotImplementedError rather than being silently ignored).
+_JAX_IGNORED = {
+    "jax_platform_name": None, "jax_platforms": None, "jax_default_matmul_precision": None,
+    "jax_log_compiles": None, "jax_traceback_filtering": None,
+    "jax_persistent_cache_min_compile_time_secs": None, "jax_persistent_cache_min_entry_size_bytes": None,
+    "jax_explain_cache_misses": None, "jax_check_tracer_leaks": None, "jax_enable_checks": None,
+    "jax_use_shardy_partitioner": None, "jax_debug_infs": (False,), "jax_numpy_rank_promotion": ("allow",),
+    "jax_numpy_dtype_promotion": ("standard",), "jax_dynamic_shapes": (False,),
+    "jax_default_prng_impl": ("threefry2x32", "threefry"),
+}
 
 
 def on_update(name: str, callback: object) -> None:

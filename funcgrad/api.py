@@ -9,6 +9,7 @@ Each transform is a thin pytree wrapper around a ``*_flat`` driver in
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, Sequence
 
@@ -27,7 +28,9 @@ from funcgrad.tree_util import broadcast_prefix, flatten_fun, tree_flatten, tree
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "vmap",
            "custom_vjp", "custom_jvp", "checkpoint", "checkpoint_policies", "remat", "make_jaxpr", "eval_shape", "ShapeDtypeStruct",
-           "block_until_ready", "stop_gradient", "device_get"]
+           "block_until_ready", "stop_gradient", "device_get", "pure_callback", "named_call", "named_scope",
+           "effects_barrier", "typeof", "enable_x64", "debug_nans", "linear_transpose", "closure_convert",
+           "clear_caches"]
 
 
 _SINGLE_LEAF = tree_structure((0,))
@@ -459,19 +462,25 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None
         raise TypeError(f"vmap({name}): axis_size must be a non-negative int or None, got {axis_size!r}")
 
     @functools.wraps(f)
-    def wrapped(*args: Any) -> Any:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
         axes_prefix = in_axes
         if isinstance(in_axes, list):
             axes_prefix = tuple(in_axes)
         if isinstance(axes_prefix, tuple) and len(axes_prefix) != len(args):
             raise ValueError(f"vmap({name}): in_axes has {len(axes_prefix)} entries but {len(args)} positional "
                              "arguments were given")
-        leaves, in_tree = tree_flatten(args)
         dims = broadcast_prefix(axes_prefix if isinstance(axes_prefix, tuple) else (axes_prefix,) * len(args),
                                 args, f"vmap({name}) in_axes")
+        fun = f
+        if kwargs:
+            # As JAX: keyword arguments are mapped over their leading axis (in_axes covers positionals only).
+            dims = dims + [0] * len(tree_flatten(kwargs)[0])
+            args = (args, kwargs)
+            fun = _with_kwargs(f)
+        leaves, in_tree = tree_flatten(args)
         leaves = [as_leaf(x, f"vmap({name})") if d is not None else x for x, d in zip(leaves, dims)]
         size, dims = _axis_size(leaves, dims, name, axis_size)
-        flat_fun, out_tree_of = flatten_fun(f, in_tree)
+        flat_fun, out_tree_of = flatten_fun(fun, in_tree)
 
         def resolve_out_dims() -> list:
             out_tree = out_tree_of()
@@ -484,6 +493,10 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None
         return tree_unflatten(out_tree_of(), outs)
 
     return wrapped
+
+
+def _with_kwargs(f: Callable) -> Callable:
+    return lambda a, kw: f(*a, **kw)
 
 
 def _axis_size(leaves: list, dims: list, name: str, axis_size: int | None = None) -> tuple[int, list]:
@@ -639,3 +652,120 @@ def device_get(x: Any) -> Any:
                 "yet; call device_get on the transformed function's results")
         return np.asarray(v) if isinstance(v, Array) else v
     return tree_map(get, x)
+
+
+def pure_callback(callback: Callable, result_shape_dtypes: Any, *args: Any, sharding: Any = None,
+                  vmap_method: str | None = None, **kwargs: Any) -> Any:
+    """Call a Python function on runtime values and use its result, as ``jax.pure_callback``.
+
+    ``callback(*args, **kwargs)`` gets numpy arrays (at each call under ``jit``) and must return
+    arrays matching ``result_shape_dtypes`` (a pytree of ``ShapeDtypeStruct``-likes). It must be
+    pure: an unused result may skip the call. Under ``vmap``, ``vmap_method="sequential"`` calls it
+    per element, ``"expand_dims"``/``"broadcast_all"`` once on the batch. No derivative (wrap it in
+    ``custom_jvp``/``custom_vjp``).
+
+    >>> out = pure_callback(lambda x: np.sort(x), ShapeDtypeStruct((3,), fnp.float32), x)
+    """
+    from funcgrad.primitives.debug import Callback, pure_callback_p
+    if sharding is not None:
+        raise NotImplementedError("pure_callback: sharding is not supported (one host device); leave it None")
+    if vmap_method not in (None, "sequential", "expand_dims", "broadcast_all", "legacy_vectorized"):
+        raise ValueError(f"pure_callback: vmap_method must be 'sequential', 'expand_dims' or 'broadcast_all', got "
+                         f"{vmap_method!r}")
+    leaves, in_tree = tree_flatten((args, kwargs))
+    leaves = [x if isinstance(x, (Array, Tracer)) else as_array(x) for x in leaves]
+    specs, out_tree = tree_flatten(result_shape_dtypes)
+    try:
+        results = tuple(_dtypes.ShapedArray(tuple(int(d) for d in s.shape), _dtypes.canonicalize(s.dtype))
+                        for s in specs)
+    except AttributeError:
+        raise TypeError("pure_callback: result_shape_dtypes must be a pytree of objects with .shape and .dtype "
+                        "(ShapeDtypeStruct, arrays)") from None
+
+    def run(*values: Any) -> list:
+        a, kw = tree_unflatten(in_tree, list(values))
+        out = callback(*a, **kw)
+        out_leaves, tree = tree_flatten(out)
+        if tree != out_tree:
+            raise ValueError(f"pure_callback: {_fun_name(callback)} returned a result of structure {tree}, but "
+                             f"result_shape_dtypes has structure {out_tree}")
+        return out_leaves
+
+    outs = pure_callback_p.bind(*leaves, callback=Callback(run, _fun_name(callback)), results=results,
+                                vmap_method=vmap_method)
+    return tree_unflatten(out_tree, outs)
+
+
+def named_call(fun: Callable, *, name: str | None = None) -> Callable:
+    """``fun`` itself (``jax.named_call`` names a scope in XLA's profile; funcgrad has none)."""
+    return fun
+
+
+@contextlib.contextmanager
+def named_scope(name: str) -> Any:
+    """A no-op context manager (``jax.named_scope`` names operations for XLA's profiler)."""
+    if not isinstance(name, str):
+        raise TypeError(f"named_scope: name must be a str, got {type(name).__name__}")
+    yield
+
+
+def effects_barrier() -> None:
+    """Wait for pending effects (``jax.effects_barrier``): funcgrad runs callbacks synchronously."""
+
+
+def typeof(x: Any) -> Any:
+    """The abstract value (shape and dtype) of an array or tracer, as ``jax.typeof``."""
+    return _core.get_aval(x)
+
+
+@contextlib.contextmanager
+def _option(name: str, value: Any) -> Any:
+    from funcgrad._config import config
+    before = getattr(config, name)
+    config.update(name, value)
+    try:
+        yield
+    finally:
+        config.update(name, before)
+
+
+def enable_x64(new_val: bool = True) -> Any:
+    """Context manager: ``with fg.enable_x64():`` float64 inside (``jax.enable_x64``)."""
+    return _option("enable_x64", new_val)
+
+
+def debug_nans(new_val: bool = True) -> Any:
+    """Context manager: ``with fg.debug_nans():`` NaN checks inside (``jax.debug_nans``)."""
+    return _option("debug_nans", new_val)
+
+
+def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Any = ()) -> Callable:
+    """The transpose of a linear function, as ``jax.linear_transpose``: ``f_t(cotangent) -> tuple``
+    with one cotangent per input. ``primals`` give the input shapes and dtypes (their values
+    are not used). ``fun`` must be linear: funcgrad does not check it (JAX raises for a
+    nonlinear function); a nonlinear one gets the transpose of its derivative at zero.
+
+    >>> f_t = linear_transpose(lambda x: x @ w, fnp.ones(2))
+    >>> f_t(fnp.arange(3.))     # (w @ arange(3),)
+    """
+    if reduce_axes:
+        raise NotImplementedError("linear_transpose: reduce_axes is not supported; leave it ()")
+    leaves, in_tree = tree_flatten(primals)
+    zeros = tree_unflatten(in_tree, [_core.zeros_like(as_leaf(x, "linear_transpose")) for x in leaves])
+    _, pullback = vjp(fun, *zeros)
+
+    def transposed(*cotangent: Any) -> tuple:
+        ct = cotangent[0] if len(cotangent) == 1 else cotangent
+        return tuple(pullback(ct))
+    return transposed
+
+
+def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
+    """``(fun, [])``: ``jax.closure_convert`` hoists the arrays ``fun`` closes over into explicit
+    arguments for custom_vjp; funcgrad's custom rules take closures directly, so none are hoisted."""
+    return fun, []
+
+
+def clear_caches() -> None:
+    """Accepted for ``jax.clear_caches``: each jitted function keeps its own cache (``f.clear_cache()``);
+    there is no global one to clear."""

@@ -214,9 +214,51 @@ def test_apply_and_subtract(x64):
 def test_combining_updates_with_traced_indices_need_unique_indices(x64):
     x = fnp.asarray(X)
     with pytest.raises(NotImplementedError, match="unique_indices=True"):
-        fg.jit(lambda x, i: x.at[i].max(10.0))(x, fnp.asarray([0, 1]))
-    got = fg.jit(lambda x, i: x.at[i].max(10.0, unique_indices=True))(x, fnp.asarray([0, 9]))
-    np.testing.assert_array_equal(np.asarray(got), np.r_[10.0, X[1:]])
+        fg.jit(lambda x, i: x.at[i].power(2.0))(x, fnp.asarray([0, 1]))
+    got = fg.jit(lambda x, i: x.at[i].power(2.0, unique_indices=True))(x, fnp.asarray([0, 9]))
+    np.testing.assert_array_equal(np.asarray(got), np.r_[X[0] ** 2, X[1:]])
+
+
+def test_mul_and_divide_with_traced_duplicate_indices(x64):
+    x0 = np.array([0.5, 1.5, 2.0, 3.0, 4.0])
+    idx, vals = np.array([1, 1, 2, -4, 9]), np.array([2.0, 3.0, 0.5, 1.5, 7.0])
+    keep = _inside(idx, 5)
+    prod = x0.copy()
+    np.multiply.at(prod, _clamped(idx, 5)[keep], vals[keep])
+    quot = x0.copy()
+    np.divide.at(quot, _clamped(idx, 5)[keep], vals[keep])
+    np.testing.assert_allclose(np.asarray(fg.jit(lambda x, i, v: x.at[i].mul(v))(x0, idx, vals)), prod)
+    np.testing.assert_allclose(np.asarray(fg.jit(lambda x, i, v: x.at[i].divide(v))(x0, idx, vals)), quot)
+    g = fg.jit(fg.grad(lambda x, i, v: fnp.sum(x.at[i].mul(v))))(fnp.asarray(x0), idx, vals)
+    np.testing.assert_allclose(np.asarray(g), prod / x0)     # linear in x: d/dx = the product of the updates
+    with pytest.raises(NotImplementedError, match="unique indices"):   # as JAX
+        fg.jit(fg.grad(lambda v, x, i: fnp.sum(x.at[i].mul(v))))(vals, x0, idx)
+
+
+@pytest.mark.parametrize("method,ufunc", [("max", np.maximum), ("min", np.minimum)])
+def test_max_min_with_traced_duplicate_indices(method, ufunc, x64, rng):
+    y = rng.standard_normal((4, 3))
+    rows = np.array([0, 2, 0, 7, -1, 2])
+    vals = rng.standard_normal((6, 3))
+    expected = y.copy()
+    keep = _inside(rows, 4)
+    ufunc.at(expected, _clamped(rows, 4)[keep], vals[keep])
+    f = fg.jit(lambda a, i, v: getattr(a.at[i], method)(v))
+    np.testing.assert_array_equal(np.asarray(f(fnp.asarray(y), fnp.asarray(rows), fnp.asarray(vals))), expected)
+    got = fg.vmap(lambda r, v: getattr(r.at[np.array([0, 0, 2])], method)(v))(fnp.asarray(y), fnp.asarray(vals[:4]))
+    ref = y.copy()
+    for k in range(4):
+        ufunc.at(ref[k], [0, 0, 2], vals[k])
+    np.testing.assert_array_equal(np.asarray(got), ref)
+    check_grads(lambda a, v: getattr(fnp.asarray(a).at[rows], method)(v) * fnp.asarray(a),
+                (fnp.asarray(y), fnp.asarray(vals)), order=2)
+
+
+def test_max_ties_share_the_gradient_as_jax(x64):
+    x = fnp.asarray([1.0, 2.0, 3.0])
+    gx, gv = fg.grad(lambda x, v: fnp.sum(x.at[np.array([1, 1])].max(v)), argnums=(0, 1))(x, fnp.asarray([2.0, 2.0]))
+    np.testing.assert_allclose(np.asarray(gx), [1.0, 1 / 3, 1.0])      # operand and two updates tie at 2.0
+    np.testing.assert_allclose(np.asarray(gv), [1 / 3, 1 / 3])
 
 
 def test_promise_in_bounds_and_checked_indexing():
@@ -281,6 +323,14 @@ def test_jax_config_names():
     fg.config.update("jax_default_matmul_precision", "highest")
     with pytest.raises(ValueError, match="unknown config option 'jax_bogus'"):
         fg.config.update("jax_bogus", True)
+    fg.config.update("jax_numpy_rank_promotion", "allow")
+    with pytest.raises(NotImplementedError, match="jax_numpy_rank_promotion.*'allow'"):
+        fg.config.update("jax_numpy_rank_promotion", "raise")
+    with pytest.raises(NotImplementedError, match="jax_debug_infs"):
+        fg.config.update("jax_debug_infs", True)
+    with config_set("disable_jit", False):
+        fg.config.update("jax_disable_jit", True)
+        assert fg.jit(lambda x: float(x))(2.0) == 2.0
 
 
 def test_format_as_numpy():
@@ -504,4 +554,92 @@ def test_concretization_error_is_type_error_naming_the_fixes():
         with pytest.raises(TypeError) as info:
             fg.jit(f)(1.0)
         assert isinstance(info.value, fg.ConcretizationError)
+        assert isinstance(info.value, fg.errors.ConcretizationTypeError)
         assert "static_argnums" in str(info.value) and "lax.cond" in str(info.value)
+
+
+def test_pure_callback_eager_jit_vmap():
+    x = fnp.asarray([3.0, 1.0, 2.0])
+    spec = fg.ShapeDtypeStruct((3,), fnp.float32)
+    np.testing.assert_array_equal(np.asarray(fg.pure_callback(np.sort, spec, x)), [1.0, 2.0, 3.0])
+    calls = []
+
+    def counted_sort(a):
+        calls.append(a.copy())
+        return np.sort(a, axis=-1)
+
+    f = fg.jit(lambda v: fg.pure_callback(counted_sort, spec, v) * 2)
+    f(x)
+    np.testing.assert_array_equal(np.asarray(f(x + 1)), [4.0, 6.0, 8.0])
+    assert len(calls) == 2                         # run at each call, with that call's values
+    xs = np.array([[3.0, 1.0, 2.0], [0.0, -1.0, 5.0]])
+    for method in ("sequential", "expand_dims", "broadcast_all"):
+        got = fg.vmap(lambda r: fg.pure_callback(counted_sort, spec, r, vmap_method=method))(fnp.asarray(xs))
+        np.testing.assert_array_equal(np.asarray(got), np.sort(xs, axis=-1))
+    with pytest.raises(NotImplementedError, match="vmap_method"):
+        fg.vmap(lambda r: fg.pure_callback(np.sort, spec, r))(fnp.asarray(xs))
+    with pytest.raises(ValueError, match="no derivative rule"):
+        fg.grad(lambda r: fnp.sum(fg.pure_callback(np.sort, spec, r)))(x)
+    with pytest.raises(ValueError, match="shape \\(2,\\) for result 0.*declares \\(3,\\)"):
+        fg.pure_callback(lambda a: a[:2], spec, x)
+
+
+def test_small_jax_top_level_names():
+    x = fnp.ones((2, 3))
+    aval = fg.typeof(x)
+    assert aval.shape == (2, 3) and aval.dtype == np.float32
+    assert fg.named_call(fnp.sin, name="s") is fnp.sin
+    with fg.named_scope("block"):
+        fg.effects_barrier()
+    with config_set("enable_x64", False):
+        with fg.enable_x64():
+            assert fnp.asarray(np.float64(1.0)).dtype == np.float64
+        assert fnp.asarray(np.float64(1.0)).dtype == np.float32
+
+
+def test_traced_fill_gathers_and_dropping_adds_in_every_layout(x64, rng):
+    # One traced index array takes the masked path (no padded copy): check it against numpy in
+    # several layouts, under jit, vmap and grad.
+    y = rng.standard_normal((3, 4))
+    ids = np.array([[0, 5], [-1, -6]])
+    for axis in (0, 1):
+        n = y.shape[axis]
+        ref = np.take(y, _clamped(ids, n), axis=axis)
+        valid = _inside(ids, n).reshape((1,) * axis + ids.shape + (1,) * (1 - axis))
+        ref = np.where(valid, ref, np.nan)
+        got = fg.jit(lambda v, i: fnp.take(v, i, axis=axis))(fnp.asarray(y), fnp.asarray(ids))
+        np.testing.assert_array_equal(np.asarray(got), ref)
+    got = fg.vmap(lambda i: fnp.take(fnp.asarray(y), i, axis=1))(fnp.asarray(ids))
+    np.testing.assert_array_equal(np.asarray(got)[1], np.where(_inside(ids[1], 4), y[:, _clamped(ids[1], 4)], np.nan))
+    g = fg.jit(fg.grad(lambda v, i: fnp.sum(fnp.take(v, i, axis=0, fill_value=0.0) ** 2)))(
+        fnp.asarray(y), fnp.asarray(np.array([2, 7, 2])))
+    expected = np.zeros_like(y)
+    expected[2] = 2 * 2 * y[2]
+    np.testing.assert_allclose(np.asarray(g), expected)
+    rows = np.array([2, 9, -1, -4])
+    added = y.copy()
+    np.add.at(added, (_clamped(rows, 3)[_inside(rows, 3)], slice(1, 3)), 10.0)
+    got = fg.jit(lambda v, i: v.at[i, 1:3].add(10.0))(fnp.asarray(y), fnp.asarray(rows))
+    np.testing.assert_array_equal(np.asarray(got), added)
+    check_grads(lambda v: fg.jit(lambda v, i: fnp.take(v, i, axis=1, fill_value=0.5) * v[:, :1])(
+        fnp.asarray(v), fnp.asarray(ids[0])), (fnp.asarray(y),), order=2)
+
+
+def test_linear_transpose_and_closure_convert(x64, rng):
+    w = rng.standard_normal((2, 3))
+    f_t = fg.linear_transpose(lambda x: x @ fnp.asarray(w), fnp.ones(2))
+    ct = rng.standard_normal(3)
+    (got,) = f_t(fnp.asarray(ct))
+    np.testing.assert_allclose(np.asarray(got), w @ ct)
+    two = fg.linear_transpose(lambda x, y: (2 * x + y, x), 1.0, 2.0)
+    assert [float(v) for v in two((1.0, 1.0))] == [3.0, 1.0]
+    f, consts = fg.closure_convert(fnp.sin, 1.0)
+    assert f is fnp.sin and consts == []
+    fg.clear_caches()
+
+
+def test_vmap_maps_keyword_arguments_over_axis_0():
+    f = fg.vmap(lambda x, y=1.0: x * y, in_axes=(None,))
+    np.testing.assert_array_equal(np.asarray(f(2.0, y=fnp.arange(3.0))), [0.0, 2.0, 4.0])
+    got = fg.vmap(lambda x, y: x + y)(fnp.ones(2), y=fnp.arange(2.0))
+    np.testing.assert_array_equal(np.asarray(got), [1.0, 2.0])

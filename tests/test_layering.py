@@ -32,7 +32,7 @@ LAYERS = ["config", "core", "prims", "lax", "transforms", "numpy", "libraries"]
 _EXACT = {
     "funcgrad._config": "config", "funcgrad._dtypes": "config", "funcgrad._warnings": "config",
     "funcgrad._core": "core", "funcgrad._array": "core", "funcgrad._ir": "core", "funcgrad.tree_util": "core",
-    "funcgrad.tree": "core", "funcgrad.debug": "libraries",
+    "funcgrad.tree": "core", "funcgrad.errors": "core", "funcgrad.debug": "libraries",
     "funcgrad._threefry": "core",
     "funcgrad.backends": "core", "funcgrad.core": "core", "funcgrad.dtypes": "core",
     "funcgrad.lax": "lax",

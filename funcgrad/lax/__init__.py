@@ -32,7 +32,8 @@ from funcgrad.primitives.conv import avg_pool2d, conv2d, conv2d_input_grad, conv
 from funcgrad.primitives.elementwise import (add, convert as convert_element_type, cos, cosh, div, exp, log, logistic,
                                              mul, neg, select, sign, sin, sinh, sqrt, sub, tanh)
 from funcgrad.primitives.indexing import getitem, scatter_add, scatter_set as scatter, static_slice
-from funcgrad.primitives.indexing import scatter_combine  # noqa: F401  (x.at[i].mul/min/max/apply; not JAX's)
+from funcgrad.primitives.indexing import (scatter_combine, scatter_max as _scatter_max_at,  # noqa: F401
+                                           scatter_min as _scatter_min_at)   # x.at[i].mul/min/max/apply (not JAX's)
 from funcgrad.primitives.linalg import einsum, matmul
 from funcgrad.primitives.random_bits import (argsort, bitcast_convert_type, bitwise_and, bitwise_or, erf, erf_inv,
                                              nextafter, random_gamma_grad, shift_left, shift_right_logical,

@@ -176,7 +176,8 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
         terms = terms * bb
     s = fnp.sum(terms, axis=axis, keepdims=True)
     sign = fnp.sign(s)
-    out = fnp.log(fnp.abs(s)) + m
+    empty = s == 0       # an empty (or all -inf) sum: -inf, without taking log(0)
+    out = fnp.where(empty, -math.inf, fnp.log(fnp.where(empty, 1.0, fnp.abs(s)))) + m
     if not keepdims:
         out = fnp.squeeze(out, axis=axis) if axis is not None else fnp.reshape(out, ())
         sign = fnp.squeeze(sign, axis=axis) if axis is not None else fnp.reshape(sign, ())

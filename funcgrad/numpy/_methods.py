@@ -67,24 +67,25 @@ class _IndexUpdateRef:
                                wrap_negative_indices=wrap_negative_indices)
 
     def _combine(self, name: str, combine: Any, values: Any, unique_indices: bool, mode: Any,
-                 out_sharding: Any, wrap_negative_indices: bool) -> Any:
+                 out_sharding: Any, wrap_negative_indices: bool, multiply: bool = False) -> Any:
         _no_sharding(f"at[...].{name}", out_sharding)
         return lax.scatter_combine(self.array, self.index, values, combine, f"at[...].{name}", mode,
-                                         unique_indices=unique_indices,
-                                         wrap_negative_indices=wrap_negative_indices)
+                                   unique_indices=unique_indices, wrap_negative_indices=wrap_negative_indices,
+                                   multiply=multiply)
 
     def multiply(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                  mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
         """A copy with ``x[index] *= values`` (duplicate indices multiply in turn)."""
         return self._combine("multiply", ew.multiply, values, unique_indices, mode, out_sharding,
-                             wrap_negative_indices)
+                             wrap_negative_indices, multiply=True)
 
     mul = multiply
 
     def divide(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
                mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
         """A copy with ``x[index] /= values``."""
-        return self._combine("divide", ew.divide, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+        return self._combine("divide", ew.multiply, ew.divide(1, values), unique_indices, mode, out_sharding,
+                             wrap_negative_indices, multiply=True)
 
     def power(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
               mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
@@ -93,13 +94,17 @@ class _IndexUpdateRef:
 
     def min(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """A copy with ``x[index] = minimum(x[index], values)``."""
-        return self._combine("min", ew.minimum, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+        """A copy with ``x[index] = minimum(x[index], values)`` (every duplicate index applied)."""
+        _no_sharding("at[...].min", out_sharding)
+        return lax._scatter_min_at(self.array, self.index, values, "at[...].min", mode,
+                                   wrap_negative_indices=wrap_negative_indices)
 
     def max(self, values: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
             mode: Any = None, out_sharding: Any = None, wrap_negative_indices: bool = True) -> Any:
-        """A copy with ``x[index] = maximum(x[index], values)``."""
-        return self._combine("max", ew.maximum, values, unique_indices, mode, out_sharding, wrap_negative_indices)
+        """A copy with ``x[index] = maximum(x[index], values)`` (every duplicate index applied)."""
+        _no_sharding("at[...].max", out_sharding)
+        return lax._scatter_max_at(self.array, self.index, values, "at[...].max", mode,
+                                   wrap_negative_indices=wrap_negative_indices)
 
     def apply(self, func: Any, *, indices_are_sorted: bool = False, unique_indices: bool = False,
               mode: Any = None, wrap_negative_indices: bool = True) -> Any:

@@ -14,9 +14,10 @@ import numpy as np
 
 from funcgrad._core import Primitive, add_traits
 from funcgrad._dtypes import ShapedArray
-from funcgrad.primitives.indexing import getitem
+from funcgrad.primitives.indexing import concatenate_p, getitem
+from funcgrad.primitives.shape import broadcast_to, moveaxis, reshape
 
-__all__ = ["debug_callback_p", "Callback", "debug_callback"]
+__all__ = ["debug_callback_p", "Callback", "debug_callback", "pure_callback_p"]
 
 
 class Callback:
@@ -55,3 +56,76 @@ add_traits(debug_callback_p, "effect")
 def debug_callback(fn: Callable, values: list, name: str = "callback") -> None:
     """Run ``fn(*numpy values)`` when the program runs (now, eagerly; at each call, under jit)."""
     debug_callback_p.bind(*values, callback=Callback(fn, name))
+
+
+# ------------------------------------------------------------------ pure_callback
+#
+# ``pure_callback_p(*values, callback, results, vmap_method)``: ``callback.fn(*numpy values)`` must
+# return arrays of the shapes and dtypes in ``results`` (a tuple of ShapedArrays). Pure: unused, it
+# is dropped like any primitive. No derivative (as in JAX: wrap it in custom_jvp/custom_vjp).
+
+pure_callback_p = Primitive("pure_callback", multiple_results=True)
+
+
+def _pure_impl(*values: Any, callback: Callback, results: tuple, vmap_method: Any) -> list:
+    outs = callback.fn(*[np.asarray(v) for v in values])
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    if len(outs) != len(results):
+        raise ValueError(f"pure_callback: {callback.name} returned {len(outs)} arrays, but result_shape_dtypes "
+                         f"declares {len(results)}")
+    checked = []
+    for k, (o, r) in enumerate(zip(outs, results)):
+        o = np.asarray(o)
+        if o.shape != r.shape:
+            raise ValueError(f"pure_callback: {callback.name} returned an array of shape {o.shape} for result {k}, "
+                             f"but result_shape_dtypes declares {r.shape}")
+        checked.append(o.astype(r.dtype, copy=False))
+    return checked
+
+
+def _pure_batch(values, dims, size, callback, results, vmap_method):
+    if vmap_method in ("expand_dims", "broadcast_all", "legacy_vectorized"):
+        moved = []
+        for v, d in zip(values, dims):
+            if d is None:
+                shape = np.shape(v) if not hasattr(v, "shape") else v.shape
+                v = reshape(v, (1,) + tuple(shape))
+                if vmap_method == "broadcast_all":
+                    v = broadcast_to(v, (size,) + tuple(shape))
+            else:
+                v = moveaxis(v, d, 0)
+            moved.append(v)
+        batched = tuple(ShapedArray((size,) + r.shape, r.dtype) for r in results)
+        outs = pure_callback_p.bind(*moved, callback=callback, results=batched, vmap_method=vmap_method)
+        return outs, [0] * len(outs)
+    if vmap_method != "sequential":
+        raise NotImplementedError(
+            f"pure_callback under vmap needs vmap_method: 'sequential' (call {callback.name} once per element), "
+            "'expand_dims' (unbatched arguments get a leading axis of size 1) or 'broadcast_all'; got "
+            f"{vmap_method!r}")
+    per = []
+    for i in range(size):
+        per.append(pure_callback_p.bind(*[v if d is None else getitem(v, (slice(None),) * d + (i,))
+                                          for v, d in zip(values, dims)],
+                                        callback=callback, results=results, vmap_method=vmap_method))
+    outs = [concatenate_p.bind(*[reshape(p[j], (1,) + r.shape) for p in per], axis=0)
+            for j, r in enumerate(results)]
+    return outs, [0] * len(outs)
+
+
+def _pure_no_jvp(primals, tangents, **params):
+    raise ValueError("pure_callback has no derivative rule (as in JAX); to differentiate through it, wrap it in "
+                     "fg.custom_jvp or fg.custom_vjp")
+
+
+pure_callback_p.impl = _pure_impl
+pure_callback_p.abstract_eval = lambda *values, callback, results, vmap_method: list(results)
+pure_callback_p.batch = _pure_batch
+pure_callback_p.jvp = _pure_no_jvp
+
+
+def _pure_no_vjp(ct, primals, out, needs, **params):
+    _pure_no_jvp(primals, None)
+
+
+pure_callback_p.vjp = _pure_no_vjp

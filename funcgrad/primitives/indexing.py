@@ -25,8 +25,8 @@ from funcgrad import _core
 from funcgrad._config import config
 from funcgrad._core import Array, Primitive, Tracer, zeros_like
 from funcgrad._dtypes import ShapedArray, describe, result_type
-from funcgrad.primitives.elementwise import (add, convert, eq, ge_p, lt_p, maximum_p, minimum_p, mod_p, mul, or_p,
-                                             select)
+from funcgrad.primitives.elementwise import (add, convert, div, eq, ge_p, lt_p, maximum_p, minimum_p, mod_p, mul,
+                                             or_p, select)
 from funcgrad.primitives.shape import linear_jvp, move_to_front, moveaxis, reshape, shape_of, unbroadcast
 
 # ------------------------------------------------------ index normalisation
@@ -205,10 +205,44 @@ def getitem(x: Any, index: Any, mode: str | None = None, fill_value: Any = None,
     shape = shape_of(x)
     template, arrays = split_index(index, shape, x, op)
     how = _gather_how(mode, op)
+    masked = _masked_single_array(shape, template, arrays, how, wrap_negative_indices)
+    if masked is not None:
+        # One traced index array (take, embedding lookups under jit): gather at clamped indices and
+        # fill the out-of-bounds positions, without copying x into a padded array.
+        idx, mask = masked
+        out = getitem_p.bind(x, idx, template=template)
+        return select(mask, out, _fill_scalar(x, fill_value, op))
     template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
     if pads:
         x = pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=_fill_scalar(x, fill_value, op))
     return getitem_p.bind(x, *arrays, template=template)
+
+
+def _masked_single_array(shape: tuple[int, ...], template: tuple, arrays: Sequence[Any], how: str,
+                         wrap_negative: bool) -> tuple[Any, Any] | None:
+    """For "fill" with exactly one traced index array and no integer items: (clamped index array,
+    validity mask shaped to broadcast over ``x[index]``); None when the padded path applies."""
+    if how != "fill" or len(arrays) != 1 or not isinstance(arrays[0], Tracer) or any(t[0] == "i" for t in template):
+        return None
+    k = _first_array_item(template)
+    n = shape[_item_axes(template, len(shape))[k]]
+    if n == 0:
+        return None
+    a = arrays[0]
+    if a.dtype.kind == "u" or a.dtype.itemsize < 4:
+        a = convert(a, np.int32)
+    if wrap_negative:
+        a = select(lt_p.bind(a, 0), add(a, n), a)
+    bad = or_p.bind(lt_p.bind(a, 0), ge_p.bind(a, n))
+    a = maximum_p.bind(minimum_p.bind(a, n - 1), 0)
+    consumed = sum(1 for t in template if t[0] in "isa")
+    dims = [1 if t[0] in "ns" else max(len(shape) - consumed, 0) if t[0] == "e" else 0 for t in template]
+    before, after = sum(dims[:k]), sum(dims[k + 1:])
+    if not any(t[0] == "e" for t in template):
+        after += len(shape) - consumed    # the axes the index leaves implicit at the end
+    valid = eq(bad, False)
+    mask = reshape(valid, (1,) * before + shape_of(a) + (1,) * after)
+    return a, mask
 
 
 def static_slice(x: Any, axis: int, start: int, stop: int) -> Any:
@@ -331,11 +365,107 @@ scatter_set_p.vjp, scatter_set_p.jvp, scatter_set_p.batch = (
     _scatter_set_vjp, _scatter_jvp(scatter_set_p), _scatter_batch(scatter_set_p))
 
 
+# scatter_max / scatter_min: ``x`` with ``x[index] = max(x[index], y)``, every duplicate index
+# applied (numpy's ufunc.at). Derivatives follow JAX: where several candidates (the operand and
+# any updates) tie for the extremum, they share the tangent/cotangent equally.
+
+
+def _extremal_impl(ufunc):
+    def impl(x, y, *arrays, template):
+        out = np.array(x, dtype=np.result_type(x, y), copy=True)
+        index = build_index(template, arrays)
+        ufunc.at(out, index, np.broadcast_to(np.asarray(y, out.dtype), np.shape(out[index])))
+        return out
+    return impl
+
+
+def _extremal_wins(x, y, out, arrays, template):
+    """(operand wins, update wins (target-shaped), number of winners per position), as floats."""
+    dtype = result_type(out, 0.0)
+    x_wins = convert(eq(x, out), dtype)
+    y_wins = convert(eq(y, getitem_p.bind(out, *arrays, template=template)), dtype)
+    count = add(x_wins, scatter_add_p.bind(zeros_like(out, dtype), y_wins, *arrays, template=template))
+    return x_wins, y_wins, count
+
+
+def _extremal_jvp(p: Primitive):
+    def jvp(primals, tangents, template):
+        x, y, arrays = primals[0], primals[1], primals[2:]
+        out = p.bind(x, y, *arrays, template=template)
+        x_wins, y_wins, count = _extremal_wins(x, y, out, arrays, template)
+        tx = zeros_like(x, x_wins.dtype) if tangents[0] is None else tangents[0]
+        ty = zeros_like(y, x_wins.dtype) if tangents[1] is None else tangents[1]
+        from_y = scatter_add_p.bind(zeros_like(out, x_wins.dtype), mul(y_wins, ty), *arrays, template=template)
+        return out, div(add(mul(x_wins, tx), from_y), count)
+    return jvp
+
+
+def _extremal_vjp(p: Primitive):
+    def vjp(ct, primals, out, needs, template):
+        x, y, arrays = primals[0], primals[1], primals[2:]
+        x_wins, y_wins, count = _extremal_wins(x, y, out, arrays, template)
+        share = div(ct, count)
+        cx = mul(share, x_wins) if needs[0] else None
+        cy = (unbroadcast(mul(getitem_p.bind(share, *arrays, template=template), y_wins), shape_of(y))
+              if needs[1] else None)
+        return (cx, cy) + (None,) * len(arrays)
+    return vjp
+
+
+scatter_max_p = Primitive("scatter_max")
+scatter_min_p = Primitive("scatter_min")
+for _p, _ufunc in ((scatter_max_p, np.maximum), (scatter_min_p, np.minimum)):
+    _p.impl = _extremal_impl(_ufunc)
+    _p.abstract_eval = _scatter_aval(_p.name)
+    _p.jvp, _p.vjp, _p.batch = _extremal_jvp(_p), _extremal_vjp(_p), _scatter_batch(_p)
+del _p, _ufunc
+
+
+# scatter_mul: ``x`` with ``x[index] *= y``, every duplicate index applied (numpy's multiply.at).
+# Linear in ``x``; its derivative in ``y`` is JAX's too: only with unique indices (scatter_combine
+# resolves concrete duplicate indices in rounds instead, which differentiate in both).
+
+scatter_mul_p = Primitive("scatter_mul")
+scatter_mul_p.impl = _extremal_impl(np.multiply)
+scatter_mul_p.abstract_eval = _scatter_aval("scatter_mul")
+scatter_mul_p.batch = _scatter_batch(scatter_mul_p)
+
+
+def _scatter_mul_no_update_derivative() -> NotImplementedError:
+    return NotImplementedError(
+        "x.at[i].mul/divide: the derivative with respect to the updates needs unique indices (as in JAX): pass "
+        "unique_indices=True if the traced indices are unique, or make them static (concrete index arrays)")
+
+
+def _scatter_mul_jvp(primals, tangents, template):
+    x, y, arrays = primals[0], primals[1], primals[2:]
+    if tangents[1] is not None:
+        raise _scatter_mul_no_update_derivative()
+    out = scatter_mul_p.bind(x, y, *arrays, template=template)
+    tx = zeros_like(x) if tangents[0] is None else tangents[0]
+    return out, scatter_mul_p.bind(tx, y, *arrays, template=template)
+
+
+def _scatter_mul_vjp(ct, primals, out, needs, template):
+    y, arrays = primals[1], primals[2:]
+    if needs[1]:
+        raise _scatter_mul_no_update_derivative()
+    return (scatter_mul_p.bind(ct, y, *arrays, template=template), None) + (None,) * len(arrays)
+
+
+scatter_mul_p.jvp, scatter_mul_p.vjp = _scatter_mul_jvp, _scatter_mul_vjp
+
+
 def _scatter(p: Primitive, x: Any, index: Any, value: Any, op: str, mode: str | None,
              wrap_negative_indices: bool) -> Any:
     shape = shape_of(x)
     template, arrays = split_index(index, shape, x, op)
     how = _scatter_how(mode, op)
+    if p is scatter_add_p:
+        masked = _masked_single_array(shape, template, arrays, how, wrap_negative_indices)
+        if masked is not None:   # dropping an addend = adding zero at a clamped index (no padded copy)
+            idx, mask = masked
+            return p.bind(x, select(mask, value, 0), idx, template=template)
     template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
     if not pads:
         return p.bind(x, value, *arrays, template=template)
@@ -364,13 +494,26 @@ def scatter_add(x: Any, index: Any, value: Any, op: str = "scatter_add", mode: s
     return _scatter(scatter_add_p, x, index, value, op, mode, wrap_negative_indices)
 
 
+def scatter_max(x: Any, index: Any, value: Any, op: str = "scatter_max", mode: str | None = None, *,
+                wrap_negative_indices: bool = True) -> Any:
+    """``x`` with ``x[index] = maximum(x[index], value)``, each duplicate index applied (traced indices too)."""
+    return _scatter(scatter_max_p, x, index, value, op, mode, wrap_negative_indices)
+
+
+def scatter_min(x: Any, index: Any, value: Any, op: str = "scatter_min", mode: str | None = None, *,
+                wrap_negative_indices: bool = True) -> Any:
+    """``x`` with ``x[index] = minimum(x[index], value)``, each duplicate index applied (traced indices too)."""
+    return _scatter(scatter_min_p, x, index, value, op, mode, wrap_negative_indices)
+
+
 def scatter_combine(x: Any, index: Any, value: Any, combine: Any, op: str, mode: str | None = None, *,
-                    unique_indices: bool = False, wrap_negative_indices: bool = True) -> Any:
+                    unique_indices: bool = False, wrap_negative_indices: bool = True, multiply: bool = False) -> Any:
     """``x`` with ``x[index]`` replaced by ``combine(x[index], value)``, each duplicate index applied in turn.
 
-    The engine of ``x.at[i].mul/min/max/power/apply``: duplicates are resolved in rounds (round k
+    The engine of ``x.at[i].mul/divide/power/apply``: duplicates are resolved in rounds (round k
     updates every position's k-th occurrence), which needs the index arrays' values; traced index
-    arrays (under jit or vmap) need ``unique_indices=True``.
+    arrays (under jit or vmap) need ``unique_indices=True``, except with ``multiply=True`` (``combine``
+    is a product), which then runs the scatter_mul primitive.
     """
     shape = shape_of(x)
     template, arrays = split_index(index, shape, x, op)
@@ -378,6 +521,11 @@ def scatter_combine(x: Any, index: Any, value: Any, combine: Any, op: str, mode:
     template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
     rounds: list = [None]
     if arrays and not unique_indices:
+        if any(isinstance(a, Tracer) for a in arrays) and multiply:
+            # Traced indices that may repeat: the scatter_mul primitive applies each duplicate.
+            out = x if not pads else pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=0)
+            out = scatter_mul_p.bind(out, value, *arrays, template=template)
+            return out if not pads else getitem_p.bind(out, template=tuple(("s", 0, n, None) for n in shape))
         if any(isinstance(a, Tracer) for a in arrays):
             raise NotImplementedError(
                 f"{op}: the index arrays are traced (under jit or vmap), so funcgrad cannot tell whether they "
@@ -541,8 +689,13 @@ def normalize_indices(shape: tuple[int, ...], template: tuple, arrays: Sequence[
     return tuple(new_template), new_arrays, tuple(sorted(set(pads)))
 
 
+def _on_host(a: Any) -> bool:
+    """A concrete index array whose values can be read without a device transfer."""
+    return type(a) is Array or isinstance(a, np.ndarray)
+
+
 def _wrap_negative(a: Any, n: int) -> Any:
-    if not isinstance(a, Tracer):
+    if _on_host(a):
         v = np.asarray(a)
         return a if not (v < 0).any() else _core.as_array(np.where(v < 0, v + n, v).astype(v.dtype))
     return select(lt_p.bind(a, 0), add(a, n), a)
@@ -550,7 +703,7 @@ def _wrap_negative(a: Any, n: int) -> Any:
 
 def _normalize_array(a: Any, n: int, how: str, wrap_negative: bool, op: str, axis: int, x: Any) -> tuple[Any, bool]:
     lo = -n if wrap_negative else 0
-    if not isinstance(a, Tracer):
+    if _on_host(a):
         v = np.asarray(a)
         inside = bool(((v >= lo) & (v < n)).all())
         if inside:
