@@ -544,3 +544,40 @@ def test_pad_of_a_long_axis_stays_cheap():
     x = np.linspace(0.0, 1.0, 50000)
     for mode, kw in [("reflect", {"reflect_type": "odd"}), ("linear_ramp", {"end_values": 3.0}), ("wrap", {})]:
         close(fnp.pad(x, (3, 4), mode, **kw), np.pad(x, (3, 4), mode, **kw), rtol=1e-6, atol=1e-6)
+
+
+_METHOD_CALLS = [
+    ("sort", (), {}), ("sort", (), {"axis": 0}), ("argsort", (), {"axis": 0}), ("all", (), {}),
+    ("any", (), {"axis": 1}), ("cumprod", (), {"axis": 1}), ("diagonal", (), {}), ("diagonal", (1,), {}),
+    ("trace", (), {}), ("ptp", (), {"axis": 0}), ("round", (1,), {}), ("copy", (), {}),
+    ("argpartition", (1,), {"axis": 1}), ("searchsorted", (0.5,), {}), ("choose", ([[10, 20], [30, 40]],), {}),
+    ("compress", ([True, False],), {"axis": 0}),
+]
+
+
+@pytest.mark.parametrize("name,args,kw", _METHOD_CALLS, ids=[f"{c[0]}-{i}" for i, c in enumerate(_METHOD_CALLS)])
+def test_array_methods_match_numpy(name, args, kw):
+    base = np.array([[0.25, 1.0], [0.75, -2.0]])
+    if name == "choose":
+        base = np.array([[0, 1], [1, 0]])
+    if name == "searchsorted":
+        base = np.array([-1.0, 0.0, 2.0])
+    x = fnp.asarray(base)
+    got = getattr(x, name)(*args, **kw)
+    if name == "argpartition":     # JAX's layout differs from numpy's: compare the partitioned values
+        got, want = np.take_along_axis(base, np.asarray(got), 1)[:, 1], np.sort(base, axis=1)[:, 1]
+    elif name in ("sort", "ptp"):   # numpy's sort method works in place; ndarray.ptp is gone in numpy 2
+        want = getattr(np, name)(base, *args, **kw)
+    else:
+        want = getattr(base, name)(*args, **kw)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    if name != "compress":   # the output size of compress depends on the values
+        jitted = fg.jit(lambda a: getattr(a, name)(*args, **kw))(x)
+        np.testing.assert_allclose(np.asarray(jitted), np.asarray(getattr(x, name)(*args, **kw)), rtol=1e-6)
+
+
+def test_array_byte_properties_and_matrix_transpose():
+    base = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = fnp.asarray(base)
+    assert (x.itemsize, x.nbytes, x.tobytes()) == (base.itemsize, base.nbytes, base.tobytes())
+    np.testing.assert_array_equal(np.asarray(x.mT), np.swapaxes(base, -1, -2))

@@ -238,8 +238,32 @@ def _conj_method(self):
 _METHODS["conj"] = _METHODS["conjugate"] = _conj_method
 
 
+def _late_methods() -> dict:
+    """Methods whose functions live in modules imported after this one (jax.Array's method names)."""
+    import funcgrad.numpy as fnp
+
+    def compress(self, condition, axis=None, *, out=None, size=None, fill_value=0):
+        return fnp.compress(condition, self, axis, out=out, size=size, fill_value=fill_value)
+
+    def tobytes(self, order="C"):
+        return np.asarray(self).tobytes(order)
+
+    methods = {name: getattr(fnp, name) for name in (
+        "all", "any", "argpartition", "argsort", "choose", "copy", "cumprod", "diagonal", "nonzero", "ptp",
+        "round", "searchsorted", "sort", "trace")}
+    methods.update(compress=compress, tobytes=tobytes)
+    properties = {
+        "mT": property(lambda self: fnp.matrix_transpose(self)),
+        "itemsize": property(lambda self: np.dtype(self.dtype).itemsize),
+        "nbytes": property(lambda self: np.dtype(self.dtype).itemsize * int(np.prod(self.shape, dtype=np.int64))),
+    }
+    return {**methods, **properties}
+
+
 def install() -> None:
     for cls in (Array, Tracer):
+        for name, f in _late_methods().items():
+            setattr(cls, name, f)
         for name, f in _METHODS.items():
             setattr(cls, name, f)
         for name, p in _PROPERTIES.items():
