@@ -7,6 +7,7 @@ counterpart module has an attribute of that name.
 
     python benchmarks/api_coverage.py                 # the table
     python benchmarks/api_coverage.py --missing       # ... and the names still missing
+    python benchmarks/api_coverage.py --markdown      # the table as Markdown (docs/jax-migration.md)
     python benchmarks/api_coverage.py --refresh       # rewrite the snapshot from the installed JAX
 """
 from __future__ import annotations
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--missing", action="store_true", help="list the missing names")
     ap.add_argument("--refresh", action="store_true", help="rewrite the snapshot from the installed JAX")
     ap.add_argument("--json", help="also write the counts to this file")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown (for the docs)")
     args = ap.parse_args(argv)
     if args.refresh:
         refresh()
@@ -96,6 +98,11 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, os.path.dirname(HERE))
     version = load_snapshot()["jax_version"]
     result = coverage()
+    if args.markdown:
+        print(f"| JAX {version} module | funcgrad module | names | share |\n|---|---|---|---|")
+        for jax_module, r in result.items():
+            print(f"| `{jax_module}` | `{r['funcgrad']}` | {r['have']} / {r['total']} | {r['have'] / r['total']:.0%} |")
+        return
     print(f"funcgrad's coverage of JAX {version}'s public callables, by name\n")
     print(f"{'JAX module':20} {'funcgrad module':24} {'have':>5} {'of':>5} {'share':>6}")
     for jax_module, r in result.items():
