@@ -56,7 +56,44 @@ def _dtype(x: Any) -> np.dtype:
 
 # ------------------------------------------------------------------ aliases and simple math
 
-acos, asin, atan, atan2, pow = _E.arccos, _E.arcsin, _E.arctan, _E.arctan2, _E.power  # noqa: A001
+def acos(x: Any, /) -> Any:
+    """Alias of :func:`arccos` (the array API's name).
+
+    >>> fnp.acos(fnp.array([1.0]))            # [0]
+    """
+    return _E.arccos(x)
+
+
+def asin(x: Any, /) -> Any:
+    """Alias of :func:`arcsin`.
+
+    >>> fnp.asin(fnp.array([0.0]))            # [0]
+    """
+    return _E.arcsin(x)
+
+
+def atan(x: Any, /) -> Any:
+    """Alias of :func:`arctan`.
+
+    >>> fnp.atan(fnp.array([0.0]))            # [0]
+    """
+    return _E.arctan(x)
+
+
+def atan2(x1: Any, x2: Any, /) -> Any:
+    """Alias of :func:`arctan2`: the angle of the point ``(x2, x1)``.
+
+    >>> fnp.atan2(fnp.array([1.0]), fnp.array([1.0]))   # [0.7854]
+    """
+    return _E.arctan2(x1, x2)
+
+
+def pow(x1: Any, x2: Any, /) -> Any:  # noqa: A001 - the array API's name
+    """Alias of :func:`power`.
+
+    >>> fnp.pow(fnp.array([2.0]), 3)          # [8]
+    """
+    return _E.power(x1, x2)
 
 
 def _inexact_unary(p: Any, name: str, doc: str) -> Any:
@@ -316,7 +353,7 @@ def i0(x: Any) -> Any:
     return _E.where(small, series, big)
 
 
-def logaddexp(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+def logaddexp(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
     """``log(exp(x1) + exp(x2))`` without overflow; its gradient is exact at ``x1 == x2`` (1/2 each).
 
     >>> fnp.logaddexp(fnp.array([0.0]), fnp.array([0.0]))   # [log 2]
@@ -326,7 +363,7 @@ def logaddexp(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
     return _M.logaddexp_p.bind(*promote_inexact(x1, x2))
 
 
-def logaddexp2(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+def logaddexp2(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
     """``log2(2**x1 + 2**x2)`` without overflow.
 
     >>> fnp.logaddexp2(fnp.array([1.0]), fnp.array([1.0]))  # [2]
@@ -487,7 +524,7 @@ def _bitcast(x: Any, dtype: Any) -> Any:
 
 
 def _bitwise(name: str, op_unsigned: Any, op_bool: Any) -> Any:
-    def f(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+    def f(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
         if out is not None or where is not None:
             raise NotImplementedError(f"{name}: out= and where= are not supported (as in JAX)")
         x, y = _int_args(name, x1, x2)
@@ -566,13 +603,13 @@ def left_shift(x: Any, y: Any, /) -> Any:
                                     dtype)
 
 
-def right_shift(x: Any, y: Any, /) -> Any:
+def right_shift(x1: Any, x2: Any, /) -> Any:
     """Elementwise ``x >> y``: arithmetic (sign-filling) for signed integers, logical for unsigned;
     shifts of the bit width or more give 0 (or -1 for negative signed values).
 
     >>> fnp.right_shift(fnp.array([16, -16]), 2)     # [4, -4]
     """
-    x, y = _int_args("right_shift", x, y)
+    x, y = _int_args("right_shift", x1, x2)
     dtype = _dtypes.result_type(x, y)
     if dtype.kind == "b":
         raise TypeError("right_shift: not supported for bool operands; convert them to integers first")
