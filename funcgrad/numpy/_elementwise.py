@@ -213,7 +213,7 @@ def where(condition: Any, x: Any, y: Any) -> Any:
     return lax.select_p.bind(_truth(condition), x, y)
 
 
-def clip(arr: Any = None, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - JAX's names
+def clip(arr: Any = None, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - JAX's names
     """``minimum(maximum(arr, min), max)`` (JAX's keywords ``min``/``max``; positional
     ``clip(x, lo, hi)`` as numpy's ``a_min``/``a_max``).  At a bound the gradient is 1/2 (ties).
 

@@ -35,7 +35,7 @@ __all__ = [
     "bitwise_left_shift", "bitwise_right_shift", "left_shift", "right_shift",
     "all", "any", "allclose", "isclose", "array_equal", "array_equiv", "isscalar", "iterable",
     "can_cast", "isdtype", "issubdtype", "promote_types", "result_type", "finfo", "iinfo",
-    "vectorize", "apply_along_axis", "apply_over_axes",
+    "vectorize", "apply_along_axis", "apply_over_axes", "frompyfunc", "ufunc",
     "empty", "empty_like", "identity", "tri", "logspace", "geomspace", "fromfunction", "frombuffer", "fromfile",
     "fromiter", "fromstring", "copy", "bartlett", "blackman", "hamming", "hanning", "kaiser",
     "load", "save", "savez", "array_repr", "array_str", "get_printoptions", "set_printoptions", "printoptions",
@@ -997,6 +997,159 @@ def kaiser(M: int, beta: Any) -> Any:
     n = np.arange(M, dtype=np.float64)
     r = np.sqrt(np.maximum(1.0 - (2.0 * n / (M - 1) - 1.0) ** 2, 0.0))
     return lax.div(i0(lax.mul(beta, lax.convert_element_type(as_array(r), beta.dtype))), i0(beta))
+
+
+class ufunc:
+    """A universal function made from a Python function on scalars (as ``jnp.ufunc``): calling it
+    broadcasts and maps the function over its arguments (:func:`vectorize`), and for binary
+    functions ``reduce``, ``accumulate``, ``outer`` and ``at`` work as numpy's ufunc methods (through
+    ``lax.scan``, so under jit and grad too).
+
+    >>> mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
+    >>> mul_add.reduce(fnp.array([1.0, 2.0, 3.0]))      # ((1*2+1)*3+1) = 10
+    """
+
+    def __init__(self, func: Any, /, nin: int, nout: int, *, name: str | None = None, nargs: int | None = None,
+                 identity: Any = None, call: Any = None, reduce: Any = None, accumulate: Any = None,
+                 at: Any = None, reduceat: Any = None) -> None:
+        for key, value in (("call", call), ("reduce", reduce), ("accumulate", accumulate), ("at", at),
+                           ("reduceat", reduceat)):
+            if value is not None:
+                raise NotImplementedError(f"ufunc: a custom {key}= implementation is not supported")
+        self._func = func
+        self.nin, self.nout = index_arg("ufunc", "nin", nin), index_arg("ufunc", "nout", nout)
+        self.nargs = self.nin if nargs is None else nargs
+        self.identity = identity
+        self.__name__ = name or getattr(func, "__name__", "ufunc")
+        self._call = vectorize(func)
+
+    def __repr__(self) -> str:
+        return f"<fnp.ufunc '{self.__name__}'>"
+
+    def __call__(self, *args: Any, out: None = None, where: None = None) -> Any:
+        if out is not None or where is not None:
+            raise NotImplementedError(f"{self.__name__}: out= and where= are not supported (as in JAX)")
+        if len(args) != self.nin:
+            raise TypeError(f"{self.__name__}() takes {self.nin} positional arguments, got {len(args)}")
+        return self._call(*args)
+
+    def _binary(self, method: str) -> None:
+        if self.nin != 2 or self.nout != 1:
+            raise ValueError(f"{method} only supported for binary ufuncs with a single output; "
+                             f"{self.__name__} has nin={self.nin}, nout={self.nout}")
+
+    def outer(self, A: Any, B: Any, /) -> Any:
+        """``self(a, b)`` for every pair of elements: shape ``A.shape + B.shape``."""
+        self._binary("outer")
+        A, B = _as_array(A), _as_array(B)
+        return self(lax.reshape(A, tuple(A.shape) + (1,) * B.ndim), B)
+
+    def reduce(self, a: Any, axis: Any = 0, dtype: Any = None, out: None = None, keepdims: bool = False,
+               initial: Any = None, where: Any = None) -> Any:
+        """Fold the function along ``axis`` (None: all axes), from ``initial`` or the first element."""
+        from funcgrad.lax import scan
+        from funcgrad.numpy._base import normalize_axes
+        self._binary("reduce")
+        if out is not None:
+            raise NotImplementedError("reduce: out= is not supported (funcgrad arrays are immutable)")
+        x = _as_array(a)
+        if dtype is not None:
+            x = lax.convert_element_type(x, dtype)
+        axes = normalize_axes(f"{self.__name__}.reduce", axis, x.ndim, x)
+        start = initial if initial is not None else self.identity
+        if where is not None:
+            if start is None:
+                raise ValueError(f"reduction operation {self.__name__} does not have an identity, so to use a "
+                                 "where mask one has to specify 'initial'")
+            from funcgrad.numpy._reductions import _mask
+            x = _E.where(_mask(f"{self.__name__}.reduce", where, x), x, start)
+        kept = tuple(i for i in range(x.ndim) if i not in axes)
+        flat = lax.reshape(lax.transpose(x, axes + kept) if x.ndim else x,
+                           (int(np.prod([x.shape[i] for i in axes], dtype=np.int64)),)
+                           + tuple(x.shape[i] for i in kept))
+        if initial is None and flat.shape[0] == 0 and self.identity is None:
+            raise ValueError(f"zero-size array to reduction operation {self.__name__} which has no identity")
+        if initial is None:
+            init, rest = (flat[0], flat[1:]) if flat.shape[0] else (None, flat)
+            if init is None:
+                init = lax.broadcast_to(lax.convert_element_type(_as_array(np.asarray(self.identity)), x.dtype),
+                                        flat.shape[1:])
+        else:
+            init, rest = lax.broadcast_to(lax.convert_element_type(_as_array(np.asarray(initial))
+                                                                   if not _is_value(initial) else initial, x.dtype),
+                                          flat.shape[1:]), flat
+        result, _ = scan(lambda c, v: (self(c, v), None), init, rest)
+        if keepdims:
+            result = lax.reshape(result, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+        return result
+
+    def accumulate(self, a: Any, axis: int = 0, dtype: Any = None, out: None = None) -> Any:
+        """The running fold along ``axis`` (``accumulate(add)`` is ``cumsum``)."""
+        from funcgrad.lax import scan
+        from funcgrad.numpy._base import normalize_axis
+        from funcgrad.numpy._shape import concatenate, moveaxis
+        self._binary("accumulate")
+        if out is not None:
+            raise NotImplementedError("accumulate: out= is not supported (funcgrad arrays are immutable)")
+        x = _as_array(a)
+        if dtype is not None:
+            x = lax.convert_element_type(x, dtype)
+        axis = normalize_axis(f"{self.__name__}.accumulate", axis, x.ndim, x)
+        front = moveaxis(x, axis, 0)
+        if front.shape[0] == 0:
+            return x
+
+        def step(c: Any, v: Any) -> tuple:
+            c = self(c, v)
+            return c, c
+        _, ys = scan(step, front[0], front[1:])
+        return moveaxis(concatenate([lax.reshape(front[0], (1,) + tuple(front.shape[1:])), ys]), 0, axis)
+
+    def at(self, a: Any, indices: Any, b: Any = None, /, *, inplace: bool = True) -> Any:
+        """A new array: ``a`` with ``self(a[indices], b)`` applied at each index in turn (repeated indices
+        apply repeatedly).  ``inplace=False`` is required, as in JAX (arrays are immutable).  The
+        indices must be concrete."""
+        from funcgrad.lax import scan
+        if inplace:
+            raise NotImplementedError("ufunc.at: funcgrad arrays are immutable; pass inplace=False to get the "
+                                      "result as a new array")
+        if self.nout != 1 or self.nin != (1 if b is None else 2):
+            raise ValueError(f"ufunc.at: {self.__name__} (nin={self.nin}, nout={self.nout}) does not match the "
+                             "given arguments")
+        x = _as_array(a)
+        if isinstance(indices, Tracer):
+            raise TypeError("ufunc.at: the indices must be concrete (not traced)")
+        positions = np.arange(x.size).reshape(x.shape)[indices if not isinstance(indices, Array)
+                                                       else np.asarray(indices)]
+        pos = _as_array(np.ravel(positions).astype(np.int32))
+        flat = lax.reshape(x, (x.size,))
+        if b is None:
+            def step(c: Any, p: Any) -> tuple:
+                return c.at[p].set(self(c[p])), None
+            out, _ = scan(step, flat, pos)
+        else:
+            vals = lax.broadcast_to(_as_array(b) if not isinstance(b, (bool, int, float)) else
+                                    lax.convert_element_type(_as_array(np.asarray(b)), x.dtype), positions.shape)
+            vals = lax.reshape(vals, (positions.size,))
+
+            def step(c: Any, pv: Any) -> tuple:
+                p, v = pv
+                return c.at[p].set(self(c[p], v)), None
+            out, _ = scan(step, flat, (pos, vals))
+        return lax.reshape(out, x.shape)
+
+    def reduceat(self, a: Any, indices: Any, axis: int = 0, dtype: Any = None, out: None = None) -> Any:
+        """Not implemented (numpy's reduceat); raises NotImplementedError."""
+        raise NotImplementedError("ufunc.reduceat is not implemented in funcgrad; use reduce on slices")
+
+
+def frompyfunc(func: Any, /, nin: int, nout: int, *, identity: Any = None) -> ufunc:
+    """A :class:`ufunc` from a Python function on scalars with ``nin`` inputs and ``nout`` outputs.
+
+    >>> add = fnp.frompyfunc(lambda a, b: a + b, 2, 1, identity=0)
+    >>> add.outer(fnp.arange(2.0), fnp.arange(3.0)).shape          # (2, 3)
+    """
+    return ufunc(func, nin, nout, identity=identity)
 
 
 # ------------------------------------------------------------------ io and printing (numpy's, on concrete arrays)

@@ -215,6 +215,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
     _no_out("mean", out)
     x = _inexact(arr(a), dtype)
+    normalize_axes("mean", axis, x.ndim, x)   # errors name mean, not the inner sum
     total = sum(_masked("mean", x, where, 0.0), axis, keepdims=keepdims)
     return lax.div_p.bind(total, _where_count("mean", x, axis, keepdims, where))
 
