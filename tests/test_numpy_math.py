@@ -492,3 +492,53 @@ def test_array_repr_str_and_printoptions():
     assert fnp.get_printoptions()["precision"] == np.get_printoptions()["precision"]
     with pytest.raises(TypeError, match="traced"):
         fg.jit(lambda v: fnp.asarray(len(fnp.array_str(v))))(x)
+
+
+# ------------------------------------------------------------------ ufunc / frompyfunc
+
+
+def test_ufunc_methods_against_numpy():
+    add = fnp.frompyfunc(lambda a, b: a + b, 2, 1, identity=0.0)
+    x = np.arange(12.0).reshape(3, 4)
+    assert add.nin == 2 and add.nout == 1 and add.nargs == 2 and add.identity == 0.0
+    np.testing.assert_array_equal(val(add.reduce(x, axis=1)), np.add.reduce(x, axis=1))
+    np.testing.assert_array_equal(val(add.reduce(x, axis=None)), np.add.reduce(x, axis=None))
+    assert add.reduce(x, axis=(0, 1), keepdims=True).shape == (1, 1)
+    np.testing.assert_array_equal(val(add.reduce(x, axis=0, where=x > 5)), np.add.reduce(x, axis=0, where=x > 5))
+    np.testing.assert_array_equal(val(add.reduce(x, axis=0, initial=10.0)), np.add.reduce(x, axis=0, initial=10.0))
+    np.testing.assert_array_equal(val(add.reduce(fnp.zeros((0, 3)))), [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(val(add.accumulate(x, axis=1)), np.add.accumulate(x, axis=1))
+    np.testing.assert_array_equal(val(add.outer(fnp.arange(2.0), fnp.arange(3.0))), np.add.outer(np.arange(2.0),
+                                                                                              np.arange(3.0)))
+
+
+def test_ufunc_at_applies_repeated_indices_in_turn():
+    mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
+    np.testing.assert_array_equal(val(mul_add.at(fnp.ones(3), fnp.array([0, 0]), 2.0, inplace=False)), [7.0, 1, 1])
+    neg = fnp.frompyfunc(lambda a: -a, 1, 1)
+    np.testing.assert_array_equal(val(neg.at(fnp.arange(4.0), [1, 3], inplace=False)), [0.0, -1, 2, -3])
+    with pytest.raises(NotImplementedError, match="inplace=False"):
+        neg.at(fnp.arange(4.0), [1])
+
+
+def test_ufunc_errors_and_multiple_outputs():
+    mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
+    with pytest.raises(ValueError, match="no identity"):
+        mul_add.reduce(fnp.zeros(0))
+    with pytest.raises(ValueError, match="initial"):
+        mul_add.reduce(fnp.ones(3), where=fnp.array([True, False, True]))
+    with pytest.raises(TypeError, match="2 positional"):
+        mul_add(fnp.ones(2))
+    with pytest.raises(NotImplementedError):
+        mul_add.reduceat(fnp.ones(3), [0, 1])
+    dm = fnp.frompyfunc(lambda a, b: (a // b, a % b), 2, 2)
+    q, r = dm(fnp.arange(5), 2)
+    np.testing.assert_array_equal(val(q), [0, 0, 1, 1, 2]) and np.testing.assert_array_equal(val(r), [0, 1, 0, 1, 0])
+    with pytest.raises(ValueError, match="binary"):
+        dm.reduce(fnp.ones(3))
+
+
+def test_ufunc_under_grad_and_jit(f64):
+    mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
+    check_grads(lambda v: mul_add.reduce(v), [fnp.array([1.0, 2.0, 3.0])], order=2, modes=("fwd", "rev"))
+    np.testing.assert_array_equal(val(fg.jit(mul_add.accumulate)(fnp.arange(1.0, 4.0))), [1.0, 3.0, 10.0])
