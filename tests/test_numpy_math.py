@@ -542,3 +542,26 @@ def test_ufunc_under_grad_and_jit(f64):
     mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
     check_grads(lambda v: mul_add.reduce(v), [fnp.array([1.0, 2.0, 3.0])], order=2, modes=("fwd", "rev"))
     np.testing.assert_array_equal(val(fg.jit(mul_add.accumulate)(fnp.arange(1.0, 4.0))), [1.0, 3.0, 10.0])
+
+
+def test_numpy_calls_dispatch_to_the_new_functions_under_jit(f64):
+    x = fnp.array([0.5, -1.5, 2.0])
+    for f in (np.sinc, np.isposinf, np.isneginf, np.cbrt, np.arcsinh, np.fmax, np.hypot, np.logaddexp, np.i0,
+              lambda v: np.nan_to_num(v), lambda v: np.sum(v, where=v > 0), lambda v: np.max(v, initial=0.0),
+              lambda v: np.clip(v, a_min=0.0, a_max=1.0), lambda v: np.isclose(v, 0.5), np.copysign):
+        args = (x, x[::-1]) if f in (np.fmax, np.hypot, np.logaddexp, np.copysign) else (x,)
+        np.testing.assert_allclose(val(fg.jit(f)(*args)), f(*[val(a) for a in args]), rtol=1e-12)
+    check_grads(lambda v: np.sum(np.sinc(v) * np.cbrt(v)), [x], order=2, modes=("fwd", "rev"))
+
+
+def test_where_one_argument_form():
+    if not hasattr(fnp, "nonzero"):
+        with pytest.raises(NotImplementedError, match="nonzero"):
+            fnp.where(fnp.array([True, False]))
+    else:
+        (idx,) = fnp.where(fnp.array([0.0, 2.0, 3.0]))
+        np.testing.assert_array_equal(val(idx), [1, 2])
+    with pytest.raises(ValueError, match="both or neither"):
+        fnp.where(fnp.array([True]), 1.0)
+    with pytest.raises(ValueError, match="one-argument"):
+        fnp.where(fnp.array([True]), 1.0, 2.0, size=3)

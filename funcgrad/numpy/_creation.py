@@ -419,14 +419,20 @@ def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) ->
 
 def fromfile(*args: Any, **kwargs: Any) -> Array:
     """Not implemented, as in JAX: reading a file is a side effect (unsafe under jit). Use
-    ``fnp.asarray(np.fromfile(...))``."""
+    ``fnp.asarray(np.fromfile(...))``.
+
+    >>> fnp.asarray(np.fromfile("data.bin", dtype=np.float32))    # instead of fnp.fromfile
+    """
     raise NotImplementedError("fromfile is not implemented because it may be non-pure and thus unsafe under jit "
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromfile(...))")
 
 
 def fromiter(*args: Any, **kwargs: Any) -> Array:
     """Not implemented, as in JAX: consuming an iterator is a side effect. Use
-    ``fnp.asarray(np.fromiter(...))``."""
+    ``fnp.asarray(np.fromiter(...))``.
+
+    >>> fnp.asarray(np.fromiter(range(3), dtype=np.int32))        # instead of fnp.fromiter
+    """
     raise NotImplementedError("fromiter is not implemented because it may be non-pure and thus unsafe under jit "
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromiter(...))")
 

@@ -432,7 +432,7 @@ def copysign(x1: Any, x2: Any, /) -> Any:
     return _E.where(signbit(x2), lax.neg(a), a)
 
 
-def sinc(x: Any, /) -> Any:
+def sinc(x: Any) -> Any:
     """``sin(pi x) / (pi x)``, 1 at 0.  Derivatives of every order are finite at 0 (a Taylor
     polynomial is used there, so the first six derivatives at 0 are exact).
 
@@ -474,7 +474,7 @@ def isinf(x: Any, /) -> Any:
     return lax.eq(lax.abs(x), np.inf)
 
 
-def isposinf(x: Any, /, out: None = None) -> Any:
+def isposinf(x: Any, out: None = None) -> Any:
     """True where ``x`` is +inf.
 
     >>> fnp.isposinf(fnp.array([fnp.inf, -fnp.inf]))     # [True, False]
@@ -485,7 +485,7 @@ def isposinf(x: Any, /, out: None = None) -> Any:
     return lax.eq(x, np.inf) if x.dtype.kind == "f" else _false_like(x)
 
 
-def isneginf(x: Any, /, out: None = None) -> Any:
+def isneginf(x: Any, out: None = None) -> Any:
     """True where ``x`` is -inf.
 
     >>> fnp.isneginf(fnp.array([fnp.inf, -fnp.inf]))     # [False, True]

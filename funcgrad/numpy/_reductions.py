@@ -175,13 +175,19 @@ def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initi
 
 def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
          where: Any = None) -> Any:
-    """Alias of :func:`max`."""
+    """Alias of :func:`max`.
+
+    >>> fnp.amax(fnp.array([1.0, 3.0]))                              # 3
+    """
     return _extreme("amax", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
 
 
 def amin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
          where: Any = None) -> Any:
-    """Alias of :func:`min`."""
+    """Alias of :func:`min`.
+
+    >>> fnp.amin(fnp.array([1.0, 3.0]))                              # 1
+    """
     return _extreme("amin", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
 
 
