@@ -565,3 +565,13 @@ def test_where_one_argument_form():
         fnp.where(fnp.array([True]), 1.0)
     with pytest.raises(ValueError, match="one-argument"):
         fnp.where(fnp.array([True]), 1.0, 2.0, size=3)
+
+
+def test_round_keeps_integers_as_jax():
+    a = fnp.array([15, 25, -7])
+    assert fnp.round(a).dtype == np.int32 and fnp.around(a, 1).dtype == np.int32
+    np.testing.assert_array_equal(val(fnp.round(a)), [15, 25, -7])
+    with pytest.raises(NotImplementedError, match="decimals < 0"):
+        fnp.round(a, -1)
+    with pytest.raises(NotImplementedError, match="out="):
+        fnp.round(fnp.ones(2), out=np.zeros(2))

@@ -149,6 +149,12 @@ def round(a: Any, decimals: int = 0, out: Any = None) -> Any:  # noqa: A001 - nu
     """
     if out is not None:
         raise NotImplementedError("round: out= is not supported (funcgrad arrays are immutable)")
+    a = operand(a)
+    if not isinstance(a, (bool, int, float)) and a.dtype.kind in "iub":   # integers are already round (JAX)
+        if decimals < 0:
+            raise NotImplementedError("round: integer round is not implemented for decimals < 0 (as in JAX); "
+                                      "convert to float first")
+        return a
     (x,) = promote_inexact(a)
     if decimals == 0:
         return lax.round_p.bind(x)
