@@ -575,3 +575,12 @@ def test_round_keeps_integers_as_jax():
         fnp.round(a, -1)
     with pytest.raises(NotImplementedError, match="out="):
         fnp.round(fnp.ones(2), out=np.zeros(2))
+
+
+def test_vectorize_maps_keyword_arguments_as_numpy():
+    f = fnp.vectorize(lambda x, scale=1.0: x * scale)
+    out = f(fnp.ones(3), scale=fnp.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(val(out), np.vectorize(lambda x, scale=1.0: x * scale)(np.ones(3),
+                                                                                         scale=np.array([1., 2, 3])))
+    g = fnp.vectorize(lambda v, w=None: fnp.sum(v) if w is None else fnp.sum(v * w), signature="(n)->()")
+    assert g(fnp.ones((2, 3)), w=fnp.ones(3)).shape == (2,)        # with a signature: passed as it is

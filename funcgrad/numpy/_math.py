@@ -844,7 +844,8 @@ def vectorize(pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None
     block, with ``signature`` such as ``"(n),(n)->()"``) and is mapped over all leading dimensions.
 
     ``excluded``: positions (ints) or keyword names (strs) passed to ``pyfunc`` as they are. Other
-    keyword arguments are passed unvectorized too (numpy would vectorize them).
+    keyword arguments are vectorized like the positional ones without a ``signature`` (as numpy;
+    ``jnp.vectorize`` drops them), and passed as they are with one.
 
     >>> dot = fnp.vectorize(lambda a, b: fnp.sum(a * b), signature="(n),(n)->()")
     >>> dot(fnp.ones((4, 3)), fnp.ones(3)).shape            # (4,)
@@ -862,12 +863,18 @@ def vectorize(pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None
         context = f"(on a vectorized function with excluded={excluded!r} and signature={signature!r})"
         static = [(i, args[i]) for i in sorted(e for e in excluded if isinstance(e, int)) if i < len(args)]
         dynamic = [a for i, a in enumerate(args) if i not in excluded]
+        # Keyword arguments not excluded are vectorized too (as numpy; jnp.vectorize drops them) when there
+        # is no signature; with a signature they are passed as they are.
+        mapped = [k for k in kwargs if k not in excluded] if parsed is None else []
+        fixed = {k: v for k, v in kwargs.items() if k not in mapped}
+        n_pos = len(dynamic)
+        dynamic += [kwargs[k] for k in mapped]
 
         def call(*dyn: Any) -> Any:
-            full = list(dyn)
+            full = list(dyn[:n_pos])
             for i, a in static:
                 full.insert(i, a)
-            return pyfunc(*full, **kwargs)
+            return pyfunc(*full, **fixed, **dict(zip(mapped, dyn[n_pos:])))
 
         if parsed is None:
             in_core, out_core = [()] * len(dynamic), None
