@@ -584,3 +584,11 @@ def test_vectorize_maps_keyword_arguments_as_numpy():
                                                                                          scale=np.array([1., 2, 3])))
     g = fnp.vectorize(lambda v, w=None: fnp.sum(v) if w is None else fnp.sum(v * w), signature="(n)->()")
     assert g(fnp.ones((2, 3)), w=fnp.ones(3)).shape == (2,)        # with a signature: passed as it is
+
+
+def test_python_scalars_compute_in_the_default_float_and_keep_float16():
+    assert float(fnp.nextafter(1.0, 2.0)) == float(np.nextafter(np.float32(1), np.float32(2)))
+    x16 = fnp.asarray(np.array([0.5, -1.5], np.float16))
+    for out in (fnp.spacing(x16), fnp.hypot(3.0, x16), fnp.copysign(2.0, x16), fnp.heaviside(0.0, x16),
+                fnp.nextafter(x16, 1.0), fnp.logaddexp(x16, 1.0), fnp.cbrt(x16), fnp.i0(x16)):
+        assert out.dtype == np.float16

@@ -54,6 +54,14 @@ def _dtype(x: Any) -> np.dtype:
     return _dtypes.result_type(x)
 
 
+def _float_arrays(*xs: Any) -> list:
+    """:func:`promote_inexact`, then Python scalars as arrays of the common float dtype (for ops like
+    ``lax.abs`` that would otherwise make a default-float array of a scalar)."""
+    xs = promote_inexact(*xs)
+    dtype = _dtypes.result_type(*xs)
+    return [lax.convert_element_type(arr(x), dtype) if isinstance(x, float) else x for x in xs]
+
+
 # ------------------------------------------------------------------ aliases and simple math
 
 def acos(x: Any, /) -> Any:
@@ -295,7 +303,7 @@ def heaviside(x1: Any, x2: Any, /) -> Any:
 
     >>> fnp.heaviside(fnp.array([-1.0, 0.0, 2.0]), 0.5)   # [0, 0.5, 1]
     """
-    x1, x2 = promote_inexact(x1, x2)
+    x1, x2 = _float_arrays(x1, x2)
     inner = _E.where(_E.isnan(x1), x1, x2)
     return _E.where(_E.less(x1, 0), 0.0, _E.where(_E.greater(x1, 0), 1.0, inner))
 
@@ -305,7 +313,7 @@ def hypot(x1: Any, x2: Any, /) -> Any:
 
     >>> fnp.hypot(fnp.array([3.0]), fnp.array([4.0]))    # [5]
     """
-    x1, x2 = promote_inexact(x1, x2)
+    x1, x2 = _float_arrays(x1, x2)
     x1, x2 = lax.abs(x1), lax.abs(x2)
     any_inf = _E.logical_or(isposinf(x1), isposinf(x2))
     big, small = _E.maximum(x1, x2), _E.minimum(x1, x2)
@@ -401,7 +409,7 @@ def nextafter(x: Any, y: Any, /) -> Any:
 
     >>> fnp.nextafter(fnp.array([1.0]), 2.0)             # [1.0000001]
     """
-    return lax.nextafter(*promote_inexact(x, y))
+    return lax.nextafter(*_float_arrays(x, y))    # in the result dtype: float32's next float, not float64's
 
 
 def signbit(x: Any, /) -> Any:
@@ -427,7 +435,7 @@ def copysign(x1: Any, x2: Any, /) -> Any:
 
     >>> fnp.copysign(fnp.array([1.0, -2.0]), fnp.array([-0.0, 3.0]))   # [-1, 2]
     """
-    x1, x2 = promote_inexact(x1, x2)
+    x1, x2 = _float_arrays(x1, x2)
     a = lax.abs(x1)
     return _E.where(signbit(x2), lax.neg(a), a)
 
@@ -453,7 +461,7 @@ def spacing(x: Any, /) -> Any:
 
     >>> fnp.spacing(fnp.array([1.0]))         # [1.1920929e-07]
     """
-    (x,) = promote_inexact(x)
+    (x,) = _float_arrays(x)
     x = lax.stop_gradient(x)
     inf = copysign(np.inf, x)
     result = lax.sub(lax.nextafter(x, inf), x)
