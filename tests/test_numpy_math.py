@@ -592,3 +592,25 @@ def test_python_scalars_compute_in_the_default_float_and_keep_float16():
     for out in (fnp.spacing(x16), fnp.hypot(3.0, x16), fnp.copysign(2.0, x16), fnp.heaviside(0.0, x16),
                 fnp.nextafter(x16, 1.0), fnp.logaddexp(x16, 1.0), fnp.cbrt(x16), fnp.i0(x16)):
         assert out.dtype == np.float16
+
+
+def test_ufunc_methods_on_the_binary_functions():
+    x = np.arange(1.0, 13.0).reshape(3, 4)
+    for f, ref in ((fnp.add, np.add), (fnp.multiply, np.multiply), (fnp.maximum, np.maximum),
+                   (fnp.minimum, np.minimum), (fnp.subtract, np.subtract), (fnp.logaddexp, np.logaddexp),
+                   (fnp.hypot, np.hypot)):
+        for axis in (0, 1, None):
+            np.testing.assert_allclose(val(f.reduce(x, axis=axis)), ref.reduce(x, axis=axis), rtol=1e-6)
+        np.testing.assert_allclose(val(f.accumulate(x, axis=1)), ref.accumulate(x, axis=1), rtol=1e-6)
+        np.testing.assert_allclose(val(f.outer(x[0], x[1])), ref.outer(x[0], x[1]), rtol=1e-6)
+    np.testing.assert_array_equal(val(fnp.add.reduce(x, axis=1, where=x > 5, initial=1.0)),
+                                  np.add.reduce(x, axis=1, where=x > 5, initial=1.0))
+    np.testing.assert_array_equal(val(fnp.add.at(fnp.zeros(3), np.array([0, 0, 2]), 1.0, inplace=False)),
+                                  [2.0, 0.0, 1.0])
+    np.testing.assert_array_equal(val(fnp.maximum.at(fnp.zeros(3), [0, 0, 2], fnp.array([3.0, 1.0, -1.0]),
+                                                     inplace=False)), [3.0, 0.0, 0.0])
+    assert fnp.add.identity == 0 and fnp.multiply.identity == 1 and fnp.maximum.identity is None
+    np.testing.assert_array_equal(val(fnp.bitwise_or.reduce(fnp.array([1, 2, 4]))), 7)
+    assert not bool(fnp.logical_and.reduce(fnp.array([True, False])))
+    with pytest.raises(NotImplementedError, match="inplace=False"):
+        fnp.add.at(fnp.zeros(3), [0], 1.0)

@@ -1027,16 +1027,17 @@ class ufunc:
     def __init__(self, func: Any, /, nin: int, nout: int, *, name: str | None = None, nargs: int | None = None,
                  identity: Any = None, call: Any = None, reduce: Any = None, accumulate: Any = None,
                  at: Any = None, reduceat: Any = None) -> None:
-        for key, value in (("call", call), ("reduce", reduce), ("accumulate", accumulate), ("at", at),
-                           ("reduceat", reduceat)):
-            if value is not None:
-                raise NotImplementedError(f"ufunc: a custom {key}= implementation is not supported")
+        if reduceat is not None:
+            raise NotImplementedError("ufunc: a custom reduceat= implementation is not supported")
         self._func = func
         self.nin, self.nout = index_arg("ufunc", "nin", nin), index_arg("ufunc", "nout", nout)
         self.nargs = self.nin if nargs is None else nargs
         self.identity = identity
         self.__name__ = name or getattr(func, "__name__", "ufunc")
-        self._call = vectorize(func)
+        # call: an implementation that broadcasts by itself (else func is vectorized); reduce, accumulate,
+        # at: faster implementations of those methods, with the methods' signatures (as jnp.ufunc).
+        self._call = call if call is not None else vectorize(func)
+        self._reduce, self._accumulate, self._at = reduce, accumulate, at
 
     def __repr__(self) -> str:
         return f"<fnp.ufunc '{self.__name__}'>"
@@ -1067,6 +1068,8 @@ class ufunc:
         self._binary("reduce")
         if out is not None:
             raise NotImplementedError("reduce: out= is not supported (funcgrad arrays are immutable)")
+        if self._reduce is not None:
+            return self._reduce(a, axis, dtype, out, keepdims, initial, where)
         x = _as_array(a)
         if dtype is not None:
             x = lax.convert_element_type(x, dtype)
@@ -1106,6 +1109,8 @@ class ufunc:
         self._binary("accumulate")
         if out is not None:
             raise NotImplementedError("accumulate: out= is not supported (funcgrad arrays are immutable)")
+        if self._accumulate is not None:
+            return self._accumulate(a, axis, dtype)
         x = _as_array(a)
         if dtype is not None:
             x = lax.convert_element_type(x, dtype)
@@ -1131,6 +1136,8 @@ class ufunc:
         if self.nout != 1 or self.nin != (1 if b is None else 2):
             raise ValueError(f"ufunc.at: {self.__name__} (nin={self.nin}, nout={self.nout}) does not match the "
                              "given arguments")
+        if self._at is not None:
+            return self._at(a, indices, b)
         x = _as_array(a)
         if isinstance(indices, Tracer):
             raise TypeError("ufunc.at: the indices must be concrete (not traced)")
@@ -1158,6 +1165,69 @@ class ufunc:
         raise NotImplementedError("ufunc.reduceat is not implemented in funcgrad; use reduce on slices")
 
 
+def _install_ufunc_methods() -> None:
+    """numpy's ufunc methods on funcgrad.numpy's binary functions: ``fnp.add.reduce``,
+    ``fnp.multiply.outer``, ``fnp.logaddexp.reduce``, ``fnp.add.at(x, i, v, inplace=False)``, ...
+    (as ``jnp.add`` etc. are ``jnp.ufunc`` objects).  Sums, products, extremes and logsumexp reduce
+    with their reductions; the others fold with ``lax.scan``."""
+    from funcgrad.lax import cummax, cummin, cumprod
+    from funcgrad.numpy import _reductions as R
+    from funcgrad.numpy._base import normalize_axis
+
+    def red(f: Any) -> Any:
+        return lambda a, axis, dtype, out, keepdims, initial, where: f(
+            a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
+
+    def extreme(f: Any) -> Any:
+        def r(a: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any, where: Any) -> Any:
+            x = _as_array(a) if dtype is None else lax.convert_element_type(_as_array(a), dtype)
+            return f(x, axis=axis, keepdims=keepdims, initial=initial, where=where)
+        return r
+
+    def boolean(f: Any) -> Any:
+        def r(a: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any, where: Any) -> Any:
+            if initial is not None:
+                raise NotImplementedError(f"{f.__name__}.reduce: initial= is not supported")
+            return f(a, axis=axis, keepdims=keepdims, where=where)
+        return r
+
+    def logsumexp_reduce(a: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any,
+                         where: Any) -> Any:
+        x = _as_array(a) if dtype is None else lax.convert_element_type(_as_array(a), dtype)
+        result = R.logsumexp(x, axis=axis, keepdims=keepdims, where=where)
+        return result if initial is None else logaddexp(result, initial)
+
+    def scan_acc(f: Any, name: str) -> Any:
+        def acc(a: Any, axis: int, dtype: Any) -> Any:
+            x = _as_array(a) if dtype is None else lax.convert_element_type(_as_array(a), dtype)
+            return f(x, axis=normalize_axis(f"{name}.accumulate", axis, x.ndim, x))
+        return acc
+
+    def at_add(a: Any, indices: Any, b: Any) -> Any:
+        return _as_array(a).at[indices].add(b)
+
+    fast = {
+        _E.add: (0, red(R.sum), scan_acc(lambda x, axis: R.cumsum(x, axis), "add"), at_add),
+        _E.multiply: (1, red(R.prod), scan_acc(cumprod, "multiply"), None),
+        _E.maximum: (None, extreme(R.max), scan_acc(cummax, "maximum"), None),
+        _E.minimum: (None, extreme(R.min), scan_acc(cummin, "minimum"), None),
+        _E.logical_and: (True, boolean(R.all), None, None),
+        _E.logical_or: (False, boolean(R.any), None, None),
+        logaddexp: (-np.inf, logsumexp_reduce, None, None),
+    }
+    binaries = [_E.subtract, _E.divide, _E.floor_divide, _E.mod, _E.power, _E.arctan2, _E.logical_xor,
+                _E.equal, _E.not_equal, _E.less, _E.less_equal, _E.greater, _E.greater_equal, fmax, fmin, fmod,
+                hypot, copysign, heaviside, logaddexp2, nextafter, float_power, ldexp, gcd, lcm, bitwise_and,
+                bitwise_or, bitwise_xor, left_shift, right_shift]
+    identities = {bitwise_or: 0, bitwise_xor: 0, bitwise_and: -1, gcd: 0, _E.logical_xor: False}
+    for f in list(fast) + binaries:
+        identity, reduce, accumulate, at = fast.get(f, (identities.get(f), None, None, None))
+        u = ufunc(f, 2, 1, name=f.__name__, identity=identity, call=f, reduce=reduce, accumulate=accumulate,
+                  at=at)
+        f.reduce, f.accumulate, f.outer, f.at, f.reduceat = u.reduce, u.accumulate, u.outer, u.at, u.reduceat
+        f.nin, f.nout, f.nargs, f.identity = 2, 1, 2, identity
+
+
 def frompyfunc(func: Any, /, nin: int, nout: int, *, identity: Any = None) -> ufunc:
     """A :class:`ufunc` from a Python function on scalars with ``nin`` inputs and ``nout`` outputs.
 
@@ -1165,6 +1235,9 @@ def frompyfunc(func: Any, /, nin: int, nout: int, *, identity: Any = None) -> uf
     >>> add.outer(fnp.arange(2.0), fnp.arange(3.0)).shape          # (2, 3)
     """
     return ufunc(func, nin, nout, identity=identity)
+
+
+_install_ufunc_methods()
 
 
 # ------------------------------------------------------------------ io and printing (numpy's, on concrete arrays)
