@@ -599,7 +599,7 @@ def test_ufunc_methods_on_the_binary_functions():
     for f, ref in ((fnp.add, np.add), (fnp.multiply, np.multiply), (fnp.maximum, np.maximum),
                    (fnp.minimum, np.minimum), (fnp.subtract, np.subtract), (fnp.logaddexp, np.logaddexp),
                    (fnp.hypot, np.hypot)):
-        for axis in (0, 1, None):
+        for axis in (0, 1) if f is fnp.subtract else (0, 1, None):   # numpy: subtract is not reorderable
             np.testing.assert_allclose(val(f.reduce(x, axis=axis)), ref.reduce(x, axis=axis), rtol=1e-6)
         np.testing.assert_allclose(val(f.accumulate(x, axis=1)), ref.accumulate(x, axis=1), rtol=1e-6)
         np.testing.assert_allclose(val(f.outer(x[0], x[1])), ref.outer(x[0], x[1]), rtol=1e-6)
