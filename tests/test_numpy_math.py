@@ -614,3 +614,9 @@ def test_ufunc_methods_on_the_binary_functions():
     assert not bool(fnp.logical_and.reduce(fnp.array([True, False])))
     with pytest.raises(NotImplementedError, match="inplace=False"):
         fnp.add.at(fnp.zeros(3), [0], 1.0)
+
+
+def test_var_std_older_positional_order():
+    x = fnp.asarray(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_allclose(val(fnp.var(x, 1, True, 1)), np.var(val(x), 1, keepdims=True, ddof=1))
+    np.testing.assert_allclose(val(fnp.std(x, 0, False, 1)), np.std(val(x), 0, ddof=1))
