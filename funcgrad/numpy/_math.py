@@ -1268,7 +1268,7 @@ def _concrete(name: str, x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-def array_repr(arr: Any, max_line_width: Any = None, precision: Any = None, suppress_small: Any = None) -> str:  # noqa: F811
+def array_repr(arr: Any, max_line_width: Any = None, precision: Any = None, suppress_small: Any = None) -> str:
     """numpy's ``array_repr`` of a concrete array, with ``Array(`` for ``array(``.
 
     >>> fnp.array_repr(fnp.array([1.0, 2.0]))     # 'Array([1., 2.], dtype=float32)'

@@ -243,7 +243,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     >>> fnp.var(fnp.array([1.0, 2.0, 4.0]), ddof=1)                  # 2.3333
     """
     if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
-        dtype, keepdims, out, ddof = None, bool(dtype), None, out     # funcgrad's older var(x, axis, keepdims, ddof) order
+        dtype, keepdims, out, ddof = None, bool(dtype), None, out   # the older (x, axis, keepdims, ddof)
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
     _no_out("var", out)
     return _variance("var", a, axis, dtype, _ddof("var", ddof, correction), keepdims, where, mean)
@@ -275,7 +275,7 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     >>> fnp.std(fnp.array([1.0, 3.0]))                               # 1
     """
     if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
-        dtype, keepdims, out, ddof = None, bool(dtype), None, out     # funcgrad's older std(x, axis, keepdims, ddof) order
+        dtype, keepdims, out, ddof = None, bool(dtype), None, out   # the older (x, axis, keepdims, ddof)
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
     _no_out("std", out)
     return lax.sqrt_p.bind(_variance("std", a, axis, dtype, _ddof("std", ddof, correction), keepdims, where, mean))
