@@ -191,7 +191,7 @@ def _check_defaults(label: str, kwargs: dict, defaults: dict) -> None:
 # --------------------------------------------------------------------------
 
 # numpy keyword -> funcgrad.numpy keyword, where the names differ beyond the leading arguments.
-_ALIASES = {"clip": {"min": "a_min", "max": "a_max"}}
+_ALIASES = {"clip": {"a_min": "min", "a_max": "max"}}
 # Arguments that only steer numpy's dispatch.
 _DROPPED = frozenset({"like"})
 # Functions that read only shapes and dtypes: tracers may take part through stand-ins.

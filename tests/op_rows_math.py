@@ -174,6 +174,18 @@ def _reductions():
     ]
 
 
+_MUL_ADD = fnp.frompyfunc(lambda a, b: a * 0.5 + b, 2, 1)
+
+
+def _np_fold(x, axis, accumulate=False):
+    """(((x0 * .5 + x1) * .5 + x2) ...) along ``axis``: _MUL_ADD's reduce / accumulate in numpy."""
+    x = np.moveaxis(x, axis, 0)
+    out = [x[0]]
+    for v in x[1:]:
+        out.append(out[-1] * 0.5 + v)
+    return np.moveaxis(np.stack(out), 0, axis) if accumulate else out[-1]
+
+
 def _functional():
     return [
         Op("vectorize", fnp.vectorize(lambda a, b: fnp.sum(a * b), signature="(n),(n)->()"),
@@ -184,6 +196,13 @@ def _functional():
            lambda x: np.apply_along_axis(np.cumsum, 0, x), [((3, 4),), ((2, 3, 2),)]),
         Op("apply_along_axis[axis=-1,scalar]", lambda x: fnp.apply_along_axis(lambda v: fnp.sum(v * v), -1, x),
            lambda x: np.apply_along_axis(lambda v: np.sum(v * v), -1, x), [((2, 3, 2),)]),
+        Op("frompyfunc", fnp.frompyfunc(lambda a, b: a * fnp.cos(b) + 1.0, 2, 1), lambda a, b: a * np.cos(b) + 1.0,
+           S2),
+        Op("frompyfunc[reduce]", lambda x: _MUL_ADD.reduce(x, axis=1), lambda x: _np_fold(x, 1), [((3, 4),)]),
+        Op("frompyfunc[accumulate]", lambda x: _MUL_ADD.accumulate(x, axis=0), lambda x: _np_fold(x, 0, True),
+           [((3, 2),)]),
+        Op("frompyfunc[outer]", lambda a, b: _MUL_ADD.outer(a, b), lambda a, b: np.add.outer(a * 0.5, b),
+           [((3,), (2,))]),
         Op("apply_over_axes", lambda x: fnp.apply_over_axes(fnp.sum, x, [0, 2]),
            lambda x: np.apply_over_axes(np.sum, x, [0, 2]), [((2, 3, 4),)]),
     ]
@@ -232,4 +251,4 @@ modf nan_to_num nextafter pow rint signbit sinc spacing trunc isinf isneginf isp
 bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_invert invert bitwise_count bitwise_left_shift
 bitwise_right_shift left_shift right_shift all any allclose isclose array_equal array_equiv
 empty empty_like identity tri logspace geomspace fromfunction frombuffer fromstring copy bartlett blackman hamming
-hanning kaiser vectorize apply_along_axis apply_over_axes""".split()
+hanning kaiser vectorize apply_along_axis apply_over_axes frompyfunc""".split()

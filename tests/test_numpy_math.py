@@ -492,3 +492,131 @@ def test_array_repr_str_and_printoptions():
     assert fnp.get_printoptions()["precision"] == np.get_printoptions()["precision"]
     with pytest.raises(TypeError, match="traced"):
         fg.jit(lambda v: fnp.asarray(len(fnp.array_str(v))))(x)
+
+
+# ------------------------------------------------------------------ ufunc / frompyfunc
+
+
+def test_ufunc_methods_against_numpy():
+    add = fnp.frompyfunc(lambda a, b: a + b, 2, 1, identity=0.0)
+    x = np.arange(12.0).reshape(3, 4)
+    assert add.nin == 2 and add.nout == 1 and add.nargs == 2 and add.identity == 0.0
+    np.testing.assert_array_equal(val(add.reduce(x, axis=1)), np.add.reduce(x, axis=1))
+    np.testing.assert_array_equal(val(add.reduce(x, axis=None)), np.add.reduce(x, axis=None))
+    assert add.reduce(x, axis=(0, 1), keepdims=True).shape == (1, 1)
+    np.testing.assert_array_equal(val(add.reduce(x, axis=0, where=x > 5)), np.add.reduce(x, axis=0, where=x > 5))
+    np.testing.assert_array_equal(val(add.reduce(x, axis=0, initial=10.0)), np.add.reduce(x, axis=0, initial=10.0))
+    np.testing.assert_array_equal(val(add.reduce(fnp.zeros((0, 3)))), [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(val(add.accumulate(x, axis=1)), np.add.accumulate(x, axis=1))
+    np.testing.assert_array_equal(val(add.outer(fnp.arange(2.0), fnp.arange(3.0))), np.add.outer(np.arange(2.0),
+                                                                                              np.arange(3.0)))
+
+
+def test_ufunc_at_applies_repeated_indices_in_turn():
+    mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
+    np.testing.assert_array_equal(val(mul_add.at(fnp.ones(3), fnp.array([0, 0]), 2.0, inplace=False)), [7.0, 1, 1])
+    neg = fnp.frompyfunc(lambda a: -a, 1, 1)
+    np.testing.assert_array_equal(val(neg.at(fnp.arange(4.0), [1, 3], inplace=False)), [0.0, -1, 2, -3])
+    with pytest.raises(NotImplementedError, match="inplace=False"):
+        neg.at(fnp.arange(4.0), [1])
+
+
+def test_ufunc_errors_and_multiple_outputs():
+    mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
+    with pytest.raises(ValueError, match="no identity"):
+        mul_add.reduce(fnp.zeros(0))
+    with pytest.raises(ValueError, match="initial"):
+        mul_add.reduce(fnp.ones(3), where=fnp.array([True, False, True]))
+    with pytest.raises(TypeError, match="2 positional"):
+        mul_add(fnp.ones(2))
+    with pytest.raises(NotImplementedError):
+        mul_add.reduceat(fnp.ones(3), [0, 1])
+    dm = fnp.frompyfunc(lambda a, b: (a // b, a % b), 2, 2)
+    q, r = dm(fnp.arange(5), 2)
+    np.testing.assert_array_equal(val(q), [0, 0, 1, 1, 2]) and np.testing.assert_array_equal(val(r), [0, 1, 0, 1, 0])
+    with pytest.raises(ValueError, match="binary"):
+        dm.reduce(fnp.ones(3))
+
+
+def test_ufunc_under_grad_and_jit(f64):
+    mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
+    check_grads(lambda v: mul_add.reduce(v), [fnp.array([1.0, 2.0, 3.0])], order=2, modes=("fwd", "rev"))
+    np.testing.assert_array_equal(val(fg.jit(mul_add.accumulate)(fnp.arange(1.0, 4.0))), [1.0, 3.0, 10.0])
+
+
+def test_numpy_calls_dispatch_to_the_new_functions_under_jit(f64):
+    x = fnp.array([0.5, -1.5, 2.0])
+    for f in (np.sinc, np.isposinf, np.isneginf, np.cbrt, np.arcsinh, np.fmax, np.hypot, np.logaddexp, np.i0,
+              lambda v: np.nan_to_num(v), lambda v: np.sum(v, where=v > 0), lambda v: np.max(v, initial=0.0),
+              lambda v: np.clip(v, a_min=0.0, a_max=1.0), lambda v: np.isclose(v, 0.5), np.copysign):
+        args = (x, x[::-1]) if f in (np.fmax, np.hypot, np.logaddexp, np.copysign) else (x,)
+        np.testing.assert_allclose(val(fg.jit(f)(*args)), f(*[val(a) for a in args]), rtol=1e-12)
+    check_grads(lambda v: np.sum(np.sinc(v) * np.cbrt(v)), [x], order=2, modes=("fwd", "rev"))
+
+
+def test_where_one_argument_form():
+    if not hasattr(fnp, "nonzero"):
+        with pytest.raises(NotImplementedError, match="nonzero"):
+            fnp.where(fnp.array([True, False]))
+    else:
+        (idx,) = fnp.where(fnp.array([0.0, 2.0, 3.0]))
+        np.testing.assert_array_equal(val(idx), [1, 2])
+    with pytest.raises(ValueError, match="both or neither"):
+        fnp.where(fnp.array([True]), 1.0)
+    with pytest.raises(ValueError, match="one-argument"):
+        fnp.where(fnp.array([True]), 1.0, 2.0, size=3)
+
+
+def test_round_keeps_integers_as_jax():
+    a = fnp.array([15, 25, -7])
+    assert fnp.round(a).dtype == np.int32 and fnp.around(a, 1).dtype == np.int32
+    np.testing.assert_array_equal(val(fnp.round(a)), [15, 25, -7])
+    with pytest.raises(NotImplementedError, match="decimals < 0"):
+        fnp.round(a, -1)
+    with pytest.raises(NotImplementedError, match="out="):
+        fnp.round(fnp.ones(2), out=np.zeros(2))
+
+
+def test_vectorize_maps_keyword_arguments_as_numpy():
+    f = fnp.vectorize(lambda x, scale=1.0: x * scale)
+    out = f(fnp.ones(3), scale=fnp.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(val(out), np.vectorize(lambda x, scale=1.0: x * scale)(np.ones(3),
+                                                                                         scale=np.array([1., 2, 3])))
+    g = fnp.vectorize(lambda v, w=None: fnp.sum(v) if w is None else fnp.sum(v * w), signature="(n)->()")
+    assert g(fnp.ones((2, 3)), w=fnp.ones(3)).shape == (2,)        # with a signature: passed as it is
+
+
+def test_python_scalars_compute_in_the_default_float_and_keep_float16():
+    assert float(fnp.nextafter(1.0, 2.0)) == float(np.nextafter(np.float32(1), np.float32(2)))
+    x16 = fnp.asarray(np.array([0.5, -1.5], np.float16))
+    for out in (fnp.spacing(x16), fnp.hypot(3.0, x16), fnp.copysign(2.0, x16), fnp.heaviside(0.0, x16),
+                fnp.nextafter(x16, 1.0), fnp.logaddexp(x16, 1.0), fnp.cbrt(x16), fnp.i0(x16)):
+        assert out.dtype == np.float16
+
+
+def test_ufunc_methods_on_the_binary_functions():
+    x = np.arange(1.0, 13.0).reshape(3, 4)
+    for f, ref in ((fnp.add, np.add), (fnp.multiply, np.multiply), (fnp.maximum, np.maximum),
+                   (fnp.minimum, np.minimum), (fnp.subtract, np.subtract), (fnp.logaddexp, np.logaddexp),
+                   (fnp.hypot, np.hypot)):
+        for axis in (0, 1) if f is fnp.subtract else (0, 1, None):   # numpy: subtract is not reorderable
+            np.testing.assert_allclose(val(f.reduce(x, axis=axis)), ref.reduce(x, axis=axis), rtol=1e-6)
+        np.testing.assert_allclose(val(f.accumulate(x, axis=1)), ref.accumulate(x, axis=1), rtol=1e-6)
+        np.testing.assert_allclose(val(f.outer(x[0], x[1])), ref.outer(x[0], x[1]), rtol=1e-6)
+    np.testing.assert_array_equal(val(fnp.add.reduce(x, axis=1, where=x > 5, initial=1.0)),
+                                  np.add.reduce(x, axis=1, where=x > 5, initial=1.0))
+    np.testing.assert_array_equal(val(fnp.add.at(fnp.zeros(3), np.array([0, 0, 2]), 1.0, inplace=False)),
+                                  [2.0, 0.0, 1.0])
+    np.testing.assert_array_equal(val(fnp.maximum.at(fnp.zeros(3), [0, 0, 2], fnp.array([3.0, 1.0, -1.0]),
+                                                     inplace=False)), [3.0, 0.0, 0.0])
+    assert fnp.add.identity == 0 and fnp.multiply.identity == 1 and fnp.maximum.identity is None
+    np.testing.assert_array_equal(val(fnp.bitwise_or.reduce(fnp.array([1, 2, 4]))), 7)
+    assert not bool(fnp.logical_and.reduce(fnp.array([True, False])))
+    with pytest.raises(NotImplementedError, match="inplace=False"):
+        fnp.add.at(fnp.zeros(3), [0], 1.0)
+
+
+def test_var_std_older_positional_order():
+    x = fnp.asarray(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_allclose(val(fnp.var(x, 1, True, 1)), np.var(val(x), 1, keepdims=True, ddof=1))
+    np.testing.assert_allclose(val(fnp.std(x, 0, False, 1)), np.std(val(x), 0, ddof=1))

@@ -15,25 +15,53 @@ def _const(value: np.ndarray, dtype: Any) -> Array:
     return Array(_freeze(np.asarray(value, dtype=_dtypes.canonicalize(dtype))))
 
 
-def array(obj: Any, dtype: Any = None, copy: bool = True) -> Any:
-    """A new immutable array from a list, numpy array, scalar or Array.
+def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: Any = "K",  # noqa: A002
+          ndmin: int = 0, device: Any = None, out_sharding: Any = None) -> Any:
+    """A new immutable array from a list, numpy array, scalar or Array (as ``jnp.array``).
 
     Python floats become float32 (float64 with x64 enabled); numpy float64
-    arrays are stored as float32 unless x64 is enabled.
+    arrays are stored as float32 unless x64 is enabled.  ``ndmin`` prepends
+    length-1 axes.
+
+    >>> fnp.array([[1.0, 2.0]], ndmin=3).shape             # (1, 1, 2)
     """
+    if args:
+        raise TypeError(f"array() takes at most 2 positional arguments (object, dtype), got {2 + len(args)}")
+    if order not in (None, "K", "C", "A"):
+        raise NotImplementedError(f"array: order={order!r} is not supported (funcgrad arrays have no memory layout); "
+                                  "leave it 'K'")
+    _no_sharding("array", out_sharding)
+    out = _array(object, dtype)
+    ndmin = index_arg("array", "ndmin", ndmin)
+    if out.ndim < ndmin:
+        from funcgrad.lax import reshape
+        out = reshape(out, (1,) * (ndmin - out.ndim) + tuple(out.shape))
+    return _place(out, device)
+
+
+def _array(obj: Any, dtype: Any) -> Any:
     if isinstance(obj, (Array, Tracer)):
         return obj if dtype is None else convert(obj, dtype)
     if isinstance(obj, (list, tuple)) and any(isinstance(o, (Array, Tracer)) for o in obj):
         from funcgrad.numpy._shape import stack
-        out = stack([array(o) for o in obj])
+        out = stack([_array(o, None) for o in obj])
         return out if dtype is None else convert(out, dtype)
     if dtype is not None:
         return _const(np.array(obj, dtype=_dtypes.canonicalize(dtype)), dtype)
     return as_array(obj) if isinstance(obj, (bool, int, float)) else Array(to_numpy_input(obj))
 
 
-def asarray(obj: Any, dtype: Any = None) -> Any:
-    return array(obj, dtype=dtype)
+def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, device: Any = None,
+            out_sharding: Any = None) -> Any:
+    """``a`` as a funcgrad array (the array itself when it already is one of ``dtype``).
+
+    >>> fnp.asarray([1, 2]).dtype                          # int32
+    """
+    if order not in (None, "K", "C", "A"):
+        raise NotImplementedError(f"asarray: order={order!r} is not supported (funcgrad arrays have no memory "
+                                  "layout); leave it None")
+    _no_sharding("asarray", out_sharding)
+    return _place(_array(a, dtype), device)
 
 
 def _filled(op: str, shape: Any, fill_value: Any, dtype: Any) -> Array:
@@ -144,7 +172,17 @@ def _dtype_of(x: Any) -> np.dtype:
     return _dtypes.result_type(x)
 
 
-def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Array:
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None,
+           out_sharding: Any = None) -> Array:
+    """Evenly spaced values in ``[start, stop)`` by ``step`` (concrete bounds), as ``jnp.arange``.
+
+    >>> fnp.arange(2, 11, 3)                               # [2, 5, 8]
+    """
+    _no_sharding("arange", out_sharding)
+    return _place(_arange(start, stop, step, dtype), device)
+
+
+def _arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -> Array:
     direct = _int_range_dtype(start, stop, step, dtype)
     if direct is not None:   # exact in the final integer dtype: no int64 temporary
         return Array(_freeze(np.arange(start, stop, step, dtype=direct)))
@@ -278,7 +316,15 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     return _cast_space(lax.mul(out, s), dtype)
 
 
-def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Array:
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Array:
+    """The ``N x M`` matrix with ones on the ``k``-th diagonal.
+
+    >>> fnp.eye(2, 3, k=1)                                 # [[0, 1, 0], [0, 0, 1]]
+    """
+    return _place(_eye(N, M, k, dtype), device)
+
+
+def _eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Array:
     N, M = shape_tuple((N, N if M is None else M), "eye", "(N, M)")
     k = index_arg("eye", "k", k)
     return Array(_freeze(np.eye(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_))))
@@ -323,7 +369,7 @@ def identity(n: Any, dtype: Any = None) -> Array:
     >>> fnp.identity(2)                                    # [[1, 0], [0, 1]]
     """
     n = index_arg("identity", "n", n)
-    return eye(n, dtype=dtype)
+    return _eye(n, dtype=dtype)
 
 
 def tri(N: Any, M: Any = None, k: int = 0, dtype: Any = None) -> Array:
@@ -373,14 +419,20 @@ def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) ->
 
 def fromfile(*args: Any, **kwargs: Any) -> Array:
     """Not implemented, as in JAX: reading a file is a side effect (unsafe under jit). Use
-    ``fnp.asarray(np.fromfile(...))``."""
+    ``fnp.asarray(np.fromfile(...))``.
+
+    >>> fnp.asarray(np.fromfile("data.bin", dtype=np.float32))    # instead of fnp.fromfile
+    """
     raise NotImplementedError("fromfile is not implemented because it may be non-pure and thus unsafe under jit "
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromfile(...))")
 
 
 def fromiter(*args: Any, **kwargs: Any) -> Array:
     """Not implemented, as in JAX: consuming an iterator is a side effect. Use
-    ``fnp.asarray(np.fromiter(...))``."""
+    ``fnp.asarray(np.fromiter(...))``.
+
+    >>> fnp.asarray(np.fromiter(range(3), dtype=np.int32))        # instead of fnp.fromiter
+    """
     raise NotImplementedError("fromiter is not implemented because it may be non-pure and thus unsafe under jit "
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromiter(...))")
 
@@ -397,7 +449,7 @@ def fromfunction(function: Any, shape: Any, *, dtype: Any = float, **kwargs: Any
     for i in range(len(shape)):
         in_axes = [0 if i == j else None for j in range(len(shape))]
         fn = vmap(fn, in_axes=tuple(in_axes[::-1]))
-    return fn(*(arange(s, dtype=dtype) for s in shape))
+    return fn(*(_arange(s, dtype=dtype) for s in shape))
 
 
 def _window(name: str, M: Any, make: Any) -> Array:

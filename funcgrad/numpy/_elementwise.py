@@ -1,6 +1,7 @@
 """Elementwise functions with numpy names and broadcasting."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from funcgrad._core import bind
@@ -25,29 +26,42 @@ def multiply(x: Any, y: Any) -> Any:
     return bind(lax.mul_p, promote(x, y), _NO_PARAMS)
 
 
-def divide(x: Any, y: Any) -> Any:
-    """True division; integers are divided in the default float dtype."""
-    return lax.div_p.bind(*promote_inexact(x, y))
+def divide(x1: Any, x2: Any) -> Any:
+    """True division; integers are divided in the default float dtype.
+
+    >>> fnp.divide(fnp.array([1, 3]), 2)                   # [0.5, 1.5]
+    """
+    return lax.div_p.bind(*promote_inexact(x1, x2))
 
 
 true_divide = divide
 
 
-def floor_divide(x: Any, y: Any) -> Any:
-    """``x // y`` (zero gradient, as in JAX)."""
-    return lax.floor_divide_p.bind(*promote(x, y))
+def floor_divide(x1: Any, x2: Any) -> Any:
+    """``x1 // x2`` (zero gradient, as in JAX).
+
+    >>> fnp.floor_divide(fnp.array([7, -7]), 2)            # [3, -4]
+    """
+    return lax.floor_divide_p.bind(*promote(x1, x2))
 
 
-def mod(x: Any, y: Any) -> Any:
-    """``x % y`` with the sign of ``y`` (numpy's convention)."""
-    return lax.mod_p.bind(*promote(x, y))
+def mod(x1: Any, x2: Any) -> Any:
+    """``x1 % x2`` with the sign of ``x2`` (numpy's convention).
+
+    >>> fnp.mod(fnp.array([5, -5]), 3)                     # [2, 1]
+    """
+    return lax.mod_p.bind(*promote(x1, x2))
 
 
 remainder = mod
 
 
-def power(x: Any, y: Any) -> Any:
-    return lax.pow_p.bind(*promote(x, y))
+def power(x1: Any, x2: Any) -> Any:
+    """``x1 ** x2``, elementwise with broadcasting.
+
+    >>> fnp.power(fnp.array([2.0, 3.0]), 2)                # [4, 9]
+    """
+    return lax.pow_p.bind(*promote(x1, x2))
 
 
 def negative(x: Any) -> Any:
@@ -77,8 +91,12 @@ def minimum(x: Any, y: Any) -> Any:
     return lax.minimum_p.bind(*promote(x, y))
 
 
-def arctan2(y: Any, x: Any) -> Any:
-    return lax.arctan2_p.bind(*promote_inexact(y, x))
+def arctan2(x1: Any, x2: Any) -> Any:
+    """The angle of the point ``(x2, x1)``: ``arctan(x1 / x2)`` in the right quadrant.
+
+    >>> fnp.arctan2(fnp.array([1.0]), fnp.array([-1.0]))   # [2.3562]
+    """
+    return lax.arctan2_p.bind(*promote_inexact(x1, x2))
 
 
 def abs(x: Any) -> Any:  # noqa: A001 - numpy's name
@@ -124,9 +142,20 @@ floor = _inexact_unary(lax.floor_p)
 ceil = _inexact_unary(lax.ceil_p)
 
 
-def round(x: Any, decimals: int = 0) -> Any:  # noqa: A001 - numpy's name
-    """Round half to even (numpy's rule); zero gradient."""
-    (x,) = promote_inexact(x)
+def round(a: Any, decimals: int = 0, out: Any = None) -> Any:  # noqa: A001 - numpy's name
+    """Round half to even (numpy's rule) to ``decimals`` places; zero gradient.
+
+    >>> fnp.round(fnp.array([0.5, 1.5, 2.675]), 2)         # [0.5, 1.5, 2.67]
+    """
+    if out is not None:
+        raise NotImplementedError("round: out= is not supported (funcgrad arrays are immutable)")
+    a = operand(a)
+    if not isinstance(a, (bool, int, float)) and a.dtype.kind in "iub":   # integers are already round (JAX)
+        if decimals < 0:
+            raise NotImplementedError("round: integer round is not implemented for decimals < 0 (as in JAX); "
+                                      "convert to float first")
+        return a
+    (x,) = promote_inexact(a)
     if decimals == 0:
         return lax.round_p.bind(x)
     scale = 10.0 ** decimals
@@ -202,22 +231,30 @@ def logical_not(x: Any) -> Any:
 
 
 def where(condition: Any, x: Any = None, y: Any = None, *, size: Any = None, fill_value: Any = None) -> Any:
-    """``x`` where ``condition`` else ``y`` (broadcast together); ``where(condition)`` alone is
-    ``nonzero(condition, size=, fill_value=)``.
+    """``x`` where ``condition`` else ``y`` (broadcast together).  With ``condition`` alone it is
+    ``nonzero(condition, size=, fill_value=)``, as numpy and JAX.
 
     The gradient flows only to the chosen side, but the side not chosen is
     still evaluated: ``where(x > 0, sqrt(x), 0)`` has a NaN gradient at 0
     because sqrt's derivative there is inf and ``0 * inf = NaN``.  Use the
     double-where pattern ``where(x > 0, sqrt(where(x > 0, x, 1)), 0)``.
+
+    >>> fnp.where(fnp.array([True, False]), 1.0, 2.0)      # [1, 2]
     """
-    if x is None or y is None or size is not None or fill_value is not None:   # the one-argument form
-        from funcgrad.numpy._arrays import where_nonzero
-        return where_nonzero(condition, x, y, size, fill_value)
+    if x is None and y is None:
+        fnp = sys.modules["funcgrad.numpy"]   # the package (an import here would be a cycle)
+        if not hasattr(fnp, "nonzero"):
+            raise NotImplementedError("where(condition) with one argument needs funcgrad.numpy.nonzero")
+        return fnp.nonzero(condition, size=size, fill_value=fill_value)
+    if x is None or y is None:
+        raise ValueError("where: either both or neither of x and y should be given")
+    if size is not None or fill_value is not None:
+        raise ValueError("where: size= and fill_value= apply only to the one-argument form where(condition)")
     x, y = promote(x, y)
     return lax.select_p.bind(_truth(condition), x, y)
 
 
-def clip(arr: Any = None, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - JAX's names
+def clip(arr: Any = None, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - JAX's names
     """``minimum(maximum(arr, min), max)`` (JAX's keywords ``min``/``max``; positional
     ``clip(x, lo, hi)`` as numpy's ``a_min``/``a_max``).  At a bound the gradient is 1/2 (ties).
 

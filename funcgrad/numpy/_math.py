@@ -35,7 +35,7 @@ __all__ = [
     "bitwise_left_shift", "bitwise_right_shift", "left_shift", "right_shift",
     "all", "any", "allclose", "isclose", "array_equal", "array_equiv", "isscalar", "iterable",
     "can_cast", "isdtype", "issubdtype", "promote_types", "result_type", "finfo", "iinfo",
-    "vectorize", "apply_along_axis", "apply_over_axes",
+    "vectorize", "apply_along_axis", "apply_over_axes", "frompyfunc", "ufunc",
     "empty", "empty_like", "identity", "tri", "logspace", "geomspace", "fromfunction", "frombuffer", "fromfile",
     "fromiter", "fromstring", "copy", "bartlett", "blackman", "hamming", "hanning", "kaiser",
     "load", "save", "savez", "array_repr", "array_str", "get_printoptions", "set_printoptions", "printoptions",
@@ -54,9 +54,54 @@ def _dtype(x: Any) -> np.dtype:
     return _dtypes.result_type(x)
 
 
+def _float_arrays(*xs: Any) -> list:
+    """:func:`promote_inexact`, then Python scalars as arrays of the common float dtype (for ops like
+    ``lax.abs`` that would otherwise make a default-float array of a scalar)."""
+    xs = promote_inexact(*xs)
+    dtype = _dtypes.result_type(*xs)
+    return [lax.convert_element_type(arr(x), dtype) if isinstance(x, float) else x for x in xs]
+
+
 # ------------------------------------------------------------------ aliases and simple math
 
-acos, asin, atan, atan2, pow = _E.arccos, _E.arcsin, _E.arctan, _E.arctan2, _E.power  # noqa: A001
+def acos(x: Any, /) -> Any:
+    """Alias of :func:`arccos` (the array API's name).
+
+    >>> fnp.acos(fnp.array([1.0]))            # [0]
+    """
+    return _E.arccos(x)
+
+
+def asin(x: Any, /) -> Any:
+    """Alias of :func:`arcsin`.
+
+    >>> fnp.asin(fnp.array([0.0]))            # [0]
+    """
+    return _E.arcsin(x)
+
+
+def atan(x: Any, /) -> Any:
+    """Alias of :func:`arctan`.
+
+    >>> fnp.atan(fnp.array([0.0]))            # [0]
+    """
+    return _E.arctan(x)
+
+
+def atan2(x1: Any, x2: Any, /) -> Any:
+    """Alias of :func:`arctan2`: the angle of the point ``(x2, x1)``.
+
+    >>> fnp.atan2(fnp.array([1.0]), fnp.array([1.0]))   # [0.7854]
+    """
+    return _E.arctan2(x1, x2)
+
+
+def pow(x1: Any, x2: Any, /) -> Any:  # noqa: A001 - the array API's name
+    """Alias of :func:`power`.
+
+    >>> fnp.pow(fnp.array([2.0]), 3)          # [8]
+    """
+    return _E.power(x1, x2)
 
 
 def _inexact_unary(p: Any, name: str, doc: str) -> Any:
@@ -258,7 +303,7 @@ def heaviside(x1: Any, x2: Any, /) -> Any:
 
     >>> fnp.heaviside(fnp.array([-1.0, 0.0, 2.0]), 0.5)   # [0, 0.5, 1]
     """
-    x1, x2 = promote_inexact(x1, x2)
+    x1, x2 = _float_arrays(x1, x2)
     inner = _E.where(_E.isnan(x1), x1, x2)
     return _E.where(_E.less(x1, 0), 0.0, _E.where(_E.greater(x1, 0), 1.0, inner))
 
@@ -268,7 +313,7 @@ def hypot(x1: Any, x2: Any, /) -> Any:
 
     >>> fnp.hypot(fnp.array([3.0]), fnp.array([4.0]))    # [5]
     """
-    x1, x2 = promote_inexact(x1, x2)
+    x1, x2 = _float_arrays(x1, x2)
     x1, x2 = lax.abs(x1), lax.abs(x2)
     any_inf = _E.logical_or(isposinf(x1), isposinf(x2))
     big, small = _E.maximum(x1, x2), _E.minimum(x1, x2)
@@ -316,7 +361,7 @@ def i0(x: Any) -> Any:
     return _E.where(small, series, big)
 
 
-def logaddexp(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+def logaddexp(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
     """``log(exp(x1) + exp(x2))`` without overflow; its gradient is exact at ``x1 == x2`` (1/2 each).
 
     >>> fnp.logaddexp(fnp.array([0.0]), fnp.array([0.0]))   # [log 2]
@@ -326,7 +371,7 @@ def logaddexp(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
     return _M.logaddexp_p.bind(*promote_inexact(x1, x2))
 
 
-def logaddexp2(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+def logaddexp2(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
     """``log2(2**x1 + 2**x2)`` without overflow.
 
     >>> fnp.logaddexp2(fnp.array([1.0]), fnp.array([1.0]))  # [2]
@@ -364,7 +409,7 @@ def nextafter(x: Any, y: Any, /) -> Any:
 
     >>> fnp.nextafter(fnp.array([1.0]), 2.0)             # [1.0000001]
     """
-    return lax.nextafter(*promote_inexact(x, y))
+    return lax.nextafter(*_float_arrays(x, y))    # in the result dtype: float32's next float, not float64's
 
 
 def signbit(x: Any, /) -> Any:
@@ -390,12 +435,12 @@ def copysign(x1: Any, x2: Any, /) -> Any:
 
     >>> fnp.copysign(fnp.array([1.0, -2.0]), fnp.array([-0.0, 3.0]))   # [-1, 2]
     """
-    x1, x2 = promote_inexact(x1, x2)
+    x1, x2 = _float_arrays(x1, x2)
     a = lax.abs(x1)
     return _E.where(signbit(x2), lax.neg(a), a)
 
 
-def sinc(x: Any, /) -> Any:
+def sinc(x: Any) -> Any:
     """``sin(pi x) / (pi x)``, 1 at 0.  Derivatives of every order are finite at 0 (a Taylor
     polynomial is used there, so the first six derivatives at 0 are exact).
 
@@ -416,7 +461,7 @@ def spacing(x: Any, /) -> Any:
 
     >>> fnp.spacing(fnp.array([1.0]))         # [1.1920929e-07]
     """
-    (x,) = promote_inexact(x)
+    (x,) = _float_arrays(x)
     x = lax.stop_gradient(x)
     inf = copysign(np.inf, x)
     result = lax.sub(lax.nextafter(x, inf), x)
@@ -437,7 +482,7 @@ def isinf(x: Any, /) -> Any:
     return lax.eq(lax.abs(x), np.inf)
 
 
-def isposinf(x: Any, /, out: None = None) -> Any:
+def isposinf(x: Any, out: None = None) -> Any:
     """True where ``x`` is +inf.
 
     >>> fnp.isposinf(fnp.array([fnp.inf, -fnp.inf]))     # [True, False]
@@ -448,7 +493,7 @@ def isposinf(x: Any, /, out: None = None) -> Any:
     return lax.eq(x, np.inf) if x.dtype.kind == "f" else _false_like(x)
 
 
-def isneginf(x: Any, /, out: None = None) -> Any:
+def isneginf(x: Any, out: None = None) -> Any:
     """True where ``x`` is -inf.
 
     >>> fnp.isneginf(fnp.array([fnp.inf, -fnp.inf]))     # [False, True]
@@ -487,7 +532,7 @@ def _bitcast(x: Any, dtype: Any) -> Any:
 
 
 def _bitwise(name: str, op_unsigned: Any, op_bool: Any) -> Any:
-    def f(x1: Any, x2: Any, /, out: None = None, where: None = None) -> Any:
+    def f(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
         if out is not None or where is not None:
             raise NotImplementedError(f"{name}: out= and where= are not supported (as in JAX)")
         x, y = _int_args(name, x1, x2)
@@ -566,13 +611,13 @@ def left_shift(x: Any, y: Any, /) -> Any:
                                     dtype)
 
 
-def right_shift(x: Any, y: Any, /) -> Any:
+def right_shift(x1: Any, x2: Any, /) -> Any:
     """Elementwise ``x >> y``: arithmetic (sign-filling) for signed integers, logical for unsigned;
     shifts of the bit width or more give 0 (or -1 for negative signed values).
 
     >>> fnp.right_shift(fnp.array([16, -16]), 2)     # [4, -4]
     """
-    x, y = _int_args("right_shift", x, y)
+    x, y = _int_args("right_shift", x1, x2)
     dtype = _dtypes.result_type(x, y)
     if dtype.kind == "b":
         raise TypeError("right_shift: not supported for bool operands; convert them to integers first")
@@ -807,7 +852,8 @@ def vectorize(pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None
     block, with ``signature`` such as ``"(n),(n)->()"``) and is mapped over all leading dimensions.
 
     ``excluded``: positions (ints) or keyword names (strs) passed to ``pyfunc`` as they are. Other
-    keyword arguments are passed unvectorized too (numpy would vectorize them).
+    keyword arguments are vectorized like the positional ones without a ``signature`` (as numpy;
+    ``jnp.vectorize`` drops them), and passed as they are with one.
 
     >>> dot = fnp.vectorize(lambda a, b: fnp.sum(a * b), signature="(n),(n)->()")
     >>> dot(fnp.ones((4, 3)), fnp.ones(3)).shape            # (4,)
@@ -825,12 +871,18 @@ def vectorize(pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None
         context = f"(on a vectorized function with excluded={excluded!r} and signature={signature!r})"
         static = [(i, args[i]) for i in sorted(e for e in excluded if isinstance(e, int)) if i < len(args)]
         dynamic = [a for i, a in enumerate(args) if i not in excluded]
+        # Keyword arguments not excluded are vectorized too (as numpy; jnp.vectorize drops them) when there
+        # is no signature; with a signature they are passed as they are.
+        mapped = [k for k in kwargs if k not in excluded] if parsed is None else []
+        fixed = {k: v for k, v in kwargs.items() if k not in mapped}
+        n_pos = len(dynamic)
+        dynamic += [kwargs[k] for k in mapped]
 
         def call(*dyn: Any) -> Any:
-            full = list(dyn)
+            full = list(dyn[:n_pos])
             for i, a in static:
                 full.insert(i, a)
-            return pyfunc(*full, **kwargs)
+            return pyfunc(*full, **fixed, **dict(zip(mapped, dyn[n_pos:])))
 
         if parsed is None:
             in_core, out_core = [()] * len(dynamic), None
@@ -962,6 +1014,232 @@ def kaiser(M: int, beta: Any) -> Any:
     return lax.div(i0(lax.mul(beta, lax.convert_element_type(as_array(r), beta.dtype))), i0(beta))
 
 
+class ufunc:
+    """A universal function made from a Python function on scalars (as ``jnp.ufunc``): calling it
+    broadcasts and maps the function over its arguments (:func:`vectorize`), and for binary
+    functions ``reduce``, ``accumulate``, ``outer`` and ``at`` work as numpy's ufunc methods (through
+    ``lax.scan``, so under jit and grad too).
+
+    >>> mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
+    >>> mul_add.reduce(fnp.array([1.0, 2.0, 3.0]))      # ((1*2+1)*3+1) = 10
+    """
+
+    def __init__(self, func: Any, /, nin: int, nout: int, *, name: str | None = None, nargs: int | None = None,
+                 identity: Any = None, call: Any = None, reduce: Any = None, accumulate: Any = None,
+                 at: Any = None, reduceat: Any = None) -> None:
+        if reduceat is not None:
+            raise NotImplementedError("ufunc: a custom reduceat= implementation is not supported")
+        self._func = func
+        self.nin, self.nout = index_arg("ufunc", "nin", nin), index_arg("ufunc", "nout", nout)
+        self.nargs = self.nin if nargs is None else nargs
+        self.identity = identity
+        self.__name__ = name or getattr(func, "__name__", "ufunc")
+        # call: an implementation that broadcasts by itself (else func is vectorized); reduce, accumulate,
+        # at: faster implementations of those methods, with the methods' signatures (as jnp.ufunc).
+        self._call = call if call is not None else vectorize(func)
+        self._reduce, self._accumulate, self._at = reduce, accumulate, at
+
+    def __repr__(self) -> str:
+        return f"<fnp.ufunc '{self.__name__}'>"
+
+    def __call__(self, *args: Any, out: None = None, where: None = None) -> Any:
+        if out is not None or where is not None:
+            raise NotImplementedError(f"{self.__name__}: out= and where= are not supported (as in JAX)")
+        if len(args) != self.nin:
+            raise TypeError(f"{self.__name__}() takes {self.nin} positional arguments, got {len(args)}")
+        return self._call(*args)
+
+    def _binary(self, method: str) -> None:
+        if self.nin != 2 or self.nout != 1:
+            raise ValueError(f"{method} only supported for binary ufuncs with a single output; "
+                             f"{self.__name__} has nin={self.nin}, nout={self.nout}")
+
+    def outer(self, A: Any, B: Any, /) -> Any:
+        """``self(a, b)`` for every pair of elements: shape ``A.shape + B.shape``."""
+        self._binary("outer")
+        A, B = _as_array(A), _as_array(B)
+        return self(lax.reshape(A, tuple(A.shape) + (1,) * B.ndim), B)
+
+    def reduce(self, a: Any, axis: Any = 0, dtype: Any = None, out: None = None, keepdims: bool = False,
+               initial: Any = None, where: Any = None) -> Any:
+        """Fold the function along ``axis`` (None: all axes), from ``initial`` or the first element."""
+        from funcgrad.lax import scan
+        from funcgrad.numpy._base import normalize_axes
+        self._binary("reduce")
+        if out is not None:
+            raise NotImplementedError("reduce: out= is not supported (funcgrad arrays are immutable)")
+        if self._reduce is not None:
+            return self._reduce(a, axis, dtype, out, keepdims, initial, where)
+        x = _as_array(a)
+        if dtype is not None:
+            x = lax.convert_element_type(x, dtype)
+        axes = normalize_axes(f"{self.__name__}.reduce", axis, x.ndim, x)
+        start = initial if initial is not None else self.identity
+        if where is not None:
+            if start is None:
+                raise ValueError(f"reduction operation {self.__name__} does not have an identity, so to use a "
+                                 "where mask one has to specify 'initial'")
+            from funcgrad.numpy._reductions import _mask
+            x = _E.where(_mask(f"{self.__name__}.reduce", where, x), x, start)
+        kept = tuple(i for i in range(x.ndim) if i not in axes)
+        flat = lax.reshape(lax.transpose(x, axes + kept) if x.ndim else x,
+                           (int(np.prod([x.shape[i] for i in axes], dtype=np.int64)),)
+                           + tuple(x.shape[i] for i in kept))
+        if initial is None and flat.shape[0] == 0 and self.identity is None:
+            raise ValueError(f"zero-size array to reduction operation {self.__name__} which has no identity")
+        if initial is None:
+            init, rest = (flat[0], flat[1:]) if flat.shape[0] else (None, flat)
+            if init is None:
+                init = lax.broadcast_to(lax.convert_element_type(_as_array(np.asarray(self.identity)), x.dtype),
+                                        flat.shape[1:])
+        else:
+            init, rest = lax.broadcast_to(lax.convert_element_type(_as_array(np.asarray(initial))
+                                                                   if not _is_value(initial) else initial, x.dtype),
+                                          flat.shape[1:]), flat
+        result, _ = scan(lambda c, v: (self(c, v), None), init, rest)
+        if keepdims:
+            result = lax.reshape(result, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+        return result
+
+    def accumulate(self, a: Any, axis: int = 0, dtype: Any = None, out: None = None) -> Any:
+        """The running fold along ``axis`` (``accumulate(add)`` is ``cumsum``)."""
+        from funcgrad.lax import scan
+        from funcgrad.numpy._base import normalize_axis
+        from funcgrad.numpy._shape import concatenate, moveaxis
+        self._binary("accumulate")
+        if out is not None:
+            raise NotImplementedError("accumulate: out= is not supported (funcgrad arrays are immutable)")
+        if self._accumulate is not None:
+            return self._accumulate(a, axis, dtype)
+        x = _as_array(a)
+        if dtype is not None:
+            x = lax.convert_element_type(x, dtype)
+        axis = normalize_axis(f"{self.__name__}.accumulate", axis, x.ndim, x)
+        front = moveaxis(x, axis, 0)
+        if front.shape[0] == 0:
+            return x
+
+        def step(c: Any, v: Any) -> tuple:
+            c = self(c, v)
+            return c, c
+        _, ys = scan(step, front[0], front[1:])
+        return moveaxis(concatenate([lax.reshape(front[0], (1,) + tuple(front.shape[1:])), ys]), 0, axis)
+
+    def at(self, a: Any, indices: Any, b: Any = None, /, *, inplace: bool = True) -> Any:
+        """A new array: ``a`` with ``self(a[indices], b)`` applied at each index in turn (repeated indices
+        apply repeatedly).  ``inplace=False`` is required, as in JAX (arrays are immutable).  The
+        indices must be concrete."""
+        from funcgrad.lax import scan
+        if inplace:
+            raise NotImplementedError("ufunc.at: funcgrad arrays are immutable; pass inplace=False to get the "
+                                      "result as a new array")
+        if self.nout != 1 or self.nin != (1 if b is None else 2):
+            raise ValueError(f"ufunc.at: {self.__name__} (nin={self.nin}, nout={self.nout}) does not match the "
+                             "given arguments")
+        if self._at is not None:
+            return self._at(a, indices, b)
+        x = _as_array(a)
+        if isinstance(indices, Tracer):
+            raise TypeError("ufunc.at: the indices must be concrete (not traced)")
+        positions = np.arange(x.size).reshape(x.shape)[indices if not isinstance(indices, Array)
+                                                       else np.asarray(indices)]
+        pos = _as_array(np.ravel(positions).astype(np.int32))
+        flat = lax.reshape(x, (x.size,))
+        if b is None:
+            def step(c: Any, p: Any) -> tuple:
+                return c.at[p].set(self(c[p])), None
+            out, _ = scan(step, flat, pos)
+        else:
+            vals = lax.broadcast_to(_as_array(b) if not isinstance(b, (bool, int, float)) else
+                                    lax.convert_element_type(_as_array(np.asarray(b)), x.dtype), positions.shape)
+            vals = lax.reshape(vals, (positions.size,))
+
+            def step(c: Any, pv: Any) -> tuple:
+                p, v = pv
+                return c.at[p].set(self(c[p], v)), None
+            out, _ = scan(step, flat, (pos, vals))
+        return lax.reshape(out, x.shape)
+
+    def reduceat(self, a: Any, indices: Any, axis: int = 0, dtype: Any = None, out: None = None) -> Any:
+        """Not implemented (numpy's reduceat); raises NotImplementedError."""
+        raise NotImplementedError("ufunc.reduceat is not implemented in funcgrad; use reduce on slices")
+
+
+def _install_ufunc_methods() -> None:
+    """numpy's ufunc methods on funcgrad.numpy's binary functions: ``fnp.add.reduce``,
+    ``fnp.multiply.outer``, ``fnp.logaddexp.reduce``, ``fnp.add.at(x, i, v, inplace=False)``, ...
+    (as ``jnp.add`` etc. are ``jnp.ufunc`` objects).  Sums, products, extremes and logsumexp reduce
+    with their reductions; the others fold with ``lax.scan``."""
+    from funcgrad.lax import cummax, cummin, cumprod
+    from funcgrad.numpy import _reductions as R
+    from funcgrad.numpy._base import normalize_axis
+
+    def red(f: Any) -> Any:
+        return lambda a, axis, dtype, out, keepdims, initial, where: f(
+            a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
+
+    def extreme(f: Any) -> Any:
+        def r(a: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any, where: Any) -> Any:
+            x = _as_array(a) if dtype is None else lax.convert_element_type(_as_array(a), dtype)
+            return f(x, axis=axis, keepdims=keepdims, initial=initial, where=where)
+        return r
+
+    def boolean(f: Any) -> Any:
+        def r(a: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any, where: Any) -> Any:
+            if initial is not None:
+                raise NotImplementedError(f"{f.__name__}.reduce: initial= is not supported")
+            return f(a, axis=axis, keepdims=keepdims, where=where)
+        return r
+
+    def logsumexp_reduce(a: Any, axis: Any, dtype: Any, out: Any, keepdims: bool, initial: Any,
+                         where: Any) -> Any:
+        x = _as_array(a) if dtype is None else lax.convert_element_type(_as_array(a), dtype)
+        result = R.logsumexp(x, axis=axis, keepdims=keepdims, where=where)
+        return result if initial is None else logaddexp(result, initial)
+
+    def scan_acc(f: Any, name: str) -> Any:
+        def acc(a: Any, axis: int, dtype: Any) -> Any:
+            x = _as_array(a) if dtype is None else lax.convert_element_type(_as_array(a), dtype)
+            return f(x, axis=normalize_axis(f"{name}.accumulate", axis, x.ndim, x))
+        return acc
+
+    def at_add(a: Any, indices: Any, b: Any) -> Any:
+        return _as_array(a).at[indices].add(b)
+
+    fast = {
+        _E.add: (0, red(R.sum), scan_acc(lambda x, axis: R.cumsum(x, axis), "add"), at_add),
+        _E.multiply: (1, red(R.prod), scan_acc(cumprod, "multiply"), None),
+        _E.maximum: (None, extreme(R.max), scan_acc(cummax, "maximum"), None),
+        _E.minimum: (None, extreme(R.min), scan_acc(cummin, "minimum"), None),
+        _E.logical_and: (True, boolean(R.all), None, None),
+        _E.logical_or: (False, boolean(R.any), None, None),
+        logaddexp: (-np.inf, logsumexp_reduce, None, None),
+    }
+    binaries = [_E.subtract, _E.divide, _E.floor_divide, _E.mod, _E.power, _E.arctan2, _E.logical_xor,
+                _E.equal, _E.not_equal, _E.less, _E.less_equal, _E.greater, _E.greater_equal, fmax, fmin, fmod,
+                hypot, copysign, heaviside, logaddexp2, nextafter, float_power, ldexp, gcd, lcm, bitwise_and,
+                bitwise_or, bitwise_xor, left_shift, right_shift]
+    identities = {bitwise_or: 0, bitwise_xor: 0, bitwise_and: -1, gcd: 0, _E.logical_xor: False}
+    for f in list(fast) + binaries:
+        identity, reduce, accumulate, at = fast.get(f, (identities.get(f), None, None, None))
+        u = ufunc(f, 2, 1, name=f.__name__, identity=identity, call=f, reduce=reduce, accumulate=accumulate,
+                  at=at)
+        f.reduce, f.accumulate, f.outer, f.at, f.reduceat = u.reduce, u.accumulate, u.outer, u.at, u.reduceat
+        f.nin, f.nout, f.nargs, f.identity = 2, 1, 2, identity
+
+
+def frompyfunc(func: Any, /, nin: int, nout: int, *, identity: Any = None) -> ufunc:
+    """A :class:`ufunc` from a Python function on scalars with ``nin`` inputs and ``nout`` outputs.
+
+    >>> add = fnp.frompyfunc(lambda a, b: a + b, 2, 1, identity=0)
+    >>> add.outer(fnp.arange(2.0), fnp.arange(3.0)).shape          # (2, 3)
+    """
+    return ufunc(func, nin, nout, identity=identity)
+
+
+_install_ufunc_methods()
+
+
 # ------------------------------------------------------------------ io and printing (numpy's, on concrete arrays)
 
 save, savez = np.save, np.savez
@@ -990,7 +1268,7 @@ def _concrete(name: str, x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-def array_repr(arr: Any, max_line_width: Any = None, precision: Any = None, suppress_small: Any = None) -> str:  # noqa: F811
+def array_repr(arr: Any, max_line_width: Any = None, precision: Any = None, suppress_small: Any = None) -> str:
     """numpy's ``array_repr`` of a concrete array, with ``Array(`` for ``array(``.
 
     >>> fnp.array_repr(fnp.array([1.0, 2.0]))     # 'Array([1., 2.], dtype=float32)'

@@ -175,13 +175,19 @@ def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initi
 
 def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
          where: Any = None) -> Any:
-    """Alias of :func:`max`."""
+    """Alias of :func:`max`.
+
+    >>> fnp.amax(fnp.array([1.0, 3.0]))                              # 3
+    """
     return _extreme("amax", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
 
 
 def amin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
          where: Any = None) -> Any:
-    """Alias of :func:`min`."""
+    """Alias of :func:`min`.
+
+    >>> fnp.amin(fnp.array([1.0, 3.0]))                              # 1
+    """
     return _extreme("amin", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
 
 
@@ -215,6 +221,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
     _no_out("mean", out)
     x = _inexact(arr(a), dtype)
+    normalize_axes("mean", axis, x.ndim, x)   # errors name mean, not the inner sum
     total = sum(_masked("mean", x, where, 0.0), axis, keepdims=keepdims)
     return lax.div_p.bind(total, _where_count("mean", x, axis, keepdims, where))
 
@@ -235,6 +242,8 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
 
     >>> fnp.var(fnp.array([1.0, 2.0, 4.0]), ddof=1)                  # 2.3333
     """
+    if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
+        dtype, keepdims, out, ddof = None, bool(dtype), None, out   # the older (x, axis, keepdims, ddof)
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
     _no_out("var", out)
     return _variance("var", a, axis, dtype, _ddof("var", ddof, correction), keepdims, where, mean)
@@ -270,6 +279,8 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
 
     >>> fnp.std(fnp.array([1.0, 3.0]))                               # 1
     """
+    if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
+        dtype, keepdims, out, ddof = None, bool(dtype), None, out   # the older (x, axis, keepdims, ddof)
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
     _no_out("std", out)
     return lax.sqrt_p.bind(_variance("std", a, axis, dtype, _ddof("std", ddof, correction), keepdims, where, mean))

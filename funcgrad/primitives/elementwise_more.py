@@ -13,9 +13,9 @@ import numpy as np
 
 from funcgrad._core import zeros_like
 from funcgrad._dtypes import describe
-from funcgrad.primitives.elementwise import (_declare, _same_dtype, add, binary, ceil_p, div, exp, floor_p,
-                                             isnan_p, logistic, lt_p, mul, select, sqrt, sub, unary)
 from funcgrad._dtypes import result_type
+from funcgrad.primitives.elementwise import (_declare, add, binary, ceil_p, convert, div, exp2_p, floor_p, isnan_p,
+                                             logistic, lt_p, mul, select, sqrt, sub, unary)
 
 
 def _rsqrt_prod(x: Any) -> Any:
@@ -103,18 +103,16 @@ frexp_exponent_p = _declare("frexp_exponent", _frexp_exponent, _float_only("frex
 def _mantissa_jvp(primals, tangents):
     # mantissa = x * 2**-e with e piecewise constant: d mantissa = t * 2**-e (JAX's rule).
     (x,), (t,) = primals, tangents
-    m = frexp_mantissa_p.bind(x)
-    e = frexp_exponent_p.bind(x)
-    from funcgrad.primitives.elementwise import convert, exp2_p
-    scale = exp2_p.bind(sub(0.0, convert(e, result_type(x))))
-    return m, mul(t, scale)
+    return frexp_mantissa_p.bind(x), mul(t, _inverse_scale(x))
 
 
 def _mantissa_vjp(ct, primals, m, needs):
-    from funcgrad.primitives.elementwise import convert, exp2_p
-    x = primals[0]
-    e = frexp_exponent_p.bind(x)
-    return (mul(ct, exp2_p.bind(sub(0.0, convert(e, result_type(x))))),)
+    return (mul(ct, _inverse_scale(primals[0])),)
+
+
+def _inverse_scale(x: Any) -> Any:
+    """``2 ** -exponent(x)``: the mantissa's derivative."""
+    return exp2_p.bind(sub(0.0, convert(frexp_exponent_p.bind(x), result_type(x))))
 
 
 frexp_mantissa_p.jvp, frexp_mantissa_p.vjp = _mantissa_jvp, _mantissa_vjp
@@ -122,4 +120,3 @@ frexp_mantissa_p.jvp, frexp_mantissa_p.vjp = _mantissa_jvp, _mantissa_vjp
 __all__ = ["arccosh_p", "arcsinh_p", "arctanh_p", "cbrt_p", "fmod_p", "frexp_exponent_p", "frexp_mantissa_p",
            "gcd_p", "lcm_p", "logaddexp_p", "population_count_p"]
 
-del _same_dtype, exp
