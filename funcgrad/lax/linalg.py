@@ -14,7 +14,7 @@ import numpy as np
 
 from funcgrad._core import Array as _Array, Tracer, as_array
 from funcgrad.primitives import decompositions as _D
-from funcgrad.primitives.decompositions import (cholesky_p, eigh_p, expm_p, hessenberg_p, lu_p, permutation_matrix,
+from funcgrad.primitives.decompositions import (cholesky_p, eig_p, eigh_p, expm_p, hessenberg_p, lu_p, permutation_matrix,
                                                 qr_p, schur_p, svd_p, triangular_solve_p)
 from funcgrad.primitives.elementwise import add, mul
 from funcgrad.primitives.linalg import matmul
@@ -25,7 +25,7 @@ Array = Any
 __all__ = ["cholesky", "eigh", "expm", "lu", "lu_pivots_to_permutation", "permutation_matrix", "qr", "svd",
            "triangular_solve",
            "cholesky_p", "eigh_p", "expm_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p", "schur", "schur_p",
-           "hessenberg_p", "tridiagonal_solve"]
+           "hessenberg_p", "tridiagonal_solve", "eig", "eig_p"]
 
 
 def _T(x: Array) -> Array:
@@ -70,6 +70,25 @@ def eigh(x: Array, *, lower: bool = True, symmetrize_input: bool = True, sort_ei
         x = _T(x)
     w, v = eigh_p.bind(x)
     return v, w
+
+
+def eig(x: Array, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False, implementation: Any = None, use_magma: Any = None) -> list:
+    """Eigendecomposition of general square (..., n, n) matrices: ``[w, vl, vr]`` (the vectors as asked),
+    complex (complex64 for float32 input, complex128 for float64). ``vr[..., :, j]`` is a right eigenvector
+    (``x @ vr = vr * w``), ``vl[..., :, j]`` a left one (``vl^H x = w * vl^H``), each of unit norm with its
+    largest component real (LAPACK geev). Eigenvalues are differentiable; eigenvectors only with
+    ``enable_eigvec_derivs=True`` (as JAX: valid for distinct eigenvalues, through geev's normalisation).
+
+    >>> w, vr = eig(fnp.array([[0.0, 1.0], [-1.0, 0.0]]), compute_left_eigenvectors=False)   # w = [1j, -1j]
+    """
+    if implementation is not None:
+        raise NotImplementedError("eig: implementation= is not supported (LAPACK geev is always used)")
+    params = dict(compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                  compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                  enable_eigvec_derivs=bool(enable_eigvec_derivs))
+    _checked(eig_p, x, **params)
+    return list(eig_p.bind(x, **params))
 
 
 def lu(x: Array) -> tuple[Array, Array, Array]:

@@ -28,7 +28,9 @@ import scipy.linalg
 
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe, result_type
-from funcgrad.primitives.elementwise import add, convert, div, eq_p, mul, neg, sub
+from funcgrad.primitives.elementwise import (abs_p, add, complex_, conj, convert, div, eq_p, imag, mul, neg, real,
+                                            sub)
+from funcgrad.primitives.reduce import argmax_p
 from funcgrad.primitives.indexing import concatenate_p, static_slice
 from funcgrad.primitives.linalg import matmul
 from funcgrad.primitives.shape import broadcast_to, reduce_sum, reshape, shape_of, transpose, unbroadcast
@@ -93,6 +95,13 @@ def _float(name: str, *xs: Any) -> None:
     for x in xs:
         if x.dtype.kind != "f":
             raise TypeError(f"{name}: expected float arrays, got {describe(x)}; convert with .astype(float)")
+
+
+def _inexact(name: str, *xs: Any) -> None:
+    for x in xs:
+        if x.dtype.kind not in "fc":
+            raise TypeError(f"{name}: expected float or complex arrays, got {describe(x)}; convert with "
+                            ".astype(float)")
 
 
 # ------------------------------------------------------------------ impl helpers (numpy)
@@ -174,7 +183,7 @@ def _trsolve_impl(a, b, *, lower, transpose_a, unit_diagonal):
 
 
 def _trsolve_aval(a, b, *, lower, transpose_a, unit_diagonal):
-    _float("triangular_solve", a, b)
+    _inexact("triangular_solve", a, b)
     n = _square("triangular_solve", a)
     sb = shape_of(b)
     if len(sb) < 2 or sb[-2] != n:
@@ -315,7 +324,7 @@ def _lu_impl(a):
 
 
 def _lu_aval(a):
-    _float("lu", a)
+    _inexact("lu", a)
     s = shape_of(a)
     if len(s) < 2:
         raise ValueError(f"lu: expected a matrix or a stack of them (shape (..., m, n)), got {describe(a)}")
@@ -785,3 +794,201 @@ def hessenberg(a: Any) -> Any:
 
 
 __all__ += ["hessenberg", "hessenberg_p", "schur", "schur_p"]
+
+# ================================================================== eig (general matrices, complex results)
+#
+# ``eig_p``: eigenvalues ``w`` and (optionally) left / right eigenvectors of a general square matrix
+# (LAPACK geev: each vector has unit 2-norm and a real largest-magnitude component). Outputs are complex
+# (complex64 for float32/complex64 input, complex128 for float64/complex128). Derivatives as JAX's
+# ``eig_jvp_rule``: eigenvalues always (dw = diag(V^-1 dA V)); eigenvectors only with
+# ``enable_eigvec_derivs=True`` (differentiating through geev's normalisation). The reverse rule is the
+# transpose of that tangent map, under JAX's convention (the pairing Re(sum(x * y)), no conjugation).
+
+eig_p = Primitive("eig", multiple_results=True)
+
+
+def _complex_of(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return dtype
+    return np.dtype(np.complex128) if dtype == np.float64 else np.dtype(np.complex64)
+
+
+def _eig_one(a, left, right):
+    n = a.shape[-1]
+    cd = _complex_of(a.dtype)
+    try:
+        if not np.all(np.isfinite(a)):
+            raise ValueError("not finite")
+        w, vl, vr = scipy.linalg.eig(a, left=True, right=True, check_finite=False)
+    except (np.linalg.LinAlgError, ValueError):
+        nan = np.full((n, n), np.nan, cd)
+        w, vl, vr = np.full((n,), np.nan, cd), nan, nan
+    if not np.all(np.isfinite(w)):
+        w = np.full((n,), np.nan, cd)
+    out = [w.astype(cd)]
+    if left:
+        out.append(vl.astype(cd))
+    if right:
+        out.append(vr.astype(cd))
+    return tuple(out)
+
+
+@_quiet
+def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs):
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    batch, n = a.shape[:-2], a.shape[-1]
+    cd = _complex_of(a.dtype)
+    nout = 1 + left + right
+    if _empty_batch(batch) or n == 0:
+        return [np.zeros(batch + (n,), cd)] + [np.zeros(a.shape, cd) for _ in range(nout - 1)]
+    if not left and not _empty_batch(batch):
+        try:   # numpy's stacked geev (no left eigenvectors there)
+            if right:
+                w, v = np.linalg.eig(a)
+                return [np.asarray(w, cd), np.asarray(v, cd)]
+            return [np.asarray(np.linalg.eigvals(a), cd)]
+        except np.linalg.LinAlgError:
+            pass
+    out = _loop(lambda x: _eig_one(x, left, right), [a], [2], nout)
+    if not batch:
+        return [np.asarray(o) for o in out]
+    return [np.asarray(o, cd) for o in out]
+
+
+def _eig_aval(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs):
+    _inexact("eig", a)
+    n = _square("eig", a)
+    cd = _complex_of(a.dtype)
+    out = [ShapedArray(shape_of(a)[:-2] + (n,), cd)]
+    out += [ShapedArray(shape_of(a), cd)] * (int(compute_left_eigenvectors) + int(compute_right_eigenvectors))
+    return out
+
+
+def _csolve(a: Any, b: Any) -> Any:
+    """x with a @ x = b through the LU primitive (float or complex, differentiable); a (..., n, n)."""
+    lu_, _, perm = lu_p.bind(a)
+    y = triangular_solve(lu_, matmul(permutation_matrix(perm, a.dtype), b), lower=True, unit_diagonal=True)
+    return triangular_solve(lu_, y, lower=False)
+
+
+def _H(x: Any) -> Any:
+    return conj(_T(x))
+
+
+def _cplx(x: Any, dtype: Any) -> Any:
+    return x if x.dtype == dtype else convert(x, dtype)
+
+
+def _colsum(x: Any) -> Any:
+    """(..., n, k) -> (..., k): sum over the rows."""
+    return reduce_sum(x, (len(shape_of(x)) - 2,))
+
+
+def _eig_parts(w: Any, v: Any) -> tuple[Any, Any, Any]:
+    """F (1 / (w_j - w_i), 0 on the diagonal), the argmax-row mask M of |v| per column, and
+    r = Re(sum_i M_ij v_ij) (the real largest component of each column)."""
+    n = shape_of(w)[-1]
+    eye = _eye(n, w.dtype)
+    f = sub(div(1.0, add(sub(_row(w), _T(_row(w))), eye)), eye)
+    nd = len(shape_of(v))
+    k = argmax_p.bind(abs_p.bind(v), axis=nd - 2)                       # (..., n)
+    m = convert(eq_p.bind(_row(k), reshape(np.arange(n), (n, 1)).astype(k.dtype)), v.dtype)
+    r = real(_colsum(mul(m, v)))
+    return f, m, r
+
+
+def _eig_vec_jvp(w: Any, v: Any, da: Any) -> tuple[Any, Any]:
+    """JAX's ``_eig_vec_jvp``: (dw, dv) of the right eigenpairs (w, v) of A for a complex tangent dA."""
+    f, m, r = _eig_parts(w, v)
+    p = _csolve(v, matmul(da, v))
+    dw = _diag(p)
+    u = matmul(v, mul(f, p))
+    c = complex_(neg(real(_colsum(mul(conj(v), u)))), div(neg(imag(_colsum(mul(m, u)))), r))
+    return dw, add(u, mul(v, _row(c)))
+
+
+def _eig_vec_vjp(w: Any, v: Any, cw: Any, cv: Any) -> Any:
+    """The transpose of ``_eig_vec_jvp`` (pairing Re(sum(x * y))): cotangent of dA for (cw, cv)."""
+    f, m, r = _eig_parts(w, v)
+    cp = None
+    if cv is not None:
+        gc = _colsum(mul(v, cv))                                    # cotangent of c
+        re, im = real(gc), imag(gc)
+        cu = add(cv, mul(conj(v), _row(_cplx(neg(re), v.dtype))))
+        cu = add(cu, mul(m, _row(complex_(mul(re, 0.0), neg(div(im, r))))))
+        cp = mul(f, matmul(_T(v), cu))
+    if cw is not None:
+        cp = _diag_embed(cw) if cp is None else add(cp, _diag_embed(cw))
+    if cp is None:
+        return None
+    # P = V^-1 dA V  =>  ct_dA = V^-T ct_P V^T
+    return _csolve(_T(v), matmul(cp, _T(v)))
+
+
+def _eig_full(a: Any, left: bool) -> list:
+    return eig_p.bind(a, compute_left_eigenvectors=left, compute_right_eigenvectors=True, enable_eigvec_derivs=True)
+
+
+def _eig_check(left, right, enable):
+    if (left or right) and not enable:
+        raise NotImplementedError(
+            "eig: derivatives of non-symmetric eigenvectors are only valid under assumptions on the input that "
+            "cannot be checked (as in JAX): pass enable_eigvec_derivs=True to funcgrad.lax.linalg.eig to opt in, "
+            "or differentiate only eigenvalues with funcgrad.numpy.linalg.eigvals")
+
+
+def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs):
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    _eig_check(left, right, enable_eigvec_derivs)
+    (a,), (ta,) = primals, tangents
+    outs = _eig_full(a, left)
+    w, vr = outs[0], outs[-1]
+    da = _cplx(ta, w.dtype)
+    dw, dvr = _eig_vec_jvp(w, vr, da)
+    prim, tan = [w], [dw]
+    if left:
+        _, dvl = _eig_vec_jvp(conj(w), outs[1], _H(da))
+        prim.append(outs[1])
+        tan.append(dvl)
+    if right:
+        prim.append(vr)
+        tan.append(dvr)
+    return prim, tan
+
+
+def _eig_vjp(cts, primals, outs, needs, *, compute_left_eigenvectors, compute_right_eigenvectors,
+             enable_eigvec_derivs):
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    _eig_check(left, right, enable_eigvec_derivs)
+    (a,) = primals
+    cts = list(cts)
+    cw = cts[0]
+    cvl = cts[1] if left else None
+    cvr = cts[-1] if right else None
+    if cw is None and cvl is None and cvr is None:
+        return (None,)
+    w, vr = (outs[0], outs[-1]) if right else _eig_full(a, False)
+    ca = _eig_vec_vjp(w, vr, cw, cvr) if (cw is not None or cvr is not None) else None
+    if cvl is not None:
+        cl = _H(_eig_vec_vjp(conj(w), outs[1], None, cvl))
+        ca = cl if ca is None else add(ca, cl)
+    if a.dtype.kind != "c":
+        ca = convert(real(ca), a.dtype)
+    return (ca,)
+
+
+eig_p.impl, eig_p.abstract_eval = _eig_impl, _eig_aval
+eig_p.jvp, eig_p.vjp = _eig_jvp, _eig_vjp
+eig_p.batch = _batch_front(eig_p)
+
+
+def eig(a: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False) -> list:
+    """Eigenvalues and eigenvectors ``[w, (vl), (vr)]`` of general square matrices (complex results)."""
+    return eig_p.bind(a, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                      compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                      enable_eigvec_derivs=bool(enable_eigvec_derivs))
+
+
+__all__ += ["eig", "eig_p"]
