@@ -5,8 +5,9 @@ As in JAX, nothing raises LinAlgError: singular systems give inf/NaN, a matrix t
 definite gives a NaN Cholesky factor. ``overwrite_*``/``check_finite`` are accepted and ignored (they
 have no meaning for immutable arrays), as in JAX.
 
-Not available: the functions with complex results (``sqrtm``, ``funm``, ``rsf2csf``, ``dft``) and
-generalized eigenproblems (``eigh(a, b)``, not in JAX either).
+``sqrtm``, ``funm``, ``rsf2csf`` and ``schur(output='complex')`` return complex arrays (as JAX) and
+have no derivatives (as JAX: they go through the Schur decomposition); ``dft`` is a constant.
+Not available: generalized eigenproblems (``eigh(a, b)``, not in JAX either).
 """
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from funcgrad.numpy._elementwise import abs, divide, multiply, subtract, where
 from funcgrad.numpy._shape import broadcast_to, concatenate, ravel, reshape
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
+from funcgrad.primitives import decompositions as _D
+import funcgrad.numpy as _fnp
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
+__all__ = ["dft", "funm", "rsf2csf", "sqrtm", "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
            "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "hadamard", "hankel",
            "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor",
            "lu_solve", "pascal", "polar", "qr", "qr_multiply", "schur", "solve", "solve_sylvester",
@@ -346,13 +349,119 @@ def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, con
 
 
 def schur(a: Any, output: str = "real") -> tuple[Any, Any]:
-    """Real Schur form ``(t, z)`` with ``a = z @ t @ z.T`` (forward only; no derivatives, as in JAX).
+    """Schur decomposition ``(t, z)`` with ``a = z @ t @ z^H`` (forward only; no derivatives, as in JAX):
+    ``output='real'``: real quasi-triangular ``t`` for real ``a``; ``output='complex'``: complex upper-triangular
+    ``t`` (complex64 for float32 input, complex128 for float64). A complex ``a`` always gives the complex form.
 
     >>> t, z = schur(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> tc, zc = schur(fnp.array([[0.0, 1.0], [-1.0, 0.0]]), output="complex")   # diag(tc) = [1j, -1j]
     """
-    if output != "real":
-        raise NotImplementedError("scipy.linalg.schur: only output='real' is supported (no complex arrays)")
-    return _L.schur(_square("schur", a))
+    if output not in ("real", "complex"):
+        raise ValueError(f"scipy.linalg.schur: output must be 'real' or 'complex', got {output!r}")
+    a = _square("schur", a)
+    if output == "complex":
+        a = a.astype(_D._complex_of(a.dtype))
+    return _L.schur(a)
+
+
+def _complex_dtype_of(a: Any) -> Any:
+    return _D._complex_of(a.dtype)
+
+
+def sqrtm(A: Any, blocksize: int = 1) -> Any:
+    """Principal matrix square root ``X`` (``X @ X = A``) of square (..., n, n) matrices, always complex (as JAX:
+    complex64 for float32 input, complex128 for float64); computed by scipy (Schur method). No derivatives
+    (as in JAX). A matrix with a non-finite entry gives NaN.
+
+    >>> sqrtm(fnp.array([[4.0, 0.0], [0.0, 9.0]]))   # [[2, 0], [0, 3]] as complex
+    """
+    if blocksize > 1:
+        raise NotImplementedError("scipy.linalg.sqrtm: the blocked version (blocksize > 1) is not implemented "
+                                  "(as in JAX)")
+    A = _square("sqrtm", A)
+    return _D.sqrtm_p.bind(A)
+
+
+def rsf2csf(T: Any, Z: Any, check_finite: bool = True) -> tuple[Any, Any]:
+    """Real Schur form ``(T, Z)`` (from ``schur``) -> complex Schur form ``(T2, Z2)`` with ``T2`` upper
+    triangular and ``Z2 @ T2 @ Z2^H == Z @ T @ Z^T``; (..., n, n) each, complex. No derivatives.
+
+    >>> T2, Z2 = rsf2csf(*schur(fnp.array([[0.0, 1.0], [-1.0, 0.0]])))
+    """
+    T, Z = promote_inexact(arr(T), arr(Z))
+    for name, x in (("T", T), ("Z", Z)):
+        if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"scipy.linalg.rsf2csf: {name} must be a square matrix (shape (..., n, n)), got "
+                             f"{describe(x)}")
+    if T.shape[-1] != Z.shape[-1]:
+        raise ValueError(f"scipy.linalg.rsf2csf: T {describe(T)} and Z {describe(Z)} must have the same size")
+    t2, z2 = _D.rsf2csf_p.bind(T, Z)
+    return t2, z2
+
+
+def funm(A: Any, func: Any, disp: bool = True) -> Any:
+    """Matrix function ``func(A)`` of a square (n, n) matrix, for a scalar function ``func`` applied elementwise
+    (it receives the eigenvalues, a complex (n,) array): complex Schur form, then Parlett's recurrence
+    (as JAX; complex result, no derivatives). ``disp=False``: ``(F, err)`` with an estimate of the relative
+    error (JAX's formula). Inaccurate for close or repeated eigenvalues (as scipy and JAX).
+
+    >>> funm(fnp.array([[1.0, 2.0], [0.0, 3.0]]), fnp.exp)   # equals expm(A), as complex
+    """
+    (A,) = promote_inexact(arr(A))
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"scipy.linalg.funm: expected a square (n, n) matrix, got {describe(A)}")
+    if not callable(func):
+        raise TypeError(f"scipy.linalg.funm: func must be a callable taking the eigenvalues, got "
+                        f"{type(func).__name__}")
+    T, Z = _L.schur(A.astype(_complex_dtype_of(A)))
+    fd = _fnp.asarray(func(_fnp.diagonal(T)))
+    if fd.shape != (A.shape[0],):
+        raise ValueError(f"scipy.linalg.funm: func must map the ({A.shape[0]},) eigenvalues to an array of that "
+                         f"shape, got {describe(fd)}")
+    F = _fnp.diag(fd).astype(T.dtype)
+    F, minden = _D.parlett_p.bind(F, T)
+    F = _linalg.matmul(_linalg.matmul(Z, F), _fnp.conj(_mT(Z)))
+    if disp:
+        return F
+    tol = float(np.finfo(np.float32 if T.dtype == np.complex64 else np.float64).eps)
+    minden = where(minden == 0.0, tol, minden)
+    bound = _fnp.minimum(1.0, _fnp.maximum(tol, (tol / minden) * _nl.norm(_fnp.triu(T, 1), 1)))
+    err = where(_fnp.any(_fnp.isinf(F)), np.inf, bound)
+    return F, err
+
+
+def dft(n: int, scale: str | None = None, *, dtype: Any = None) -> Any:
+    """The n x n discrete Fourier transform matrix ``W[j, k] = exp(-2 pi i j k / n)`` (``dft(n) @ x ==
+    fft(x)``); ``scale``: None, ``'sqrtn'`` (unitary) or ``'n'``. Complex (the default complex dtype:
+    complex64, complex128 with x64, or ``dtype``).
+
+    >>> dft(2)   # [[1, 1], [1, -1]]
+    """
+    if scale is not None and scale not in ("sqrtn", "n"):
+        raise ValueError(f"scipy.linalg.dft: scale must be None, 'sqrtn' or 'n', got {scale!r}")
+    n = _operator_index("dft", n)
+    if n < 0:
+        raise ValueError(f"scipy.linalg.dft: n must be non-negative, got {n}")
+    from funcgrad import _dtypes
+    dt = _dtypes.complex_ if dtype is None else np.dtype(dtype)
+    if dt.kind != "c":
+        raise ValueError(f"scipy.linalg.dft: dtype must be a complex floating-point type, got {dt}")
+    dt = _dtypes.canonicalize(dt)
+    k = np.arange(n)
+    w = np.exp(-2j * np.pi * np.outer(k, k) / max(n, 1))
+    if scale == "sqrtn":
+        w = w / np.sqrt(n)
+    elif scale == "n":
+        w = w / n
+    return _fnp.asarray(w.astype(dt))
+
+
+def _operator_index(name: str, n: Any) -> int:
+    import operator
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise TypeError(f"scipy.linalg.{name}: n must be an integer, got {type(n).__name__} {n!r}") from None
 
 
 def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
