@@ -14,13 +14,18 @@ import numpy as np
 
 from funcgrad._core import Array as _Array, Tracer, as_array
 from funcgrad.primitives import decompositions as _D
-from funcgrad.primitives.decompositions import (cholesky_p, eig_p, eigh_p, expm_p, hessenberg_p, lu_p, permutation_matrix,
-                                                qr_p, schur_p, svd_p, triangular_solve_p)
+from funcgrad.primitives.decompositions import (cholesky_p, eig_p, eigh_p, expm_p, hessenberg_p, lu_p, parlett_p,
+                                                permutation_matrix, qr_p, rsf2csf_p, schur_p, sqrtm_p, svd_p,
+                                                triangular_solve_p)
 from funcgrad.primitives.elementwise import add, mul
 from funcgrad.primitives.linalg import matmul
 from funcgrad.primitives.shape import reshape, shape_of, transpose
 
 Array = Any
+
+# parlett_p, rsf2csf_p, sqrtm_p: forward-only primitives behind funcgrad.scipy.linalg's funm, rsf2csf and sqrtm
+# (no jax.lax.linalg counterparts, so not in __all__).
+_SCIPY_PRIMITIVES = (parlett_p, rsf2csf_p, sqrtm_p)
 
 __all__ = ["cholesky", "eigh", "expm", "lu", "lu_pivots_to_permutation", "permutation_matrix", "qr", "svd",
            "triangular_solve",

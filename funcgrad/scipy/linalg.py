@@ -23,7 +23,6 @@ from funcgrad.numpy._elementwise import abs, divide, multiply, subtract, where
 from funcgrad.numpy._shape import broadcast_to, concatenate, ravel, reshape
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
-from funcgrad.primitives import decompositions as _D
 import funcgrad.numpy as _fnp
 
 __all__ = ["dft", "funm", "rsf2csf", "sqrtm", "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
@@ -360,12 +359,13 @@ def schur(a: Any, output: str = "real") -> tuple[Any, Any]:
         raise ValueError(f"scipy.linalg.schur: output must be 'real' or 'complex', got {output!r}")
     a = _square("schur", a)
     if output == "complex":
-        a = a.astype(_D._complex_of(a.dtype))
+        a = a.astype(_complex_dtype_of(a))
     return _L.schur(a)
 
 
 def _complex_dtype_of(a: Any) -> Any:
-    return _D._complex_of(a.dtype)
+    """complex64 for float32/float16/complex64, complex128 for float64/complex128."""
+    return np.dtype(np.complex128) if a.dtype in (np.float64, np.complex128) else np.dtype(np.complex64)
 
 
 def sqrtm(A: Any, blocksize: int = 1) -> Any:
@@ -379,7 +379,7 @@ def sqrtm(A: Any, blocksize: int = 1) -> Any:
         raise NotImplementedError("scipy.linalg.sqrtm: the blocked version (blocksize > 1) is not implemented "
                                   "(as in JAX)")
     A = _square("sqrtm", A)
-    return _D.sqrtm_p.bind(A)
+    return _L.sqrtm_p.bind(A)
 
 
 def rsf2csf(T: Any, Z: Any, check_finite: bool = True) -> tuple[Any, Any]:
@@ -395,7 +395,7 @@ def rsf2csf(T: Any, Z: Any, check_finite: bool = True) -> tuple[Any, Any]:
                              f"{describe(x)}")
     if T.shape[-1] != Z.shape[-1]:
         raise ValueError(f"scipy.linalg.rsf2csf: T {describe(T)} and Z {describe(Z)} must have the same size")
-    t2, z2 = _D.rsf2csf_p.bind(T, Z)
+    t2, z2 = _L.rsf2csf_p.bind(T, Z)
     return t2, z2
 
 
@@ -419,7 +419,7 @@ def funm(A: Any, func: Any, disp: bool = True) -> Any:
         raise ValueError(f"scipy.linalg.funm: func must map the ({A.shape[0]},) eigenvalues to an array of that "
                          f"shape, got {describe(fd)}")
     F = _fnp.diag(fd).astype(T.dtype)
-    F, minden = _D.parlett_p.bind(F, T)
+    F, minden = _L.parlett_p.bind(F, T)
     F = _linalg.matmul(_linalg.matmul(Z, F), _fnp.conj(_mT(Z)))
     if disp:
         return F
