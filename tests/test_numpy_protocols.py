@@ -174,8 +174,8 @@ def _log10_sum(x):
     return fnp.sum(np.log10(x))
 
 
-def _eig_values(x):
-    return np.linalg.eig(x)[0]
+def _real_if_close(x):
+    return np.real_if_close(x)
 
 
 def _sum_where(x):
@@ -184,14 +184,14 @@ def _sum_where(x):
 
 @pytest.mark.parametrize("f, transform, names", [
     (_log10_sum, "grad", ["numpy.log10", "has no log10"]),
-    (_eig_values, "jit", ["numpy.linalg.eig"]),
+    (_real_if_close, "jit", ["numpy.real_if_close"]),
     (_sum_where, "grad", ["numpy.sum", "where="]),
 ])
 def test_numpy_function_without_funcgrad_equivalent_raises_on_traced_values(f, transform, names):
     x = fnp.asarray([1.0, 2.0, 3.0])
     run = fg.grad(f) if transform == "grad" else fg.jit(f)
     with pytest.raises(fg.TracerArrayConversionError) as info:
-        run(x if f is not _eig_values else fnp.asarray(X))
+        run(x if f is not _real_if_close else fnp.asarray(X))
     msg = str(info.value)
     code = f.__code__
     assert f"inside {transform}" in msg and f"{code.co_filename}:{code.co_firstlineno + 1}" in msg, msg
