@@ -651,3 +651,24 @@ def test_complex_linalg_errors(call, exc, words):
         call()
     for w in words:
         assert w in str(info.value), (w, str(info.value))
+
+
+def test_complex_solves_through_lu(r, x64):
+    # lu / triangular_solve accept complex matrices (needed by eig's rules): solve, inv, det and the scipy
+    # solvers then work on complex input too, with JAX's (unconjugated) cotangent convention.
+    a = 2 * np.eye(3) + 0.3 * (r.standard_normal((3, 3)) + 1j * r.standard_normal((3, 3)))
+    b = r.standard_normal((3, 2)) + 1j * r.standard_normal((3, 2))
+    cclose(L.solve(a, b), np.linalg.solve(a, b))
+    cclose(L.inv(a), np.linalg.inv(a))
+    cclose(L.det(a), np.linalg.det(a))
+    cclose(L.slogdet(a)[0], np.linalg.slogdet(a)[0])
+    for trans in (0, 1, 2, "C"):
+        cclose(fsl.solve_triangular(a, b, trans=trans, lower=True), sl.solve_triangular(a, b, trans=trans, lower=True))
+    for trans in (0, 1, 2):
+        cclose(fsl.lu_solve(fsl.lu_factor(a), b, trans=trans), sl.lu_solve(sl.lu_factor(a), b, trans=trans))
+    x = lax.linalg.triangular_solve(np.triu(a), b.T, left_side=False, lower=False, conjugate_a=True, transpose_a=True)
+    cclose(np.asarray(x) @ np.triu(a).conj().T, b.T)
+    check_grads(lambda m: fnp.sum(fnp.abs(L.solve(m, b)) ** 2), (a,), order=2, modes=("fwd", "rev"))
+    check_grads(lambda m: fnp.abs(L.det(m)), (a,), order=1, modes=("fwd", "rev"))
+    with pytest.raises(TypeError, match="cholesky"):
+        L.cholesky(a @ a.conj().T)

@@ -17,7 +17,7 @@ from funcgrad.primitives import decompositions as _D
 from funcgrad.primitives.decompositions import (cholesky_p, eig_p, eigh_p, expm_p, hessenberg_p, lu_p, parlett_p,
                                                 permutation_matrix, qr_p, rsf2csf_p, schur_p, sqrtm_p, svd_p,
                                                 triangular_solve_p)
-from funcgrad.primitives.elementwise import add, mul
+from funcgrad.primitives.elementwise import add, conj, mul
 from funcgrad.primitives.linalg import matmul
 from funcgrad.primitives.shape import reshape, shape_of, transpose
 
@@ -159,10 +159,12 @@ def svd(x: Array, *, full_matrices: bool = True, compute_uv: bool = True, subset
 def triangular_solve(a: Array, b: Array, *, left_side: bool = False, lower: bool = False,
                      transpose_a: bool = False, conjugate_a: bool = False, unit_diagonal: bool = False) -> Array:
     """Solve ``op(a) @ x = b`` (``left_side``) or ``x @ op(a) = b`` with ``a`` (..., n, n) triangular
-    (``conjugate_a`` is the identity on real arrays).
+    (``op``: transpose if ``transpose_a``, complex conjugate if ``conjugate_a``, the identity on real arrays).
 
     >>> triangular_solve(fnp.eye(2), fnp.ones((2, 3)), left_side=True, lower=True)
     """
+    if conjugate_a and getattr(a, "dtype", np.dtype(float)).kind == "c":
+        a = conj(a)
     if left_side:
         _checked(triangular_solve_p, a, b, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
         return _D.triangular_solve(a, b, lower, transpose_a, unit_diagonal)

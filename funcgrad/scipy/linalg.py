@@ -104,7 +104,7 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False, 
 def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False,
                      overwrite_b: bool = False, debug: Any = None, check_finite: bool = True) -> Any:
     """Solve ``op(a) @ x = b`` with ``a`` triangular (only its ``lower``/upper triangle is read);
-    ``trans`` 0/'N', 1/'T' or 2/'C' (conjugate transpose = transpose for real arrays). b: (n,) or (..., n, k).
+    ``trans`` 0/'N', 1/'T' or 2/'C' (conjugate transpose). b: (n,) or (..., n, k).
     A zero on the diagonal gives inf/NaN.
 
     >>> solve_triangular(fnp.array([[2.0, 0.0], [1.0, 1.0]]), fnp.array([2.0, 3.0]), lower=True)   # [1., 2.]
@@ -116,7 +116,7 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_d
         raise ValueError(f"scipy.linalg.solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
     b2, vec = _as_matrix_rhs("solve_triangular", a, b)
     x = _L.triangular_solve(a, b2, left_side=True, lower=bool(lower), transpose_a=codes[trans],
-                            unit_diagonal=bool(unit_diagonal))
+                            conjugate_a=trans in (2, "C"), unit_diagonal=bool(unit_diagonal))
     return reshape(x, x.shape[:-1]) if vec else x
 
 
@@ -189,7 +189,7 @@ def _linalg_take(x: Any, idx: Any) -> Any:
 
 def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: bool = False,
              check_finite: bool = True) -> Any:
-    """Solve ``a @ x = b`` (``trans`` 1 or 2: ``a.T @ x = b``) given ``lu_factor(a)``. b: (n,) or (..., n, k).
+    """Solve ``a @ x = b`` (``trans`` 1: ``a.T @ x = b``, 2: ``a^H @ x = b``) given ``lu_factor(a)``. b: (n,) or (..., n, k).
 
     >>> lu_solve(lu_factor(fnp.array([[2.0, 0.0], [0.0, 4.0]])), fnp.array([2.0, 2.0]))   # [1., 0.5]
     """
@@ -201,6 +201,8 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: b
         raise ValueError(f"scipy.linalg.lu_solve: trans must be 0, 1 or 2, got {trans!r}")
     b2, vec = _as_matrix_rhs("lu_solve", lu_, b)
     P = _perm_matrix(_pivots_to_perm(lax.convert_element_type(piv, np.int32)), lu_.dtype)
+    if trans == 2 and lu_.dtype.kind == "c":   # a^H x = b: conj(a) = P^T conj(L) conj(U)
+        lu_ = lax.conj(lu_)
     if trans == 0:
         y = _L.triangular_solve(lu_, _linalg.matmul(P, b2), left_side=True, lower=True, unit_diagonal=True)
         x = _L.triangular_solve(lu_, y, left_side=True, lower=False)
