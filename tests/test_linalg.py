@@ -551,6 +551,14 @@ def test_eig_transforms(r, x32):
 def test_eig_non_finite_input_gives_nan(x64):
     w, v = L.eig(np.array([[1.0, np.nan], [0.0, 1.0]]))
     assert np.all(np.isnan(np.asarray(w))) and np.all(np.isnan(np.asarray(v)))
+    # in a stack, only the bad matrix is NaN (eigenvalues only, and with vectors)
+    x = np.stack([np.array([[1.0, np.inf], [0.0, 1.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])])
+    for w in (L.eigvals(x), L.eig(x)[0], lax.linalg.eig(x)[0]):
+        w = np.asarray(w)
+        assert np.all(np.isnan(w[0]))
+        cclose(np.sort_complex(w[1]), np.sort_complex(np.linalg.eigvals(x[1])))
+    cclose(L.eig(np.array([[3.0]])).eigenvectors, [[1.0]])
+    assert L.eig(np.zeros((2, 0, 0))).eigenvalues.shape == (2, 0)
 
 
 # ------------------------------------------------------------------ sqrtm, funm, rsf2csf, schur(complex), dft

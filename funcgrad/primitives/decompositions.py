@@ -851,9 +851,10 @@ def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enabl
             return [np.asarray(np.linalg.eigvals(a), cd)]
         except np.linalg.LinAlgError:
             pass
-    out = _loop(lambda x: _eig_one(x, left, right), [a], [2], nout)
-    if not batch:
-        return [np.asarray(o) for o in out]
+    if nout == 1:
+        out = [_loop(lambda x: _eig_one(x, left, right)[0], [a], [2], 1)]
+    else:
+        out = _loop(lambda x: _eig_one(x, left, right), [a], [2], nout)
     return [np.asarray(o, cd) for o in out]
 
 
