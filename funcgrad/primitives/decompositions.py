@@ -14,6 +14,12 @@ dimensions, so vmap just adds one), and its jvp and vjp rules are written with p
 * ``qr``: ``(Q, R)``; derivatives for ``m >= n`` reduced (or square).
 * ``expm``: the matrix exponential (scipy); its derivative is the Frechet derivative, the upper-right
   block of ``expm([[A, E], [0, A]])`` (and the adjoint uses ``A^T``).
+* ``eig``: eigenvalues and left/right eigenvectors of a general matrix (LAPACK geev), complex outputs;
+  JAX's jvp rule (eigenvectors only with ``enable_eigvec_derivs``) and its transpose.
+* ``schur``, ``hessenberg``, ``sqrtm``, ``rsf2csf``, ``parlett`` (funm's recurrence): forward only.
+
+``lu``, ``triangular_solve``, ``eig``, ``schur``, ``hessenberg`` and ``sqrtm`` also take complex matrices;
+their rules use plain transposes, which is JAX's cotangent convention for complex values (no conjugation).
 
 Derivatives at repeated eigenvalues / singular values are undefined (the rules divide by their
 differences and give inf/NaN), as in JAX; gauge-invariant functions of the vectors are fine elsewhere.
