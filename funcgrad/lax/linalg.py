@@ -185,7 +185,8 @@ def expm(x: Array) -> Array:
 
 def schur(x: Array, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
           select_callable: Any = None) -> Any:
-    """Real Schur decomposition ``(t, z)`` of a square (..., n, n) matrix: ``x = z @ t @ z.T`` (forward only).
+    """Schur decomposition ``(t, z)`` of a square (..., n, n) matrix: ``x = z @ t @ z^H`` (forward only); real
+    (quasi-triangular ``t``) for a real ``x``, complex (triangular ``t``) for a complex one.
 
     >>> t, z = schur(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
     """

@@ -467,7 +467,7 @@ def _operator_index(name: str, n: Any) -> int:
 
 
 def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
-    """Upper Hessenberg form ``h`` (``calc_q``: ``(h, q)`` with ``a = q @ h @ q.T``); forward only.
+    """Upper Hessenberg form ``h`` (``calc_q``: ``(h, q)`` with ``a = q @ h @ q^H``; real or complex); forward only.
 
     >>> h = hessenberg(fnp.ones((3, 3)))
     """
