@@ -34,10 +34,10 @@ from funcgrad.numpy._linalg import cross as _cross, outer as _outer, tensordot a
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
 
-__all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq", "matmul",
-           "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer", "pinv",
-           "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot",
-           "vector_norm", "EigResult", "EighResult", "QRResult", "SlogdetResult", "SVDResult"]
+__all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq",
+           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
+           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace",
+           "vecdot", "vector_norm", "EigResult", "EighResult", "QRResult", "SlogdetResult", "SVDResult"]
 
 EigResult = collections.namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])

@@ -25,11 +25,11 @@ from funcgrad import lax
 from funcgrad.lax import linalg as _L
 import funcgrad.numpy as _fnp
 
-__all__ = ["dft", "funm", "rsf2csf", "sqrtm", "block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
-           "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "hadamard", "hankel",
-           "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor",
-           "lu_solve", "pascal", "polar", "qr", "qr_multiply", "schur", "solve", "solve_sylvester",
-           "solve_triangular", "svd", "toeplitz"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
+           "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "funm",
+           "hadamard", "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu",
+           "lu_factor", "lu_solve", "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur", "solve",
+           "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
 
 _max, _min = builtins.max, builtins.min
 
@@ -189,7 +189,8 @@ def _linalg_take(x: Any, idx: Any) -> Any:
 
 def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: bool = False,
              check_finite: bool = True) -> Any:
-    """Solve ``a @ x = b`` (``trans`` 1: ``a.T @ x = b``, 2: ``a^H @ x = b``) given ``lu_factor(a)``. b: (n,) or (..., n, k).
+    """Solve ``a @ x = b`` (``trans`` 1: ``a.T @ x = b``, 2: ``a^H @ x = b``) given ``lu_factor(a)``.
+    b: (n,) or (..., n, k).
 
     >>> lu_solve(lu_factor(fnp.array([[2.0, 0.0], [0.0, 4.0]])), fnp.array([2.0, 2.0]))   # [1., 0.5]
     """
