@@ -575,6 +575,11 @@ def test_sqrtm_matches_scipy_and_squares_back(r, x64):
     cclose(fg.jit(fsl.sqrtm)(b), fsl.sqrtm(b), 1e-12)
 
 
+def test_sqrtm_without_a_square_root_is_nan(x64):
+    assert np.all(np.isnan(np.asarray(fsl.sqrtm(np.array([[0.0, 1.0], [0.0, 0.0]])))))
+    cclose(fsl.sqrtm(np.zeros((2, 2))), np.zeros((2, 2)))
+
+
 def test_sqrtm_dtype_x32(r, x32):
     assert fsl.sqrtm(spd(r, 3).astype(np.float32)).dtype == np.complex64
 

@@ -812,6 +812,7 @@ __all__ += ["hessenberg", "hessenberg_p", "schur", "schur_p"]
 # transpose of that tangent map, under JAX's convention (the pairing Re(sum(x * y)), no conjugation).
 
 eig_p = Primitive("eig", multiple_results=True)
+_CNAN = complex(np.nan, np.nan)    # what a failed decomposition gives (as JAX: nan+nanj)
 
 
 def _complex_of(dtype: Any) -> np.dtype:
@@ -829,10 +830,10 @@ def _eig_one(a, left, right):
             raise ValueError("not finite")
         w, vl, vr = scipy.linalg.eig(a, left=True, right=True, check_finite=False)
     except (np.linalg.LinAlgError, ValueError):
-        nan = np.full((n, n), np.nan, cd)
-        w, vl, vr = np.full((n,), np.nan, cd), nan, nan
+        nan = np.full((n, n), _CNAN, cd)
+        w, vl, vr = np.full((n,), _CNAN, cd), nan, nan
     if not np.all(np.isfinite(w)):
-        w = np.full((n,), np.nan, cd)
+        w = np.full((n,), _CNAN, cd)
     out = [w.astype(cd)]
     if left:
         out.append(vl.astype(cd))
@@ -1015,8 +1016,9 @@ def _sqrtm_impl(a):
 
     def one(x):
         if not np.all(np.isfinite(x)):
-            return np.full(x.shape, np.nan, cd)
-        return np.asarray(scipy.linalg.sqrtm(x), cd)
+            return np.full(x.shape, _CNAN, cd)
+        out = np.asarray(scipy.linalg.sqrtm(x), cd)
+        return out if np.all(np.isfinite(out)) else np.full(x.shape, _CNAN, cd)   # no square root: NaN (as JAX)
     return np.asarray(_loop(one, [a], [2], 1), cd)
 
 

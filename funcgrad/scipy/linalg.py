@@ -374,7 +374,7 @@ def _complex_dtype_of(a: Any) -> Any:
 def sqrtm(A: Any, blocksize: int = 1) -> Any:
     """Principal matrix square root ``X`` (``X @ X = A``) of square (..., n, n) matrices, always complex (as JAX:
     complex64 for float32 input, complex128 for float64); computed by scipy (Schur method). No derivatives
-    (as in JAX). A matrix with a non-finite entry gives NaN.
+    (as in JAX). A matrix with a non-finite entry, or without a square root (``[[0, 1], [0, 0]]``), gives NaN.
 
     >>> sqrtm(fnp.array([[4.0, 0.0], [0.0, 9.0]]))   # [[2, 0], [0, 3]] as complex
     """
