@@ -67,6 +67,38 @@ def low_rank(rng, shape):
     return (d[..., :, None] * np.eye(n))[..., rng.permutation(n), :]
 
 
+def distinct_real(rng, shape):
+    """Non-symmetric, with distinct real eigenvalues spread over [-2, 2] (S diag(w) S^-1, S well conditioned)."""
+    batch, n = shape[:-2], shape[-1]
+    s = wellcond(rng, shape)
+    w = np.linspace(-2.0, 2.0, n) + 0.1 * rng.uniform(-1, 1, batch + (n,))
+    return (s * w[..., None, :]) @ np.linalg.inv(s)
+
+
+def conj_pairs(rng, shape):
+    """(..., 3, 3) real, eigenvalues a +- b i (b in [1, 1.5]) and one real c far from a: S B S^-1."""
+    batch = shape[:-2]
+    s = wellcond(rng, shape)
+    a, b, c = rng.uniform(-0.5, 0.5, batch), rng.uniform(1.0, 1.5, batch), rng.uniform(1.5, 2.0, batch)
+    blk = np.zeros(shape)
+    blk[..., 0, 0] = blk[..., 1, 1] = a
+    blk[..., 0, 1], blk[..., 1, 0], blk[..., 2, 2] = b, -b, c
+    return s @ blk @ np.linalg.inv(s)
+
+
+def quasi_tri(rng, shape):
+    """A real Schur form: upper triangular but for one 2x2 block [[a, b], [c, a]] with b c < 0."""
+    t = np.triu(rng.standard_normal(shape))
+    t[..., 1, 0] = -rng.uniform(0.5, 1.0, shape[:-2])
+    t[..., 0, 1] = rng.uniform(0.5, 1.0, shape[:-2])
+    t[..., 1, 1] = t[..., 0, 0]
+    return t
+
+
+def orthogonal(rng, shape):
+    return _orthogonal(rng, shape[:-2], shape[-1], shape[-1])
+
+
 def small(rng, shape):
     return 0.5 * rng.standard_normal(shape)
 
@@ -103,6 +135,33 @@ def _qr_fixed(mod, mode="reduced"):
     return f
 
 
+def _eig_sorted(mod):
+    """Eigenvalues sorted by real part (real and imaginary parts) and the |entries| of the matching vectors."""
+    def f(a):
+        w, v = mod.linalg.eig(a)
+        order = mod.argsort(mod.real(w), axis=-1)
+        w = mod.take_along_axis(w, order, axis=-1)
+        v = mod.take_along_axis(mod.abs(v), order[..., None, :], axis=-1)
+        return mod.real(w), mod.imag(w), v
+    return f
+
+
+def _eigvals_parts(mod):
+    def f(a):
+        w = mod.linalg.eigvals(a)
+        return mod.sort(mod.real(w), axis=-1), mod.sort(mod.imag(w), axis=-1)
+    return f
+
+
+def _per_matrix(fn):
+    """A 2-d scipy function over leading dimensions, as complex."""
+    def f(a):
+        if a.ndim == 2:
+            return np.asarray(fn(a), np.complex128)
+        return np.stack([f(x) for x in a])
+    return f
+
+
 def _np_cross(a, b):
     return np.cross(a, b)
 
@@ -126,6 +185,11 @@ def _rows():
         Op("linalg.solve[matrix]", L.solve, nL.solve, [((3, 3), (3, 2)), ((2, 3, 3), (3, 2))], [permuted, normal], **F),
         Op("linalg.eigh", _eigh_fixed(fnp), _eigh_fixed(np), SQ, sym, **F),
         Op("linalg.eigvalsh", L.eigvalsh, nL.eigvalsh, SQ, sym, **F),
+        Op("linalg.eig", _eig_sorted(fnp), _eig_sorted(np), SQ, distinct_real, diff=False, **F),
+        Op("linalg.eigvals", lambda a: fnp.sort(fnp.real(L.eigvals(a)), axis=-1),
+           lambda a: np.sort(np.real(nL.eigvals(a)), axis=-1), SQ, distinct_real, **F),
+        Op("linalg.eigvals[conjugate pairs]", _eigvals_parts(fnp), _eigvals_parts(np), [((3, 3),), ((2, 3, 3),)],
+           conj_pairs, **F),
         Op("linalg.svd", _svd_fixed(fnp), _svd_fixed(np), [((3, 2),), ((2, 3),), ((2, 3, 3),)], separated, **F),
         Op("linalg.svd[compute_uv=False]", lambda a: L.svd(a, compute_uv=False),
            lambda a: nL.svd(a, compute_uv=False), [((3, 2),)], separated, **F),
@@ -212,6 +276,16 @@ def _rows():
         Op("scipy.linalg.polar", fsl.polar, sl.polar, [((3, 3),)], separated, **F),
         Op("scipy.linalg.solve_sylvester", fsl.solve_sylvester, sl.solve_sylvester, [((2, 2), (3, 3), (2, 3))],
            [spd, spd, normal], **F),
+        Op("scipy.linalg.sqrtm", fsl.sqrtm, _per_matrix(sl.sqrtm), SQ, wellcond, diff=False, out="complex", **F),
+        Op("scipy.linalg.sqrtm[negative eigenvalues]", fsl.sqrtm, _per_matrix(sl.sqrtm), [((3, 3),)],
+           lambda rng, s: -spd(rng, s), diff=False, out="complex", **F),
+        Op("scipy.linalg.funm", lambda a: fsl.funm(a, fnp.sin), _per_matrix(lambda a: sl.funm(a, np.sin)),
+           [((3, 3),)], distinct_real, diff=False, out="complex", **F),
+        Op("scipy.linalg.rsf2csf", fsl.rsf2csf, lambda t, z: tuple(np.asarray(x, np.complex128)
+                                                                   for x in sl.rsf2csf(t, z)),
+           [((3, 3), (3, 3))], [quasi_tri, orthogonal], diff=False, out="complex", **F),
+        Op("scipy.linalg.dft", lambda: fsl.dft(4, scale="sqrtn"), lambda: sl.dft(4, scale="sqrtn"), [()],
+           diff=False, out="complex", **F),
         Op("scipy.linalg.block_diag", lambda a, b: fsl.block_diag(a, b), lambda a, b: sl.block_diag(a, b),
            [((2, 3), (2,))]),
         Op("scipy.linalg.toeplitz", fsl.toeplitz, sl.toeplitz, [((3,), (4,))]),
@@ -223,6 +297,6 @@ def _rows():
 
 OPS: list = _rows()
 PUBLIC: list[str] = [f"linalg.{n}" for n in (
-    "cholesky cond cross det diagonal eigh eigvalsh inv lstsq matmul matrix_norm matrix_power matrix_rank "
+    "cholesky cond cross det diagonal eig eigh eigvals eigvalsh inv lstsq matmul matrix_norm matrix_power matrix_rank "
     "matrix_transpose multi_dot outer pinv qr slogdet solve svd svdvals tensordot tensorinv tensorsolve trace "
     "vecdot vector_norm").split()] + ["cross", "vecdot", "matvec", "vecmat", "einsum_path"]

@@ -410,7 +410,7 @@ def test_lax_tridiagonal_solve(r, x64):
      ["triangular_solve", "(..., 2, k)"]),
     (lambda: fsl.solve_triangular(np.eye(2), np.ones(2), trans=3), ValueError, ["trans"]),
     (lambda: fsl.eigh(np.eye(2), np.eye(2)), NotImplementedError, ["b=None"]),
-    (lambda: fsl.schur(np.eye(2), output="complex"), NotImplementedError, ["real"]),
+    (lambda: fsl.schur(np.eye(2), output="bad"), ValueError, ["output"]),
     (lambda: fsl.solve(np.eye(2), np.ones(2), assume_a="banded"), ValueError, ["assume_a"]),
     (lambda: fsl.lu(np.ones(3)), ValueError, ["lu", "matrix"]),
     (lambda: fsl.lu_solve(fsl.lu_factor(np.ones((3, 2))), np.ones(3)), ValueError, ["lu_solve", "square"]),
@@ -437,6 +437,251 @@ def test_float16_is_computed_in_float32(r):
         np.testing.assert_allclose(np.asarray(out, np.float64), ref(x.astype(np.float64)), rtol=1e-2, atol=1e-2)
 
 
-def test_eig_is_not_offered():
-    # eig/eigvals return complex values, which funcgrad arrays do not hold yet.
-    assert not hasattr(L, "eig") and not hasattr(L, "eigvals")
+# ------------------------------------------------------------------ eig / eigvals (general matrices, complex results)
+
+
+def cclose(a, b, tol=1e-10):
+    np.testing.assert_allclose(np.asarray(a, np.complex128), np.asarray(b, np.complex128), rtol=tol, atol=tol)
+
+
+def distinct_real(r, n, batch=()):
+    s = 2 * np.eye(n) + 0.3 * r.standard_normal(batch + (n, n))
+    return (s * np.linspace(-2, 2, n)) @ np.linalg.inv(s)
+
+
+def conj_pair(r):
+    s = 2 * np.eye(3) + 0.3 * r.standard_normal((3, 3))
+    return s @ np.array([[0.2, 1.3, 0.0], [-1.3, 0.2, 0.0], [0.0, 0.0, 1.8]]) @ np.linalg.inv(s)
+
+
+def _by_value(w):
+    return np.sort_complex(np.asarray(w, np.complex128))
+
+
+def test_eig_residuals_dtypes_and_batching(r, x64):
+    a = r.standard_normal((2, 3, 4, 4))
+    w, v = L.eig(a)
+    assert w.dtype == v.dtype == np.complex128 and w.shape == (2, 3, 4) and v.shape == (2, 3, 4, 4)
+    w, v = np.asarray(w), np.asarray(v)
+    cclose(a @ v, v * w[..., None, :], 1e-10)
+    cclose(np.linalg.norm(v, axis=-2), np.ones((2, 3, 4)))
+    cclose(np.sort_complex(w.reshape(-1, 4)), np.sort_complex(np.linalg.eigvals(a).reshape(-1, 4)))
+    cclose(L.eigvals(a), w)
+    # left eigenvectors (lax): vl^H a = w vl^H
+    w2, vl, vr = lax.linalg.eig(a[0, 0])
+    vl = np.asarray(vl)
+    cclose(vl.conj().T @ a[0, 0], np.asarray(w2)[:, None] * vl.conj().T, 1e-10)
+    # complex input
+    c = r.standard_normal((3, 3)) + 1j * r.standard_normal((3, 3))
+    cclose(_by_value(L.eigvals(c)), _by_value(np.linalg.eigvals(c)), 1e-8)
+
+
+def test_eig_dtypes_x32(r, x32):
+    a = r.standard_normal((3, 3)).astype(np.float32)
+    w, v = L.eig(a)
+    assert w.dtype == v.dtype == np.complex64
+    np.testing.assert_allclose(np.asarray(a @ np.asarray(v)), np.asarray(v) * np.asarray(w), atol=1e-4)
+    assert L.eigvals(fnp.zeros((0, 0))).shape == (0,)
+
+
+def test_eigvals_jvp_matches_finite_differences(r, x64):
+    eps = 1e-6
+    for a in (distinct_real(r, 3), conj_pair(r), r.standard_normal((3, 3)) + 1j * r.standard_normal((3, 3))):
+        t = r.standard_normal(a.shape) + (1j * r.standard_normal(a.shape) if a.dtype.kind == "c" else 0)
+        w, dw = fg.jvp(L.eigvals, (fnp.asarray(a),), (fnp.asarray(t),))
+        order = np.argsort(np.asarray(w).real + 1e-3 * np.asarray(w).imag)
+        fd = (_by_value(np.linalg.eigvals(a + eps * t)) - _by_value(np.linalg.eigvals(a - eps * t))) / (2 * eps)
+        cclose(np.asarray(dw)[order], fd, 1e-6)
+
+
+def test_eigvals_reverse_mode_and_second_order(r, x64):
+    a = conj_pair(r)
+    # d/dA of sum(|w|^2) and of the imaginary part of the pair, vs finite differences (check_grads, order 2)
+    check_grads(lambda x: fnp.sum(fnp.abs(L.eigvals(x)) ** 2), (a,), order=2, modes=("fwd", "rev"))
+    check_grads(lambda x: fnp.max(fnp.imag(L.eigvals(x))), (a,), order=2, modes=("fwd", "rev"))
+    # trace identity: sum(w) = trace(a), so its gradient is the identity
+    close(fg.grad(lambda x: fnp.real(fnp.sum(L.eigvals(x))))(a), np.eye(3))
+    b = r.standard_normal((2, 3, 3))
+    g = fg.vmap(fg.grad(lambda x: fnp.sum(fnp.real(L.eigvals(x)) ** 3)))(b)
+    close(g, np.stack([fg.grad(lambda x: fnp.sum(fnp.real(L.eigvals(x)) ** 3))(m) for m in b]))
+
+
+def test_eig_vectors_derivatives_opt_in(r, x64):
+    eps = 1e-6
+    for left in (False, True):
+        for a in (distinct_real(r, 3), r.standard_normal((3, 3)) + 1j * r.standard_normal((3, 3))):
+            t = r.standard_normal(a.shape) + (1j * r.standard_normal(a.shape) if a.dtype.kind == "c" else 0)
+
+            def f(x):
+                return tuple(lax.linalg.eig(x, compute_left_eigenvectors=left, enable_eigvec_derivs=True))
+            outs, tans = fg.jvp(f, (fnp.asarray(a),), (fnp.asarray(t),))
+            # central differences of scipy's geev; LAPACK may flip a vector's sign under a tiny perturbation
+            # (its normalisation fixes the phase only up to sign), so each column's sign is aligned first
+            plus, minus = sl.eig(a + eps * t, left=True), sl.eig(a - eps * t, left=True)
+            refs = [(plus[0], minus[0])] + ([(plus[1], minus[1])] if left else []) + [(plus[2], minus[2])]
+            for o, d, (p_, m_) in zip(outs, tans, refs):
+                if p_.ndim == 2:
+                    o = np.asarray(o)
+                    p_ = p_ * np.sign(np.real(np.sum(np.conj(o) * p_, axis=0)))
+                    m_ = m_ * np.sign(np.real(np.sum(np.conj(o) * m_, axis=0)))
+                cclose(d, (p_ - m_) / (2 * eps), 1e-5)
+            # the eigen-equations hold to first order: d(A v) = d(v w), d(vl^H A) = d(w vl^H)
+            w, dw = np.asarray(outs[0]), np.asarray(tans[0])
+            v, dv = np.asarray(outs[-1]), np.asarray(tans[-1])
+            cclose(t @ v + a @ dv, dv * w + v * dw, 1e-8)
+            # reverse mode is the transpose of the tangent map: <jvp(t), g> = <t, vjp(g)> (Re sum, no conj)
+            gs = [r.standard_normal(o.shape) + 1j * r.standard_normal(o.shape) for o in outs]
+            _, pull = fg.vjp(f, fnp.asarray(a))
+            (ca,) = pull(tuple(fnp.asarray(g) for g in gs))
+            assert ca.dtype == a.dtype
+            lhs = sum(np.real(np.sum(np.asarray(d) * g)) for d, g in zip(tans, gs))
+            np.testing.assert_allclose(lhs, np.real(np.sum(np.asarray(ca) * t)), rtol=1e-9)
+
+
+def test_eig_transforms(r, x32):
+    a = distinct_real(r, 3, (2,)).astype(np.float32)
+    w = fg.jit(L.eigvals)(a)
+    np.testing.assert_allclose(np.asarray(w), np.asarray(L.eigvals(a)), rtol=1e-5, atol=1e-5)
+    wv, vv = fg.vmap(L.eig)(a)
+    np.testing.assert_allclose(np.asarray(vv), np.asarray(L.eig(a)[1]), rtol=1e-5, atol=1e-5)
+    jac = fg.jit(fg.jacfwd(lambda x: fnp.real(L.eigvals(x))))(a[0])
+    assert jac.shape == (3, 3, 3) and np.all(np.isfinite(np.asarray(jac)))
+
+
+def test_eig_non_finite_input_gives_nan(x64):
+    w, v = L.eig(np.array([[1.0, np.nan], [0.0, 1.0]]))
+    assert np.all(np.isnan(np.asarray(w))) and np.all(np.isnan(np.asarray(v)))
+    # in a stack, only the bad matrix is NaN (eigenvalues only, and with vectors)
+    x = np.stack([np.array([[1.0, np.inf], [0.0, 1.0]]), np.array([[1.0, 2.0], [3.0, 4.0]])])
+    for w in (L.eigvals(x), L.eig(x)[0], lax.linalg.eig(x)[0]):
+        w = np.asarray(w)
+        assert np.all(np.isnan(w[0]))
+        cclose(np.sort_complex(w[1]), np.sort_complex(np.linalg.eigvals(x[1])))
+    cclose(L.eig(np.array([[3.0]])).eigenvectors, [[1.0]])
+    assert L.eig(np.zeros((2, 0, 0))).eigenvalues.shape == (2, 0)
+
+
+# ------------------------------------------------------------------ sqrtm, funm, rsf2csf, schur(complex), dft
+
+
+def test_sqrtm_matches_scipy_and_squares_back(r, x64):
+    for a in (spd(r, 3), -spd(r, 3), r.standard_normal((4, 4)), r.standard_normal((3, 3)) + 1j):
+        x = fsl.sqrtm(a)
+        assert x.dtype == np.complex128
+        cclose(x, sl.sqrtm(a), 1e-8)
+        cclose(np.asarray(x) @ np.asarray(x), a, 1e-8)
+    b = r.standard_normal((2, 3, 3))
+    cclose(fsl.sqrtm(b), np.stack([sl.sqrtm(m) for m in b]), 1e-8)
+    cclose(fg.jit(fsl.sqrtm)(b), fsl.sqrtm(b), 1e-12)
+
+
+def test_sqrtm_without_a_square_root_is_nan(x64):
+    assert np.all(np.isnan(np.asarray(fsl.sqrtm(np.array([[0.0, 1.0], [0.0, 0.0]])))))
+    cclose(fsl.sqrtm(np.zeros((2, 2))), np.zeros((2, 2)))
+
+
+def test_sqrtm_dtype_x32(r, x32):
+    assert fsl.sqrtm(spd(r, 3).astype(np.float32)).dtype == np.complex64
+
+
+def test_funm_matches_scipy_and_expm(r, x64):
+    a = distinct_real(r, 3)
+    cclose(fsl.funm(a, fnp.exp), sl.expm(a), 1e-9)
+    cclose(fsl.funm(a, fnp.sin), sl.funm(a, np.sin), 1e-9)
+    c = conj_pair(r)
+    cclose(fsl.funm(c, lambda w: w ** 2 + 1.0), c @ c + np.eye(3), 1e-9)
+    f, err = fsl.funm(a, fnp.exp, disp=False)
+    cclose(f, sl.expm(a), 1e-9)
+    assert 0 < float(err) < 1e-10
+    cclose(fg.jit(lambda m: fsl.funm(m, fnp.cos))(a), sl.funm(a, np.cos), 1e-9)
+
+
+def test_rsf2csf_matches_scipy(r, x64):
+    for a in (conj_pair(r), r.standard_normal((4, 4)), distinct_real(r, 3)):
+        t, z = sl.schur(a)
+        t2, z2 = fsl.rsf2csf(t, z)
+        rt, rz = sl.rsf2csf(t, z)
+        cclose(t2, rt, 1e-10)
+        cclose(z2, rz, 1e-10)
+        t2, z2 = np.asarray(t2), np.asarray(z2)
+        cclose(np.tril(t2, -1), np.zeros_like(t2))
+        cclose(z2 @ t2 @ z2.conj().T, a, 1e-10)
+    tb, zb = sl.schur(conj_pair(r))
+    t2, z2 = fsl.rsf2csf(np.stack([tb, tb]), np.stack([zb, zb]))
+    assert t2.shape == (2, 3, 3) and t2.dtype == np.complex128
+
+
+def test_complex_schur(r, x64):
+    a = conj_pair(r)
+    t, z = fsl.schur(a, output="complex")
+    assert t.dtype == z.dtype == np.complex128
+    t, z = np.asarray(t), np.asarray(z)
+    cclose(np.tril(t, -1), np.zeros_like(t))
+    cclose(z @ z.conj().T, np.eye(3))
+    cclose(z @ t @ z.conj().T, a)
+    cclose(np.sort_complex(np.diag(t)), np.sort_complex(np.diag(sl.schur(a, output="complex")[0])), 1e-10)
+    c = a + 1j * r.standard_normal((3, 3))
+    t, z = fsl.schur(c)
+    cclose(np.asarray(z) @ np.asarray(t) @ np.asarray(z).conj().T, c)
+
+
+def test_dft(x64):
+    x = np.arange(5.0) ** 2
+    cclose(np.asarray(fsl.dft(5)) @ x, np.fft.fft(x))
+    cclose(fsl.dft(5, "n"), sl.dft(5, "n"))
+    cclose(fsl.dft(4, scale="sqrtn"), sl.dft(4, scale="sqrtn"))
+    assert fsl.dft(3).dtype == np.complex128 and fsl.dft(3, dtype=np.complex64).dtype == np.complex64
+    assert fsl.dft(0).shape == (0, 0)
+
+
+def test_dft_x32_dtype(x32):
+    assert fsl.dft(3).dtype == np.complex64
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: L.eig(np.ones((2, 3))), ValueError, ["eig", "square"]),
+    (lambda: L.eigvals(np.ones(3)), ValueError, ["eigvals", "2-d"]),
+    (lambda: fg.grad(lambda a: fnp.real(fnp.sum(L.eig(a)[0])))(np.eye(2)), NotImplementedError,
+     ["eig", "enable_eigvec_derivs", "eigvals"]),
+    (lambda: lax.linalg.eig(np.eye(2), implementation="x"), NotImplementedError, ["implementation"]),
+    (lambda: lax.linalg.eig(np.eye(2, dtype=np.int32)), TypeError, ["eig", "float"]),
+    (lambda: fsl.sqrtm(np.eye(2), blocksize=2), NotImplementedError, ["blocksize"]),
+    (lambda: fsl.sqrtm(np.ones((2, 3))), ValueError, ["sqrtm", "square"]),
+    (lambda: fg.grad(lambda a: fnp.real(fnp.sum(fsl.sqrtm(a))))(np.eye(2)), NotImplementedError, ["sqrtm"]),
+    (lambda: fsl.funm(np.ones((2, 2, 2)), fnp.exp), ValueError, ["funm", "square"]),
+    (lambda: fsl.funm(np.eye(2), 3), TypeError, ["funm", "callable"]),
+    (lambda: fsl.funm(np.eye(2), lambda w: fnp.sum(w)), ValueError, ["funm", "(2,)"]),
+    (lambda: fg.grad(lambda a: fnp.real(fnp.sum(fsl.funm(a, fnp.exp))))(np.eye(2)), NotImplementedError,
+     ["funm", "derivatives"]),
+    (lambda: fsl.rsf2csf(np.eye(2), np.eye(3)), ValueError, ["rsf2csf", "size"]),
+    (lambda: fsl.rsf2csf(np.ones(2), np.eye(2)), ValueError, ["rsf2csf", "T"]),
+    (lambda: fsl.dft(3, scale="bad"), ValueError, ["scale"]),
+    (lambda: fsl.dft(3, dtype=np.float32), ValueError, ["complex"]),
+    (lambda: fsl.dft(2.5), TypeError, ["integer"]),
+])
+def test_complex_linalg_errors(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+
+
+def test_complex_solves_through_lu(r, x64):
+    # lu / triangular_solve accept complex matrices (needed by eig's rules): solve, inv, det and the scipy
+    # solvers then work on complex input too, with JAX's (unconjugated) cotangent convention.
+    a = 2 * np.eye(3) + 0.3 * (r.standard_normal((3, 3)) + 1j * r.standard_normal((3, 3)))
+    b = r.standard_normal((3, 2)) + 1j * r.standard_normal((3, 2))
+    cclose(L.solve(a, b), np.linalg.solve(a, b))
+    cclose(L.inv(a), np.linalg.inv(a))
+    cclose(L.det(a), np.linalg.det(a))
+    cclose(L.slogdet(a)[0], np.linalg.slogdet(a)[0])
+    for trans in (0, 1, 2, "C"):
+        cclose(fsl.solve_triangular(a, b, trans=trans, lower=True), sl.solve_triangular(a, b, trans=trans, lower=True))
+    for trans in (0, 1, 2):
+        cclose(fsl.lu_solve(fsl.lu_factor(a), b, trans=trans), sl.lu_solve(sl.lu_factor(a), b, trans=trans))
+    x = lax.linalg.triangular_solve(np.triu(a), b.T, left_side=False, lower=False, conjugate_a=True, transpose_a=True)
+    cclose(np.asarray(x) @ np.triu(a).conj().T, b.T)
+    check_grads(lambda m: fnp.sum(fnp.abs(L.solve(m, b)) ** 2), (a,), order=2, modes=("fwd", "rev"))
+    check_grads(lambda m: fnp.abs(L.det(m)), (a,), order=1, modes=("fwd", "rev"))
+    with pytest.raises(TypeError, match="cholesky"):
+        L.cholesky(a @ a.conj().T)

@@ -14,18 +14,23 @@ import numpy as np
 
 from funcgrad._core import Array as _Array, Tracer, as_array
 from funcgrad.primitives import decompositions as _D
-from funcgrad.primitives.decompositions import (cholesky_p, eigh_p, expm_p, hessenberg_p, lu_p, permutation_matrix,
-                                                qr_p, schur_p, svd_p, triangular_solve_p)
-from funcgrad.primitives.elementwise import add, mul
+from funcgrad.primitives.decompositions import (cholesky_p, eig_p, eigh_p, expm_p, hessenberg_p, lu_p, parlett_p,
+                                                permutation_matrix, qr_p, rsf2csf_p, schur_p, sqrtm_p, svd_p,
+                                                triangular_solve_p)
+from funcgrad.primitives.elementwise import add, conj, mul
 from funcgrad.primitives.linalg import matmul
 from funcgrad.primitives.shape import reshape, shape_of, transpose
 
 Array = Any
 
+# parlett_p, rsf2csf_p, sqrtm_p: forward-only primitives behind funcgrad.scipy.linalg's funm, rsf2csf and sqrtm
+# (no jax.lax.linalg counterparts, so not in __all__).
+_SCIPY_PRIMITIVES = (parlett_p, rsf2csf_p, sqrtm_p)
+
 __all__ = ["cholesky", "eigh", "expm", "lu", "lu_pivots_to_permutation", "permutation_matrix", "qr", "svd",
            "triangular_solve",
            "cholesky_p", "eigh_p", "expm_p", "lu_p", "qr_p", "svd_p", "triangular_solve_p", "schur", "schur_p",
-           "hessenberg_p", "tridiagonal_solve"]
+           "hessenberg_p", "tridiagonal_solve", "eig", "eig_p"]
 
 
 def _T(x: Array) -> Array:
@@ -70,6 +75,25 @@ def eigh(x: Array, *, lower: bool = True, symmetrize_input: bool = True, sort_ei
         x = _T(x)
     w, v = eigh_p.bind(x)
     return v, w
+
+
+def eig(x: Array, *, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False, implementation: Any = None, use_magma: Any = None) -> list:
+    """Eigendecomposition of general square (..., n, n) matrices: ``[w, vl, vr]`` (the vectors as asked),
+    complex (complex64 for float32 input, complex128 for float64). ``vr[..., :, j]`` is a right eigenvector
+    (``x @ vr = vr * w``), ``vl[..., :, j]`` a left one (``vl^H x = w * vl^H``), each of unit norm with its
+    largest component real (LAPACK geev). Eigenvalues are differentiable; eigenvectors only with
+    ``enable_eigvec_derivs=True`` (as JAX: valid for distinct eigenvalues, through geev's normalisation).
+
+    >>> w, vr = eig(fnp.array([[0.0, 1.0], [-1.0, 0.0]]), compute_left_eigenvectors=False)   # w = [1j, -1j]
+    """
+    if implementation is not None:
+        raise NotImplementedError("eig: implementation= is not supported (LAPACK geev is always used)")
+    params = dict(compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                  compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                  enable_eigvec_derivs=bool(enable_eigvec_derivs))
+    _checked(eig_p, x, **params)
+    return list(eig_p.bind(x, **params))
 
 
 def lu(x: Array) -> tuple[Array, Array, Array]:
@@ -135,10 +159,12 @@ def svd(x: Array, *, full_matrices: bool = True, compute_uv: bool = True, subset
 def triangular_solve(a: Array, b: Array, *, left_side: bool = False, lower: bool = False,
                      transpose_a: bool = False, conjugate_a: bool = False, unit_diagonal: bool = False) -> Array:
     """Solve ``op(a) @ x = b`` (``left_side``) or ``x @ op(a) = b`` with ``a`` (..., n, n) triangular
-    (``conjugate_a`` is the identity on real arrays).
+    (``op``: transpose if ``transpose_a``, complex conjugate if ``conjugate_a``, the identity on real arrays).
 
     >>> triangular_solve(fnp.eye(2), fnp.ones((2, 3)), left_side=True, lower=True)
     """
+    if conjugate_a and getattr(a, "dtype", np.dtype(float)).kind == "c":
+        a = conj(a)
     if left_side:
         _checked(triangular_solve_p, a, b, lower=lower, transpose_a=transpose_a, unit_diagonal=unit_diagonal)
         return _D.triangular_solve(a, b, lower, transpose_a, unit_diagonal)
@@ -159,7 +185,8 @@ def expm(x: Array) -> Array:
 
 def schur(x: Array, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
           select_callable: Any = None) -> Any:
-    """Real Schur decomposition ``(t, z)`` of a square (..., n, n) matrix: ``x = z @ t @ z.T`` (forward only).
+    """Schur decomposition ``(t, z)`` of a square (..., n, n) matrix: ``x = z @ t @ z^H`` (forward only); real
+    (quasi-triangular ``t``) for a real ``x``, complex (triangular ``t``) for a complex one.
 
     >>> t, z = schur(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
     """

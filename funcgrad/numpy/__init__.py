@@ -23,6 +23,7 @@ from funcgrad.numpy._shape import (astype, broadcast_arrays, broadcast_to, conca
                                    swapaxes, take, take_along_axis, tile, transpose, tril, triu)
 from funcgrad._core import Array as ndarray
 import numpy as _np
+import sys as _sys
 
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
@@ -58,7 +59,7 @@ __all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(
                  | set(_statistics.__all__) | set(_differences.__all__) | set(_polynomial.__all__)
                  | set(_complex.__all__) | {"cross", "einsum_path", "matvec", "vecdot", "vecmat"})
 
-_install()
+_install(_sys.modules[__name__])
 del _install
 
 # numpy's own functions and ufuncs (np.sin(x), np.sum(x)) on funcgrad arrays run the ones above.

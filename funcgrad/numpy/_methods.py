@@ -238,9 +238,9 @@ def _conj_method(self):
 _METHODS["conj"] = _METHODS["conjugate"] = _conj_method
 
 
-def _late_methods() -> dict:
-    """Methods whose functions live in modules imported after this one (jax.Array's method names)."""
-    import funcgrad.numpy as fnp
+def _late_methods(fnp: Any) -> dict:
+    """Methods whose functions live in modules imported after this one (jax.Array's method names);
+    ``fnp`` is the funcgrad.numpy namespace, handed over by the package (importing it here would be a cycle)."""
 
     def compress(self, condition, axis=None, *, out=None, size=None, fill_value=0):
         return fnp.compress(condition, self, axis, out=out, size=size, fill_value=fill_value)
@@ -260,9 +260,9 @@ def _late_methods() -> dict:
     return {**methods, **properties}
 
 
-def install() -> None:
+def install(fnp: Any) -> None:
     for cls in (Array, Tracer):
-        for name, f in _late_methods().items():
+        for name, f in _late_methods(fnp).items():
             setattr(cls, name, f)
         for name, f in _METHODS.items():
             setattr(cls, name, f)

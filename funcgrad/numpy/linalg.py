@@ -10,7 +10,9 @@ Semantics follow JAX where it differs from numpy:
 * ``eigh``/``cholesky`` symmetrize their input (``(a + a.T) / 2``) by default, so gradients are symmetric;
 * the gradient of the 2-norm at exactly zero is NaN (``0/0``), and gradients through ``eigh``/``svd``
   at repeated eigenvalues/singular values are undefined (inf/NaN), as in JAX;
-* ``eig``/``eigvals`` (complex results) are not available.
+* ``eig``/``eigvals`` always return complex arrays (complex64 for float32 input, complex128 with x64),
+  also when every eigenvalue is real (numpy returns a real array then); eigenvector derivatives of
+  ``eig`` raise NotImplementedError (as JAX; ``lax.linalg.eig(..., enable_eigvec_derivs=True)`` opts in).
 """
 from __future__ import annotations
 
@@ -32,11 +34,12 @@ from funcgrad.numpy._linalg import cross as _cross, outer as _outer, tensordot a
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
 
-__all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul",
-           "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer", "pinv",
-           "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot",
-           "vector_norm", "EighResult", "QRResult", "SlogdetResult", "SVDResult"]
+__all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq",
+           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
+           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace",
+           "vecdot", "vector_norm", "EigResult", "EighResult", "QRResult", "SlogdetResult", "SVDResult"]
 
+EigResult = collections.namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
@@ -253,6 +256,30 @@ def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> Eigh
         raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
     v, w = _L.eigh(a, lower=UPLO != "U", symmetrize_input=symmetrize_input)
     return EighResult(w, v)
+
+
+def eig(a: Any) -> EigResult:
+    """Eigenvalues and right eigenvectors of general square matrices: ``EigResult(w, v)`` with
+    ``a @ v[..., :, j] = w[..., j] * v[..., :, j]``; (..., n, n) -> (..., n), (..., n, n), complex
+    (unit-norm columns, as LAPACK geev; eigenvalues in LAPACK's order, unsorted). Eigenvalues are
+    differentiable through ``eigvals``; differentiating this function raises (as in JAX).
+
+    >>> w, v = eig(fnp.array([[2.0, 0.0], [0.0, 3.0]]))   # w = [2+0j, 3+0j]
+    """
+    a = _matrix("eig", a, square=True)
+    w, v = _L.eig(a, compute_left_eigenvectors=False)
+    return EigResult(w, v)
+
+
+def eigvals(a: Any) -> Any:
+    """Eigenvalues of general square matrices, complex: (..., n, n) -> (..., n) (LAPACK's order, unsorted).
+    Differentiable (forward and reverse; distinct eigenvalues), as JAX.
+
+    >>> eigvals(fnp.array([[0.0, 1.0], [-1.0, 0.0]]))   # [0+1j, 0-1j]
+    """
+    a = _matrix("eigvals", a, square=True)
+    (w,) = _L.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)
+    return w
 
 
 def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Any:

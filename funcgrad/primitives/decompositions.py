@@ -14,6 +14,12 @@ dimensions, so vmap just adds one), and its jvp and vjp rules are written with p
 * ``qr``: ``(Q, R)``; derivatives for ``m >= n`` reduced (or square).
 * ``expm``: the matrix exponential (scipy); its derivative is the Frechet derivative, the upper-right
   block of ``expm([[A, E], [0, A]])`` (and the adjoint uses ``A^T``).
+* ``eig``: eigenvalues and left/right eigenvectors of a general matrix (LAPACK geev), complex outputs;
+  JAX's jvp rule (eigenvectors only with ``enable_eigvec_derivs``) and its transpose.
+* ``schur``, ``hessenberg``, ``sqrtm``, ``rsf2csf``, ``parlett`` (funm's recurrence): forward only.
+
+``lu``, ``triangular_solve``, ``eig``, ``schur``, ``hessenberg`` and ``sqrtm`` also take complex matrices;
+their rules use plain transposes, which is JAX's cotangent convention for complex values (no conjugation).
 
 Derivatives at repeated eigenvalues / singular values are undefined (the rules divide by their
 differences and give inf/NaN), as in JAX; gauge-invariant functions of the vectors are fine elsewhere.
@@ -28,7 +34,9 @@ import scipy.linalg
 
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe, result_type
-from funcgrad.primitives.elementwise import add, convert, div, eq_p, mul, neg, sub
+from funcgrad.primitives.elementwise import (abs_p, add, complex_, conj, convert, div, eq_p, imag, mul, neg, real,
+                                            sub)
+from funcgrad.primitives.reduce import argmax_p
 from funcgrad.primitives.indexing import concatenate_p, static_slice
 from funcgrad.primitives.linalg import matmul
 from funcgrad.primitives.shape import broadcast_to, reduce_sum, reshape, shape_of, transpose, unbroadcast
@@ -93,6 +101,13 @@ def _float(name: str, *xs: Any) -> None:
     for x in xs:
         if x.dtype.kind != "f":
             raise TypeError(f"{name}: expected float arrays, got {describe(x)}; convert with .astype(float)")
+
+
+def _inexact(name: str, *xs: Any) -> None:
+    for x in xs:
+        if x.dtype.kind not in "fc":
+            raise TypeError(f"{name}: expected float or complex arrays, got {describe(x)}; convert with "
+                            ".astype(float)")
 
 
 # ------------------------------------------------------------------ impl helpers (numpy)
@@ -174,7 +189,7 @@ def _trsolve_impl(a, b, *, lower, transpose_a, unit_diagonal):
 
 
 def _trsolve_aval(a, b, *, lower, transpose_a, unit_diagonal):
-    _float("triangular_solve", a, b)
+    _inexact("triangular_solve", a, b)
     n = _square("triangular_solve", a)
     sb = shape_of(b)
     if len(sb) < 2 or sb[-2] != n:
@@ -315,7 +330,7 @@ def _lu_impl(a):
 
 
 def _lu_aval(a):
-    _float("lu", a)
+    _inexact("lu", a)
     s = shape_of(a)
     if len(s) < 2:
         raise ValueError(f"lu: expected a matrix or a stack of them (shape (..., m, n)), got {describe(a)}")
@@ -740,7 +755,7 @@ def _no_derivative(name: str) -> Callable:
 
 def _two_square_avals(name: str) -> Callable:
     def rule(a, **params):
-        _float(name, a)
+        _inexact(name, a)
         _square(name, a)
         return [ShapedArray(shape_of(a), a.dtype), ShapedArray(shape_of(a), a.dtype)]
     return rule
@@ -775,7 +790,8 @@ for _p, _impl in ((schur_p, _schur_impl), (hessenberg_p, _hessenberg_impl)):
 
 
 def schur(a: Any) -> Any:
-    """Real Schur form ``(T, Z)`` with ``a = Z T Z^T`` (forward only)."""
+    """Schur form ``(T, Z)`` with ``a = Z T Z^H`` (forward only): real (quasi-triangular T) for real ``a``,
+    complex (triangular T) for complex ``a``."""
     return schur_p.bind(a)
 
 
@@ -785,3 +801,344 @@ def hessenberg(a: Any) -> Any:
 
 
 __all__ += ["hessenberg", "hessenberg_p", "schur", "schur_p"]
+
+# ================================================================== eig (general matrices, complex results)
+#
+# ``eig_p``: eigenvalues ``w`` and (optionally) left / right eigenvectors of a general square matrix
+# (LAPACK geev: each vector has unit 2-norm and a real largest-magnitude component). Outputs are complex
+# (complex64 for float32/complex64 input, complex128 for float64/complex128). Derivatives as JAX's
+# ``eig_jvp_rule``: eigenvalues always (dw = diag(V^-1 dA V)); eigenvectors only with
+# ``enable_eigvec_derivs=True`` (differentiating through geev's normalisation). The reverse rule is the
+# transpose of that tangent map, under JAX's convention (the pairing Re(sum(x * y)), no conjugation).
+
+eig_p = Primitive("eig", multiple_results=True)
+_CNAN = complex(np.nan, np.nan)    # what a failed decomposition gives (as JAX: nan+nanj)
+
+
+def _complex_of(dtype: Any) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return dtype
+    return np.dtype(np.complex128) if dtype == np.float64 else np.dtype(np.complex64)
+
+
+def _eig_one(a, left, right):
+    n = a.shape[-1]
+    cd = _complex_of(a.dtype)
+    try:
+        if not np.all(np.isfinite(a)):
+            raise ValueError("not finite")
+        w, vl, vr = scipy.linalg.eig(a, left=True, right=True, check_finite=False)
+    except (np.linalg.LinAlgError, ValueError):
+        nan = np.full((n, n), _CNAN, cd)
+        w, vl, vr = np.full((n,), _CNAN, cd), nan, nan
+    if not np.all(np.isfinite(w)):
+        w = np.full((n,), _CNAN, cd)
+    out = [w.astype(cd)]
+    if left:
+        out.append(vl.astype(cd))
+    if right:
+        out.append(vr.astype(cd))
+    return tuple(out)
+
+
+@_quiet
+def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs):
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    batch, n = a.shape[:-2], a.shape[-1]
+    cd = _complex_of(a.dtype)
+    nout = 1 + left + right
+    if _empty_batch(batch) or n == 0:
+        return [np.zeros(batch + (n,), cd)] + [np.zeros(a.shape, cd) for _ in range(nout - 1)]
+    if not left and not _empty_batch(batch):
+        try:   # numpy's stacked geev (no left eigenvectors there)
+            if right:
+                w, v = np.linalg.eig(a)
+                return [np.asarray(w, cd), np.asarray(v, cd)]
+            return [np.asarray(np.linalg.eigvals(a), cd)]
+        except np.linalg.LinAlgError:
+            pass
+    if nout == 1:
+        out = [_loop(lambda x: _eig_one(x, left, right)[0], [a], [2], 1)]
+    else:
+        out = _loop(lambda x: _eig_one(x, left, right), [a], [2], nout)
+    return [np.asarray(o, cd) for o in out]
+
+
+def _eig_aval(a, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs):
+    _inexact("eig", a)
+    n = _square("eig", a)
+    cd = _complex_of(a.dtype)
+    out = [ShapedArray(shape_of(a)[:-2] + (n,), cd)]
+    out += [ShapedArray(shape_of(a), cd)] * (int(compute_left_eigenvectors) + int(compute_right_eigenvectors))
+    return out
+
+
+def _csolve(a: Any, b: Any) -> Any:
+    """x with a @ x = b through the LU primitive (float or complex, differentiable); a (..., n, n)."""
+    lu_, _, perm = lu_p.bind(a)
+    y = triangular_solve(lu_, matmul(permutation_matrix(perm, a.dtype), b), lower=True, unit_diagonal=True)
+    return triangular_solve(lu_, y, lower=False)
+
+
+def _H(x: Any) -> Any:
+    return conj(_T(x))
+
+
+def _cplx(x: Any, dtype: Any) -> Any:
+    return x if x.dtype == dtype else convert(x, dtype)
+
+
+def _colsum(x: Any) -> Any:
+    """(..., n, k) -> (..., k): sum over the rows."""
+    return reduce_sum(x, (len(shape_of(x)) - 2,))
+
+
+def _eig_parts(w: Any, v: Any) -> tuple[Any, Any, Any]:
+    """F (1 / (w_j - w_i), 0 on the diagonal), the argmax-row mask M of |v| per column, and
+    r = Re(sum_i M_ij v_ij) (the real largest component of each column)."""
+    n = shape_of(w)[-1]
+    eye = _eye(n, w.dtype)
+    f = sub(div(1.0, add(sub(_row(w), _T(_row(w))), eye)), eye)
+    nd = len(shape_of(v))
+    k = argmax_p.bind(abs_p.bind(v), axis=nd - 2)                       # (..., n)
+    m = convert(eq_p.bind(_row(k), reshape(np.arange(n), (n, 1)).astype(k.dtype)), v.dtype)
+    r = real(_colsum(mul(m, v)))
+    return f, m, r
+
+
+def _eig_vec_jvp(w: Any, v: Any, da: Any) -> tuple[Any, Any]:
+    """JAX's ``_eig_vec_jvp``: (dw, dv) of the right eigenpairs (w, v) of A for a complex tangent dA."""
+    f, m, r = _eig_parts(w, v)
+    p = _csolve(v, matmul(da, v))
+    dw = _diag(p)
+    u = matmul(v, mul(f, p))
+    c = complex_(neg(real(_colsum(mul(conj(v), u)))), div(neg(imag(_colsum(mul(m, u)))), r))
+    return dw, add(u, mul(v, _row(c)))
+
+
+def _eig_vec_vjp(w: Any, v: Any, cw: Any, cv: Any) -> Any:
+    """The transpose of ``_eig_vec_jvp`` (pairing Re(sum(x * y))): cotangent of dA for (cw, cv)."""
+    f, m, r = _eig_parts(w, v)
+    cp = None
+    if cv is not None:
+        gc = _colsum(mul(v, cv))                                    # cotangent of c
+        re, im = real(gc), imag(gc)
+        cu = add(cv, mul(conj(v), _row(_cplx(neg(re), v.dtype))))
+        cu = add(cu, mul(m, _row(complex_(mul(re, 0.0), neg(div(im, r))))))
+        cp = mul(f, matmul(_T(v), cu))
+    if cw is not None:
+        cp = _diag_embed(cw) if cp is None else add(cp, _diag_embed(cw))
+    if cp is None:
+        return None
+    # P = V^-1 dA V  =>  ct_dA = V^-T ct_P V^T
+    return _csolve(_T(v), matmul(cp, _T(v)))
+
+
+def _eig_full(a: Any, left: bool) -> list:
+    return eig_p.bind(a, compute_left_eigenvectors=left, compute_right_eigenvectors=True, enable_eigvec_derivs=True)
+
+
+def _eig_check(left, right, enable):
+    if (left or right) and not enable:
+        raise NotImplementedError(
+            "eig: derivatives of non-symmetric eigenvectors are only valid under assumptions on the input that "
+            "cannot be checked (as in JAX): pass enable_eigvec_derivs=True to funcgrad.lax.linalg.eig to opt in, "
+            "or differentiate only eigenvalues with funcgrad.numpy.linalg.eigvals")
+
+
+def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs):
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    _eig_check(left, right, enable_eigvec_derivs)
+    (a,), (ta,) = primals, tangents
+    outs = _eig_full(a, left)
+    w, vr = outs[0], outs[-1]
+    da = _cplx(ta, w.dtype)
+    dw, dvr = _eig_vec_jvp(w, vr, da)
+    prim, tan = [w], [dw]
+    if left:
+        _, dvl = _eig_vec_jvp(conj(w), outs[1], _H(da))
+        prim.append(outs[1])
+        tan.append(dvl)
+    if right:
+        prim.append(vr)
+        tan.append(dvr)
+    return prim, tan
+
+
+def _eig_vjp(cts, primals, outs, needs, *, compute_left_eigenvectors, compute_right_eigenvectors,
+             enable_eigvec_derivs):
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    _eig_check(left, right, enable_eigvec_derivs)
+    (a,) = primals
+    cts = list(cts)
+    cw = cts[0]
+    cvl = cts[1] if left else None
+    cvr = cts[-1] if right else None
+    if cw is None and cvl is None and cvr is None:
+        return (None,)
+    w, vr = (outs[0], outs[-1]) if right else _eig_full(a, False)
+    ca = _eig_vec_vjp(w, vr, cw, cvr) if (cw is not None or cvr is not None) else None
+    if cvl is not None:
+        cl = _H(_eig_vec_vjp(conj(w), outs[1], None, cvl))
+        ca = cl if ca is None else add(ca, cl)
+    if a.dtype.kind != "c":
+        ca = convert(real(ca), a.dtype)
+    return (ca,)
+
+
+eig_p.impl, eig_p.abstract_eval = _eig_impl, _eig_aval
+eig_p.jvp, eig_p.vjp = _eig_jvp, _eig_vjp
+eig_p.batch = _batch_front(eig_p)
+
+
+def eig(a: Any, compute_left_eigenvectors: bool = True, compute_right_eigenvectors: bool = True,
+        enable_eigvec_derivs: bool = False) -> list:
+    """Eigenvalues and eigenvectors ``[w, (vl), (vr)]`` of general square matrices (complex results)."""
+    return eig_p.bind(a, compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                      compute_right_eigenvectors=bool(compute_right_eigenvectors),
+                      enable_eigvec_derivs=bool(enable_eigvec_derivs))
+
+
+__all__ += ["eig", "eig_p"]
+
+# ================================================================== sqrtm, rsf2csf, funm's Parlett recurrence
+# (forward only, as in JAX, whose versions go through the Schur decomposition, which has no derivatives)
+
+sqrtm_p = Primitive("sqrtm")
+
+
+@_quiet
+def _sqrtm_impl(a):
+    cd = _complex_of(a.dtype)
+    if _empty_batch(a.shape[:-2]) or a.shape[-1] == 0:
+        return np.zeros(a.shape, cd)
+
+    def one(x):
+        if not np.all(np.isfinite(x)):
+            return np.full(x.shape, _CNAN, cd)
+        out = np.asarray(scipy.linalg.sqrtm(x), cd)
+        return out if np.all(np.isfinite(out)) else np.full(x.shape, _CNAN, cd)   # no square root: NaN (as JAX)
+    return np.asarray(_loop(one, [a], [2], 1), cd)
+
+
+def _sqrtm_aval(a):
+    _inexact("sqrtm", a)
+    _square("sqrtm", a)
+    return ShapedArray(shape_of(a), _complex_of(a.dtype))
+
+
+sqrtm_p.impl, sqrtm_p.abstract_eval = _sqrtm_impl, _sqrtm_aval
+sqrtm_p.jvp = sqrtm_p.vjp = _no_derivative("sqrtm")
+sqrtm_p.batch = _batch_front(sqrtm_p)
+
+
+def sqrtm(a: Any) -> Any:
+    """Principal matrix square root of (..., n, n) matrices, complex (scipy.linalg.sqrtm; forward only)."""
+    return sqrtm_p.bind(a)
+
+
+rsf2csf_p = Primitive("rsf2csf", multiple_results=True)
+
+
+def _rsf2csf_one(t, z):
+    t, z = t.copy(), z.copy()
+    n = t.shape[-1]
+    eps = np.finfo(t.dtype).eps
+    for m in range(n - 1, 0, -1):
+        if abs(t[m, m - 1]) > eps * (abs(t[m - 1, m - 1]) + abs(t[m, m])):
+            mu = np.linalg.eigvals(t[m - 1:m + 1, m - 1:m + 1]) - t[m, m]
+            r = np.sqrt(abs(mu[0]) ** 2 + abs(t[m, m - 1]) ** 2)
+            c, s = mu[0] / r, t[m, m - 1] / r
+            g = np.array([[np.conj(c), s], [-s, c]], t.dtype)
+            t[m - 1:m + 1, m - 1:] = g @ t[m - 1:m + 1, m - 1:]
+            t[:m + 1, m - 1:m + 1] = t[:m + 1, m - 1:m + 1] @ g.conj().T
+            z[:, m - 1:m + 1] = z[:, m - 1:m + 1] @ g.conj().T
+        t[m, m - 1] = 0.0
+    return t, z
+
+
+@_quiet
+def _rsf2csf_impl(t, z):
+    cd = _complex_of(np.result_type(t, z))
+    t, z = np.asarray(t, cd), np.asarray(z, cd)
+    batch = np.broadcast_shapes(t.shape[:-2], z.shape[:-2])
+    if _empty_batch(batch) or t.shape[-1] == 0:
+        return [np.zeros(batch + t.shape[-2:], cd), np.zeros(batch + z.shape[-2:], cd)]
+    out = _loop(_rsf2csf_one, [t, z], [2, 2], 2)
+    return [np.asarray(o, cd) for o in out]
+
+
+def _rsf2csf_aval(t, z):
+    _inexact("rsf2csf", t, z)
+    n = _square("rsf2csf", t)
+    if _square("rsf2csf", z) != n:
+        raise ValueError(f"rsf2csf: T {describe(t)} and Z {describe(z)} must be square matrices of one size")
+    try:
+        batch = np.broadcast_shapes(shape_of(t)[:-2], shape_of(z)[:-2])
+    except ValueError:
+        raise ValueError(f"rsf2csf: batch dimensions of T {describe(t)} and Z {describe(z)} cannot be "
+                         "broadcast") from None
+    cd = _complex_of(result_type(t, z))
+    return [ShapedArray(tuple(batch) + (n, n), cd)] * 2
+
+
+rsf2csf_p.impl, rsf2csf_p.abstract_eval = _rsf2csf_impl, _rsf2csf_aval
+rsf2csf_p.jvp = rsf2csf_p.vjp = _no_derivative("rsf2csf")
+rsf2csf_p.batch = _batch_front(rsf2csf_p)
+
+
+def rsf2csf(t: Any, z: Any) -> Any:
+    """Real Schur form ``(T, Z)`` -> complex Schur form (Givens rotations as scipy/JAX; forward only)."""
+    return rsf2csf_p.bind(t, z)
+
+
+parlett_p = Primitive("parlett", multiple_results=True)
+
+
+def _parlett_one(f, t):
+    f = f.copy()
+    n = t.shape[-1]
+    minden = np.abs(t[0, 0])
+    for p in range(1, n):
+        for i in range(1, n - p + 1):
+            j = i + p
+            s = t[i - 1, j - 1] * (f[j - 1, j - 1] - f[i - 1, i - 1])
+            s = s + t[i - 1, i:j - 1] @ f[i:j - 1, j - 1] - f[i - 1, i:j - 1] @ t[i:j - 1, j - 1]
+            den = t[j - 1, j - 1] - t[i - 1, i - 1]
+            if den != 0:
+                s = s / den
+            f[i - 1, j - 1] = s
+            minden = min(minden, np.abs(den))
+    return f, np.asarray(minden)
+
+
+@_quiet
+def _parlett_impl(f, t):
+    if _empty_batch(t.shape[:-2]) or t.shape[-1] == 0:
+        return [np.zeros(t.shape, t.dtype), np.zeros(t.shape[:-2], np.abs(t).dtype)]
+    f, m = _loop(_parlett_one, [f, t], [2, 2], 2)
+    return [np.asarray(f, t.dtype), np.asarray(m, np.abs(t).dtype)]
+
+
+def _parlett_aval(f, t):
+    _inexact("funm", f, t)
+    _square("funm", t)
+    if shape_of(f) != shape_of(t) or f.dtype != t.dtype:
+        raise ValueError(f"funm: F {describe(f)} and T {describe(t)} must match")
+    real_dt = np.dtype(np.float64) if t.dtype in (np.float64, np.complex128) else np.dtype(np.float32)
+    return [ShapedArray(shape_of(t), t.dtype), ShapedArray(shape_of(t)[:-2], real_dt)]
+
+
+parlett_p.impl, parlett_p.abstract_eval = _parlett_impl, _parlett_aval
+parlett_p.jvp = parlett_p.vjp = _no_derivative("funm")
+parlett_p.batch = _batch_front(parlett_p)
+
+
+def parlett(f: Any, t: Any) -> Any:
+    """Parlett's recurrence (Golub & Van Loan 11.1.1): ``f(T)`` of an upper-triangular ``T`` from its diagonal
+    values on ``f``'s diagonal; returns ``[F, minden]`` (the smallest eigenvalue gap met). Forward only."""
+    return parlett_p.bind(f, t)
+
+
+__all__ += ["parlett", "parlett_p", "rsf2csf", "rsf2csf_p", "sqrtm", "sqrtm_p"]

@@ -5,8 +5,9 @@ As in JAX, nothing raises LinAlgError: singular systems give inf/NaN, a matrix t
 definite gives a NaN Cholesky factor. ``overwrite_*``/``check_finite`` are accepted and ignored (they
 have no meaning for immutable arrays), as in JAX.
 
-Not available: the functions with complex results (``sqrtm``, ``funm``, ``rsf2csf``, ``dft``) and
-generalized eigenproblems (``eigh(a, b)``, not in JAX either).
+``sqrtm``, ``funm``, ``rsf2csf`` and ``schur(output='complex')`` return complex arrays (as JAX) and
+have no derivatives (as JAX: they go through the Schur decomposition); ``dft`` is a constant.
+Not available: generalized eigenproblems (``eigh(a, b)``, not in JAX either).
 """
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ from funcgrad.numpy._elementwise import abs, divide, multiply, subtract, where
 from funcgrad.numpy._shape import broadcast_to, concatenate, ravel, reshape
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
+import funcgrad.numpy as _fnp
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
-           "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "hadamard", "hankel",
-           "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor",
-           "lu_solve", "pascal", "polar", "qr", "qr_multiply", "schur", "solve", "solve_sylvester",
-           "solve_triangular", "svd", "toeplitz"]
+           "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "funm",
+           "hadamard", "hankel", "helmert", "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu",
+           "lu_factor", "lu_solve", "pascal", "polar", "qr", "qr_multiply", "rsf2csf", "schur", "solve",
+           "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
 
 _max, _min = builtins.max, builtins.min
 
@@ -102,7 +104,7 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False, 
 def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False,
                      overwrite_b: bool = False, debug: Any = None, check_finite: bool = True) -> Any:
     """Solve ``op(a) @ x = b`` with ``a`` triangular (only its ``lower``/upper triangle is read);
-    ``trans`` 0/'N', 1/'T' or 2/'C' (conjugate transpose = transpose for real arrays). b: (n,) or (..., n, k).
+    ``trans`` 0/'N', 1/'T' or 2/'C' (conjugate transpose). b: (n,) or (..., n, k).
     A zero on the diagonal gives inf/NaN.
 
     >>> solve_triangular(fnp.array([[2.0, 0.0], [1.0, 1.0]]), fnp.array([2.0, 3.0]), lower=True)   # [1., 2.]
@@ -114,7 +116,7 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_d
         raise ValueError(f"scipy.linalg.solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
     b2, vec = _as_matrix_rhs("solve_triangular", a, b)
     x = _L.triangular_solve(a, b2, left_side=True, lower=bool(lower), transpose_a=codes[trans],
-                            unit_diagonal=bool(unit_diagonal))
+                            conjugate_a=trans in (2, "C"), unit_diagonal=bool(unit_diagonal))
     return reshape(x, x.shape[:-1]) if vec else x
 
 
@@ -187,7 +189,8 @@ def _linalg_take(x: Any, idx: Any) -> Any:
 
 def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: bool = False,
              check_finite: bool = True) -> Any:
-    """Solve ``a @ x = b`` (``trans`` 1 or 2: ``a.T @ x = b``) given ``lu_factor(a)``. b: (n,) or (..., n, k).
+    """Solve ``a @ x = b`` (``trans`` 1: ``a.T @ x = b``, 2: ``a^H @ x = b``) given ``lu_factor(a)``.
+    b: (n,) or (..., n, k).
 
     >>> lu_solve(lu_factor(fnp.array([[2.0, 0.0], [0.0, 4.0]])), fnp.array([2.0, 2.0]))   # [1., 0.5]
     """
@@ -199,6 +202,8 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: b
         raise ValueError(f"scipy.linalg.lu_solve: trans must be 0, 1 or 2, got {trans!r}")
     b2, vec = _as_matrix_rhs("lu_solve", lu_, b)
     P = _perm_matrix(_pivots_to_perm(lax.convert_element_type(piv, np.int32)), lu_.dtype)
+    if trans == 2 and lu_.dtype.kind == "c":   # a^H x = b: conj(a) = P^T conj(L) conj(U)
+        lu_ = lax.conj(lu_)
     if trans == 0:
         y = _L.triangular_solve(lu_, _linalg.matmul(P, b2), left_side=True, lower=True, unit_diagonal=True)
         x = _L.triangular_solve(lu_, y, left_side=True, lower=False)
@@ -346,17 +351,124 @@ def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, con
 
 
 def schur(a: Any, output: str = "real") -> tuple[Any, Any]:
-    """Real Schur form ``(t, z)`` with ``a = z @ t @ z.T`` (forward only; no derivatives, as in JAX).
+    """Schur decomposition ``(t, z)`` with ``a = z @ t @ z^H`` (forward only; no derivatives, as in JAX):
+    ``output='real'``: real quasi-triangular ``t`` for real ``a``; ``output='complex'``: complex upper-triangular
+    ``t`` (complex64 for float32 input, complex128 for float64). A complex ``a`` always gives the complex form.
 
     >>> t, z = schur(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
+    >>> tc, zc = schur(fnp.array([[0.0, 1.0], [-1.0, 0.0]]), output="complex")   # diag(tc) = [1j, -1j]
     """
-    if output != "real":
-        raise NotImplementedError("scipy.linalg.schur: only output='real' is supported (no complex arrays)")
-    return _L.schur(_square("schur", a))
+    if output not in ("real", "complex"):
+        raise ValueError(f"scipy.linalg.schur: output must be 'real' or 'complex', got {output!r}")
+    a = _square("schur", a)
+    if output == "complex":
+        a = a.astype(_complex_dtype_of(a))
+    return _L.schur(a)
+
+
+def _complex_dtype_of(a: Any) -> Any:
+    """complex64 for float32/float16/complex64, complex128 for float64/complex128."""
+    return np.dtype(np.complex128) if a.dtype in (np.float64, np.complex128) else np.dtype(np.complex64)
+
+
+def sqrtm(A: Any, blocksize: int = 1) -> Any:
+    """Principal matrix square root ``X`` (``X @ X = A``) of square (..., n, n) matrices, always complex (as JAX:
+    complex64 for float32 input, complex128 for float64); computed by scipy (Schur method). No derivatives
+    (as in JAX). A matrix with a non-finite entry, or without a square root (``[[0, 1], [0, 0]]``), gives NaN.
+
+    >>> sqrtm(fnp.array([[4.0, 0.0], [0.0, 9.0]]))   # [[2, 0], [0, 3]] as complex
+    """
+    if blocksize > 1:
+        raise NotImplementedError("scipy.linalg.sqrtm: the blocked version (blocksize > 1) is not implemented "
+                                  "(as in JAX)")
+    A = _square("sqrtm", A)
+    return _L.sqrtm_p.bind(A)
+
+
+def rsf2csf(T: Any, Z: Any, check_finite: bool = True) -> tuple[Any, Any]:
+    """Real Schur form ``(T, Z)`` (from ``schur``) -> complex Schur form ``(T2, Z2)`` with ``T2`` upper
+    triangular and ``Z2 @ T2 @ Z2^H == Z @ T @ Z^T``; (..., n, n) each, complex. No derivatives.
+
+    >>> T2, Z2 = rsf2csf(*schur(fnp.array([[0.0, 1.0], [-1.0, 0.0]])))
+    """
+    T, Z = promote_inexact(arr(T), arr(Z))
+    for name, x in (("T", T), ("Z", Z)):
+        if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"scipy.linalg.rsf2csf: {name} must be a square matrix (shape (..., n, n)), got "
+                             f"{describe(x)}")
+    if T.shape[-1] != Z.shape[-1]:
+        raise ValueError(f"scipy.linalg.rsf2csf: T {describe(T)} and Z {describe(Z)} must have the same size")
+    t2, z2 = _L.rsf2csf_p.bind(T, Z)
+    return t2, z2
+
+
+def funm(A: Any, func: Any, disp: bool = True) -> Any:
+    """Matrix function ``func(A)`` of a square (n, n) matrix, for a scalar function ``func`` applied elementwise
+    (it receives the eigenvalues, a complex (n,) array): complex Schur form, then Parlett's recurrence
+    (as JAX; complex result, no derivatives). ``disp=False``: ``(F, err)`` with an estimate of the relative
+    error (JAX's formula). Inaccurate for close or repeated eigenvalues (as scipy and JAX).
+
+    >>> funm(fnp.array([[1.0, 2.0], [0.0, 3.0]]), fnp.exp)   # equals expm(A), as complex
+    """
+    (A,) = promote_inexact(arr(A))
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"scipy.linalg.funm: expected a square (n, n) matrix, got {describe(A)}")
+    if not callable(func):
+        raise TypeError(f"scipy.linalg.funm: func must be a callable taking the eigenvalues, got "
+                        f"{type(func).__name__}")
+    T, Z = _L.schur(A.astype(_complex_dtype_of(A)))
+    fd = _fnp.asarray(func(_fnp.diagonal(T)))
+    if fd.shape != (A.shape[0],):
+        raise ValueError(f"scipy.linalg.funm: func must map the ({A.shape[0]},) eigenvalues to an array of that "
+                         f"shape, got {describe(fd)}")
+    F = _fnp.diag(fd).astype(T.dtype)
+    F, minden = _L.parlett_p.bind(F, T)
+    F = _linalg.matmul(_linalg.matmul(Z, F), _fnp.conj(_mT(Z)))
+    if disp:
+        return F
+    tol = float(np.finfo(np.float32 if T.dtype == np.complex64 else np.float64).eps)
+    minden = where(minden == 0.0, tol, minden)
+    bound = _fnp.minimum(1.0, _fnp.maximum(tol, (tol / minden) * _nl.norm(_fnp.triu(T, 1), 1)))
+    err = where(_fnp.any(_fnp.isinf(F)), np.inf, bound)
+    return F, err
+
+
+def dft(n: int, scale: str | None = None, *, dtype: Any = None) -> Any:
+    """The n x n discrete Fourier transform matrix ``W[j, k] = exp(-2 pi i j k / n)`` (``dft(n) @ x ==
+    fft(x)``); ``scale``: None, ``'sqrtn'`` (unitary) or ``'n'``. Complex (the default complex dtype:
+    complex64, complex128 with x64, or ``dtype``).
+
+    >>> dft(2)   # [[1, 1], [1, -1]]
+    """
+    if scale is not None and scale not in ("sqrtn", "n"):
+        raise ValueError(f"scipy.linalg.dft: scale must be None, 'sqrtn' or 'n', got {scale!r}")
+    n = _operator_index("dft", n)
+    if n < 0:
+        raise ValueError(f"scipy.linalg.dft: n must be non-negative, got {n}")
+    from funcgrad import _dtypes
+    dt = _dtypes.complex_ if dtype is None else np.dtype(dtype)
+    if dt.kind != "c":
+        raise ValueError(f"scipy.linalg.dft: dtype must be a complex floating-point type, got {dt}")
+    dt = _dtypes.canonicalize(dt)
+    k = np.arange(n)
+    w = np.exp(-2j * np.pi * np.outer(k, k) / max(n, 1))
+    if scale == "sqrtn":
+        w = w / np.sqrt(n)
+    elif scale == "n":
+        w = w / n
+    return _fnp.asarray(w.astype(dt))
+
+
+def _operator_index(name: str, n: Any) -> int:
+    import operator
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise TypeError(f"scipy.linalg.{name}: n must be an integer, got {type(n).__name__} {n!r}") from None
 
 
 def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
-    """Upper Hessenberg form ``h`` (``calc_q``: ``(h, q)`` with ``a = q @ h @ q.T``); forward only.
+    """Upper Hessenberg form ``h`` (``calc_q``: ``(h, q)`` with ``a = q @ h @ q^H``; real or complex); forward only.
 
     >>> h = hessenberg(fnp.ones((3, 3)))
     """
