@@ -83,6 +83,7 @@ class Op:
     atol64: float = 1e-12
     grad_tol: float | None = None
     transforms: bool = True       # False: shape depends on values (boolean mask of an argument): no vmap/jit
+    area: str = "core"            # the op_rows_<area>.py file a row comes from ("core": this file)
 
     def gen_list(self, nargs: int) -> list:
         return list(self.gens) if isinstance(self.gens, (list, tuple)) else [self.gens] * nargs
@@ -488,5 +489,7 @@ PUBLIC = ("array asarray zeros ones full zeros_like ones_like full_like arange l
 _AREAS = ("math", "arrays", "sorting", "linalg", "fft", "complex")
 for _area in _AREAS:
     _module = __import__(f"op_rows_{_area}")
+    for _op in _module.OPS:
+        _op.area = _area
     OPS += _module.OPS
     PUBLIC += _module.PUBLIC

@@ -268,16 +268,23 @@ def test_vmap_matches_loop(op, shapes, in_axes_kind, rng, x32):
 # ----------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["fused", "unfused"])
-def fusion(request):
-    with config_set("jit_fusion", request.param == "fused"):
-        yield request.param
+def _jit_cases():
+    # The table's own rows run jit fused and unfused in both float widths. The area rows run fused
+    # in float32 and unfused in float64: compiling a fused kernel per width is most of this test's
+    # time, and the float64 kernels differ from the float32 ones only in their types.
+    out = []
+    for case in _cases(lambda op: op.transforms):
+        op, shapes = case.values
+        combos = ([("fused", np.float32), ("unfused", np.float32), ("fused", np.float64), ("unfused", np.float64)]
+                  if op.area == "core" else [("fused", np.float32), ("unfused", np.float64)])
+        out += [pytest.param(op, shapes, dtype, fusion, id=f"{fusion}-{case.id}-{np.dtype(dtype).name}")
+                for fusion, dtype in combos]
+    return out
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("op,shapes", _cases(lambda op: op.transforms))
+@pytest.mark.parametrize("op,shapes,dtype,fusion", _jit_cases())
 def test_jit_matches_eager(op, shapes, dtype, fusion, rng):
-    with config_set("enable_x64", dtype == np.float64):
+    with config_set("enable_x64", dtype == np.float64), config_set("jit_fusion", fusion == "fused"):
         args = to_fg(make_args(op, shapes, rng, dtype))
         eager = op.fn(*args)
         jitted = fg.jit(op.fn)
