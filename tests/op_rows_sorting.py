@@ -260,5 +260,16 @@ def _polynomials():
     return rows
 
 
-OPS: list = _sorting() + _statistics() + _polynomials()
+def _roots():
+    # Roots come in LAPACK's order: compare them sorted (real part, then imaginary part).
+    return [
+        Op("roots", lambda p: fnp.sort_complex(fnp.roots(p, strip_zeros=False)),
+           lambda p: np.sort_complex(np.roots(p)), [((4,),)], diff=False, out="complex", rtol=2e-4, atol=2e-4),
+        Op("roots[leading zeros stripped]", lambda p: fnp.sort_complex(fnp.roots(fnp.concatenate([fnp.zeros(2), p]))),
+           lambda p: np.sort_complex(np.roots(np.concatenate([np.zeros(2), p]))), [((3,),)], diff=False,
+           out="complex", rtol=2e-4, atol=2e-4, transforms=False),
+    ]
+
+
+OPS: list = _sorting() + _statistics() + _polynomials() + _roots()
 PUBLIC: list[str] = sorted({op.name.split("[")[0] for op in OPS})

@@ -481,3 +481,20 @@ def test_inverted_cdf_weights_per_axis_and_bad_weights():
         [False, True, False]
     out = fg.jit(lambda a, w: fnp.quantile(a, q, axis=1, method="inverted_cdf", weights=w))(a, w)
     np.testing.assert_allclose(_np(out), want, rtol=1e-6)
+
+
+def test_roots_gradients_follow_vietas_formulas(x64):
+    # sum(roots) = -p1/p0 and prod(roots) = p2/p0 for a quadratic: the gradients of both, through eigvals.
+    p = np.array([1.5, -4.0, 2.0])
+    g_sum = fg.grad(lambda q: fnp.real(fnp.sum(fnp.roots(q))))(p)
+    np.testing.assert_allclose(np.asarray(g_sum), [p[1] / p[0] ** 2, -1 / p[0], 0.0], atol=1e-10)
+    g_prod = fg.grad(lambda q: fnp.real(fnp.prod(fnp.roots(q, strip_zeros=False))))(p)
+    np.testing.assert_allclose(np.asarray(g_prod), [-p[2] / p[0] ** 2, 0.0, 1 / p[0]], atol=1e-10)
+
+
+def test_roots_under_jit_need_strip_zeros_false():
+    p = fnp.array([0.0, 1.0, -3.0, 2.0])
+    with pytest.raises(TypeError, match="strip_zeros=False"):
+        fg.jit(fnp.roots)(p)
+    got = np.asarray(fg.jit(lambda q: fnp.roots(q, strip_zeros=False))(p))
+    assert np.isnan(got[-1]) and np.allclose(np.sort_complex(got[:-1]), [1.0, 2.0])

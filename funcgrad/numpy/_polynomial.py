@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import sys
+
 import numpy as np
 
 from funcgrad._core import Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, index_arg, promote, promote_inexact
+from funcgrad.numpy._sorting import concrete
 
-__all__ = ["convolve", "correlate", "poly", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul",
+__all__ = ["convolve", "correlate", "poly", "roots", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul",
            "polysub", "polyval", "vander"]
 
 
@@ -369,3 +372,47 @@ def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = F
     if y.ndim == 1:
         return coeffs, lax.mul(vbase, fac)
     return coeffs, lax.mul(vbase[:, :, None], fac)
+
+
+def roots(p: Any, *, strip_zeros: bool = True) -> Any:
+    """The roots of the polynomial with coefficients ``p`` (highest degree first), as a complex array.
+
+    The eigenvalues of the companion matrix, as numpy and JAX compute them; the result is complex even when
+    every root is real (as JAX). Leading zeros are stripped (``p`` must then be concrete); with
+    ``strip_zeros=False`` (usable under jit) the roots they stand for are NaN and come last.
+
+    >>> roots(fnp.array([1.0, -3.0, 2.0]))     # [2, 1] (complex64)
+    """
+    fnp = sys.modules["funcgrad.numpy"]        # the package: linalg.eigvals, roll, ... (a module import would cycle)
+    (p,) = promote_inexact(arr(p))
+    if p.ndim == 0:
+        p = lax.reshape(p, (1,))
+    if p.ndim != 1:
+        raise ValueError(f"roots: p must be a 1-d array of coefficients, got {describe(p)}")
+    complex_dtype = np.result_type(p.dtype, np.complex64)
+    if p.shape[0] < 2:
+        return fnp.zeros((0,), complex_dtype)
+    if strip_zeros:
+        values = concrete("roots", p, "stripping the leading zeros", "pass strip_zeros=False (the roots that "
+                          "leading zeros stand for are then NaN)")
+        nonzero = np.flatnonzero(values != 0)
+        start = int(nonzero[0]) if nonzero.size else p.shape[0]
+        return _companion_roots(fnp, p[start:], complex_dtype)
+    is_zero = lax.convert_element_type(lax.eq_p.bind(p, 0.0), np.int32)
+    leading = fnp.sum(fnp.cumprod(is_zero))                  # the number of leading zeros (traced)
+    n = p.shape[0]
+    safe = fnp.where(leading == n, fnp.ones_like(p), p)      # all zeros: any polynomial, its roots become NaN
+    found = _companion_roots(fnp, fnp.roll(safe, -leading), complex_dtype)
+    order = fnp.argsort(lax.convert_element_type(lax.eq_p.bind(found, 0.0), np.int32), stable=True)
+    found = found[order]                                     # the zero roots the rolled zeros added go last
+    keep = fnp.arange(n - 1) < (n - 1) - leading
+    return fnp.where(keep, found, fnp.asarray(complex(np.nan, np.nan), complex_dtype))
+
+
+def _companion_roots(fnp: Any, p: Any, complex_dtype: Any) -> Any:
+    m = p.shape[0]
+    if m < 2:
+        return fnp.zeros((0,), complex_dtype)
+    companion = fnp.diag(fnp.ones((m - 2,), p.dtype), -1)
+    companion = companion.at[0, :].set(-p[1:] / p[0])
+    return fnp.linalg.eigvals(companion)
