@@ -38,6 +38,7 @@ _TESTED_ELSEWHERE = {
                      "savez", "load", "fromfile", "fromiter", "isscalar", "iterable", "can_cast", "isdtype",
                      "issubdtype", "promote_types", "result_type"], "tests/test_numpy_math.py"),
     **dict.fromkeys(["ndim", "shape", "size"], "tests/test_ops.py::test_shape_queries"),
+    "from_dlpack": "tests/test_numpy_arrays.py", "frompyfunc": "tests/test_numpy_math.py",
 }
 
 

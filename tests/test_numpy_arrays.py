@@ -581,3 +581,13 @@ def test_array_byte_properties_and_matrix_transpose():
     x = fnp.asarray(base)
     assert (x.itemsize, x.nbytes, x.tobytes()) == (base.itemsize, base.nbytes, base.tobytes())
     np.testing.assert_array_equal(np.asarray(x.mT), np.swapaxes(base, -1, -2))
+
+
+def test_from_dlpack_copies_in_a_numpy_buffer():
+    base = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    x = fnp.from_dlpack(base)
+    np.testing.assert_array_equal(np.asarray(x), base)
+    assert x.dtype == np.float32 and fnp.from_dlpack(base, device="cpu").shape == (2, 3)
+    y = fnp.from_dlpack(base, copy=True)
+    base[0, 0] = 7.0                  # a copy does not see later writes to the source
+    assert float(y[0, 0]) == 0.0

@@ -5,8 +5,8 @@
 >>> fnp.sum(fnp.sin(x) * x)
 """
 from funcgrad.numpy import fft, linalg
-from funcgrad.numpy._creation import (arange, array, asarray, eye, full, full_like, linspace, ones, ones_like,
-                                      zeros, zeros_like)
+from funcgrad.numpy._creation import (arange, array, asarray, eye, from_dlpack, full, full_like, linspace, ones,
+                                      ones_like, zeros, zeros_like)
 from funcgrad.numpy._elementwise import (abs, absolute, add, arccos, arcsin, arctan, arctan2, around, ceil, clip,
                                          cos, cosh, divide, equal, exp, exp2, expm1, floor, floor_divide, greater,
                                          greater_equal, isfinite, isnan, less, less_equal, log, log1p, log2,
@@ -57,7 +57,7 @@ from funcgrad.numpy._linalg import cross, einsum_path, matvec, vecdot, vecmat  #
 
 __all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__)
                  | set(_statistics.__all__) | set(_differences.__all__) | set(_polynomial.__all__)
-                 | set(_complex.__all__) | {"cross", "einsum_path", "matvec", "vecdot", "vecmat"})
+                 | set(_complex.__all__) | {"cross", "einsum_path", "from_dlpack", "matvec", "vecdot", "vecmat"})
 
 _install(_sys.modules[__name__])
 del _install

@@ -1,6 +1,7 @@
 """Array creation (concrete constants; under jit they become program constants)."""
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -487,3 +488,16 @@ def hanning(M: int) -> Array:
     >>> fnp.hanning(3)                                     # [0, 1, 0]
     """
     return _window("hanning", M, np.hanning)
+
+
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Array:
+    """An Array from any DLPack producer (numpy, torch, CuPy, JAX), as ``jax.numpy.from_dlpack``; see
+    ``funcgrad.from_dlpack``. ``device=`` moves the result there (``"cpu"``, ``"gpu"``).
+
+    >>> from_dlpack(np.arange(3.0))      # f32[3] (f64 with x64)
+    """
+    # funcgrad.devices (the transforms layer, below this one), found by module name: the package's
+    # attribute ``devices`` is the function fg.devices().
+    devices = importlib.import_module("funcgrad.devices")
+    out = devices.from_dlpack(x, copy=copy)
+    return out if device is None else devices.device_put(out, device)
