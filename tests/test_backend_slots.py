@@ -32,7 +32,7 @@ GPU_MISSING = (
     "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag", "lcm", "lgamma", "log_ndtr",
     "logaddexp", "lu", "max_pool2d", "max_pool2d_grad", "ndtri", "owens_t", "polygamma", "population_count", "qr",
     "random_gamma_grad", "real", "scatter_add", "scatter_set", "schur", "sici_ci", "sici_si", "spence", "svd",
-    "threefry2x32", "triangular_solve", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
+    "threefry2x32", "triangular_solve", "wofz", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
@@ -44,7 +44,7 @@ NUMBA_MISSING = (
     "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag",
     "lcm", "lgamma", "log_ndtr", "mod", "ndtri", "nextafter", "owens_t", "polygamma", "population_count",
     "random_gamma_grad", "real", "round", "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence",
-    "xlog1py", "xlogy", "zeta", "zeta_grad_x",
+    "wofz", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
 

@@ -163,6 +163,11 @@ owens_t_p = nary("owens_t", sc.owens_t, [
     lambda h, a, y: div(exp(mul(mul(mul(h, h), add(1.0, mul(a, a))), -0.5)), mul(add(1.0, mul(a, a)), 2.0 * math.pi)),
 ])
 
+# The Faddeeva function w(z) = exp(-z^2) erfc(-iz), complex operands only (funcgrad.scipy.special.wofz
+# promotes): holomorphic, so the tangent is t * w'(z) and the cotangent ct * w'(z) (JAX's convention,
+# no conjugate), with w'(z) = -2 z w(z) + 2i / sqrt(pi).
+wofz_p = nary("wofz", sc.wofz, [lambda z, w: add(mul(mul(z, w), -2.0), 1j * _TWO_OVER_SQRT_PI)])
+
 # --------------------------------------------------------------------------
 # Bessel functions, exponential integrals, Fresnel and sine/cosine integrals
 # --------------------------------------------------------------------------
