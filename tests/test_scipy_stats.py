@@ -346,6 +346,29 @@ def test_multivariate_normal(batch, rng, x64):
                 [fnp.asarray(x), fnp.asarray(mean), fnp.asarray(a)], order=2)
 
 
+def test_multivariate_normal_batched_covariances(rng, x64):
+    # a stack of covariances broadcasts against the points (JAX vectorizes over both), under vmap and jit too
+    a = rng.standard_normal((2, 3, 3))
+    cov = a @ np.swapaxes(a, -1, -2) + 3.0 * np.eye(3)
+    x = rng.standard_normal((4, 1, 3))
+    mean = rng.standard_normal(3)
+    ref = np.stack([np.stack([ss.multivariate_normal.logpdf(x[i, 0], mean, cov[j]) for j in range(2)])
+                    for i in range(4)])
+    out = fst.multivariate_normal.logpdf(fnp.asarray(x), fnp.asarray(mean), fnp.asarray(cov))
+    assert out.shape == (4, 2)
+    _close(out, ref, 1e-10)
+    f = lambda c: fst.multivariate_normal.logpdf(fnp.asarray(x[:, 0]), fnp.asarray(mean), c)   # noqa: E731
+    _close(fg.vmap(f)(fnp.asarray(cov)), ref.T, 1e-10)
+    with config_set("jit_fusion", False):
+        _close(fg.jit(f)(fnp.asarray(cov[1])), ref[:, 1], 1e-10)
+    check_grads(lambda c: fst.multivariate_normal.logpdf(fnp.asarray(x), fnp.asarray(mean),
+                                                         c @ fnp.swapaxes(c, -1, -2) + 3.0 * fnp.eye(3)),
+                [fnp.asarray(a)], order=2)
+    # not positive definite: NaN, as JAX (scipy raises)
+    assert np.isnan(float(fst.multivariate_normal.logpdf(fnp.zeros(2), fnp.zeros(2), fnp.array([[1.0, 2.0],
+                                                                                                [2.0, 1.0]]))))
+
+
 def test_multivariate_normal_scalar_forms_and_errors(rng, x64):
     x = rng.standard_normal((4, 2))
     _close(fst.multivariate_normal.logpdf(fnp.asarray(x), fnp.zeros(2), 2.0),
