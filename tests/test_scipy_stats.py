@@ -452,6 +452,35 @@ def test_rankdata_nan_gradient_and_errors():
         fst.rankdata(fnp.ones(3), nan_policy="raise")
 
 
+def test_mode_and_rankdata_long_slices_vmap_and_gradient(rng, x64):
+    # long slices (sort-based, O(n log n)), with ties, negative zero and NaN-free data, against scipy
+    a = rng.integers(-20, 20, (3, 400)).astype(np.float64)
+    a[0, :5] = -0.0
+    for method in ("average", "min", "max", "dense", "ordinal"):
+        np.testing.assert_array_equal(np.asarray(fst.rankdata(fnp.asarray(a), method, axis=1)),
+                                      ss.rankdata(a, method, axis=1), err_msg=method)
+    out, ref = fst.mode(fnp.asarray(a), axis=1), ss.mode(a, axis=1)
+    np.testing.assert_array_equal(np.asarray(out.mode), ref.mode)
+    np.testing.assert_array_equal(np.asarray(out.count), ref.count)
+    assert out.count.dtype.kind == "i"
+    # vmap: per row, as a loop
+    np.testing.assert_array_equal(np.asarray(fg.vmap(lambda r: fst.rankdata(r, "average"))(fnp.asarray(a))),
+                                  ss.rankdata(a, "average", axis=1))
+    vm = fg.vmap(lambda r: fst.mode(r))(fnp.asarray(a))
+    np.testing.assert_array_equal(np.asarray(vm.mode), ref.mode)
+    # the gradient of the mode flows to its first occurrence (as JAX)
+    g = fg.grad(lambda v: fst.mode(v).mode)(fnp.array([2.0, 1.0, 2.0, 3.0, 1.0, 2.0]))
+    np.testing.assert_array_equal(np.asarray(g), [1.0, 0, 0, 0, 0, 0])
+    # integers and bools, and a slice holding a NaN among ties
+    b = fst.mode(fnp.array([True, False, True]))
+    assert bool(b.mode) is True and int(b.count) == 2
+    out = fst.mode(fnp.array([np.nan, 2.0, np.nan, 2.0, 1.0]))
+    assert float(out.mode) == 2.0 and int(out.count) == 2
+    r = fst.rankdata(fnp.array([[np.nan, 1.0], [2.0, 1.0]]), axis=1)
+    np.testing.assert_array_equal(np.asarray(r), [[np.nan, np.nan], [2.0, 1.0]])
+    assert fst.rankdata(fnp.zeros((2, 0)), axis=1).shape == (2, 0)
+
+
 @pytest.mark.parametrize("axis", [None, 0, 1])
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_sem(axis, keepdims, rng, x64):
