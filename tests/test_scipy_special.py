@@ -556,3 +556,30 @@ def test_sph_harm_y_under_vmap_and_jit(rng, x32):
         jitted = fg.jit(lambda n, m, t: fs.sph_harm_y(n, m, t, 0.5, n_max=5))(fnp.asarray(N_SH), fnp.asarray(M_SH),
                                                                               fnp.asarray(theta[0]))
     np.testing.assert_allclose(np.asarray(jitted), np.asarray(out[0]), rtol=1e-6, atol=1e-6)
+
+
+def test_complex_arguments_follow_jax(x64):
+    # JAX defines these on complex numbers: the same formulas, differentiable (holomorphic)
+    z, w = np.array([1 + 1j, -0.5 + 0.3j]), np.array([0.7 - 0.2j, 2 + 1j])
+    Zc, Wc = fnp.asarray(z), fnp.asarray(w)
+    refs = {
+        "expit": (fs.expit(Zc), 1 / (1 + np.exp(-z))),
+        "logit": (fs.logit(Zc), np.log(z / (1 - z))),
+        "xlogy": (fs.xlogy(Zc, Wc), z * np.log(w)),
+        "xlog1py": (fs.xlog1py(Zc, Wc), z * np.log1p(w)),
+        "boxcox": (fs.boxcox(Zc, 0.5), (z ** 0.5 - 1) / 0.5),
+        "boxcox1p": (fs.boxcox1p(Zc, 0.5), ((1 + z) ** 0.5 - 1) / 0.5),
+        "logsumexp": (fs.logsumexp(Zc), np.log(np.sum(np.exp(z)))),
+        "softmax": (fs.softmax(Zc), np.exp(z) / np.sum(np.exp(z))),
+        "log_softmax": (fs.log_softmax(Zc), z - np.log(np.sum(np.exp(z)))),
+    }
+    for name, (out, ref) in refs.items():
+        assert out.dtype == np.complex128, name
+        np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-12, err_msg=name)
+    check_grads(fs.xlogy, [Zc, Wc], order=2)
+    check_grads(lambda v: fs.logsumexp(v), [Zc], order=2)
+    # the others raise a TypeError naming the function (JAX raises too); never a silent real part
+    for f, name in [(lambda: fs.erf(Zc), "erf"), (lambda: fs.gammaln(1j), "gammaln"),
+                    (lambda: fs.betaln(Zc, 1.0), "betaln"), (lambda: fs.sph_harm_y(1, 0, Zc, 0.1), "sph_harm_y")]:
+        with pytest.raises(TypeError, match=f"{name}: complex arguments"):
+            f()

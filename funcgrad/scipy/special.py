@@ -39,33 +39,44 @@ __all__ = [
 _SCALARS = (bool, int, float)
 
 
-def _floats(*xs: Any, name: str | None = None, check: bool = True) -> list:
+def _caller_name() -> str:
+    """The public function that called into these helpers: ``gammaln``, or ``norm.logpdf`` for stats."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and (frame.f_code.co_name.startswith("_")
+                                        or frame.f_code.co_name in ("promote", "_floats")):
+        frame = frame.f_back
+    module = frame.f_globals.get("__name__", "").rsplit(".", 1)[-1]
+    return frame.f_code.co_name if module == "special" else f"{module}.{frame.f_code.co_name}"
+
+
+def _floats(*xs: Any, name: str | None = None, check: bool = True, complex_ok: bool = False) -> list:
     """The operands as arrays of their common float dtype (ints and bools: the default float).
 
     Operands that do not broadcast together raise a ValueError naming the calling function
-    (``name``, else the caller's module and function: ``norm.logpdf``)."""
+    (``name``, else the caller's module and function: ``norm.logpdf``); complex operands raise a
+    TypeError unless ``complex_ok`` (the functions JAX defines on complex numbers)."""
     xs = promote_inexact(*xs)
+    if not complex_ok and any(isinstance(x, complex) or getattr(x, "dtype", None) is not None and
+                              x.dtype.kind == "c" for x in xs):
+        name = name or _caller_name()
+        described = ", ".join(_dtypes.describe(x) for x in xs)
+        raise TypeError(f"{name}: complex arguments ({described}) are not supported (as in JAX: it is defined "
+                        "for real numbers); pass the real part (fnp.real(x)) if that is what you mean")
     shapes = [np.shape(x) for x in xs]
     if check and len(shapes) > 1:
         try:
             np.broadcast_shapes(*shapes)
         except ValueError:
-            if name is None:
-                frame = sys._getframe(1)
-                while frame.f_back is not None and (frame.f_code.co_name.startswith("_")
-                                                    or frame.f_code.co_name == "promote"):
-                    frame = frame.f_back
-                module = frame.f_globals.get("__name__", "").rsplit(".", 1)[-1]
-                name = frame.f_code.co_name if module == "special" else f"{module}.{frame.f_code.co_name}"
+            name = name or _caller_name()
             described = ", ".join(_dtypes.describe(x) for x in xs)
             raise ValueError(f"{name}: the arguments ({described}) cannot be broadcast together (numpy "
                              "broadcasting: aligned from the right, each dimension must match or be 1)") from None
     dtype = _dtypes.result_type(*xs)
-    return [lax.convert_element_type(x, dtype) if isinstance(x, _SCALARS) else x for x in xs]
+    return [lax.convert_element_type(x, dtype) if isinstance(x, _SCALARS + (complex,)) else x for x in xs]
 
 
-def _unary(p, x):
-    (x,) = _floats(x)
+def _unary(p, x, complex_ok: bool = False):
+    (x,) = _floats(x, complex_ok=complex_ok)
     return p.bind(x)
 
 
@@ -365,7 +376,7 @@ def expit(x: Any) -> Any:
 
     >>> expit(fnp.array([0.0]))   # [0.5]
     """
-    return _unary(lax.logistic_p, x)
+    return _unary(lax.logistic_p, x, complex_ok=True)
 
 
 def logit(x: Any) -> Any:
@@ -373,7 +384,7 @@ def logit(x: Any) -> Any:
 
     >>> logit(fnp.array([0.5]))   # [0]
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
 
 
@@ -385,7 +396,7 @@ def xlogy(x: Any, y: Any) -> Any:
 
     >>> xlogy(fnp.array([0.0, 2.0]), fnp.array([0.0, 3.0]))   # [0, 2 log 3]
     """
-    x, y = _floats(x, y)
+    x, y = _floats(x, y, complex_ok=True)
     return _p.xlogy_p.bind(x, y)
 
 
@@ -394,7 +405,7 @@ def xlog1py(x: Any, y: Any) -> Any:
 
     >>> xlog1py(fnp.array([0.0, 2.0]), fnp.array([-1.0, 3.0]))   # [0, 2 log 4]
     """
-    x, y = _floats(x, y)
+    x, y = _floats(x, y, complex_ok=True)
     return _p.xlog1py_p.bind(x, y)
 
 
@@ -436,7 +447,7 @@ def boxcox(x: Any, lmbda: Any) -> Any:
 
     >>> boxcox(fnp.array([2.0]), 0.5)
     """
-    x, lmbda = _floats(x, lmbda)
+    x, lmbda = _floats(x, lmbda, complex_ok=True)
     return _boxcox(lax.log(x), lmbda)
 
 
@@ -445,7 +456,7 @@ def boxcox1p(x: Any, lmbda: Any) -> Any:
 
     >>> boxcox1p(fnp.array([1.0]), 0.5)
     """
-    x, lmbda = _floats(x, lmbda)
+    x, lmbda = _floats(x, lmbda, complex_ok=True)
     return _boxcox(lax.log1p(x), lmbda)
 
 
@@ -465,10 +476,10 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     >>> logsumexp(fnp.array([1.0, 2.0]), b=fnp.array([1.0, -2.0]), return_sign=True)
     """
     if b is not None:
-        a, b = _floats(a, b)
+        a, b = _floats(a, b, complex_ok=True)
         a, b = fnp.broadcast_arrays(a, b)
     else:
-        (a,) = _floats(a)
+        (a,) = _floats(a, complex_ok=True)
     axes = normalize_axes("logsumexp", axis, a.ndim, a)
     if where is not None:
         where = fnp.broadcast_to(arr(where), a.shape)
@@ -506,7 +517,7 @@ def softmax(x: Any, /, *, axis: Any = None) -> Any:
 
     >>> softmax(fnp.array([1.0, 2.0]))
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
     axes = _softmax_axes("softmax", x, axis)
     m = lax.stop_gradient(fnp.max(x, axis=axes, keepdims=True))
     e = lax.exp(lax.sub(x, fnp.where(fnp.isfinite(m), m, 0.0)))
@@ -518,7 +529,7 @@ def log_softmax(x: Any, /, *, axis: Any = None) -> Any:
 
     >>> log_softmax(fnp.array([1.0, 2.0]))
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
     axes = _softmax_axes("log_softmax", x, axis)
     m = lax.stop_gradient(fnp.max(x, axis=axes, keepdims=True))
     shifted = lax.sub(x, fnp.where(fnp.isfinite(m), m, 0.0))
@@ -683,7 +694,7 @@ def zeta(x: Any, q: Any = None) -> Any:
 
 def _as_complex(name: str, z: Any) -> Any:
     """``z`` as a complex array (floats: complex64 for float32 and below, complex128 for float64)."""
-    (z,) = _floats(z)
+    (z,) = _floats(z, complex_ok=True)
     if z.dtype.kind != "c":
         z = lax.convert_element_type(z, _dtypes.complex_dtype(z.dtype))
     return z
@@ -756,9 +767,6 @@ def sph_harm_y(n: Any, m: Any, theta: Any, phi: Any, diff_n: int | None = None, 
     if n_max < 0:
         raise ValueError(f"sph_harm_y: n_max must be >= 0, got {n_max}")
     theta, phi = _floats(theta, phi, name="sph_harm_y")
-    if theta.dtype.kind == "c" or phi.dtype.kind == "c":
-        raise TypeError(f"sph_harm_y: theta and phi must be real, got {_dtypes.describe(theta)} and "
-                        f"{_dtypes.describe(phi)}")
     try:
         shape = np.broadcast_shapes(n.shape, m.shape, theta.shape, phi.shape)
     except ValueError:
