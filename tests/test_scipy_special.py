@@ -583,3 +583,34 @@ def test_complex_arguments_follow_jax(x64):
                     (lambda: fs.betaln(Zc, 1.0), "betaln"), (lambda: fs.sph_harm_y(1, 0, Zc, 0.1), "sph_harm_y")]:
         with pytest.raises(TypeError, match=f"{name}: complex arguments"):
             f()
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.complex128, 1e-12), (np.complex64, 2e-5)])
+def test_complex_loggamma_and_gamma(dtype, rtol, request):
+    request.getfixturevalue("x64" if dtype == np.complex128 else "x32")
+    z = np.array([1 + 1j, -2.5 + 0.5j, 3 - 2j, 0.3 + 0.01j, -7.2 - 3j, -2.5 + 0j, 12 + 5j])
+    out = fs.loggamma(fnp.asarray(z.astype(dtype)))
+    assert out.dtype == dtype
+    np.testing.assert_allclose(np.asarray(out), sc.loggamma(z), rtol=rtol, atol=rtol)    # scipy's branch cut
+    out = fs.gamma(fnp.asarray(z.astype(dtype)))
+    np.testing.assert_allclose(np.asarray(out), sc.gamma(z), rtol=10 * rtol, atol=1e-12)
+    poles = fnp.asarray(np.array([0j, -1 + 0j, -3 + 0j], dtype))
+    assert np.isnan(np.asarray(fs.loggamma(poles))).all() and np.isnan(np.asarray(fs.gamma(poles))).all()
+
+
+def test_complex_loggamma_derivatives(x64):
+    z = np.array([1 + 1j, -2.5 + 0.5j, 3 - 2j, 0.3 + 0.01j, -7.2 - 3j])
+    Zc = fnp.asarray(z)
+    h = 1e-6
+    for step in (1.0, 1j):     # holomorphic: both directions give digamma(z) times the step
+        t = fg.jvp(fs.loggamma, (Zc,), (fnp.asarray(np.full(z.shape, step, dtype=complex)),))[1]
+        fd = (sc.loggamma(z + h * step) - sc.loggamma(z - h * step)) / (2 * h)
+        np.testing.assert_allclose(np.asarray(t), fd, rtol=1e-7)
+    t = fg.jvp(fs.loggamma, (Zc,), (fnp.ones_like(Zc),))[1]
+    np.testing.assert_allclose(np.asarray(t), sc.psi(z), rtol=1e-12)
+    check_grads(fs.loggamma, [Zc], order=2)
+    check_grads(fs.gamma, [Zc], order=2)
+    # third derivative: polygamma(2, z) (finite differences of scipy's digamma, which takes complex z)
+    d = lambda f: (lambda v: fg.jvp(f, (v,), (fnp.ones_like(v),))[1])   # noqa: E731
+    np.testing.assert_allclose(np.asarray(d(d(d(fs.loggamma)))(Zc)),
+                               (sc.psi(z + 1e-3) - 2 * sc.psi(z) + sc.psi(z - 1e-3)) / 1e-6, rtol=1e-4)

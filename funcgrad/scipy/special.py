@@ -3,7 +3,10 @@
 Special functions are elementwise primitives (``funcgrad.primitives.special``,
 computed by scipy.special) with derivative rules written with primitives, so
 grad, vmap and jit work and derivatives can be taken again.  Integer and bool
-inputs are computed in the default float dtype.
+inputs are computed in the default float dtype.  Complex inputs are taken where JAX
+takes them (``wofz``, ``loggamma``, ``gamma``, ``expit``, ``logit``, ``xlogy``,
+``xlog1py``, ``boxcox``, ``boxcox1p``, ``logsumexp``, ``softmax``, ``log_softmax``;
+``sph_harm_y`` returns complex values); the other functions raise a TypeError.
 
 Differences from JAX (see each docstring): the derivatives of ``gammainc``/``gammaincc``
 with respect to ``a``, of ``hyp1f1``/``hyp2f1`` with respect to their parameters and
@@ -102,20 +105,39 @@ def gammaln(x: Any) -> Any:
 
 
 def loggamma(x: Any) -> Any:
-    """``log(Gamma(x))`` for real ``x``: ``gammaln`` for ``x > 0``, NaN for ``x <= 0`` (as JAX for real input).
+    """``log(Gamma(x))``: for real ``x``, ``gammaln`` for ``x > 0`` and NaN for ``x <= 0`` (as JAX);
+    for complex ``x`` the principal branch (one cut along the negative real axis, as scipy and JAX),
+    NaN at the poles 0, -1, -2, ... Differentiable to any order (complex: holomorphic, derivative
+    digamma).
 
     >>> loggamma(fnp.array([0.5, 3.0]))
+    >>> loggamma(fnp.array([1.0 + 1.0j]))   # [-0.6509-0.3016j]
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
+    if x.dtype.kind == "c":
+        pole, safe = _complex_poles(x)
+        return fnp.where(pole, complex(np.nan, np.nan), _p.loggamma_complex_p.bind(safe))
     return fnp.where(x > 0, _p.lgamma_p.bind(x), np.nan)
 
 
+def _complex_poles(z: Any) -> tuple:
+    """``(pole, z with 1 at the poles)``: poles of Gamma are 0, -1, -2, ... on the real axis (and NaNs)."""
+    re = lax.real(z)
+    pole = fnp.logical_or(fnp.logical_and(fnp.logical_and(lax.imag(z) == 0, re == fnp.floor(re)), re <= 0),
+                          fnp.isnan(z))
+    return pole, fnp.where(pole, fnp.ones_like(z), z)
+
+
 def gamma(x: Any) -> Any:
-    """The gamma function: ``gammasgn(x) * exp(gammaln(x))`` (NaN at poles 0, -1, ...: +inf at 0 as JAX).
+    """The gamma function: ``gammasgn(x) * exp(gammaln(x))`` for real ``x`` (NaN at poles -1, -2, ...,
+    +inf at 0, as JAX); ``exp(loggamma(x))`` for complex ``x`` (NaN at every pole, as JAX).
 
     >>> gamma(fnp.array([0.5, 5.0]))   # [sqrt(pi), 24]
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
+    if x.dtype.kind == "c":
+        pole, safe = _complex_poles(x)
+        return fnp.where(pole, complex(np.nan, np.nan), lax.exp(_p.loggamma_complex_p.bind(safe)))
     return lax.mul(_p.gammasgn_p.bind(x), lax.exp(_p.lgamma_p.bind(x)))
 
 
