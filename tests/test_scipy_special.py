@@ -583,6 +583,11 @@ def test_complex_arguments_follow_jax(x64):
                     (lambda: fs.betaln(Zc, 1.0), "betaln"), (lambda: fs.sph_harm_y(1, 0, Zc, 0.1), "sph_harm_y")]:
         with pytest.raises(TypeError, match=f"{name}: complex arguments"):
             f()
+    # the lax-level primitives too, eagerly and under jit
+    from funcgrad import lax
+    for run in (lax.lgamma, fg.jit(lax.lgamma)):
+        with pytest.raises(TypeError, match="lgamma: not defined for complex operands"):
+            run(Zc)
 
 
 @pytest.mark.parametrize("dtype,rtol", [(np.complex128, 1e-12), (np.complex64, 2e-5)])

@@ -26,8 +26,9 @@ import scipy.special as sc
 
 from funcgrad import _dtypes
 from funcgrad._core import Primitive
-from funcgrad.primitives.elementwise import (_declare, add, broadcast_tangent, div, eq, exp, log, log1p_p, lt, mul,
-                                             neg, real, select, shape_of, sign, sin, cos, sub, sum_to_like)
+from funcgrad.primitives.elementwise import (_declare, _no_complex, add, broadcast_tangent, div, eq, exp, log,
+                                             log1p_p, lt, mul, neg, real, select, shape_of, sign, sin, cos, sub,
+                                             sum_to_like)
 from funcgrad.primitives.random_bits import erf
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -50,19 +51,23 @@ def _float_dtype(*args: Any) -> np.dtype:
     return _dtypes.inexact(_dtypes.result_type(*args))
 
 
-def _scipy_impl(f: Callable) -> Callable:
+def _scipy_impl(f: Callable, dtype_rule: Callable = _float_dtype) -> Callable:
     """``f`` over operands cast to their common float dtype; the result in that dtype."""
     def impl(*args):
-        dtype = _float_dtype(*args)
+        dtype = dtype_rule(*args)   # the eager path runs the impl only: the dtype check too
         with np.errstate(all="ignore"):
             out = f(*[np.asarray(a).astype(dtype, copy=False) for a in args])
         return np.asarray(out).astype(dtype, copy=False)
     return impl
 
 
-def nary(name: str, impl: Callable, partials: list) -> Primitive:
-    """Declare ``z = f(*xs)`` with ``partials[i](*xs, z)`` (None: no gradient; Unsupported: raises)."""
-    p = _declare(name, _scipy_impl(impl), _float_dtype)
+def nary(name: str, impl: Callable, partials: list, complex_ok: bool = False) -> Primitive:
+    """Declare ``z = f(*xs)`` with ``partials[i](*xs, z)`` (None: no gradient; Unsupported: raises).
+
+    Complex operands raise a TypeError unless ``complex_ok`` (then the partials are the complex
+    derivatives of a holomorphic ``f``)."""
+    rule = _float_dtype if complex_ok else _no_complex(name, _float_dtype)
+    p = _declare(name, _scipy_impl(impl, rule), rule)
 
     def jvp(primals, tangents):
         z = p.bind(*primals)
@@ -180,7 +185,7 @@ def complex_digamma(z):
     return select(reflect, sub(psi, mul(div(cos(pz), sin(pz)), math.pi)), psi)
 
 
-loggamma_complex_p = nary("loggamma_complex", sc.loggamma, [lambda z, y: complex_digamma(z)])
+loggamma_complex_p = nary("loggamma_complex", sc.loggamma, [lambda z, y: complex_digamma(z)], complex_ok=True)
 
 # --------------------------------------------------------------------------
 # Error functions and the normal distribution
@@ -200,7 +205,8 @@ owens_t_p = nary("owens_t", sc.owens_t, [
 # The Faddeeva function w(z) = exp(-z^2) erfc(-iz), complex operands only (funcgrad.scipy.special.wofz
 # promotes): holomorphic, so the tangent is t * w'(z) and the cotangent ct * w'(z) (JAX's convention,
 # no conjugate), with w'(z) = -2 z w(z) + 2i / sqrt(pi).
-wofz_p = nary("wofz", sc.wofz, [lambda z, w: add(mul(mul(z, w), -2.0), 1j * _TWO_OVER_SQRT_PI)])
+wofz_p = nary("wofz", sc.wofz, [lambda z, w: add(mul(mul(z, w), -2.0), 1j * _TWO_OVER_SQRT_PI)],
+              complex_ok=True)
 
 # --------------------------------------------------------------------------
 # Bessel functions, exponential integrals, Fresnel and sine/cosine integrals
@@ -269,8 +275,9 @@ def _x_over(x, y_shifted):
     return select(zero, mul(x, 0.0), div(x, _safe(zero, y_shifted)))
 
 
-xlogy_p = nary("xlogy", sc.xlogy, [lambda x, y, z: log(y), lambda x, y, z: _x_over(x, y)])
-xlog1py_p = nary("xlog1py", sc.xlog1py, [lambda x, y, z: log1p_p.bind(y), lambda x, y, z: _x_over(x, add(y, 1.0))])
+xlogy_p = nary("xlogy", sc.xlogy, [lambda x, y, z: log(y), lambda x, y, z: _x_over(x, y)], complex_ok=True)
+xlog1py_p = nary("xlog1py", sc.xlog1py, [lambda x, y, z: log1p_p.bind(y), lambda x, y, z: _x_over(x, add(y, 1.0))],
+                 complex_ok=True)
 
 # --------------------------------------------------------------------------
 # Hypergeometric and zeta functions
