@@ -479,6 +479,11 @@ def test_mode_and_rankdata_long_slices_vmap_and_gradient(rng, x64):
     r = fst.rankdata(fnp.array([[np.nan, 1.0], [2.0, 1.0]]), axis=1)
     np.testing.assert_array_equal(np.asarray(r), [[np.nan, np.nan], [2.0, 1.0]])
     assert fst.rankdata(fnp.zeros((2, 0)), axis=1).shape == (2, 0)
+    empty = fst.mode(fnp.zeros((2, 0)), axis=1)
+    ref = ss.mode(np.zeros((2, 0)), axis=1)
+    np.testing.assert_array_equal(np.asarray(empty.mode), ref.mode)
+    np.testing.assert_array_equal(np.asarray(empty.count), ref.count)
+    assert empty.count.dtype.kind == "f"
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])

@@ -50,7 +50,8 @@ def mode(a: Any, axis: Any = 0, nan_policy: str = "propagate", keepdims: bool = 
 
     Returns ``ModeResult(mode, count)``; ``axis=None`` uses the flattened array. NaNs count as equal
     to each other and lose ties to numbers (as JAX's unique-based mode). Sort-based: O(n log n).
-    The gradient of ``mode`` flows to the first occurrence of the modal value (as JAX).
+    The gradient of ``mode`` flows to the first occurrence of the modal value (as JAX). An empty
+    axis gives mode NaN and count 0.0 in the default float dtype (as JAX and scipy).
 
     >>> mode(fnp.array([1.0, 2.0, 2.0, 3.0]))   # ModeResult(mode=2.0, count=2)
     """
@@ -69,7 +70,7 @@ def mode(a: Any, axis: Any = 0, nan_policy: str = "propagate", keepdims: bool = 
     x = fnp.moveaxis(x, ax, -1)
     if x.shape[-1] == 0:
         nan = fnp.full(out_shape, np.nan, dtype=_dtypes.float_)
-        return ModeResult(nan, fnp.zeros(out_shape, dtype=_dtypes.int_))
+        return ModeResult(nan, fnp.zeros(out_shape, dtype=_dtypes.float_))   # float counts here, as JAX/scipy
     xs = fnp.sort(x, axis=-1)
     start, end = _groups(xs)
     counts = end - start + 1
