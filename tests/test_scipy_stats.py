@@ -303,6 +303,10 @@ def test_invalid_parameters_and_support_tests_follow_jax(x64):
     _close(fst.gumbel_l.cdf(fnp.array([0.5]), 0.0, 0.0), [nan])
     _close(fst.gamma.sf(fnp.array([-1.0, -1.0]), fnp.array([2.0, -2.5])), [1.0, 1.0])
     _close(fst.poisson.entropy(fnp.array([-1.0, 0.0])), [nan, 0.0])
+    # a NaN point gives NaN, not -inf (scipy; JAX too for beta)
+    _close(fst.beta.logpdf(fnp.array([nan, 0.5]), 0.7, 0.7), [nan, ss.beta.logpdf(0.5, 0.7, 0.7)])
+    _close(fst.uniform.logpdf(fnp.array([nan, 0.5])), [nan, 0.0])
+    _close(fst.uniform.pdf(fnp.array([nan, 2.0])), [nan, 0.0])
 
 
 @pytest.mark.parametrize("name,f,args", [

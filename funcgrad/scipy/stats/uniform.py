@@ -16,7 +16,8 @@ def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """
     x, loc, scale = promote(x, loc, scale)
     inside = fnp.logical_and(x >= loc, x <= loc + scale)
-    return fnp.where(inside, -fnp.log(scale), -INF)
+    # a NaN point gives NaN (as scipy; JAX's support test lets it through as -log(scale))
+    return fnp.where(inside, -fnp.log(scale), fnp.where(fnp.isnan(x), NAN, -INF))
 
 
 def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
