@@ -309,6 +309,28 @@ def test_invalid_parameters_and_support_tests_follow_jax(x64):
     _close(fst.uniform.pdf(fnp.array([nan, 2.0])), [nan, 0.0])
 
 
+def test_infinite_points_and_invalid_scales(x64):
+    # cdf / sf and their logs at -inf and +inf match scipy (no 0 * inf NaN)
+    x = np.array([-np.inf, -1.0, 0.5, np.inf])
+    cases = [("expon", (), ()), ("uniform", (), ()), ("gamma", (2.0,), (2.0,)), ("pareto", (2.0,), (2.0,)),
+             ("chi2", (3.0,), (3.0,)), ("norm", (), ()), ("laplace", (), ())]
+    for name, args, ref_args in cases:
+        for fn in ("cdf", "sf", "logcdf", "logsf"):
+            f = getattr(getattr(fst, name), fn, None)
+            if f is None:
+                continue
+            with np.errstate(all="ignore"):
+                ref = getattr(getattr(ss, name), fn)(x, *ref_args)
+            _close(f(fnp.asarray(x), *args), ref, 1e-12)
+    # scale <= 0 (and pareto's b <= 0) is invalid: NaN, as scipy (never a finite value)
+    for f in (fst.expon.cdf, fst.expon.sf, fst.expon.logpdf, fst.expon.logsf, fst.expon.ppf,
+              fst.uniform.cdf, fst.uniform.logpdf, fst.uniform.ppf,
+              lambda v, loc, scale: fst.pareto.cdf(v + 2.0, 2.0, loc, scale),
+              lambda v, loc, scale: fst.pareto.logpdf(v + 2.0, 2.0, loc, scale)):
+        assert np.isnan(np.asarray(f(fnp.array([0.5, 0.5]), 0.0, fnp.array([-1.0, 0.0])))).all()
+    assert np.isnan(np.asarray(fst.pareto.sf(fnp.array([2.0]), -1.0))).all()
+
+
 @pytest.mark.parametrize("name,f,args", [
     ("gamma.logpdf", lambda x, a: fst.gamma.logpdf(x, a), (-1.0, 2.0)),
     ("beta.logpdf", lambda x, a: fst.beta.logpdf(x, a, 2.0), (1.5, 2.0)),
