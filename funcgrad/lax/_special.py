@@ -85,5 +85,5 @@ __all__ = [
 ]
 # Bound by funcgrad.scipy.special (not JAX lax names).
 _SCIPY_PRIMITIVES = (betaln_p, ci_p, dawsn_p, erfcx_p, exp1_p, expi_p, expn_p, fresnel_c_p, fresnel_s_p, gammasgn_p,
-                     hyp1f1_p, hyp2f1_p, jv_p, log_ndtr_p, loggamma_complex_p, ndtri_p, owens_t_p, si_p, spence_p, wofz_p, xlog1py_p,
-                     xlogy_p)
+                     hyp1f1_p, hyp2f1_p, jv_p, log_ndtr_p, loggamma_complex_p, ndtri_p, owens_t_p, si_p, spence_p,
+                     wofz_p, xlog1py_p, xlogy_p)
