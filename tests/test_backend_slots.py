@@ -31,7 +31,8 @@ GPU_MISSING = (
     "gcd", "getitem", "hessenberg", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b", "hyp2f1", "hyp2f1_grad_a",
     "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag", "lcm", "lgamma", "log_ndtr",
     "logaddexp", "loggamma_complex", "lu", "max_pool2d", "max_pool2d_grad", "ndtri", "owens_t", "polygamma",
-    "population_count", "qr", "random_gamma_grad", "real", "scatter_add", "scatter_set", "schur", "sici_ci", "sici_si", "spence", "svd",
+    "population_count", "qr",
+    "random_gamma_grad", "real", "scatter_add", "scatter_set", "schur", "sici_ci", "sici_si", "spence", "svd",
     "threefry2x32", "triangular_solve", "wofz", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
@@ -43,7 +44,8 @@ NUMBA_MISSING = (
     "fresnel_s", "frexp_exponent", "frexp_mantissa", "gammasgn", "gcd", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b",
     "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag",
     "lcm", "lgamma", "log_ndtr", "loggamma_complex", "mod", "ndtri", "nextafter", "owens_t", "polygamma",
-    "population_count", "random_gamma_grad", "real", "round", "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence",
+    "population_count",
+    "random_gamma_grad", "real", "round", "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence",
     "wofz", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
