@@ -30,11 +30,11 @@ GPU_MISSING = (
     "exp1", "expi", "expm", "expn", "fft", "fmod", "fresnel_c", "fresnel_s", "frexp_exponent", "frexp_mantissa",
     "gammasgn", "gcd", "getitem", "hessenberg", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b", "hyp2f1",
     "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag", "lcm",
-    "lgamma", "log_ndtr", "logaddexp", "lu", "max_pool2d", "max_pool2d_grad", "ndtri", "owens_t", "parlett",
-    "polygamma", "population_count", "pure_callback", "qr", "random_gamma_grad", "random_gamma_grad_da",
-    "random_gamma_grad_dx", "real", "rsf2csf", "scatter_add", "scatter_max", "scatter_min", "scatter_mul",
-    "scatter_set", "schur", "sici_ci", "sici_si", "spence", "sqrtm", "svd", "threefry2x32", "triangular_solve",
-    "xlog1py", "xlogy", "zeta", "zeta_grad_x",
+    "lgamma", "log_ndtr", "logaddexp", "loggamma_complex", "lu", "max_pool2d", "max_pool2d_grad", "ndtri",
+    "owens_t", "parlett", "polygamma", "population_count", "pure_callback", "qr", "random_gamma_grad",
+    "random_gamma_grad_da", "random_gamma_grad_dx", "real", "rsf2csf", "scatter_add", "scatter_max", "scatter_min",
+    "scatter_mul", "scatter_set", "schur", "sici_ci", "sici_si", "spence", "sqrtm", "svd", "threefry2x32",
+    "triangular_solve", "wofz", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler
@@ -44,9 +44,10 @@ NUMBA_MISSING = (
     "dawsn", "digamma", "erf", "erf_inv", "erfc", "erfcx", "exp1", "expi", "expn", "floor_divide", "fresnel_c",
     "fresnel_s", "frexp_exponent", "frexp_mantissa", "gammasgn", "gcd", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b",
     "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a", "igammac", "imag",
-    "lcm", "lgamma", "log_ndtr", "mod", "ndtri", "nextafter", "owens_t", "polygamma", "population_count",
-    "random_gamma_grad", "random_gamma_grad_da", "random_gamma_grad_dx", "real", "round", "shift_left",
-    "shift_right_logical", "sici_ci", "sici_si", "spence", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
+    "lcm", "lgamma", "log_ndtr", "loggamma_complex", "mod", "ndtri", "nextafter", "owens_t", "polygamma",
+    "population_count", "random_gamma_grad", "random_gamma_grad_da", "random_gamma_grad_dx", "real", "round",
+    "shift_left", "shift_right_logical", "sici_ci", "sici_si", "spence", "wofz", "xlog1py", "xlogy", "zeta",
+    "zeta_grad_x",
 )
 
 

@@ -179,11 +179,11 @@ def _compare(out, ref, rtol, what):
 
 
 def test_names_and_signatures_follow_jax():
-    # jax.scipy.special's 53 names less wofz and sph_harm_y (complex outputs: funcgrad has no complex dtype).
+    # jax.scipy.special's 53 names.
     names = ("bernoulli bessel_jn beta betainc betaln boxcox boxcox1p comb dawsn digamma entr erf erfc erfcx erfinv "
              "exp1 expi expit expn factorial fresnel gamma gammainc gammaincc gammaln gammasgn hyp1f1 hyp2f1 i0 i0e "
              "i1 i1e kl_div log_ndtr log_softmax loggamma logit logsumexp multigammaln ndtr ndtri owens_t poch "
-             "polygamma rel_entr sici softmax spence xlog1py xlogy zeta").split()
+             "polygamma rel_entr sici softmax spence sph_harm_y wofz xlog1py xlogy zeta").split()
     assert sorted(fs.__all__) == sorted(names)
     for n in names:
         assert getattr(fs, n).__doc__, n
@@ -193,6 +193,9 @@ def test_names_and_signatures_follow_jax():
     assert params(fs.bessel_jn) == [("z", 1, inspect._empty), ("v", 3, inspect._empty), ("n_iter", 3, 50)]
     assert params(fs.softmax) == [("x", 0, inspect._empty), ("axis", 3, None)]
     assert params(fs.comb) == [("N", 1, inspect._empty), ("k", 1, inspect._empty), ("repetition", 3, False)]
+    assert params(fs.wofz) == [("z", 1, inspect._empty)]
+    assert params(fs.sph_harm_y) == [("n", 1, inspect._empty), ("m", 1, inspect._empty), ("theta", 1, inspect._empty),
+                                     ("phi", 1, inspect._empty), ("diff_n", 1, None), ("n_max", 1, None)]
 
 
 @pytest.mark.parametrize("row,shapes", CASES)
@@ -437,3 +440,182 @@ def test_logsumexp_softmax_under_vmap_and_jit(rng, x32):
     np.testing.assert_allclose(np.asarray(batched), loop, rtol=2e-6, atol=2e-6)
     with config_set("jit_fusion", False):
         np.testing.assert_allclose(np.asarray(fg.jit(f)(a[0], b[0])), loop[0], rtol=2e-6, atol=2e-6)
+
+
+# ----------------------------------------------------------------------------
+# Complex-valued: wofz, sph_harm_y
+# ----------------------------------------------------------------------------
+
+Z = np.array([[1 + 1j, 0.5 - 2j, -0.3 + 0.1j], [2.0 + 0.0j, -1.5 - 0.7j, 0.2j]])
+
+
+def _dwofz(z):
+    return -2 * z * sc.wofz(z) + 2j / np.sqrt(np.pi)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.complex128, 1e-12), (np.complex64, 2e-6)])
+def test_wofz_forward(dtype, rtol, request):
+    request.getfixturevalue("x64" if dtype == np.complex128 else "x32")
+    out = fs.wofz(fnp.asarray(Z.astype(dtype)))
+    assert out.dtype == dtype and out.shape == Z.shape
+    np.testing.assert_allclose(np.asarray(out), sc.wofz(Z), rtol=rtol)
+    real = np.array([-1.0, 0.0, 0.5, 3.0])
+    out = fs.wofz(fnp.asarray(real.astype(np.float64 if dtype == np.complex128 else np.float32)))
+    assert out.dtype == dtype                     # real input: complex of its precision, as JAX
+    np.testing.assert_allclose(np.asarray(out), sc.wofz(real.astype(complex)), rtol=rtol)
+    assert fs.wofz(fnp.array([1, 2])).dtype == dtype    # integers: the default complex
+
+
+def test_wofz_derivatives_match_finite_differences(x64):
+    z = fnp.asarray(Z)
+    h = 1e-6
+    # holomorphic: the jvp along a real step and along an imaginary step are both w'(z) times the step
+    for step in (1.0, 1j):
+        _, t = fg.jvp(fs.wofz, (z,), (fnp.asarray(np.full(Z.shape, step, dtype=complex)),))
+        fd = (sc.wofz(Z + h * step) - sc.wofz(Z - h * step)) / (2 * h)
+        np.testing.assert_allclose(np.asarray(t), fd, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(fg.jvp(fs.wofz, (z,), (fnp.ones_like(z),))[1]), _dwofz(Z), rtol=1e-12)
+    check_grads(fs.wofz, [z], order=2, modes=("fwd", "rev"))
+    # grad of a real-valued function of a real input stays real (the real part of the complex cotangent)
+    x = 0.7
+    g = fg.grad(lambda v: fnp.imag(fs.wofz(v)))(x)
+    np.testing.assert_allclose(float(g), ((sc.wofz(x + h) - sc.wofz(x - h)) / (2 * h)).imag, rtol=1e-8)
+    # second derivative: w'' = -2 w - 2 z w'
+    d2 = fg.jvp(lambda v: fg.jvp(fs.wofz, (v,), (fnp.ones_like(v),))[1], (z,), (fnp.ones_like(z),))[1]
+    np.testing.assert_allclose(np.asarray(d2), -2 * sc.wofz(Z) - 2 * Z * _dwofz(Z), rtol=1e-10)
+
+
+def test_wofz_under_vmap_and_jit(x32):
+    z = fnp.asarray(Z.astype(np.complex64))
+    np.testing.assert_allclose(np.asarray(fg.vmap(fs.wofz)(z)), np.asarray(fs.wofz(z)), rtol=1e-6)
+    with config_set("jit_fusion", False):
+        np.testing.assert_allclose(np.asarray(fg.jit(fs.wofz)(z)), np.asarray(fs.wofz(z)), rtol=1e-6)
+        g = fg.jit(fg.grad(lambda v: fnp.sum(fnp.real(fs.wofz(v)))))(z)
+    np.testing.assert_allclose(np.asarray(g), _dwofz(Z), rtol=1e-4)   # JAX: grad of Re f(z) is f'(z) (holomorphic f)
+
+
+N_SH = np.array([0, 1, 1, 2, 2, 3, 3, 4, 4, 5])
+M_SH = np.array([0, -1, 1, 2, -2, -3, 1, 0, -4, 3])
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_sph_harm_y_forward(dtype, rtol, rng, request):
+    request.getfixturevalue("x64" if dtype == np.float64 else "x32")
+    theta = np.concatenate([[0.0, np.pi], rng.uniform(0, np.pi, 8)])
+    phi = rng.uniform(0, 2 * np.pi, 10)
+    out = fs.sph_harm_y(fnp.asarray(N_SH), fnp.asarray(M_SH), fnp.asarray(theta.astype(dtype)),
+                        fnp.asarray(phi.astype(dtype)))
+    assert out.dtype == (np.complex128 if dtype == np.float64 else np.complex64) and out.shape == (10,)
+    np.testing.assert_allclose(np.asarray(out), sc.sph_harm_y(N_SH, M_SH, theta, phi), rtol=rtol, atol=rtol)
+    # broadcasting: a (3, 1) grid of angles against 10 (n, m) pairs; a scalar angle gives shape (1,) as JAX
+    t = theta[2:5, None]
+    out = fs.sph_harm_y(N_SH, M_SH, fnp.asarray(t), 0.3)
+    np.testing.assert_allclose(np.asarray(out), sc.sph_harm_y(N_SH, M_SH, t, 0.3), rtol=rtol, atol=rtol)
+    assert fs.sph_harm_y(2, 1, 0.5, 0.3).shape == (1,)
+
+
+def test_sph_harm_y_n_max_and_edges(x64):
+    # |m| > n gives 0 (scipy too); degrees above n_max are clipped to n_max (JAX's documented behaviour)
+    out = fs.sph_harm_y(fnp.array([1, 2, 5]), fnp.array([2, -3, 1]), fnp.array([0.5, 0.5, 0.5]), 0.3, n_max=3)
+    np.testing.assert_allclose(np.asarray(out), [0, 0, sc.sph_harm_y(3, 1, 0.5, 0.3)], atol=1e-14, rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="diff_n"):
+        fs.sph_harm_y(fnp.array([1]), fnp.array([0]), 0.5, 0.3, diff_n=1)
+    with pytest.raises(TypeError, match="integer"):
+        fs.sph_harm_y(fnp.array([1.0]), fnp.array([0]), 0.5, 0.3)
+    with pytest.raises(TypeError, match="n_max"):
+        fg.jit(lambda n: fs.sph_harm_y(n, fnp.array([0]), 0.5, 0.3))(fnp.array([2]))
+    with pytest.raises(ValueError, match="broadcast"):
+        fs.sph_harm_y(fnp.array([1, 2]), fnp.array([0, 1, 1]), 0.5, 0.3)
+
+
+def test_sph_harm_y_derivatives(rng, x64):
+    theta = rng.uniform(0.2, 2.9, 10)
+    phi = rng.uniform(0, 2 * np.pi, 10)
+    n, m = fnp.asarray(N_SH), fnp.asarray(M_SH)
+    f = lambda t, p: fs.sph_harm_y(n, m, t, p, n_max=5)   # noqa: E731
+    check_grads(f, [fnp.asarray(theta), fnp.asarray(phi)], order=2, modes=("fwd", "rev"))
+    h = 1e-6
+    gt = fg.jvp(lambda t: f(t, fnp.asarray(phi)), (fnp.asarray(theta),), (fnp.ones(10),))[1]
+    fd = (sc.sph_harm_y(N_SH, M_SH, theta + h, phi) - sc.sph_harm_y(N_SH, M_SH, theta - h, phi)) / (2 * h)
+    np.testing.assert_allclose(np.asarray(gt), fd, rtol=1e-6, atol=1e-8)
+    # d/dphi Y = i m Y; at the poles the derivative in theta stays finite
+    gp = fg.jvp(lambda p: f(fnp.asarray(theta), p), (fnp.asarray(phi),), (fnp.ones(10),))[1]
+    np.testing.assert_allclose(np.asarray(gp), 1j * M_SH * sc.sph_harm_y(N_SH, M_SH, theta, phi), rtol=1e-10,
+                               atol=1e-12)
+    g0 = fg.jvp(lambda t: f(t, fnp.asarray(phi)), (fnp.zeros(10),), (fnp.ones(10),))[1]
+    assert np.all(np.isfinite(np.asarray(g0)))
+
+
+def test_sph_harm_y_under_vmap_and_jit(rng, x32):
+    theta = rng.uniform(0, np.pi, (3, 10)).astype(np.float32)
+    f = lambda t: fs.sph_harm_y(N_SH, M_SH, t, 0.5, n_max=5)   # noqa: E731
+    out = fg.vmap(f)(fnp.asarray(theta))
+    np.testing.assert_allclose(np.asarray(out), sc.sph_harm_y(N_SH, M_SH, theta.astype(np.float64), 0.5),
+                               rtol=2e-5, atol=2e-5)
+    with config_set("jit_fusion", False):
+        jitted = fg.jit(lambda n, m, t: fs.sph_harm_y(n, m, t, 0.5, n_max=5))(fnp.asarray(N_SH), fnp.asarray(M_SH),
+                                                                              fnp.asarray(theta[0]))
+    np.testing.assert_allclose(np.asarray(jitted), np.asarray(out[0]), rtol=1e-6, atol=1e-6)
+
+
+def test_complex_arguments_follow_jax(x64):
+    # JAX defines these on complex numbers: the same formulas, differentiable (holomorphic)
+    z, w = np.array([1 + 1j, -0.5 + 0.3j]), np.array([0.7 - 0.2j, 2 + 1j])
+    Zc, Wc = fnp.asarray(z), fnp.asarray(w)
+    refs = {
+        "expit": (fs.expit(Zc), 1 / (1 + np.exp(-z))),
+        "logit": (fs.logit(Zc), np.log(z / (1 - z))),
+        "xlogy": (fs.xlogy(Zc, Wc), z * np.log(w)),
+        "xlog1py": (fs.xlog1py(Zc, Wc), z * np.log1p(w)),
+        "boxcox": (fs.boxcox(Zc, 0.5), (z ** 0.5 - 1) / 0.5),
+        "boxcox1p": (fs.boxcox1p(Zc, 0.5), ((1 + z) ** 0.5 - 1) / 0.5),
+        "logsumexp": (fs.logsumexp(Zc), np.log(np.sum(np.exp(z)))),
+        "softmax": (fs.softmax(Zc), np.exp(z) / np.sum(np.exp(z))),
+        "log_softmax": (fs.log_softmax(Zc), z - np.log(np.sum(np.exp(z)))),
+    }
+    for name, (out, ref) in refs.items():
+        assert out.dtype == np.complex128, name
+        np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-12, err_msg=name)
+    check_grads(fs.xlogy, [Zc, Wc], order=2)
+    check_grads(lambda v: fs.logsumexp(v), [Zc], order=2)
+    # the others raise a TypeError naming the function (JAX raises too); never a silent real part
+    for f, name in [(lambda: fs.erf(Zc), "erf"), (lambda: fs.gammaln(1j), "gammaln"),
+                    (lambda: fs.betaln(Zc, 1.0), "betaln"), (lambda: fs.sph_harm_y(1, 0, Zc, 0.1), "sph_harm_y")]:
+        with pytest.raises(TypeError, match=f"{name}: complex arguments"):
+            f()
+    # the lax-level primitives too, eagerly and under jit
+    from funcgrad import lax
+    for run in (lax.lgamma, fg.jit(lax.lgamma)):
+        with pytest.raises(TypeError, match="lgamma: not defined for complex operands"):
+            run(Zc)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.complex128, 1e-12), (np.complex64, 2e-5)])
+def test_complex_loggamma_and_gamma(dtype, rtol, request):
+    request.getfixturevalue("x64" if dtype == np.complex128 else "x32")
+    z = np.array([1 + 1j, -2.5 + 0.5j, 3 - 2j, 0.3 + 0.01j, -7.2 - 3j, -2.5 + 0j, 12 + 5j])
+    out = fs.loggamma(fnp.asarray(z.astype(dtype)))
+    assert out.dtype == dtype
+    np.testing.assert_allclose(np.asarray(out), sc.loggamma(z), rtol=rtol, atol=rtol)    # scipy's branch cut
+    out = fs.gamma(fnp.asarray(z.astype(dtype)))
+    np.testing.assert_allclose(np.asarray(out), sc.gamma(z), rtol=10 * rtol, atol=1e-12)
+    poles = fnp.asarray(np.array([0j, -1 + 0j, -3 + 0j], dtype))
+    assert np.isnan(np.asarray(fs.loggamma(poles))).all() and np.isnan(np.asarray(fs.gamma(poles))).all()
+
+
+def test_complex_loggamma_derivatives(x64):
+    z = np.array([1 + 1j, -2.5 + 0.5j, 3 - 2j, 0.3 + 0.01j, -7.2 - 3j])
+    Zc = fnp.asarray(z)
+    h = 1e-6
+    for step in (1.0, 1j):     # holomorphic: both directions give digamma(z) times the step
+        t = fg.jvp(fs.loggamma, (Zc,), (fnp.asarray(np.full(z.shape, step, dtype=complex)),))[1]
+        fd = (sc.loggamma(z + h * step) - sc.loggamma(z - h * step)) / (2 * h)
+        np.testing.assert_allclose(np.asarray(t), fd, rtol=1e-7)
+    t = fg.jvp(fs.loggamma, (Zc,), (fnp.ones_like(Zc),))[1]
+    np.testing.assert_allclose(np.asarray(t), sc.psi(z), rtol=1e-12)
+    check_grads(fs.loggamma, [Zc], order=2)
+    check_grads(fs.gamma, [Zc], order=2)
+    # third derivative: polygamma(2, z) (finite differences of scipy's digamma, which takes complex z)
+    d = lambda f: (lambda v: fg.jvp(f, (v,), (fnp.ones_like(v),))[1])   # noqa: E731
+    np.testing.assert_allclose(np.asarray(d(d(d(fs.loggamma)))(Zc)),
+                               (sc.psi(z + 1e-3) - 2 * sc.psi(z) + sc.psi(z - 1e-3)) / 1e-6, rtol=1e-4)

@@ -303,6 +303,32 @@ def test_invalid_parameters_and_support_tests_follow_jax(x64):
     _close(fst.gumbel_l.cdf(fnp.array([0.5]), 0.0, 0.0), [nan])
     _close(fst.gamma.sf(fnp.array([-1.0, -1.0]), fnp.array([2.0, -2.5])), [1.0, 1.0])
     _close(fst.poisson.entropy(fnp.array([-1.0, 0.0])), [nan, 0.0])
+    # a NaN point gives NaN, not -inf (scipy; JAX too for beta)
+    _close(fst.beta.logpdf(fnp.array([nan, 0.5]), 0.7, 0.7), [nan, ss.beta.logpdf(0.5, 0.7, 0.7)])
+    _close(fst.uniform.logpdf(fnp.array([nan, 0.5])), [nan, 0.0])
+    _close(fst.uniform.pdf(fnp.array([nan, 2.0])), [nan, 0.0])
+
+
+def test_infinite_points_and_invalid_scales(x64):
+    # cdf / sf and their logs at -inf and +inf match scipy (no 0 * inf NaN)
+    x = np.array([-np.inf, -1.0, 0.5, np.inf])
+    cases = [("expon", (), ()), ("uniform", (), ()), ("gamma", (2.0,), (2.0,)), ("pareto", (2.0,), (2.0,)),
+             ("chi2", (3.0,), (3.0,)), ("norm", (), ()), ("laplace", (), ())]
+    for name, args, ref_args in cases:
+        for fn in ("cdf", "sf", "logcdf", "logsf"):
+            f = getattr(getattr(fst, name), fn, None)
+            if f is None:
+                continue
+            with np.errstate(all="ignore"):
+                ref = getattr(getattr(ss, name), fn)(x, *ref_args)
+            _close(f(fnp.asarray(x), *args), ref, 1e-12)
+    # scale <= 0 (and pareto's b <= 0) is invalid: NaN, as scipy (never a finite value)
+    for f in (fst.expon.cdf, fst.expon.sf, fst.expon.logpdf, fst.expon.logsf, fst.expon.ppf,
+              fst.uniform.cdf, fst.uniform.logpdf, fst.uniform.ppf,
+              lambda v, loc, scale: fst.pareto.cdf(v + 2.0, 2.0, loc, scale),
+              lambda v, loc, scale: fst.pareto.logpdf(v + 2.0, 2.0, loc, scale)):
+        assert np.isnan(np.asarray(f(fnp.array([0.5, 0.5]), 0.0, fnp.array([-1.0, 0.0])))).all()
+    assert np.isnan(np.asarray(fst.pareto.sf(fnp.array([2.0]), -1.0))).all()
 
 
 @pytest.mark.parametrize("name,f,args", [
@@ -344,6 +370,29 @@ def test_multivariate_normal(batch, rng, x64):
            ss.multivariate_normal.pdf(x, mean, cov), 1e-10)
     check_grads(lambda x_, m, c: fst.multivariate_normal.logpdf(x_, m, c @ c.T + 3.0 * fnp.eye(n)),
                 [fnp.asarray(x), fnp.asarray(mean), fnp.asarray(a)], order=2)
+
+
+def test_multivariate_normal_batched_covariances(rng, x64):
+    # a stack of covariances broadcasts against the points (JAX vectorizes over both), under vmap and jit too
+    a = rng.standard_normal((2, 3, 3))
+    cov = a @ np.swapaxes(a, -1, -2) + 3.0 * np.eye(3)
+    x = rng.standard_normal((4, 1, 3))
+    mean = rng.standard_normal(3)
+    ref = np.stack([np.stack([ss.multivariate_normal.logpdf(x[i, 0], mean, cov[j]) for j in range(2)])
+                    for i in range(4)])
+    out = fst.multivariate_normal.logpdf(fnp.asarray(x), fnp.asarray(mean), fnp.asarray(cov))
+    assert out.shape == (4, 2)
+    _close(out, ref, 1e-10)
+    f = lambda c: fst.multivariate_normal.logpdf(fnp.asarray(x[:, 0]), fnp.asarray(mean), c)   # noqa: E731
+    _close(fg.vmap(f)(fnp.asarray(cov)), ref.T, 1e-10)
+    with config_set("jit_fusion", False):
+        _close(fg.jit(f)(fnp.asarray(cov[1])), ref[:, 1], 1e-10)
+    check_grads(lambda c: fst.multivariate_normal.logpdf(fnp.asarray(x), fnp.asarray(mean),
+                                                         c @ fnp.swapaxes(c, -1, -2) + 3.0 * fnp.eye(3)),
+                [fnp.asarray(a)], order=2)
+    # not positive definite: NaN, as JAX (scipy raises)
+    assert np.isnan(float(fst.multivariate_normal.logpdf(fnp.zeros(2), fnp.zeros(2), fnp.array([[1.0, 2.0],
+                                                                                                [2.0, 1.0]]))))
 
 
 def test_multivariate_normal_scalar_forms_and_errors(rng, x64):
@@ -427,6 +476,40 @@ def test_rankdata_nan_gradient_and_errors():
         fst.rankdata(fnp.ones(3), "mean")
     with pytest.raises(NotImplementedError, match="raise"):
         fst.rankdata(fnp.ones(3), nan_policy="raise")
+
+
+def test_mode_and_rankdata_long_slices_vmap_and_gradient(rng, x64):
+    # long slices (sort-based, O(n log n)), with ties, negative zero and NaN-free data, against scipy
+    a = rng.integers(-20, 20, (3, 400)).astype(np.float64)
+    a[0, :5] = -0.0
+    for method in ("average", "min", "max", "dense", "ordinal"):
+        np.testing.assert_array_equal(np.asarray(fst.rankdata(fnp.asarray(a), method, axis=1)),
+                                      ss.rankdata(a, method, axis=1), err_msg=method)
+    out, ref = fst.mode(fnp.asarray(a), axis=1), ss.mode(a, axis=1)
+    np.testing.assert_array_equal(np.asarray(out.mode), ref.mode)
+    np.testing.assert_array_equal(np.asarray(out.count), ref.count)
+    assert out.count.dtype.kind == "i"
+    # vmap: per row, as a loop
+    np.testing.assert_array_equal(np.asarray(fg.vmap(lambda r: fst.rankdata(r, "average"))(fnp.asarray(a))),
+                                  ss.rankdata(a, "average", axis=1))
+    vm = fg.vmap(lambda r: fst.mode(r))(fnp.asarray(a))
+    np.testing.assert_array_equal(np.asarray(vm.mode), ref.mode)
+    # the gradient of the mode flows to its first occurrence (as JAX)
+    g = fg.grad(lambda v: fst.mode(v).mode)(fnp.array([2.0, 1.0, 2.0, 3.0, 1.0, 2.0]))
+    np.testing.assert_array_equal(np.asarray(g), [1.0, 0, 0, 0, 0, 0])
+    # integers and bools, and a slice holding a NaN among ties
+    b = fst.mode(fnp.array([True, False, True]))
+    assert bool(b.mode) is True and int(b.count) == 2
+    out = fst.mode(fnp.array([np.nan, 2.0, np.nan, 2.0, 1.0]))
+    assert float(out.mode) == 2.0 and int(out.count) == 2
+    r = fst.rankdata(fnp.array([[np.nan, 1.0], [2.0, 1.0]]), axis=1)
+    np.testing.assert_array_equal(np.asarray(r), [[np.nan, np.nan], [2.0, 1.0]])
+    assert fst.rankdata(fnp.zeros((2, 0)), axis=1).shape == (2, 0)
+    empty = fst.mode(fnp.zeros((2, 0)), axis=1)
+    ref = ss.mode(np.zeros((2, 0)), axis=1)
+    np.testing.assert_array_equal(np.asarray(empty.mode), ref.mode)
+    np.testing.assert_array_equal(np.asarray(empty.count), ref.count)
+    assert empty.count.dtype.kind == "f"
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])

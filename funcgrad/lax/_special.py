@@ -7,8 +7,9 @@ from typing import Any
 from funcgrad.primitives.special import (betainc_p, betaln_p, ci_p, dawsn_p, digamma_p, erfc_p, erfcx_p, exp1_p,
                                          expi_p, expn_p, fresnel_c_p, fresnel_s_p, gammasgn_p, hyp1f1_p, hyp2f1_p,
                                          i0e_p, i1e_p, igamma_grad_a_p, igamma_p, igammac_p, jv_p, lgamma_p,
+                                         loggamma_complex_p,
                                          log_ndtr_p, ndtri_p, owens_t_p, polygamma_p, si_p, spence_p, xlog1py_p,
-                                         xlogy_p, zeta_p)
+                                         wofz_p, xlogy_p, zeta_p)
 
 regularized_incomplete_beta_p = betainc_p
 bessel_i0e_p, bessel_i1e_p = i0e_p, i1e_p
@@ -76,4 +77,5 @@ __all__ = [
 ]
 # Bound by funcgrad.scipy.special (not JAX lax names).
 _SCIPY_PRIMITIVES = (betaln_p, ci_p, dawsn_p, erfcx_p, exp1_p, expi_p, expn_p, fresnel_c_p, fresnel_s_p, gammasgn_p,
-                     hyp1f1_p, hyp2f1_p, jv_p, log_ndtr_p, ndtri_p, owens_t_p, si_p, spence_p, xlog1py_p, xlogy_p)
+                     hyp1f1_p, hyp2f1_p, jv_p, log_ndtr_p, loggamma_complex_p, ndtri_p, owens_t_p, si_p, spence_p,
+                     wofz_p, xlog1py_p, xlogy_p)

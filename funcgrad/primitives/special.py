@@ -26,8 +26,9 @@ import scipy.special as sc
 
 from funcgrad import _dtypes
 from funcgrad._core import Primitive
-from funcgrad.primitives.elementwise import (_declare, add, broadcast_tangent, div, eq, exp, log, log1p_p, mul, neg,
-                                             select, shape_of, sign, sin, cos, sub, sum_to_like)
+from funcgrad.primitives.elementwise import (_declare, _no_complex, add, broadcast_tangent, div, eq, exp, log,
+                                             log1p_p, lt, mul, neg, real, select, shape_of, sign, sin, cos, sub,
+                                             sum_to_like)
 from funcgrad.primitives.random_bits import erf
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
@@ -50,19 +51,23 @@ def _float_dtype(*args: Any) -> np.dtype:
     return _dtypes.inexact(_dtypes.result_type(*args))
 
 
-def _scipy_impl(f: Callable) -> Callable:
+def _scipy_impl(f: Callable, dtype_rule: Callable = _float_dtype) -> Callable:
     """``f`` over operands cast to their common float dtype; the result in that dtype."""
     def impl(*args):
-        dtype = _float_dtype(*args)
+        dtype = dtype_rule(*args)   # the eager path runs the impl only: the dtype check too
         with np.errstate(all="ignore"):
             out = f(*[np.asarray(a).astype(dtype, copy=False) for a in args])
         return np.asarray(out).astype(dtype, copy=False)
     return impl
 
 
-def nary(name: str, impl: Callable, partials: list) -> Primitive:
-    """Declare ``z = f(*xs)`` with ``partials[i](*xs, z)`` (None: no gradient; Unsupported: raises)."""
-    p = _declare(name, _scipy_impl(impl), _float_dtype)
+def nary(name: str, impl: Callable, partials: list, complex_ok: bool = False) -> Primitive:
+    """Declare ``z = f(*xs)`` with ``partials[i](*xs, z)`` (None: no gradient; Unsupported: raises).
+
+    Complex operands raise a TypeError unless ``complex_ok`` (then the partials are the complex
+    derivatives of a holomorphic ``f``)."""
+    rule = _float_dtype if complex_ok else _no_complex(name, _float_dtype)
+    p = _declare(name, _scipy_impl(impl, rule), rule)
 
     def jvp(primals, tangents):
         z = p.bind(*primals)
@@ -148,6 +153,40 @@ def _betainc_dx(a, b, x, y):
 betainc_p = nary("betainc", sc.betainc, [Unsupported("the derivative of betainc with respect to a"),
                                          Unsupported("the derivative of betainc with respect to b"), _betainc_dx])
 
+# log Gamma of complex numbers (principal branch, one cut along the negative real axis: scipy's
+# loggamma). Its derivative, digamma, is composed from primitives: the derivative of the Lanczos
+# approximation (g = 7, 9 terms; relative error about 1e-13) for Re z >= 1/2 and the reflection
+# psi(z) = psi(1 - z) - pi cot(pi z) below, so derivatives of any order follow (holomorphic rules:
+# tangent t * psi(z), cotangent ct * psi(z), JAX's convention).
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6,
+            1.5056327351493116e-7)
+
+
+def _lanczos_digamma(w):
+    """digamma(w) for Re w >= 1/2: the derivative of log of the Lanczos approximation."""
+    zz = sub(w, 1.0)
+    ag, dag = None, None
+    for k, c in enumerate(_LANCZOS[1:], 1):
+        inv = div(1.0, add(zz, float(k)))
+        ag = mul(inv, c) if ag is None else add(ag, mul(inv, c))
+        sq = mul(mul(inv, inv), -c)
+        dag = sq if dag is None else add(dag, sq)
+    ag = add(ag, _LANCZOS[0])
+    t = add(zz, 7.5)
+    return add(sub(add(log(t), div(add(zz, 0.5), t)), 1.0), div(dag, ag))
+
+
+def complex_digamma(z):
+    """digamma of complex ``z``, written with primitives (any order of derivatives)."""
+    reflect = lt(real(z), 0.5)
+    psi = _lanczos_digamma(select(reflect, sub(1.0, z), z))
+    pz = mul(select(reflect, z, add(mul(z, 0.0), 0.5)), math.pi)   # cot(pi/2) = 0 where unused
+    return select(reflect, sub(psi, mul(div(cos(pz), sin(pz)), math.pi)), psi)
+
+
+loggamma_complex_p = nary("loggamma_complex", sc.loggamma, [lambda z, y: complex_digamma(z)], complex_ok=True)
+
 # --------------------------------------------------------------------------
 # Error functions and the normal distribution
 # --------------------------------------------------------------------------
@@ -162,6 +201,12 @@ owens_t_p = nary("owens_t", sc.owens_t, [
     lambda h, a, y: mul(div(exp(mul(mul(h, h), -0.5)), -2.0 * _SQRT_2PI), erf(mul(mul(a, h), 1.0 / math.sqrt(2.0)))),
     lambda h, a, y: div(exp(mul(mul(mul(h, h), add(1.0, mul(a, a))), -0.5)), mul(add(1.0, mul(a, a)), 2.0 * math.pi)),
 ])
+
+# The Faddeeva function w(z) = exp(-z^2) erfc(-iz), complex operands only (funcgrad.scipy.special.wofz
+# promotes): holomorphic, so the tangent is t * w'(z) and the cotangent ct * w'(z) (JAX's convention,
+# no conjugate), with w'(z) = -2 z w(z) + 2i / sqrt(pi).
+wofz_p = nary("wofz", sc.wofz, [lambda z, w: add(mul(mul(z, w), -2.0), 1j * _TWO_OVER_SQRT_PI)],
+              complex_ok=True)
 
 # --------------------------------------------------------------------------
 # Bessel functions, exponential integrals, Fresnel and sine/cosine integrals
@@ -230,8 +275,9 @@ def _x_over(x, y_shifted):
     return select(zero, mul(x, 0.0), div(x, _safe(zero, y_shifted)))
 
 
-xlogy_p = nary("xlogy", sc.xlogy, [lambda x, y, z: log(y), lambda x, y, z: _x_over(x, y)])
-xlog1py_p = nary("xlog1py", sc.xlog1py, [lambda x, y, z: log1p_p.bind(y), lambda x, y, z: _x_over(x, add(y, 1.0))])
+xlogy_p = nary("xlogy", sc.xlogy, [lambda x, y, z: log(y), lambda x, y, z: _x_over(x, y)], complex_ok=True)
+xlog1py_p = nary("xlog1py", sc.xlog1py, [lambda x, y, z: log1p_p.bind(y), lambda x, y, z: _x_over(x, add(y, 1.0))],
+                 complex_ok=True)
 
 # --------------------------------------------------------------------------
 # Hypergeometric and zeta functions

@@ -3,10 +3,12 @@
 Special functions are elementwise primitives (``funcgrad.primitives.special``,
 computed by scipy.special) with derivative rules written with primitives, so
 grad, vmap and jit work and derivatives can be taken again.  Integer and bool
-inputs are computed in the default float dtype.
+inputs are computed in the default float dtype.  Complex inputs are taken where JAX
+takes them (``wofz``, ``loggamma``, ``gamma``, ``expit``, ``logit``, ``xlogy``,
+``xlog1py``, ``boxcox``, ``boxcox1p``, ``logsumexp``, ``softmax``, ``log_softmax``;
+``sph_harm_y`` returns complex values); the other functions raise a TypeError.
 
-Differences from JAX (see each docstring): ``wofz`` and ``sph_harm_y`` are not
-provided (funcgrad has no complex dtype); the derivatives of ``gammainc``/``gammaincc``
+Differences from JAX (see each docstring): the derivatives of ``gammainc``/``gammaincc``
 with respect to ``a``, of ``hyp1f1``/``hyp2f1`` with respect to their parameters and
 of ``zeta`` with respect to ``x`` are numerical (Richardson-extrapolated central
 differences in float64, relative error about 1e-10) and first order only: taking
@@ -23,7 +25,7 @@ import numpy as np
 import scipy.special as _sc
 
 from funcgrad import _dtypes, lax
-from funcgrad._core import Array, Tracer
+from funcgrad._core import Array, ConcretizationError, Tracer
 import funcgrad.numpy as fnp
 from funcgrad.numpy._base import arr, normalize_axes, promote_inexact
 from funcgrad.lax import _special as _p
@@ -34,39 +36,50 @@ __all__ = [
     "erf", "erfc", "erfcx", "erfinv", "exp1", "expi", "expit", "expn", "factorial", "fresnel", "gamma", "gammainc",
     "gammaincc", "gammaln", "gammasgn", "hyp1f1", "hyp2f1", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr",
     "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "owens_t", "poch", "polygamma",
-    "rel_entr", "sici", "softmax", "spence", "xlog1py", "xlogy", "zeta",
+    "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "wofz", "xlog1py", "xlogy", "zeta",
 ]
 
 _SCALARS = (bool, int, float)
 
 
-def _floats(*xs: Any, name: str | None = None, check: bool = True) -> list:
+def _caller_name() -> str:
+    """The public function that called into these helpers: ``gammaln``, or ``norm.logpdf`` for stats."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and (frame.f_code.co_name.startswith("_")
+                                        or frame.f_code.co_name in ("promote", "_floats")):
+        frame = frame.f_back
+    module = frame.f_globals.get("__name__", "").rsplit(".", 1)[-1]
+    return frame.f_code.co_name if module == "special" else f"{module}.{frame.f_code.co_name}"
+
+
+def _floats(*xs: Any, name: str | None = None, check: bool = True, complex_ok: bool = False) -> list:
     """The operands as arrays of their common float dtype (ints and bools: the default float).
 
     Operands that do not broadcast together raise a ValueError naming the calling function
-    (``name``, else the caller's module and function: ``norm.logpdf``)."""
+    (``name``, else the caller's module and function: ``norm.logpdf``); complex operands raise a
+    TypeError unless ``complex_ok`` (the functions JAX defines on complex numbers)."""
     xs = promote_inexact(*xs)
+    if not complex_ok and any(isinstance(x, complex) or getattr(x, "dtype", None) is not None and
+                              x.dtype.kind == "c" for x in xs):
+        name = name or _caller_name()
+        described = ", ".join(_dtypes.describe(x) for x in xs)
+        raise TypeError(f"{name}: complex arguments ({described}) are not supported (as in JAX: it is defined "
+                        "for real numbers); pass the real part (fnp.real(x)) if that is what you mean")
     shapes = [np.shape(x) for x in xs]
     if check and len(shapes) > 1:
         try:
             np.broadcast_shapes(*shapes)
         except ValueError:
-            if name is None:
-                frame = sys._getframe(1)
-                while frame.f_back is not None and (frame.f_code.co_name.startswith("_")
-                                                    or frame.f_code.co_name == "promote"):
-                    frame = frame.f_back
-                module = frame.f_globals.get("__name__", "").rsplit(".", 1)[-1]
-                name = frame.f_code.co_name if module == "special" else f"{module}.{frame.f_code.co_name}"
+            name = name or _caller_name()
             described = ", ".join(_dtypes.describe(x) for x in xs)
             raise ValueError(f"{name}: the arguments ({described}) cannot be broadcast together (numpy "
                              "broadcasting: aligned from the right, each dimension must match or be 1)") from None
     dtype = _dtypes.result_type(*xs)
-    return [lax.convert_element_type(x, dtype) if isinstance(x, _SCALARS) else x for x in xs]
+    return [lax.convert_element_type(x, dtype) if isinstance(x, _SCALARS + (complex,)) else x for x in xs]
 
 
-def _unary(p, x):
-    (x,) = _floats(x)
+def _unary(p, x, complex_ok: bool = False):
+    (x,) = _floats(x, complex_ok=complex_ok)
     return p.bind(x)
 
 
@@ -92,20 +105,39 @@ def gammaln(x: Any) -> Any:
 
 
 def loggamma(x: Any) -> Any:
-    """``log(Gamma(x))`` for real ``x``: ``gammaln`` for ``x > 0``, NaN for ``x <= 0`` (as JAX for real input).
+    """``log(Gamma(x))``: for real ``x``, ``gammaln`` for ``x > 0`` and NaN for ``x <= 0`` (as JAX);
+    for complex ``x`` the principal branch (one cut along the negative real axis, as scipy and JAX),
+    NaN at the poles 0, -1, -2, ... Differentiable to any order (complex: holomorphic, derivative
+    digamma).
 
     >>> loggamma(fnp.array([0.5, 3.0]))
+    >>> loggamma(fnp.array([1.0 + 1.0j]))   # [-0.6509-0.3016j]
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
+    if x.dtype.kind == "c":
+        pole, safe = _complex_poles(x)
+        return fnp.where(pole, complex(np.nan, np.nan), _p.loggamma_complex_p.bind(safe))
     return fnp.where(x > 0, _p.lgamma_p.bind(x), np.nan)
 
 
+def _complex_poles(z: Any) -> tuple:
+    """``(pole, z with 1 at the poles)``: poles of Gamma are 0, -1, -2, ... on the real axis (and NaNs)."""
+    re = lax.real(z)
+    pole = fnp.logical_or(fnp.logical_and(fnp.logical_and(lax.imag(z) == 0, re == fnp.floor(re)), re <= 0),
+                          fnp.isnan(z))
+    return pole, fnp.where(pole, fnp.ones_like(z), z)
+
+
 def gamma(x: Any) -> Any:
-    """The gamma function: ``gammasgn(x) * exp(gammaln(x))`` (NaN at poles 0, -1, ...: +inf at 0 as JAX).
+    """The gamma function: ``gammasgn(x) * exp(gammaln(x))`` for real ``x`` (NaN at poles -1, -2, ...,
+    +inf at 0, as JAX); ``exp(loggamma(x))`` for complex ``x`` (NaN at every pole, as JAX).
 
     >>> gamma(fnp.array([0.5, 5.0]))   # [sqrt(pi), 24]
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
+    if x.dtype.kind == "c":
+        pole, safe = _complex_poles(x)
+        return fnp.where(pole, complex(np.nan, np.nan), lax.exp(_p.loggamma_complex_p.bind(safe)))
     return lax.mul(_p.gammasgn_p.bind(x), lax.exp(_p.lgamma_p.bind(x)))
 
 
@@ -366,7 +398,7 @@ def expit(x: Any) -> Any:
 
     >>> expit(fnp.array([0.0]))   # [0.5]
     """
-    return _unary(lax.logistic_p, x)
+    return _unary(lax.logistic_p, x, complex_ok=True)
 
 
 def logit(x: Any) -> Any:
@@ -374,7 +406,7 @@ def logit(x: Any) -> Any:
 
     >>> logit(fnp.array([0.5]))   # [0]
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
 
 
@@ -386,7 +418,7 @@ def xlogy(x: Any, y: Any) -> Any:
 
     >>> xlogy(fnp.array([0.0, 2.0]), fnp.array([0.0, 3.0]))   # [0, 2 log 3]
     """
-    x, y = _floats(x, y)
+    x, y = _floats(x, y, complex_ok=True)
     return _p.xlogy_p.bind(x, y)
 
 
@@ -395,7 +427,7 @@ def xlog1py(x: Any, y: Any) -> Any:
 
     >>> xlog1py(fnp.array([0.0, 2.0]), fnp.array([-1.0, 3.0]))   # [0, 2 log 4]
     """
-    x, y = _floats(x, y)
+    x, y = _floats(x, y, complex_ok=True)
     return _p.xlog1py_p.bind(x, y)
 
 
@@ -437,7 +469,7 @@ def boxcox(x: Any, lmbda: Any) -> Any:
 
     >>> boxcox(fnp.array([2.0]), 0.5)
     """
-    x, lmbda = _floats(x, lmbda)
+    x, lmbda = _floats(x, lmbda, complex_ok=True)
     return _boxcox(lax.log(x), lmbda)
 
 
@@ -446,7 +478,7 @@ def boxcox1p(x: Any, lmbda: Any) -> Any:
 
     >>> boxcox1p(fnp.array([1.0]), 0.5)
     """
-    x, lmbda = _floats(x, lmbda)
+    x, lmbda = _floats(x, lmbda, complex_ok=True)
     return _boxcox(lax.log1p(x), lmbda)
 
 
@@ -466,10 +498,10 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     >>> logsumexp(fnp.array([1.0, 2.0]), b=fnp.array([1.0, -2.0]), return_sign=True)
     """
     if b is not None:
-        a, b = _floats(a, b)
+        a, b = _floats(a, b, complex_ok=True)
         a, b = fnp.broadcast_arrays(a, b)
     else:
-        (a,) = _floats(a)
+        (a,) = _floats(a, complex_ok=True)
     axes = normalize_axes("logsumexp", axis, a.ndim, a)
     if where is not None:
         where = fnp.broadcast_to(arr(where), a.shape)
@@ -507,7 +539,7 @@ def softmax(x: Any, /, *, axis: Any = None) -> Any:
 
     >>> softmax(fnp.array([1.0, 2.0]))
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
     axes = _softmax_axes("softmax", x, axis)
     m = lax.stop_gradient(fnp.max(x, axis=axes, keepdims=True))
     e = lax.exp(lax.sub(x, fnp.where(fnp.isfinite(m), m, 0.0)))
@@ -519,7 +551,7 @@ def log_softmax(x: Any, /, *, axis: Any = None) -> Any:
 
     >>> log_softmax(fnp.array([1.0, 2.0]))
     """
-    (x,) = _floats(x)
+    (x,) = _floats(x, complex_ok=True)
     axes = _softmax_axes("log_softmax", x, axis)
     m = lax.stop_gradient(fnp.max(x, axis=axes, keepdims=True))
     shifted = lax.sub(x, fnp.where(fnp.isfinite(m), m, 0.0))
@@ -675,3 +707,105 @@ def zeta(x: Any, q: Any = None) -> Any:
                                   "to compute it as the Hurwitz zeta function")
     x, q = _floats(x, q)
     return _p.zeta_p.bind(x, q)
+
+
+# --------------------------------------------------------------------------
+# Complex-valued: the Faddeeva function, spherical harmonics
+# --------------------------------------------------------------------------
+
+
+def _as_complex(name: str, z: Any) -> Any:
+    """``z`` as a complex array (floats: complex64 for float32 and below, complex128 for float64)."""
+    (z,) = _floats(z, complex_ok=True)
+    if z.dtype.kind != "c":
+        z = lax.convert_element_type(z, _dtypes.complex_dtype(z.dtype))
+    return z
+
+
+def wofz(z: Any) -> Any:
+    """The Faddeeva function ``w(z) = exp(-z**2) erfc(-iz)``, elementwise; always complex
+    (real input gives complex64 / complex128 as its precision, as JAX).
+
+    Holomorphic, differentiable to any order: ``w'(z) = -2 z w(z) + 2i / sqrt(pi)``
+    (``grad`` of a real part, ``jacfwd(..., holomorphic=True)`` ... as for any complex function).
+
+    >>> wofz(fnp.array([1.0 + 1.0j, 0.5]))   # [0.3047+0.2082j, 0.7788+0.4789j]
+    """
+    return _p.wofz_p.bind(_as_complex("wofz", z))
+
+
+def _int_operand(name: str, what: str, v: Any) -> Any:
+    v = arr(v)
+    if v.dtype.kind not in "iub":
+        raise TypeError(f"{name}: `{what}` must be an integer array, got {_dtypes.describe(v)}; "
+                        "convert with .astype(int)")
+    return lax.convert_element_type(v, _dtypes.int_)
+
+
+def _legendre_table(x: Any, s: Any, n_max: int) -> list:
+    """The normalised associated Legendre functions with Condon-Shortley phase,
+    ``sqrt((2l+1)/(4 pi) (l-k)!/(l+k)!) P_l^k(x)`` for ``0 <= k <= l <= n_max`` (``x = cos theta``,
+    ``s = sin theta``), as ``table[k][l]`` (None for ``k > l``), by the stable three-term recurrence
+    in ``l`` from the diagonal ``k = l``: only array ops, so differentiable to any order in theta."""
+    table = [[None] * (n_max + 1) for _ in range(n_max + 1)]
+    diag = lax.add(lax.mul(x, 0.0), 1.0 / math.sqrt(4.0 * math.pi))
+    for k in range(n_max + 1):
+        if k > 0:
+            diag = lax.mul(lax.mul(diag, s), -math.sqrt((2.0 * k + 1.0) / (2.0 * k)))
+        table[k][k] = diag
+        if k + 1 <= n_max:
+            table[k][k + 1] = lax.mul(lax.mul(x, diag), math.sqrt(2.0 * k + 3.0))
+        for n in range(k + 2, n_max + 1):
+            a = math.sqrt((4.0 * n * n - 1.0) / (n * n - k * k))
+            b = math.sqrt(((n - 1.0) ** 2 - k * k) / (4.0 * (n - 1.0) ** 2 - 1.0))
+            table[k][n] = lax.mul(lax.sub(lax.mul(x, table[k][n - 1]), lax.mul(table[k][n - 2], b)), a)
+    return table
+
+
+def sph_harm_y(n: Any, m: Any, theta: Any, phi: Any, diff_n: int | None = None, n_max: int | None = None) -> Any:
+    """The spherical harmonics ``Y_n^m(theta, phi)`` (scipy's convention: ``theta`` the polar angle in
+    [0, pi], ``phi`` the azimuth; Condon-Shortley phase included), complex.
+
+    ``n`` (degree >= 0) and ``m`` (order) are integer arrays; ``n``, ``m``, ``theta``, ``phi``
+    broadcast together (JAX requires 1-d arrays of one length; those work the same here), and
+    scalars give shape ``(1,)`` as JAX. ``n_max`` is the largest degree, a static int (default
+    ``max(n)``, which needs a concrete ``n``: pass ``n_max`` under jit/vmap); degrees above it are
+    clipped to ``n_max`` as JAX. ``|m| > n`` gives 0. ``diff_n`` raises NotImplementedError (as JAX).
+    Differentiable in ``theta`` and ``phi`` to any order (no gradient in ``n``, ``m``).
+    Cost: O(n_max**2) array ops (the whole Legendre table up to ``n_max``).
+
+    >>> sph_harm_y(fnp.array([2]), fnp.array([1]), fnp.array([0.5]), fnp.array([0.3]))
+    """
+    if diff_n is not None:
+        raise NotImplementedError("sph_harm_y: the 'diff_n' argument is not supported (as in JAX)")
+    n = _int_operand("sph_harm_y", "n", n)
+    m = _int_operand("sph_harm_y", "m", m)
+    if n_max is None:
+        if isinstance(n, Tracer):
+            raise ConcretizationError("sph_harm_y: `n_max` must be given as a static int when `n` is traced "
+                                      "(under jit, vmap or grad), e.g. sph_harm_y(n, m, theta, phi, n_max=4)")
+        n_max = int(np.max(np.asarray(n))) if n.size else 0
+    n_max = _static_int("sph_harm_y", "n_max", n_max)
+    if n_max < 0:
+        raise ValueError(f"sph_harm_y: n_max must be >= 0, got {n_max}")
+    theta, phi = _floats(theta, phi, name="sph_harm_y")
+    try:
+        shape = np.broadcast_shapes(n.shape, m.shape, theta.shape, phi.shape)
+    except ValueError:
+        raise ValueError(f"sph_harm_y: n {_dtypes.describe(n)}, m {_dtypes.describe(m)}, theta "
+                         f"{_dtypes.describe(theta)} and phi {_dtypes.describe(phi)} cannot be broadcast "
+                         "together") from None
+    shape = shape or (1,)
+    n, m, theta, phi = (fnp.broadcast_to(v, shape) for v in (n, m, theta, phi))
+    table = _legendre_table(lax.cos(theta), lax.sin(theta), n_max)
+    zero = lax.mul(theta, 0.0)
+    flat = [table[k][l] if k <= l else zero for k in range(n_max + 1) for l in range(n_max + 1)]  # noqa: E741
+    am = lax.abs(m)
+    index = lax.add(lax.mul(fnp.clip(am, 0, n_max), n_max + 1), fnp.clip(n, 0, n_max))
+    legendre = fnp.take_along_axis(fnp.stack(flat), index[None], axis=0, mode="clip")[0]
+    legendre = fnp.where(am > n_max, 0.0, legendre)     # |m| > n_max >= n: 0, as scipy
+    angle = lax.mul(lax.convert_element_type(am, phi.dtype), phi)
+    y = lax.complex(lax.mul(legendre, lax.cos(angle)), lax.mul(legendre, lax.sin(angle)))
+    odd = lax.eq(lax.rem(am, 2), 1)
+    negative = fnp.where(odd, lax.neg(lax.conj(y)), lax.conj(y))
+    return fnp.where(m < 0, negative, y)

@@ -4,7 +4,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 import funcgrad.numpy as fnp
+from funcgrad.scipy.linalg import solve_triangular
 from funcgrad.scipy.special import _floats
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -23,24 +26,21 @@ def cholesky_solve_logdet(cov, r):
     """``(y, sum(log diag L))`` with ``cov = L L^T`` and ``L y = r`` (both batched over leading axes,
     which broadcast: one ``(n, n)`` matrix serves every right-hand side).
 
-    An unrolled Cholesky and forward substitution over the static dimension ``n``, written with
-    array ops (so grad, vmap and jit apply); the cost is O(n) Python steps, meant for small ``n``.
+    ``funcgrad.numpy.linalg.cholesky`` (which symmetrizes ``cov``, as JAX's lax.linalg.cholesky) and
+    ``funcgrad.scipy.linalg.solve_triangular``: differentiable to any order, under vmap and jit. A
+    matrix that is not positive definite gives NaN (as JAX).
     """
     n = cov.shape[-1]
-    cols = []      # column j of L, shape (..., n), zero above row j
-    rows = fnp.arange(n)
-    for j in range(n):
-        v = cov[..., :, j]
-        for c in cols:
-            v = v - c * c[..., j:j + 1]
-        d = fnp.sqrt(v[..., j:j + 1])
-        cols.append(fnp.where(rows >= j, v / d, 0.0))
-    ys = []
-    for j in range(n):
-        acc = r[..., j]
-        for k in range(j):
-            acc = acc - cols[k][..., j] * ys[k]
-        ys.append(acc / cols[j][..., j])
-    y = fnp.stack(ys, axis=-1)
-    logdet = sum(fnp.log(cols[j][..., j]) for j in range(n))
+    L = fnp.linalg.cholesky(cov)
+    if cov.ndim == 2:
+        # one matrix: every right-hand side as a column of one (n, k) system
+        lead = r.shape[:-1]
+        cols = fnp.transpose(fnp.reshape(r, (-1, n)))
+        y = fnp.reshape(fnp.transpose(solve_triangular(L, cols, lower=True)), lead + (n,))
+    else:
+        lead = np.broadcast_shapes(cov.shape[:-2], r.shape[:-1])
+        L_b = fnp.broadcast_to(L, lead + (n, n))
+        r_b = fnp.broadcast_to(r, lead + (n,))
+        y = solve_triangular(L_b, r_b[..., None], lower=True)[..., 0]
+    logdet = fnp.sum(fnp.log(fnp.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
     return y, logdet

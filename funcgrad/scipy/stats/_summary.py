@@ -28,16 +28,30 @@ def _check_nan_policy(name: str, nan_policy: str) -> None:
                                   "are unknown); check for NaNs before calling")
 
 
-def _pairs(x):
-    """``x`` (last axis n) as ``(x_i, x_j)`` broadcast to (..., n, n): i along axis -2, j along -1."""
-    return fnp.expand_dims(x, -1), fnp.expand_dims(x, -2)
+def _groups(xs):
+    """For ``xs`` sorted along its last axis (n >= 1): ``(start, end)``, the first and last sorted
+    position of each entry's run of equal values (NaNs form one run, sorted last), as int arrays."""
+    n = xs.shape[-1]
+    pos = lax.broadcasted_iota(_dtypes.int_, xs.shape, xs.ndim - 1)
+    diff = xs[..., 1:] != xs[..., :-1]
+    if xs.dtype.kind in "fc":
+        diff = fnp.logical_and(diff, fnp.logical_not(fnp.logical_and(fnp.isnan(xs[..., 1:]),
+                                                                       fnp.isnan(xs[..., :-1]))))
+    first = fnp.ones(xs.shape[:-1] + (1,), dtype=bool)
+    begins = fnp.concatenate([first, diff], axis=-1)    # position i starts a run
+    ends = fnp.concatenate([diff, first], axis=-1)      # position i ends a run
+    start = lax.cummax(fnp.where(begins, pos, 0), axis=xs.ndim - 1)
+    end = lax.cummin(fnp.where(ends, pos, n - 1), axis=xs.ndim - 1, reverse=True)
+    return start, end
 
 
 def mode(a: Any, axis: Any = 0, nan_policy: str = "propagate", keepdims: bool = False) -> ModeResult:
     """The most frequent value along ``axis`` (the smallest among ties) and its count.
 
     Returns ``ModeResult(mode, count)``; ``axis=None`` uses the flattened array. NaNs count as equal
-    to each other (as JAX). Computed with pairwise comparisons: O(n**2) memory along the axis.
+    to each other and lose ties to numbers (as JAX's unique-based mode). Sort-based: O(n log n).
+    The gradient of ``mode`` flows to the first occurrence of the modal value (as JAX). An empty
+    axis gives mode NaN and count 0.0 in the default float dtype (as JAX and scipy).
 
     >>> mode(fnp.array([1.0, 2.0, 2.0, 3.0]))   # ModeResult(mode=2.0, count=2)
     """
@@ -56,22 +70,13 @@ def mode(a: Any, axis: Any = 0, nan_policy: str = "propagate", keepdims: bool = 
     x = fnp.moveaxis(x, ax, -1)
     if x.shape[-1] == 0:
         nan = fnp.full(out_shape, np.nan, dtype=_dtypes.float_)
-        return ModeResult(nan, fnp.zeros(out_shape, dtype=_dtypes.int_))
-    xi, xj = _pairs(x)
-    same = xi == xj
-    if x.dtype.kind == "f":
-        same = fnp.logical_or(same, fnp.logical_and(fnp.isnan(xi), fnp.isnan(xj)))
-    counts = fnp.sum(same.astype(_dtypes.int_), axis=-1)
-    top = fnp.max(counts, axis=-1)
-    chosen = counts == fnp.expand_dims(top, -1)
-    if x.dtype.kind == "f":
-        numeric = fnp.logical_and(chosen, fnp.logical_not(fnp.isnan(x)))
-        has_numeric = fnp.sum(numeric.astype(_dtypes.int_), axis=-1) > 0
-        value = fnp.min(fnp.where(numeric, x, np.inf), axis=-1)
-        value = fnp.where(has_numeric, value, np.nan)
-    else:
-        big = np.iinfo(x.dtype).max if x.dtype.kind in "iu" else True
-        value = fnp.min(fnp.where(chosen, x, big), axis=-1)
+        return ModeResult(nan, fnp.zeros(out_shape, dtype=_dtypes.float_))   # float counts here, as JAX/scipy
+    xs = fnp.sort(x, axis=-1)
+    start, end = _groups(xs)
+    counts = end - start + 1
+    best = fnp.argmax(counts, axis=-1, keepdims=True)    # the first (smallest) value among the most frequent
+    value = fnp.take_along_axis(xs, best, axis=-1)[..., 0]
+    top = fnp.take_along_axis(counts, best, axis=-1)[..., 0]
     return ModeResult(fnp.reshape(value, out_shape), fnp.reshape(top, out_shape))
 
 
@@ -82,8 +87,8 @@ def rankdata(a: Any, method: str = "average", *, axis: Any = None, nan_policy: s
     """Ranks of the data, from 1 (ties resolved by ``method``: average, min, max, dense, ordinal).
 
     ``axis=None`` ranks the flattened array. A slice holding a NaN gives NaNs (``nan_policy='propagate'``).
-    The result is in the default float dtype (as JAX) and has no gradient. Computed with pairwise
-    comparisons: O(n**2) memory along the axis.
+    The result is in the default float dtype (as JAX) and has no gradient. Sort-based: O(n log n)
+    (a stable sort, so ``ordinal`` ranks ties in their order of appearance).
 
     >>> rankdata(fnp.array([3.0, 1.0, 3.0, 2.0]))   # [3.5, 1, 3.5, 2]
     """
@@ -98,26 +103,33 @@ def rankdata(a: Any, method: str = "average", *, axis: Any = None, nan_policy: s
         ax = normalize_axis("rankdata", axis, x.ndim, x)
     x = fnp.moveaxis(x, ax, -1)
     out_dtype = _dtypes.float_
-    xi, xj = _pairs(x)
-    below = fnp.sum((xj < xi).astype(out_dtype), axis=-1)
-    equal = fnp.sum((xj == xi).astype(out_dtype), axis=-1)
-    if method == "average":
-        ranks = below + (equal + 1.0) * 0.5
-    elif method == "min":
-        ranks = below + 1.0
-    elif method == "max":
-        ranks = below + equal
-    elif method == "ordinal":
-        n = x.shape[-1]
-        earlier = fnp.arange(n)[None, :] < fnp.arange(n)[:, None]    # j < i
-        ranks = below + fnp.sum(fnp.logical_and(xj == xi, earlier).astype(out_dtype), axis=-1) + 1.0
-    else:   # dense: the number of distinct values below, plus 1
-        ties = fnp.expand_dims(equal, -2)   # the multiplicity of x_j
-        ranks = fnp.round(fnp.sum(fnp.where(xj < xi, 1.0 / ties, 0.0), axis=-1)) + 1.0
-    if x.dtype.kind == "f":
-        any_nan = fnp.sum(fnp.isnan(x).astype(out_dtype), axis=-1, keepdims=True) > 0
+    if x.shape[-1] == 0:
+        return fnp.moveaxis(fnp.zeros(x.shape, dtype=out_dtype), -1, ax)
+    last = x.ndim - 1
+    pos = lax.broadcasted_iota(_dtypes.int_, x.shape, last)
+    xs, perm = lax.sort((x, pos), dimension=last, num_keys=1)
+    inv = fnp.argsort(perm, axis=-1)                       # the sorted position of each entry
+
+    def unsort(v):
+        return fnp.take_along_axis(v, inv, axis=-1)
+
+    if method == "ordinal":
+        ranks = (inv + 1).astype(out_dtype)
+    elif method == "dense":
+        new = fnp.concatenate([fnp.ones(x.shape[:-1] + (1,), dtype=bool), xs[..., 1:] != xs[..., :-1]], axis=-1)
+        ranks = unsort(fnp.cumsum(new.astype(_dtypes.int_), axis=-1)).astype(out_dtype)
+    else:
+        start, end = (v.astype(out_dtype) for v in _groups(xs))
+        if method == "min":
+            ranks = unsort(start) + 1.0
+        elif method == "max":
+            ranks = unsort(end) + 1.0
+        else:   # average
+            ranks = unsort((start + end) * 0.5) + 1.0
+    if x.dtype.kind in "fc":
+        any_nan = fnp.any(fnp.isnan(x), axis=-1, keepdims=True)
         ranks = fnp.where(any_nan, np.nan, ranks)
-    return fnp.moveaxis(ranks.astype(out_dtype), -1, ax)
+    return fnp.moveaxis(ranks, -1, ax)
 
 
 def sem(a: Any, axis: Any = 0, ddof: int = 1, nan_policy: str = "propagate", *, keepdims: bool = False) -> Any:

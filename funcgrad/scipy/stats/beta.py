@@ -21,7 +21,7 @@ def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     ok = fnp.logical_and(z >= 0, z <= 1)
     zs = fnp.where(ok, z, 0.5)
     val = special.xlogy(a - 1.0, zs) + special.xlog1py(b - 1.0, -zs) - special.betaln(a, b) - fnp.log(scale)
-    val = fnp.where(ok, val, -INF)
+    val = fnp.where(ok, val, fnp.where(fnp.isnan(z), NAN, -INF))   # a NaN point stays NaN (as JAX)
     return fnp.where((a <= 0) | (b <= 0) | (scale <= 0), NAN, val)
 
 

@@ -1,4 +1,7 @@
-"""The exponential distribution (``jax.scipy.stats.expon``)."""
+"""The exponential distribution (``jax.scipy.stats.expon``).
+
+Invalid parameters (``scale <= 0``) give NaN, as scipy (JAX returns whatever its formulas give there).
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +15,12 @@ __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 def _z(x, loc, scale):
     x, loc, scale = promote(x, loc, scale)
     z = (x - loc) / scale
-    return z, fnp.where(z < 0, 0.0 * z, z), scale
+    return z, fnp.where(z < 0, fnp.zeros_like(z), z), scale
+
+
+def _valid(scale, value):
+    """``value``, NaN where ``scale <= 0`` (an invalid parameter, as scipy)."""
+    return fnp.where(scale > 0, value, NAN)
 
 
 def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -21,7 +29,7 @@ def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     >>> logpdf(fnp.array([1.0]))   # [-1]
     """
     z, zs, scale = _z(x, loc, scale)
-    return fnp.where(z < 0, -INF, -zs - fnp.log(scale))
+    return _valid(scale, fnp.where(z < 0, -INF, -zs - fnp.log(fnp.where(scale > 0, scale, 1.0))))
 
 
 def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -31,29 +39,29 @@ def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """CDF ``1 - exp(-z)`` (0 below loc). ``>>> cdf(fnp.array([1.0]))``"""
-    z, zs, _ = _z(x, loc, scale)
-    return -fnp.expm1(-zs)
+    z, zs, scale = _z(x, loc, scale)
+    return _valid(scale, -fnp.expm1(-zs))
 
 
 def logcdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Log CDF ``log(1 - exp(-z))`` (-inf below loc). ``>>> logcdf(fnp.array([1.0]))``"""
-    z, zs, _ = _z(x, loc, scale)
-    return fnp.where(z <= 0, -INF, fnp.log(-fnp.expm1(-fnp.where(z <= 0, 1.0, zs))))
+    z, zs, scale = _z(x, loc, scale)
+    return _valid(scale, fnp.where(z <= 0, -INF, fnp.log(-fnp.expm1(-fnp.where(z <= 0, 1.0, zs)))))
 
 
 def sf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Survival function ``exp(-z)`` (1 below loc). ``>>> sf(fnp.array([1.0]))``"""
-    z, zs, _ = _z(x, loc, scale)
-    return fnp.exp(-zs)
+    z, zs, scale = _z(x, loc, scale)
+    return _valid(scale, fnp.exp(-zs))
 
 
 def logsf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Log survival function ``-z`` (0 below loc). ``>>> logsf(fnp.array([1.0]))  # [-1]``"""
-    z, zs, _ = _z(x, loc, scale)
-    return -zs
+    z, zs, scale = _z(x, loc, scale)
+    return _valid(scale, -zs)
 
 
 def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Quantile ``loc - scale * log(1 - q)``; NaN outside [0, 1]. ``>>> ppf(fnp.array([0.5]))  # [log 2]``"""
     q, loc, scale = promote(q, loc, scale)
-    return fnp.where(fnp.logical_and(q >= 0, q <= 1), loc - scale * fnp.log1p(-q), NAN)
+    return _valid(scale, fnp.where(fnp.logical_and(q >= 0, q <= 1), loc - scale * fnp.log1p(-q), NAN))

@@ -31,7 +31,7 @@ def pdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
 def _z(x, a, loc, scale):
     x, a, loc, scale = promote(x, a, loc, scale)
     z = (x - loc) / scale
-    return a, fnp.where(z < 0, 0.0 * z, z)
+    return a, fnp.where(z < 0, fnp.zeros_like(z), z)
 
 
 def cdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -50,7 +50,7 @@ def sf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
     x, a, loc, scale = promote(x, a, loc, scale)
     z = (x - loc) / scale
     below = z < 0
-    return fnp.where(below, 0.0 * z + 1.0, special.gammaincc(a, fnp.where(below, 0.0, z)))
+    return fnp.where(below, fnp.ones_like(z), special.gammaincc(a, fnp.where(below, 0.0, z)))
 
 
 def logsf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:

@@ -1,4 +1,7 @@
-"""The Pareto distribution (``jax.scipy.stats.pareto``)."""
+"""The Pareto distribution (``jax.scipy.stats.pareto``).
+
+Invalid parameters (``b <= 0`` or ``scale <= 0``) give NaN, as scipy (JAX returns whatever its formulas give there).
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +15,13 @@ __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 def _z(x, b, loc, scale):
     x, b, loc, scale = promote(x, b, loc, scale)
     z = (x - loc) / scale
-    ok = z >= 1
+    ok = fnp.logical_or(z >= 1, fnp.isnan(z))    # a NaN point stays NaN (as JAX)
     return b, z, ok, fnp.where(ok, z, 1.0), scale
+
+
+def _valid(b, scale, value):
+    """``value``, NaN where ``b <= 0`` or ``scale <= 0`` (invalid parameters, as scipy)."""
+    return fnp.where(fnp.logical_and(b > 0, scale > 0), value, NAN)
 
 
 def logpdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -22,7 +30,8 @@ def logpdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     >>> logpdf(fnp.array([1.0]), 2.0)   # [log 2]
     """
     b, z, ok, zs, scale = _z(x, b, loc, scale)
-    return fnp.where(ok, fnp.log(b) - (b + 1.0) * fnp.log(zs) - fnp.log(scale), -INF)
+    val = fnp.where(ok, fnp.log(b) - (b + 1.0) * fnp.log(zs) - fnp.log(scale), -INF)
+    return _valid(b, scale, val)
 
 
 def pdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -33,7 +42,7 @@ def pdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
 def logsf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Log survival function ``-b log z`` (0 below 1). ``>>> logsf(fnp.array([2.0]), 2.0)  # [-log 4]``"""
     b, z, ok, zs, scale = _z(x, b, loc, scale)
-    return -b * fnp.log(zs)
+    return _valid(b, scale, -b * fnp.log(zs))
 
 
 def sf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -55,4 +64,4 @@ def ppf(q: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Quantile ``loc + scale (1 - q)**(-1/b)``; NaN outside [0, 1]. ``>>> ppf(fnp.array([0.75]), 2.0)  # [2]``"""
     q, b, loc, scale = promote(q, b, loc, scale)
     ok = fnp.logical_and(q >= 0, q <= 1)
-    return fnp.where(ok, loc + scale * fnp.exp(-fnp.log1p(-q) / b), NAN)
+    return _valid(b, scale, fnp.where(ok, loc + scale * fnp.exp(-fnp.log1p(-q) / b), NAN))

@@ -1,4 +1,7 @@
-"""The uniform distribution on [loc, loc + scale] (``jax.scipy.stats.uniform``)."""
+"""The uniform distribution on [loc, loc + scale] (``jax.scipy.stats.uniform``).
+
+Invalid parameters (``scale <= 0``) give NaN, as scipy (JAX returns whatever its formulas give there).
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -16,7 +19,9 @@ def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """
     x, loc, scale = promote(x, loc, scale)
     inside = fnp.logical_and(x >= loc, x <= loc + scale)
-    return fnp.where(inside, -fnp.log(scale), -INF)
+    # a NaN point gives NaN (as scipy; JAX's support test lets it through as -log(scale))
+    val = fnp.where(inside, -fnp.log(fnp.where(scale > 0, scale, 1.0)), fnp.where(fnp.isnan(x), NAN, -INF))
+    return fnp.where(scale > 0, val, NAN)    # scale <= 0 is invalid: NaN (as scipy)
 
 
 def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -27,11 +32,11 @@ def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """CDF ``clip((x - loc) / scale, 0, 1)``. ``>>> cdf(fnp.array([0.25]))  # [0.25]``"""
     x, loc, scale = promote(x, loc, scale)
-    z = (x - loc) / scale
-    return fnp.where(z < 0, 0.0 * z, fnp.where(z > 1, 0.0 * z + 1.0, z))
+    z = (x - loc) / fnp.where(scale > 0, scale, 1.0)
+    return fnp.where(scale > 0, fnp.where(z < 0, fnp.zeros_like(z), fnp.where(z > 1, fnp.ones_like(z), z)), NAN)
 
 
 def ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Quantile ``loc + q * scale`` for q in [0, 1], NaN outside. ``>>> ppf(fnp.array([0.5]))  # [0.5]``"""
     q, loc, scale = promote(q, loc, scale)
-    return fnp.where(fnp.logical_and(q >= 0, q <= 1), loc + q * scale, NAN)
+    return fnp.where(fnp.logical_and(fnp.logical_and(q >= 0, q <= 1), scale > 0), loc + q * scale, NAN)
