@@ -388,7 +388,8 @@ def test_jit_signature_tables_stay_bounded_and_fast():
         assert len(f._cache) == 3 and len(f._fast) == 3
         # The kept signatures stay on the fast path after evictions.
         kept = {tuple(k[1]) for k in f._cache}
-        assert {tuple(k[2:]) for k in f._fast} == {tuple((s, d) for s, d in sig) for sig in kept}
+        # fast keys: (debug_nans, jit_fusion, threefry_partitionable, (shape, dtype) per argument...)
+        assert {tuple(k[3:]) for k in f._fast} == {tuple((s, d) for s, d in sig) for sig in kept}
         hits = f.hits
         f(fnp.ones(10))
         assert f.hits == hits + 1 and f.misses == 10

@@ -127,8 +127,9 @@ def bitwise_or(x: Any, y: Any) -> Any:
 # --------------------------------------------------------------------------
 
 bitcast_convert_type_p = Primitive("bitcast_convert_type")
-# view() needs a contiguous buffer when the element type changes.
-bitcast_convert_type_p.impl = lambda x, dtype: np.ascontiguousarray(x).view(dtype)
+# view() needs a contiguous buffer when the element type changes; ascontiguousarray makes 0-d inputs 1-d,
+# so the shape is put back (the element sizes are equal: the aval rule checks).
+bitcast_convert_type_p.impl = lambda x, dtype: np.ascontiguousarray(x).view(dtype).reshape(np.shape(x))
 
 
 def _bitcast_aval(x: Any, dtype: np.dtype) -> ShapedArray:

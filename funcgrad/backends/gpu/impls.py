@@ -28,6 +28,7 @@ from funcgrad.primitives import attention as A
 from funcgrad.primitives import control_flow as CF
 from funcgrad.primitives import dynamic as D
 from funcgrad.primitives import elementwise as E
+from funcgrad.primitives import elementwise_more as EM
 from funcgrad.primitives import indexing as I
 from funcgrad.primitives import linalg as L
 from funcgrad.primitives import random_bits as RB
@@ -74,6 +75,8 @@ UFUNCS: dict[Primitive, str] = {
     E.eq_p: "equal", E.ne_p: "not_equal", E.lt_p: "less", E.le_p: "less_equal", E.gt_p: "greater",
     E.ge_p: "greater_equal", E.and_p: "logical_and", E.or_p: "logical_or", E.xor_p: "logical_xor",
     RB.bitwise_and_p: "bitwise_and", RB.bitwise_or_p: "bitwise_or", RB.nextafter_p: "nextafter",
+    EM.arcsinh_p: "arcsinh", EM.arccosh_p: "arccosh", EM.arctanh_p: "arctanh", EM.cbrt_p: "cbrt",
+    EM.logaddexp_p: "logaddexp", EM.fmod_p: "fmod", EM.gcd_p: "gcd", EM.lcm_p: "lcm",
 }
 
 for _prim, _ufunc in UFUNCS.items():
@@ -95,7 +98,8 @@ _simple(E.logistic_p)(lambda xp: lambda x: xp.tanh(x * 0.5) * 0.5 + 0.5)
 _simple(E.select_p)(lambda xp: lambda c, x, y: xp.where(c, x, y))
 _simple(E.convert_p)(lambda xp: lambda x, dtype: xp.asarray(x).astype(dtype))
 _simple(E.stop_gradient_p)(lambda xp: lambda x: x)
-_simple(RB.bitcast_convert_type_p)(lambda xp: lambda x, dtype: xp.ascontiguousarray(x).view(dtype))
+_simple(RB.bitcast_convert_type_p)(
+    lambda xp: lambda x, dtype: xp.ascontiguousarray(x).view(dtype).reshape(x.shape))
 
 
 def _shift(op_name: str) -> Callable[[Any], Callable[..., Any]]:
