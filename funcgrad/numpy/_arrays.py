@@ -15,10 +15,10 @@ import builtins
 from typing import Any, Sequence
 import numpy as np
 from funcgrad import _dtypes
-from funcgrad._core import Array, ConcretizationError, Tracer, as_array
+from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
 from funcgrad import lax
-from funcgrad.numpy._base import arr, index_arg, normalize_axis, promote, shape_tuple
+from funcgrad.numpy._base import arr, concrete_value, index_arg, normalize_axis, promote, shape_tuple
 from funcgrad.numpy._shape import concatenate, ravel, split
 
 __all__ = [
@@ -54,14 +54,8 @@ def _concrete(x: Any, name: str, what: str, hint: str = "pass size=N (and fill_v
         -> np.ndarray:
     """The numpy value of ``x``; a traced value (under jit or vmap) raises a ConcretizationError saying why a
     value is needed and the fix."""
-    if isinstance(x, Tracer):
-        try:
-            return np.asarray(x.concrete_value())
-        except ConcretizationError:
-            raise ConcretizationError(
-                f"{name}: the output shape depends on the values of {what} {describe(x)}, which are not known "
-                f"under jit/vmap: {hint}") from None
-    return np.asarray(x._value if isinstance(x, Array) else x)
+    return concrete_value(x, f"{name}: the output shape depends on the values of {what} {{x}}, which are not "
+                             f"known under jit/vmap: {hint}")
 
 
 def _truth(x: Any) -> Any:

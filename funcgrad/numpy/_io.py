@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 import numpy as np
-from funcgrad._core import Tracer
-from funcgrad._dtypes import describe
+from funcgrad.numpy._base import concrete_value
 from funcgrad.numpy._vectorize import _as_array
 
 __all__ = [
@@ -34,10 +33,9 @@ def load(file: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _concrete(name: str, x: Any) -> np.ndarray:
-    if isinstance(x, Tracer):
-        raise TypeError(f"{name}: needs a concrete array, got a traced value {describe(x)} (inside jit, grad or "
-                        "vmap); print it with funcgrad.debug / outside the transformation")
-    return np.asarray(x)
+    return concrete_value(x, f"{name}: needs a concrete array, got a traced value {{x}} (inside jit, grad or "
+                             "vmap); print it with funcgrad.debug / outside the transformation",
+                          error=TypeError, any_tracer=True)
 
 
 def array_repr(arr: Any, max_line_width: Any = None, precision: Any = None, suppress_small: Any = None) -> str:
