@@ -93,21 +93,26 @@ def bitwise_count(x: Any, /) -> Any:
     return _M.population_count_p.bind(x)
 
 
+def _shift_args(name: str, x: Any, y: Any) -> tuple[Any, Any, np.dtype]:
+    """The shift operands, integers of their common dtype (bools refused), and that dtype."""
+    x, y = _int_args(name, x, y)
+    dtype = _dtypes.result_type(x, y)
+    if dtype.kind == "b":
+        raise TypeError(f"{name}: not supported for bool operands; convert them to integers first")
+    x, y = (lax.convert_element_type(v, dtype) for v in (x, y))
+    return x, y, dtype
+
+
 def left_shift(x: Any, y: Any, /) -> Any:
     """Elementwise ``x << y`` for integers (shifts of the bit width or more give 0).
 
     >>> fnp.left_shift(fnp.array([1, 3]), 2)         # [4, 12]
     """
-    x, y = _int_args("left_shift", x, y)
-    dtype = _dtypes.result_type(x, y)
-    if dtype.kind == "b":
-        raise TypeError("left_shift: not supported for bool operands; convert them to integers first")
-    x, y = (lax.convert_element_type(v, dtype) for v in (x, y))
+    x, y, dtype = _shift_args("left_shift", x, y)
     if dtype.kind == "u":
         return lax.shift_left(x, y)
     u = _UNSIGNED[dtype.itemsize]
-    return _bitcast(lax.shift_left(_bitcast(x, u), _bitcast(y, u)),
-                                    dtype)
+    return _bitcast(lax.shift_left(_bitcast(x, u), _bitcast(y, u)), dtype)
 
 
 def right_shift(x1: Any, x2: Any, /) -> Any:
@@ -116,11 +121,7 @@ def right_shift(x1: Any, x2: Any, /) -> Any:
 
     >>> fnp.right_shift(fnp.array([16, -16]), 2)     # [4, -4]
     """
-    x, y = _int_args("right_shift", x1, x2)
-    dtype = _dtypes.result_type(x, y)
-    if dtype.kind == "b":
-        raise TypeError("right_shift: not supported for bool operands; convert them to integers first")
-    x, y = (lax.convert_element_type(v, dtype) for v in (x, y))
+    x, y, dtype = _shift_args("right_shift", x1, x2)
     if dtype.kind == "u":
         return lax.shift_right_logical(x, y)
     u = _UNSIGNED[dtype.itemsize]
