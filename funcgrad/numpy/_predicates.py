@@ -111,13 +111,7 @@ def _as_dtype(name: str, x: Any) -> Any:
         return x
     if x is bool or x is int or x is float:
         return {bool: False, int: 0, float: 0.0}[x]
-    dtype = getattr(x, "dtype", None)
-    if dtype is not None and not isinstance(x, type):
-        return np.dtype(dtype)
-    try:
-        return np.dtype(x)
-    except TypeError:
-        raise TypeError(f"{name}: {x!r} is not a dtype, array or scalar") from None
+    return _dtype_arg(name, x, "a dtype, array or scalar")
 
 
 def result_type(*args: Any) -> np.dtype:
@@ -146,14 +140,15 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     return np.promote_types(_dtype_arg("promote_types", a), _dtype_arg("promote_types", b))
 
 
-def _dtype_arg(name: str, x: Any) -> np.dtype:
+def _dtype_arg(name: str, x: Any, what: str = "a dtype") -> np.dtype:
+    """The dtype of ``x`` (a dtype, or an array's dtype); else a TypeError saying ``x`` is not ``what``."""
     dtype = getattr(x, "dtype", None)
     if dtype is not None and not isinstance(x, type):
         return np.dtype(dtype)
     try:
         return np.dtype(x)
     except TypeError:
-        raise TypeError(f"{name}: {x!r} is not a dtype") from None
+        raise TypeError(f"{name}: {x!r} is not {what}") from None
 
 
 def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:

@@ -10,7 +10,7 @@ from funcgrad.core import Array, Tracer, describe
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.random._continuous import _int_dtype, _params, uniform
-from funcgrad.random._keys import _as, _check_key, _float_dtype, _no_sharding, _shape, _split2, _split_words, _splitn
+from funcgrad.random._keys import _as, _check_key, _float_start, _no_sharding, _shape, _split2, _split_words, _splitn
 
 
 # --------------------------------------------------------------------------
@@ -59,6 +59,14 @@ def _stirling_tail(n: Any) -> Any:
     return fnp.where(small, fnp.take(table, idx), approx)
 
 
+def _rejection_draws(key_: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, Any, Any, Any]:
+    """One round of Hormann's transformed rejection (PTRS, BTRS): the next key, ``u - 1/2``, ``v`` (both
+    uniform) and ``1/2 - |u - 1/2|``."""
+    key_, sub0, sub1 = _splitn(key_, 3)
+    u = uniform(sub0, shape, dtype) - 0.5
+    return key_, u, uniform(sub1, shape, dtype), 0.5 - fnp.abs(u)
+
+
 def _poisson_rejection(k: Any, lam: Any, shape: tuple[int, ...]) -> Any:
     """Hormann's transformed rejection (PTRS), lam >= 10."""
     log_lam = fnp.log(lam)
@@ -69,10 +77,7 @@ def _poisson_rejection(k: Any, lam: Any, shape: tuple[int, ...]) -> Any:
 
     def body(carry):
         k_out, accepted, key_ = carry
-        key_, sub0, sub1 = _splitn(key_, 3)
-        u = uniform(sub0, shape, lam.dtype) - 0.5
-        v = uniform(sub1, shape, lam.dtype)
-        u_shifted = 0.5 - fnp.abs(u)
+        key_, u, v, u_shifted = _rejection_draws(key_, shape, lam.dtype)
         kk = fnp.floor((2 * a / u_shifted + b) * u + lam + 0.43)
         s = fnp.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
         t_ = -lam + kk * log_lam - _log_factorial(fnp.maximum(kk, 0.0))
@@ -134,10 +139,7 @@ def _btrs(k: Any, count: Any, prob: Any, shape: tuple[int, ...]) -> Any:
 
     def body(carry):
         k_out, accepted, key_ = carry
-        key_, sub0, sub1 = _splitn(key_, 3)
-        u = uniform(sub0, shape, prob.dtype) - 0.5
-        v = uniform(sub1, shape, prob.dtype)
-        us = 0.5 - fnp.abs(u)
+        key_, u, v, us = _rejection_draws(key_, shape, prob.dtype)
         accept1 = (us >= 0.07) & (v <= v_r)
         kk = fnp.floor((2 * a / us + b) * u + c)
         reject = (kk < 0) | (kk > count)
@@ -161,8 +163,7 @@ def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype
 
     >>> x = binomial(key(0), 20.0, 0.3, (4,))   # f32[4], mean 6
     """
-    k = _check_key(key, "binomial")
-    dtype = _float_dtype(dtype, "binomial")
+    k, dtype = _float_start("binomial", key, dtype)
     fdtype = p.dtype if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else default_float_dtype()
     shape, (count, prob) = _params("binomial", shape, fdtype, n=n, p=p)
     count = fnp.broadcast_to(fnp.stop_gradient(count), shape)
@@ -198,8 +199,7 @@ def multinomial(key: Any, n: Any, p: Any, *, shape: Sequence[int] | None = None,
 
     >>> c = multinomial(key(0), 10.0, fnp.array([0.2, 0.3, 0.5]))    # f32[3], sums to 10
     """
-    k = _check_key(key, "multinomial")
-    dtype = _float_dtype(dtype, "multinomial")
+    k, dtype = _float_start("multinomial", key, dtype)
     fdtype = default_float_dtype()
     p = _as(p, fdtype, "multinomial", "p")
     n = _as(n, fdtype, "multinomial", "n")

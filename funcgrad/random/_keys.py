@@ -513,3 +513,10 @@ def _no_sharding(out_sharding: Any, name: str) -> None:
     if out_sharding is not None:
         raise NotImplementedError(f"random.{name}: out_sharding={out_sharding!r}: funcgrad has no sharding; "
                                   "leave it None")
+
+
+def _float_start(name: str, key: Any, dtype: Any, out_sharding: Any = None) -> tuple[Any, np.dtype]:
+    """What a float sampler checks first: the key's words, no ``out_sharding``, and the float dtype."""
+    k = _check_key(key, name)
+    _no_sharding(out_sharding, name)
+    return k, _float_dtype(dtype, name)
