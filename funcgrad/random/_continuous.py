@@ -8,8 +8,8 @@ import funcgrad.numpy as fnp
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert
-from funcgrad.random._keys import (_SQRT2, _U32, _as, _check_broadcast, _check_key, _float_dtype, _float_start,
-    _no_sharding, _numel, _random_bits, _shape, _split2)
+from funcgrad.random._keys import (_SQRT2, _U32, _as, _check_broadcast, _check_key, _float_dtype, _int_dtype,
+    _no_sharding, _numel, _random_bits, _shape, _split2, _start)
 
 
 # --------------------------------------------------------------------------
@@ -74,7 +74,7 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | No
 
     >>> x = truncated_normal(key(0), -1.0, 2.0, (1000,))     # f32[1000] in (-1, 2)
     """
-    k, dtype = _float_start("truncated_normal", key, dtype, out_sharding)
+    k, dtype = _start("truncated_normal", key, dtype, out_sharding)
     lower = _as(lower, dtype, "truncated_normal", "lower")
     upper = _as(upper, dtype, "truncated_normal", "upper")
     if shape is None:
@@ -282,7 +282,7 @@ def laplace(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out
 
     >>> x = laplace(key(0), (3,))
     """
-    k, dtype = _float_start("laplace", key, dtype, out_sharding)
+    k, dtype = _start("laplace", key, dtype, out_sharding)
     u = uniform(k, _shape(shape, "laplace"), dtype, -1.0 + float(np.finfo(dtype).epsneg), 1.0)
     return fnp.sign(u) * fnp.log1p(-fnp.abs(u))
 
@@ -292,7 +292,7 @@ def logistic(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, ou
 
     >>> x = logistic(key(0), (3,))
     """
-    k, dtype = _float_start("logistic", key, dtype, out_sharding)
+    k, dtype = _start("logistic", key, dtype, out_sharding)
     x = uniform(k, _shape(shape, "logistic"), dtype, float(np.finfo(dtype).tiny), 1.0)
     return fnp.log(x) - fnp.log1p(-x)
 
@@ -302,20 +302,10 @@ def cauchy(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_
 
     >>> x = cauchy(key(0), (3,))
     """
-    k, dtype = _float_start("cauchy", key, dtype, out_sharding)
+    k, dtype = _start("cauchy", key, dtype, out_sharding)
     u = uniform(k, _shape(shape, "cauchy"), dtype, float(np.finfo(dtype).eps), 1.0)
     return fnp.tan(np.pi * (u - 0.5))
 
-
-def _int_dtype(dtype: Any, name: str, error: type = ValueError) -> np.dtype:
-    """The integer dtype (default: the default int); a TypeError for a non-dtype, ``error`` for a non-integer one."""
-    try:
-        dtype = default_int_dtype() if dtype is None else canonicalize_dtype(dtype)
-    except TypeError as e:
-        raise TypeError(f"random.{name}: dtype must be an integer type, got {dtype!r:.40}: {e}") from None
-    if dtype.kind not in "iu":
-        raise error(f"random.{name}: dtype must be an integer type, got {dtype}")
-    return dtype
 
 
 def rademacher(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
@@ -339,7 +329,7 @@ def pareto(key: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = No
 
     >>> x = pareto(key(0), 3.0, (4,))
     """
-    k, dtype = _float_start("pareto", key, dtype, out_sharding)
+    k, dtype = _start("pareto", key, dtype, out_sharding)
     shape, (b,) = _params("pareto", shape, dtype, b=b)
     return fnp.exp(exponential(k, shape, dtype) / b)
 
@@ -350,7 +340,7 @@ def rayleigh(key: Any, scale: Any, shape: Sequence[int] | None = None, dtype: An
 
     >>> x = rayleigh(key(0), 2.0, (4,))
     """
-    k, dtype = _float_start("rayleigh", key, dtype, out_sharding)
+    k, dtype = _start("rayleigh", key, dtype, out_sharding)
     shape, (scale,) = _params("rayleigh", shape, dtype, scale=scale)
     u = uniform(k, shape, dtype)
     return scale * fnp.sqrt(fnp.log(u) * -2.0)
@@ -361,7 +351,7 @@ def maxwell(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out
 
     >>> x = maxwell(key(0), (4,))
     """
-    k, dtype = _float_start("maxwell", key, dtype, out_sharding)
+    k, dtype = _start("maxwell", key, dtype, out_sharding)
     z = normal(k, _shape(shape, "maxwell") + (3,), dtype)
     return fnp.sqrt(fnp.sum(z * z, axis=-1))
 
@@ -374,7 +364,7 @@ def double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: Sequence[int] | 
 
     >>> x = double_sided_maxwell(key(0), 0.0, 1.0, (4,))
     """
-    k, dtype = _float_start("double_sided_maxwell", key, dtype)
+    k, dtype = _start("double_sided_maxwell", key, dtype)
     loc, scale = _as(loc, dtype, "double_sided_maxwell", "loc"), _as(scale, dtype, "double_sided_maxwell", "scale")
     params_shape = tuple(np.broadcast_shapes(tuple(loc.shape), tuple(scale.shape)))
     shape = _shape(shape, "double_sided_maxwell")
@@ -388,7 +378,7 @@ def weibull_min(key: Any, scale: Any, concentration: Any, shape: Sequence[int] |
 
     >>> x = weibull_min(key(0), 1.0, 2.0, (4,))
     """
-    k, dtype = _float_start("weibull_min", key, dtype)
+    k, dtype = _start("weibull_min", key, dtype)
     scale = _as(scale, dtype, "weibull_min", "scale")
     concentration = _as(concentration, dtype, "weibull_min", "concentration")
     u = uniform(k, _shape(shape, "weibull_min"), dtype)
@@ -401,7 +391,7 @@ def lognormal(key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dt
 
     >>> x = lognormal(key(0), 0.5, (4,))
     """
-    k, dtype = _float_start("lognormal", key, dtype, out_sharding)
+    k, dtype = _start("lognormal", key, dtype, out_sharding)
     shape, (sigma,) = _params("lognormal", shape, dtype, sigma=sigma)
     return fnp.exp(normal(k, shape, dtype) * sigma)
 
@@ -412,7 +402,7 @@ def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Sequence[int] 
 
     >>> x = triangular(key(0), 0.0, 0.3, 1.0, (4,))
     """
-    k, dtype = _float_start("triangular", key, dtype, out_sharding)
+    k, dtype = _start("triangular", key, dtype, out_sharding)
     shape, (left, mode, right) = _params("triangular", shape, dtype, left=left, mode=mode, right=right)
     fc = (mode - left) / (right - left)
     u = uniform(k, shape, dtype)
@@ -427,7 +417,7 @@ def wald(key: Any, mean: Any, shape: Sequence[int] | None = None, dtype: Any = N
 
     >>> x = wald(key(0), 2.0, (4,))
     """
-    k, dtype = _float_start("wald", key, dtype, out_sharding)
+    k, dtype = _start("wald", key, dtype, out_sharding)
     shape, (mean,) = _params("wald", shape, dtype, mean=mean)
     k1, k2 = _split2(k)
     mean = fnp.broadcast_to(mean, shape)
@@ -446,9 +436,7 @@ def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any =
 
     >>> n = geometric(key(0), 0.25, (4,))       # i32[4], mean 4
     """
-    k = _check_key(key, "geometric")
-    _no_sharding(out_sharding, "geometric")
-    dtype = _int_dtype(dtype, "geometric")
+    k, dtype = _start("geometric", key, dtype, out_sharding, integer=True)
     fdtype = p.dtype if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else default_float_dtype()
     shape, (p,) = _params("geometric", shape, fdtype, p=p)
     u = uniform(k, shape, fdtype)

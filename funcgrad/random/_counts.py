@@ -9,8 +9,8 @@ import funcgrad.numpy as fnp
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.lax import convert_element_type as convert
-from funcgrad.random._continuous import _int_dtype, _params, uniform
-from funcgrad.random._keys import _as, _check_key, _float_start, _no_sharding, _shape, _split2, _split_words, _splitn
+from funcgrad.random._continuous import _params, uniform
+from funcgrad.random._keys import _as, _shape, _split2, _split_words, _splitn, _start
 
 
 # --------------------------------------------------------------------------
@@ -96,9 +96,7 @@ def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any =
 
     >>> n = poisson(key(0), 3.5, (4,))          # i32[4], mean 3.5
     """
-    k = _check_key(key, "poisson")
-    _no_sharding(out_sharding, "poisson")
-    dtype = _int_dtype(dtype, "poisson")
+    k, dtype = _start("poisson", key, dtype, out_sharding, integer=True)
     shape, (lam,) = _params("poisson", shape, np.dtype(np.float32), lam=lam)
     lam = fnp.broadcast_to(fnp.stop_gradient(lam), shape)
     use_knuth = fnp.isnan(lam) | (lam < 10)
@@ -163,7 +161,7 @@ def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype
 
     >>> x = binomial(key(0), 20.0, 0.3, (4,))   # f32[4], mean 6
     """
-    k, dtype = _float_start("binomial", key, dtype)
+    k, dtype = _start("binomial", key, dtype)
     fdtype = p.dtype if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else default_float_dtype()
     shape, (count, prob) = _params("binomial", shape, fdtype, n=n, p=p)
     count = fnp.broadcast_to(fnp.stop_gradient(count), shape)
@@ -199,7 +197,7 @@ def multinomial(key: Any, n: Any, p: Any, *, shape: Sequence[int] | None = None,
 
     >>> c = multinomial(key(0), 10.0, fnp.array([0.2, 0.3, 0.5]))    # f32[3], sums to 10
     """
-    k, dtype = _float_start("multinomial", key, dtype)
+    k, dtype = _start("multinomial", key, dtype)
     fdtype = default_float_dtype()
     p = _as(p, fdtype, "multinomial", "p")
     n = _as(n, fdtype, "multinomial", "n")

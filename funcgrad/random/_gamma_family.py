@@ -9,8 +9,8 @@ import funcgrad.numpy as fnp
 from funcgrad.core import describe
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.random._continuous import _params, exponential, normal, rademacher, uniform
-from funcgrad.random._keys import (_as, _check_broadcast, _check_key, _count, _float_dtype, _float_start,
-    _no_sharding, _numel, _shape, _split2, _split_words, _splitn)
+from funcgrad.random._keys import (_as, _check_broadcast, _check_key, _count, _float_dtype, _no_sharding, _numel,
+    _shape, _split2, _split_words, _splitn, _start)
 
 
 # --------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def beta(key: Any, a: Any, b: Any, shape: Sequence[int] | None = None, dtype: An
 
     >>> x = beta(key(0), 2.0, 5.0, (4,))          # f32[4], mean 2/7
     """
-    k, dtype = _float_start("beta", key, dtype, out_sharding)
+    k, dtype = _start("beta", key, dtype, out_sharding)
     shape, (a, b) = _params("beta", shape, dtype, a=a, b=b)
     key_a, key_b = _split2(k)
     log_a = loggamma(key_a, fnp.broadcast_to(a, shape), shape, dtype)
@@ -146,7 +146,7 @@ def dirichlet(key: Any, alpha: Any, shape: Sequence[int] | None = None, dtype: A
 
     >>> x = dirichlet(key(0), fnp.array([1.0, 2.0, 3.0]), (5,))    # f32[5,3], rows sum to 1
     """
-    k, dtype = _float_start("dirichlet", key, dtype, out_sharding)
+    k, dtype = _start("dirichlet", key, dtype, out_sharding)
     alpha = _as(alpha, dtype, "dirichlet", "alpha")
     if alpha.ndim < 1:
         raise ValueError(f"random.dirichlet: alpha must have at least 1 dimension (the categories), got "
@@ -169,7 +169,7 @@ def chisquare(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any 
 
     >>> x = chisquare(key(0), 3.0, (4,))          # f32[4], mean 3
     """
-    k, dtype = _float_start("chisquare", key, dtype, out_sharding)
+    k, dtype = _start("chisquare", key, dtype, out_sharding)
     shape, (df,) = _params("chisquare", shape, dtype, df=df)
     return fnp.exp(loggamma(k, df / 2, shape, dtype)) * 2
 
@@ -180,7 +180,7 @@ def f(key: Any, dfnum: Any, dfden: Any, shape: Sequence[int] | None = None, dtyp
 
     >>> x = f(key(0), 5.0, 10.0, (4,))
     """
-    k, dtype = _float_start("f", key, dtype, out_sharding)
+    k, dtype = _start("f", key, dtype, out_sharding)
     shape, (dfnum, dfden) = _params("f", shape, dtype, dfnum=dfnum, dfden=dfden)
     key_dfd, key_dfn = _split2(k)
     num = chisquare(key_dfn, dfnum, shape, dtype) / dfnum
@@ -193,7 +193,7 @@ def t(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = None, 
 
     >>> x = t(key(0), 4.0, (4,))
     """
-    k, dtype = _float_start("t", key, dtype, out_sharding)
+    k, dtype = _start("t", key, dtype, out_sharding)
     shape, (df,) = _params("t", shape, dtype, df=df)
     key_n, key_g = _split2(k)
     n = normal(key_n, shape, dtype)
@@ -208,7 +208,7 @@ def generalized_normal(key: Any, p: float, shape: Sequence[int] | int = (), dtyp
 
     >>> x = generalized_normal(key(0), 1.5, (4,))
     """
-    k, dtype = _float_start("generalized_normal", key, dtype, out_sharding)
+    k, dtype = _start("generalized_normal", key, dtype, out_sharding)
     shape = _shape(shape, "generalized_normal")
     k1, k2 = _split2(k)
     g = gamma(k1, fnp.full(shape, 1 / _as(p, dtype, "generalized_normal", "p"), dtype), shape, dtype)

@@ -7,7 +7,7 @@ import numpy as np
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
 from funcgrad.core import Array, Tracer, config, describe
-from funcgrad.dtypes import canonicalize_dtype, default_float_dtype
+from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.numpy.array_utils import shape_tuple
 from funcgrad.tree_util import register_pytree_node
@@ -189,6 +189,17 @@ def _float_dtype(dtype: Any, name: str) -> np.dtype:
             from None
     if dtype.kind != "f":
         raise TypeError(f"random.{name}: dtype must be a float type (float16/32/64), got {dtype}")
+    return dtype
+
+
+def _int_dtype(dtype: Any, name: str, error: type = ValueError) -> np.dtype:
+    """The integer dtype (default: the default int); a TypeError for a non-dtype, ``error`` for a non-integer one."""
+    try:
+        dtype = default_int_dtype() if dtype is None else canonicalize_dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"random.{name}: dtype must be an integer type, got {dtype!r:.40}: {e}") from None
+    if dtype.kind not in "iu":
+        raise error(f"random.{name}: dtype must be an integer type, got {dtype}")
     return dtype
 
 
@@ -515,8 +526,8 @@ def _no_sharding(out_sharding: Any, name: str) -> None:
                                   "leave it None")
 
 
-def _float_start(name: str, key: Any, dtype: Any, out_sharding: Any = None) -> tuple[Any, np.dtype]:
-    """What a float sampler checks first: the key's words, no ``out_sharding``, and the float dtype."""
+def _start(name: str, key: Any, dtype: Any, out_sharding: Any = None, integer: bool = False) -> tuple[Any, np.dtype]:
+    """What a sampler checks first: the key's words, no ``out_sharding``, and the float (or integer) dtype."""
     k = _check_key(key, name)
     _no_sharding(out_sharding, name)
-    return k, _float_dtype(dtype, name)
+    return k, (_int_dtype if integer else _float_dtype)(dtype, name)
