@@ -148,6 +148,17 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
     return lax.reshape(out, shape)
 
 
+def _out_of_range(x: Any, n: int) -> int | None:
+    """An entry of the concrete index array ``x`` outside ``[0, n)`` (the smallest if negative, else the
+    largest), or None when all are inside or ``x`` is traced (mode='raise' checks only what it can see)."""
+    if _is_traced(x):
+        return None
+    v = np.asarray(x._value)
+    if v.size and (v.min() < 0 or v.max() >= n):
+        return int(v.min() if v.min() < 0 else v.max())
+    return None
+
+
 def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str = "raise", order: str = "C", *,
                       dtype: Any = None) -> Any:
     """Flat indices into an array of shape ``dims`` from a tuple of per-axis index arrays.
@@ -170,11 +181,9 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
             raise TypeError(f"ravel_multi_index: index arrays must hold integers, got {describe(i)}")
     if mode == "raise":
         for i, n in zip(idx, dims):
-            if not _is_traced(i):
-                v = np.asarray(i._value)
-                if v.size and (v.min() < 0 or v.max() >= n):
-                    raise ValueError(f"ravel_multi_index: invalid entry in coordinates array: an index is outside "
-                                     f"[0, {n}) (dims {dims})")
+            if _out_of_range(i, n) is not None:
+                raise ValueError(f"ravel_multi_index: invalid entry in coordinates array: an index is outside "
+                                 f"[0, {n}) (dims {dims})")
     else:
         idx = [_index_mode("ravel_multi_index", i, n, mode, mode) for i, n in zip(idx, dims)]
     strides = np.ones(len(dims), np.int64)
@@ -237,11 +246,9 @@ def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
         raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     a = lax.convert_element_type(a, np.int32)
     if mode == "raise":
-        if not _is_traced(a):
-            v = np.asarray(a._value)
-            if v.size and (v.min() < 0 or v.max() >= n):
-                raise ValueError(f"choose: entries of a must be in [0, {n}) for {n} choices, got "
-                                 f"{int(v.min() if v.min() < 0 else v.max())}")
+        bad = _out_of_range(a, n)
+        if bad is not None:
+            raise ValueError(f"choose: entries of a must be in [0, {n}) for {n} choices, got {bad}")
     else:
         a = _index_mode("choose", a, n, mode, mode)
     shape = broadcast_shapes(a.shape, *[c.shape for c in cs])
