@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import builtins
 from typing import Any, Sequence
+
 import numpy as np
+
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe

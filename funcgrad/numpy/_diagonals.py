@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from typing import Any, Callable
+
 import numpy as np
+
 from funcgrad import _dtypes
 from funcgrad._dtypes import describe
 from funcgrad import lax

@@ -4,7 +4,9 @@ piecewise, delete, insert.
 from __future__ import annotations
 
 from typing import Any, Sequence
+
 import numpy as np
+
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
@@ -12,7 +14,7 @@ from funcgrad import lax
 from funcgrad.numpy._base import arr, normalize_axis, promote, shape_tuple
 from funcgrad.numpy._shape import broadcast_to, concatenate, moveaxis, ravel
 from funcgrad.numpy._arrays import (_concrete, _const, _is_traced, _py_max, _py_slice, _take, _truth, _where,
-    broadcast_shapes, unstack)
+                                    broadcast_shapes, unstack)
 from funcgrad.numpy._diagonals import _no_inplace
 
 __all__ = [

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from typing import Any
+
 import numpy as np
+
 from funcgrad.numpy._base import concrete_value
 from funcgrad.numpy._vectorize import _as_array
 

@@ -8,7 +8,9 @@ derivative 0 at ``x1 == 0``, integer-valued functions have zero gradients).
 from __future__ import annotations
 
 from typing import Any
+
 import numpy as np
+
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe

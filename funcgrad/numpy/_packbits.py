@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from typing import Any
+
 import numpy as np
+
 from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, index_arg, normalize_axis

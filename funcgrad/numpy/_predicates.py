@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import builtins
 from typing import Any
+
 import numpy as np
+
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer
 from funcgrad import lax

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from typing import Any, Sequence
+
 import numpy as np
+
 from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe

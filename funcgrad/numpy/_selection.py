@@ -4,13 +4,15 @@ eager on concrete arrays, or ``size=`` (and ``fill_value=``) under jit/vmap, as 
 from __future__ import annotations
 
 from typing import Any
+
 import numpy as np
+
 from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, normalize_axes, normalize_axis
 from funcgrad.numpy._shape import ravel, stack
 from funcgrad.numpy._arrays import (_concrete, _count_true, _fill, _index, _is_traced, _py_slice, _size_arg, _take,
-    _true_positions, _truth, atleast_1d)
+                                    _true_positions, _truth, atleast_1d)
 
 __all__ = [
     "argwhere", "compress", "extract", "flatnonzero", "nonzero", "trim_zeros",

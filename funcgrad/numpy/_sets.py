@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from typing import Any, Sequence
+
 import numpy as np
+
 from funcgrad import _dtypes
 from funcgrad import lax
 from funcgrad.numpy._base import arr, normalize_axis, promote

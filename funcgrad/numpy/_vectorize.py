@@ -5,7 +5,9 @@ import builtins
 import functools
 import re
 from typing import Any
+
 import numpy as np
+
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
@@ -14,7 +16,7 @@ from funcgrad.numpy._base import arr, index_arg, promote_inexact
 from funcgrad.numpy._creation import _window, as_array
 from funcgrad.numpy._bitwise import bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift
 from funcgrad.numpy._math import (_is_value, copysign, float_power, fmax, fmin, fmod, gcd, heaviside, hypot, i0, lcm,
-    ldexp, logaddexp, logaddexp2, nextafter)
+                                  ldexp, logaddexp, logaddexp2, nextafter)
 
 __all__ = [
     "vectorize", "apply_along_axis", "apply_over_axes", "frompyfunc", "ufunc", "kaiser",

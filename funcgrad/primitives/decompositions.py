@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import warnings
 from typing import Any, Callable
+
 import numpy as np
 import scipy.linalg
+
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe, result_type
 from funcgrad.primitives.elementwise import add, convert, eq_p, mul, neg, sub

@@ -6,8 +6,10 @@ repeated eigenvalues).
 from __future__ import annotations
 
 from typing import Any, Callable
+
 import numpy as np
 import scipy.linalg
+
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.primitives.elementwise import abs_p, add, complex_, conj, convert, div, eq_p, imag, mul, neg, real, sub
@@ -16,7 +18,8 @@ from funcgrad.primitives.indexing import static_slice
 from funcgrad.primitives.linalg import matmul
 from funcgrad.primitives.shape import reduce_sum, reshape, shape_of
 from funcgrad.primitives.decompositions import (_T, _batch_front, _diag, _diag_embed, _empty_batch, _eye, _float,
-    _inexact, _loop, _no_derivative, _quiet, _row, _square, lu_p, permutation_matrix, triangular_solve)
+                                                _inexact, _loop, _no_derivative, _quiet, _row, _square, lu_p,
+                                                permutation_matrix, triangular_solve)
 
 __all__ = [
     "eigh", "eigh_p", "svd", "svd_p", "hessenberg", "hessenberg_p", "schur", "schur_p", "eig", "eig_p",

@@ -4,14 +4,16 @@ sqrtm, rsf2csf and funm's Parlett recurrence.
 from __future__ import annotations
 
 from typing import Any
+
 import numpy as np
 import scipy.linalg
+
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe, result_type
 from funcgrad.primitives.indexing import concatenate_p, static_slice
 from funcgrad.primitives.shape import shape_of
 from funcgrad.primitives.decompositions import (_T, _batch_front, _empty_batch, _inexact, _loop, _no_derivative,
-    _quiet, _same_aval, _square, _zeros_like)
+                                                _quiet, _same_aval, _square, _zeros_like)
 from funcgrad.primitives.eigen import _CNAN, _complex_of
 
 __all__ = [

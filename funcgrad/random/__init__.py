@@ -70,15 +70,15 @@ from __future__ import annotations
 
 from funcgrad.random import _keys
 from funcgrad.random._keys import (key, PRNGKey, PRNGKeyArray, key_data, wrap_key_data, key_impl, key_dtype, clone,
-    split, fold_in, bits)
+                                   split, fold_in, bits)
 from funcgrad.random._continuous import (uniform, normal, bernoulli, randint, gumbel, truncated_normal, exponential,
-    laplace, logistic, cauchy, rademacher, pareto, rayleigh, maxwell, double_sided_maxwell, weibull_min, lognormal,
-    triangular, wald, geometric)
-from funcgrad.random._sampling import (permutation, choice, categorical)
+                                         laplace, logistic, cauchy, rademacher, pareto, rayleigh, maxwell,
+                                         double_sided_maxwell, weibull_min, lognormal, triangular, wald, geometric)
+from funcgrad.random._sampling import permutation, choice, categorical
 from funcgrad.random._gamma_family import (gamma, loggamma, beta, dirichlet, chisquare, f, t, generalized_normal,
-    ball)
-from funcgrad.random._counts import (poisson, binomial, multinomial)
-from funcgrad.random._multivariate import (multivariate_normal, orthogonal)
+                                           ball)
+from funcgrad.random._counts import poisson, binomial, multinomial
+from funcgrad.random._multivariate import multivariate_normal, orthogonal
 
 __all__ = ["key", "PRNGKey", "PRNGKeyArray", "key_data", "wrap_key_data", "key_impl", "key_dtype", "clone",
            "split", "fold_in", "bits", "uniform", "normal", "bernoulli", "randint", "permutation", "choice",

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 from typing import Any, Sequence
+
 import numpy as np
+
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.random._keys import (_SQRT2, _U32, _as, _check_broadcast, _check_key, _float_dtype, _int_dtype,
-    _no_sharding, _numel, _random_bits, _shape, _split2, _start)
+                                   _no_sharding, _numel, _random_bits, _shape, _split2, _start)
 
 
 # --------------------------------------------------------------------------

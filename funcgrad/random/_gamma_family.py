@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from typing import Any, Sequence
+
 import numpy as np
+
 import funcgrad.lax as lax
 from funcgrad.api import custom_jvp as _fg_custom_jvp, vmap as _fg_vmap
 import funcgrad.numpy as fnp
@@ -10,7 +12,7 @@ from funcgrad.core import describe
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.random._continuous import _params, exponential, normal, rademacher, uniform
 from funcgrad.random._keys import (_as, _check_broadcast, _check_key, _count, _float_dtype, _no_sharding, _numel,
-    _shape, _split2, _split_words, _splitn, _start)
+                                   _shape, _split2, _split_words, _splitn, _start)
 
 
 # --------------------------------------------------------------------------

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import math
 from typing import Any, Sequence
+
 import numpy as np
+
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
 from funcgrad.core import Array, Tracer, config, describe

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from typing import Any, Sequence
+
 import numpy as np
+
 import funcgrad.numpy as fnp
 from funcgrad.core import describe
 from funcgrad.dtypes import default_float_dtype
