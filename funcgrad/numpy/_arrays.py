@@ -1,5 +1,7 @@
-"""funcgrad.numpy: array functions -- stacking and splitting, rolling and rotating, diagonals, index helpers,
-value-dependent selections (``nonzero``, ``unique`` and the set operations) and bit packing.
+"""funcgrad.numpy: array functions -- stacking and splitting here, with the helpers the other array modules
+share; rolling and rotating in ``_rearrange``, diagonals in ``_diagonals``, index helpers in ``_index_helpers``,
+value-dependent selections in ``_selection`` (``nonzero``, ...) and ``_sets`` (``unique`` and the set
+operations), bit packing in ``_packbits``.
 
 Everything is written on lax and the primitives, so grad, vmap and jit apply.  Functions whose output shape
 depends on the values (``nonzero``, ``unique``, ``compress``, ...) run eagerly on concrete arrays; under

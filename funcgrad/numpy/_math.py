@@ -1,4 +1,5 @@
-"""funcgrad.numpy: math functions, bit operations, predicates and dtype utilities.
+"""funcgrad.numpy: math functions (bit operations are in ``_bitwise``, predicates and dtype utilities in
+``_predicates``, vectorize and ufunc in ``_vectorize``, printing and io in ``_io``).
 
 Written on lax and primitives, so every differentiable function here works
 under grad (any order), vmap and jit.  Gradient conventions follow JAX

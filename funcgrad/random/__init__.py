@@ -65,6 +65,10 @@ differentiable in their float parameters where the sample is a smooth
 function of them (``uniform``'s bounds, ``truncated_normal``'s bounds, the
 scales and locations), and ``gamma`` (so ``beta``, ``dirichlet``, ...) in
 its shape ``a`` by implicit reparameterization, as JAX.
+
+The modules: ``_keys`` (keys, argument checks, split/fold_in, raw bits), ``_continuous`` (uniform,
+normal and their transforms, bernoulli, randint), ``_sampling`` (permutation, choice, categorical),
+``_gamma_family``, ``_counts`` (poisson, binomial, multinomial) and ``_multivariate``.
 """
 from __future__ import annotations
 
