@@ -108,40 +108,37 @@ def is_tree_node(typ: type) -> bool:
 # ------------------------------------------------------------------ key paths
 
 
+class _KeyEntry:
+    """Shared by the key-path entries: ``str`` shows the one field through the class's ``_format``."""
+    _format = "[{!r}]"
+
+    def __str__(self) -> str:
+        return self._format.format(getattr(self, dataclasses.fields(self)[0].name))
+
+
 @dataclasses.dataclass(frozen=True)
-class SequenceKey:
+class SequenceKey(_KeyEntry):
     """A tuple/list child's index in a key path: ``[0]``."""
     idx: int
 
-    def __str__(self) -> str:
-        return f"[{self.idx!r}]"
-
 
 @dataclasses.dataclass(frozen=True)
-class DictKey:
+class DictKey(_KeyEntry):
     """A dict child's key in a key path: ``['a']``."""
     key: Hashable
 
-    def __str__(self) -> str:
-        return f"[{self.key!r}]"
-
 
 @dataclasses.dataclass(frozen=True)
-class GetAttrKey:
+class GetAttrKey(_KeyEntry):
     """A namedtuple/dataclass field in a key path: ``.name``."""
     name: str
-
-    def __str__(self) -> str:
-        return f".{self.name}"
+    _format = ".{}"
 
 
 @dataclasses.dataclass(frozen=True)
-class FlattenedIndexKey:
+class FlattenedIndexKey(_KeyEntry):
     """The child's position, for node types registered without keys: ``[0]``."""
     key: int
-
-    def __str__(self) -> str:
-        return f"[{self.key!r}]"
 
 
 KeyEntry = Any

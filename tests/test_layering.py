@@ -45,6 +45,7 @@ _PREFIXES = [
     ("funcgrad.primitives", "prims"), ("funcgrad.lax", "lax"), ("funcgrad.interpreters", "transforms"),
     ("funcgrad.compiler", "transforms"), ("funcgrad.backends", "transforms"), ("funcgrad.numpy", "numpy"),
     ("funcgrad.scipy", "numpy"),
+    ("funcgrad.random", "libraries"),
     ("funcgrad.nn", "libraries"), ("funcgrad.optim", "libraries"), ("funcgrad.datasets", "libraries"),
 ]
 

@@ -19,7 +19,7 @@ from nn_reference import np_conv, np_pool
 from test_nn_conv import CONV_CASES, CONV_IDS, POOL_CASES, POOL_IDS
 
 PACKAGE = pathlib.Path(fg.__file__).parent
-LIBRARIES = ["nn", "optim", "datasets", "random.py", "mixed_precision.py", "testing.py"]
+LIBRARIES = ["nn", "optim", "datasets", "random", "mixed_precision.py", "testing.py"]
 
 
 def _library_files() -> list[pathlib.Path]:

@@ -14,9 +14,9 @@ import numpy as np
 
 from funcgrad._core import Array as _Array, Tracer, as_array
 from funcgrad.primitives import decompositions as _D
-from funcgrad.primitives.decompositions import (cholesky_p, eig_p, eigh_p, expm_p, hessenberg_p, lu_p, parlett_p,
-                                                permutation_matrix, qr_p, rsf2csf_p, schur_p, sqrtm_p, svd_p,
-                                                triangular_solve_p)
+from funcgrad.primitives.decompositions import cholesky_p, lu_p, permutation_matrix, qr_p, triangular_solve_p
+from funcgrad.primitives.eigen import eig_p, eigh_p, hessenberg_p, schur_p, svd_p
+from funcgrad.primitives.matrix_functions import expm_p, parlett_p, rsf2csf_p, sqrtm_p
 from funcgrad.primitives.elementwise import add, conj, mul
 from funcgrad.primitives.linalg import matmul
 from funcgrad.primitives.shape import reshape, shape_of, transpose

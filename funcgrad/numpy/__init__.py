@@ -52,12 +52,27 @@ from funcgrad.numpy._statistics import *  # noqa: E402,F401,F403
 from funcgrad.numpy._differences import *  # noqa: E402,F401,F403
 from funcgrad.numpy._polynomial import *  # noqa: E402,F401,F403
 from funcgrad.numpy._complex import *  # noqa: E402,F401,F403
+from funcgrad.numpy._rearrange import *  # noqa: E402,F401,F403
+from funcgrad.numpy._diagonals import *  # noqa: E402,F401,F403
+from funcgrad.numpy._index_helpers import *  # noqa: E402,F401,F403
+from funcgrad.numpy._selection import *  # noqa: E402,F401,F403
+from funcgrad.numpy._sets import *  # noqa: E402,F401,F403
+from funcgrad.numpy._packbits import *  # noqa: E402,F401,F403
+from funcgrad.numpy._bitwise import *  # noqa: E402,F401,F403
+from funcgrad.numpy._predicates import *  # noqa: E402,F401,F403
+from funcgrad.numpy._vectorize import *  # noqa: E402,F401,F403
+from funcgrad.numpy._io import *  # noqa: E402,F401,F403
 from funcgrad.numpy import _arrays, _complex, _differences, _math, _polynomial, _sorting, _statistics  # noqa: E402
+from funcgrad.numpy import (_bitwise, _diagonals, _index_helpers, _io, _packbits, _predicates,  # noqa: E402
+                            _rearrange, _selection, _sets, _vectorize)
 from funcgrad.numpy._linalg import cross, einsum_path, matvec, vecdot, vecmat  # noqa: E402,F401
 
 __all__ = sorted(set(__all__) | set(_arrays.__all__) | set(_math.__all__) | set(_sorting.__all__)
                  | set(_statistics.__all__) | set(_differences.__all__) | set(_polynomial.__all__)
-                 | set(_complex.__all__) | {"cross", "einsum_path", "from_dlpack", "matvec", "vecdot", "vecmat"})
+                 | set(_complex.__all__) | set(_rearrange.__all__) | set(_diagonals.__all__)
+                 | set(_index_helpers.__all__) | set(_selection.__all__) | set(_sets.__all__) | set(_packbits.__all__)
+                 | set(_bitwise.__all__) | set(_predicates.__all__) | set(_vectorize.__all__) | set(_io.__all__)
+                 | {"cross", "einsum_path", "from_dlpack", "matvec", "vecdot", "vecmat"})
 
 _install(_sys.modules[__name__])
 del _install

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import Array, Tracer, as_array
+from funcgrad._core import Array, ConcretizationError, Tracer, as_array
 from funcgrad._dtypes import describe
 from funcgrad.lax import convert_element_type as convert
 
@@ -218,3 +218,19 @@ def as_list(xs: Sequence[Any]) -> list:
 def keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
     """``shape`` with the reduced ``axes`` kept as length 1 (``keepdims=True``)."""
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def concrete_value(x: Any, message: str, *, error: type = ConcretizationError, any_tracer: bool = False) \
+        -> np.ndarray:
+    """The numpy value of ``x``, or ``error(message)`` when it is traced and its value unknown (under jit or
+    vmap).  ``message`` names the operation, why a value is needed and the fix; ``{x}`` in it is replaced by
+    ``describe(x)``.  ``any_tracer=True``: every traced value raises (also one whose value is known, as under
+    grad)."""
+    if isinstance(x, Tracer):
+        if any_tracer:
+            raise error(message.replace("{x}", describe(x)))
+        try:
+            return np.asarray(x.concrete_value())
+        except ConcretizationError:
+            raise error(message.replace("{x}", describe(x))) from None
+    return np.asarray(x._value if isinstance(x, Array) else x)

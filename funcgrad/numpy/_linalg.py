@@ -269,20 +269,31 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
 
 
+def _matrix_vector(name: str, m: Any, v: Any, vector_first: bool) -> Any:
+    """``m @ v`` (matvec) or ``v @ m`` (vecmat) over broadcast batch dims, with the shape checks."""
+    m, v = arr(m), arr(v)
+    x1, x2 = (v, m) if vector_first else (m, v)
+    if m.ndim < 2 or v.ndim < 1:
+        wanted = "a vector (..., n) and a matrix (..., n, m)" if vector_first else \
+            "a matrix (..., m, n) and a vector (..., n)"
+        raise ValueError(f"{name}: expected {wanted}, got {describe(x1)} and {describe(x2)}")
+    k = -2 if vector_first else -1
+    if m.shape[k] != v.shape[-1]:
+        if vector_first:
+            raise ValueError(f"{name}: the vector {describe(v)} has length {v.shape[-1]} but the matrix "
+                             f"{describe(m)} has {m.shape[-2]} rows")
+        raise ValueError(f"{name}: the matrix {describe(m)} has {m.shape[-1]} columns but the vector "
+                         f"{describe(v)} has length {v.shape[-1]}")
+    out = matmul(_shape.expand_dims(v, -2), m) if vector_first else matmul(m, _shape.expand_dims(v, -1))
+    return _shape.squeeze(out, k)
+
+
 def matvec(x1: Any, x2: Any, /) -> Any:
     """Matrix-vector product: (..., m, n) and (..., n) -> (..., m), batch dims broadcast.
 
     >>> matvec(fnp.ones((2, 3)), fnp.ones(3))   # [3., 3.]
     """
-    x1, x2 = arr(x1), arr(x2)
-    if x1.ndim < 2 or x2.ndim < 1:
-        raise ValueError(f"matvec: expected a matrix (..., m, n) and a vector (..., n), got {describe(x1)} and "
-                         f"{describe(x2)}")
-    if x1.shape[-1] != x2.shape[-1]:
-        raise ValueError(f"matvec: the matrix {describe(x1)} has {x1.shape[-1]} columns but the vector "
-                         f"{describe(x2)} has length {x2.shape[-1]}")
-    out = matmul(x1, _shape.expand_dims(x2, -1))
-    return _shape.squeeze(out, -1)
+    return _matrix_vector("matvec", x1, x2, vector_first=False)
 
 
 def vecmat(x1: Any, x2: Any, /) -> Any:
@@ -290,15 +301,7 @@ def vecmat(x1: Any, x2: Any, /) -> Any:
 
     >>> vecmat(fnp.ones(2), fnp.ones((2, 3)))   # [2., 2., 2.]
     """
-    x1, x2 = arr(x1), arr(x2)
-    if x1.ndim < 1 or x2.ndim < 2:
-        raise ValueError(f"vecmat: expected a vector (..., n) and a matrix (..., n, m), got {describe(x1)} and "
-                         f"{describe(x2)}")
-    if x1.shape[-1] != x2.shape[-2]:
-        raise ValueError(f"vecmat: the vector {describe(x1)} has length {x1.shape[-1]} but the matrix "
-                         f"{describe(x2)} has {x2.shape[-2]} rows")
-    out = matmul(_shape.expand_dims(x1, -2), x2)
-    return _shape.squeeze(out, -2)
+    return _matrix_vector("vecmat", x2, x1, vector_first=True)
 
 
 def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:

@@ -75,20 +75,28 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     >>> fnp.sum(fnp.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)        # [4, 6]
     >>> fnp.sum(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, False, True]))   # 4
     """
+    return _sum_or_prod("sum", lax.reduce_sum_p, lax.add_p, 0, a, axis, dtype, out, keepdims, initial, where,
+                        promote_integers)
+
+
+def _sum_or_prod(name: str, reduce_p: Any, combine_p: Any, unit: int, a: Any, axis: Any, dtype: Any, out: Any,
+                 keepdims: bool, initial: Any, where: Any, promote_integers: bool) -> Any:
+    """sum or prod: ``reduce_p`` over ``axis``; ``where=`` masks with ``unit``, ``initial`` joins by ``combine_p``."""
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
-    _no_out("sum", out)
+    _no_out(name, out)
     x = arr(a)
     if dtype is not None:
         x = lax.convert_element_type(x, dtype)
-    elif axis is None and not keepdims and initial is None and where is None and promote_integers:
+    elif reduce_p is lax.reduce_sum_p and axis is None and not keepdims and initial is None and where is None \
+            and promote_integers:
         ndim = x.ndim   # the common case, kept cheap
         if ndim:
             return bind(lax.reduce_sum_p, (x,), {"axes": _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))})
     if where is not None:
-        x = _masked("sum", x, where, lax.convert_element_type(0, x.dtype) if x.dtype.kind != "b" else False)
-    out = _reduce("sum", lax.reduce_sum_p, x, axis, keepdims)
+        x = _masked(name, x, where, lax.convert_element_type(unit, x.dtype) if x.dtype.kind != "b" else bool(unit))
+    out = _reduce(name, reduce_p, x, axis, keepdims)
     if initial is not None:
-        out = lax.add_p.bind(*_same(out, initial))
+        out = combine_p.bind(*_same(out, initial))
     return _promote_integers(x, out, promote_integers) if dtype is None else out
 
 
@@ -108,17 +116,8 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
 
     >>> fnp.prod(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, True, False]))   # 2
     """
-    dtype, keepdims = _legacy_keepdims(dtype, keepdims)
-    _no_out("prod", out)
-    x = arr(a)
-    if dtype is not None:
-        x = lax.convert_element_type(x, dtype)
-    if where is not None:
-        x = _masked("prod", x, where, lax.convert_element_type(1, x.dtype) if x.dtype.kind != "b" else True)
-    out = _reduce("prod", lax.reduce_prod_p, x, axis, keepdims)
-    if initial is not None:
-        out = lax.mul_p.bind(*_same(out, initial))
-    return _promote_integers(x, out, promote_integers) if dtype is None else out
+    return _sum_or_prod("prod", lax.reduce_prod_p, lax.mul_p, 1, a, axis, dtype, out, keepdims, initial, where,
+                        promote_integers)
 
 
 def _extreme(name: str, p, combine, a: Any, axis: Any, out: Any, keepdims: bool, initial: Any, where: Any) -> Any:

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import Array, ConcretizationError, Tracer
+from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
-from funcgrad.numpy._base import arr, index_arg, normalize_axis, promote, promote_inexact
+from funcgrad.numpy._base import arr, concrete_value, index_arg, normalize_axis, promote, promote_inexact
 from funcgrad.numpy import _reductions as _R, _shape as _S
 
 __all__ = ["argpartition", "argsort", "bincount", "digitize", "histogram", "histogram2d", "histogram_bin_edges",
@@ -46,13 +46,8 @@ def _flat_axis(name: str, x: Any, axis: Any) -> tuple[Any, int]:
 
 def concrete(name: str, x: Any, what: str, fix: str) -> np.ndarray:
     """The value of ``x`` as numpy, or a clear error when it is traced (under jit/vmap)."""
-    if isinstance(x, Tracer):
-        try:
-            x = x.concrete_value()
-        except ConcretizationError:
-            raise ConcretizationError(f"{name}: {what} depends on the values of {describe(x)}, which are unknown "
-                                      f"under jit/vmap; {fix}") from None
-    return np.asarray(x)
+    return concrete_value(x, f"{name}: {what} depends on the values of {{x}}, which are unknown under jit/vmap; "
+                             f"{fix}")
 
 
 def sort(a: Any, axis: Any = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
