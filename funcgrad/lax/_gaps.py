@@ -479,7 +479,7 @@ def mulhi(x: Array, y: Array, /) -> Array:
 
 def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Array:
     """``operand`` rounded to a float format with ``exponent_bits`` and ``mantissa_bits`` (round to nearest
-    even; overflow to inf, underflow to zero or denormals... as XLA), kept in its dtype; the
+    even; overflow to inf; results below the format's smallest normal flush to zero, as XLA), kept in its dtype; the
     derivative is the identity (straight through). ``exponent_bits=5, mantissa_bits=10`` rounds
     through float16's values.
 
@@ -525,7 +525,10 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Ar
         bits = _E.select(under, sign, bits)
     y = _bitcast(bits, dt)
     y = _E.select(_E.isnan_p.bind(x), x, y)
-    return _E.add(operand, _E.stop_gradient_p.bind(_E.sub(y, x)))
+    # Straight-through derivative; infinities pass as values (inf - inf would be NaN).
+    finite = _E.isfinite_p.bind(x)
+    step = _E.stop_gradient_p.bind(_E.select(finite, _E.sub(y, x), _more.lax.full((), 0, dt)))
+    return _E.select(finite, _E.add(operand, step), y)
 
 
 def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Array:

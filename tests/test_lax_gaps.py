@@ -1,0 +1,382 @@
+"""funcgrad.lax's JAX-form gather/scatter, conv helpers and small ops (funcgrad/lax/_gaps.py), and the
+top-level device/process/config names (funcgrad/_toplevel.py): against numpy float64 references,
+finite differences, and JAX's documented semantics."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import funcgrad as fg
+import funcgrad.lax as lax
+import funcgrad.numpy as fnp
+from funcgrad.testing import check_grads
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+    with fg.enable_x64():      # float64 references
+        yield
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def _close(out, expected, tol=1e-12):
+    np.testing.assert_allclose(np.asarray(out, dtype=np.float64), np.asarray(expected, np.float64), rtol=tol,
+                               atol=tol)
+
+
+ROWS = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
+POINTS = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0, 1), start_index_map=(0, 1))
+COLS = lax.GatherDimensionNumbers(offset_dims=(0,), collapsed_slice_dims=(1,), start_index_map=(1,))
+
+
+# ------------------------------------------------------------------ gather
+
+
+def test_gather_forms(rng):
+    x = rng.normal(size=(3, 4))
+    idx = np.array([[2], [0], [5], [-1]])
+    _close(lax.gather(x, idx, ROWS, (1, 4)), x[np.clip(idx[:, 0], 0, 2)])          # None clamps, as JAX
+    pts = np.array([[0, 1], [2, 3], [1, 0]])
+    _close(lax.gather(x, pts, POINTS, (1, 1)), x[pts[:, 0], pts[:, 1]])
+    cols = np.array([[3], [1]])
+    _close(lax.gather(x, cols, COLS, (3, 1)), x[:, [3, 1]])
+    # A window narrower than its dimension reads from 0; an indexed dimension kept (not collapsed) has size 1.
+    kept = lax.GatherDimensionNumbers(offset_dims=(1, 2), collapsed_slice_dims=(), start_index_map=(0,))
+    _close(lax.gather(x, np.array([[1], [2]]), kept, (1, 2)), x[[1, 2], None, :2])
+
+
+def test_gather_fill_mode_and_negative_indices(rng):
+    x = rng.normal(size=(3, 4))
+    out = np.asarray(lax.gather(x, np.array([[1], [3], [-1]]), ROWS, (1, 4), mode="fill"))
+    _close(out[0], x[1])
+    assert np.isnan(out[1:]).all()       # out of bounds, and a negative index is out of bounds (no wrapping)
+    out = np.asarray(lax.gather(x, np.array([[1], [3]]), ROWS, (1, 4), mode="fill", fill_value=-7.0))
+    _close(out[1], np.full(4, -7.0))
+
+
+def test_gather_transforms(rng):
+    x = rng.normal(size=(3, 4))
+    idx = fnp.asarray(np.array([[2], [0], [2]]))
+    check_grads(lambda a: lax.gather(a, idx, ROWS, (1, 4)), (fnp.asarray(x),), order=2)
+    _close(fg.jit(lambda a, i: lax.gather(a, i, ROWS, (1, 4)))(x, idx), x[[2, 0, 2]])
+    batch = rng.normal(size=(2, 3, 4))
+    _close(fg.vmap(lambda a: lax.gather(a, idx, ROWS, (1, 4)))(batch), batch[:, [2, 0, 2]])
+
+
+def test_gather_unsupported():
+    x = np.zeros((3, 4))
+    with pytest.raises(NotImplementedError, match="slice size 1"):
+        lax.gather(x, np.array([[0]]), lax.GatherDimensionNumbers((1, 2), (), (0,)), (2, 4))
+    with pytest.raises(NotImplementedError, match="batching"):
+        lax.gather(x, np.array([[0]]), lax.GatherDimensionNumbers((1,), (0,), (0,), (1,), (0,)), (1, 4))
+    with pytest.raises(ValueError, match="last axis of length 2"):
+        lax.gather(x, np.array([[0]]), POINTS, (1, 1))
+    with pytest.raises(ValueError, match="slice_sizes"):
+        lax.gather(x, np.array([[0]]), ROWS, (1, 5))
+
+
+# ------------------------------------------------------------------ scatter
+
+
+SROWS = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
+                                    scatter_dims_to_operand_dims=(0,))
+SCOLS = lax.ScatterDimensionNumbers(update_window_dims=(0,), inserted_window_dims=(1,),
+                                    scatter_dims_to_operand_dims=(1,))
+SPOINTS = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0, 1),
+                                      scatter_dims_to_operand_dims=(0, 1))
+
+
+@pytest.mark.parametrize("name, ufunc", [("scatter_max", np.maximum), ("scatter_min", np.minimum),
+                                         ("scatter_mul", np.multiply), ("scatter_sub", np.subtract)])
+def test_scatter_combiners(rng, name, ufunc):
+    fn = getattr(lax, name)
+    x = rng.normal(size=(3, 4))
+    idx = np.array([0, 2, 0, 5, -1])          # duplicates apply in turn; 5 and -1 are out of bounds: dropped
+    u = rng.normal(size=(5, 4))
+    want = x.copy()
+    ufunc.at(want, idx[:3], u[:3])
+    _close(fn(x, idx[:, None], u, SROWS), want)
+    # Along axis 1: the updates' window (axis 0) spans the rows.
+    uc = rng.normal(size=(3, 5))
+    want = x.copy()
+    ufunc.at(want, (slice(None), idx[:3]), uc[:, :3])
+    _close(fn(x, idx[:, None], uc, SCOLS), want)
+    # Points, and clip mode (indices clamped into range).
+    pts = np.array([[0, 1], [4, 9]])
+    want = x.copy()
+    ufunc.at(want, ([0, 2], [1, 3]), [1.5, -2.0])
+    _close(fn(x, pts, np.array([1.5, -2.0]), SPOINTS, mode="clip"), want)
+
+
+def test_scatter_numpy_index_form(rng):
+    # Without dimension_numbers: funcgrad's numpy-index form, as funcgrad.lax.scatter_add.
+    x = rng.normal(size=(4,))
+    want = x.copy()
+    np.maximum.at(want, [1, 1, 3], [5.0, -1.0, 0.5])
+    _close(lax.scatter_max(x, np.array([1, 1, 3]), np.array([5.0, -1.0, 0.5])), want)
+
+
+def test_scatter_apply(rng):
+    x = rng.normal(size=(5,))
+    dn = lax.ScatterDimensionNumbers((), (0,), (0,))
+    want = x.copy()
+    want[1] *= 4.0          # applied once per occurrence
+    want[3] *= 2.0
+    _close(lax.scatter_apply(x, np.array([[1], [3], [1], [9]]), lambda v: v * 2.0, dn, update_shape=(4,)), want)
+
+
+def test_scatter_grads(rng):
+    x = fnp.asarray(rng.normal(size=(3, 4)))
+    u = fnp.asarray(rng.normal(size=(2, 4)) + 3.0)     # larger than x: max picks u, min picks x (no ties)
+    idx = fnp.asarray(np.array([[0], [2]]))
+    for fn in (lax.scatter_max, lax.scatter_min, lax.scatter_sub):
+        check_grads(lambda a, b: fn(a, idx, b, SROWS), (x, u), order=2)
+    check_grads(lambda a, b: lax.scatter_mul(a, idx, b, SROWS, unique_indices=True), (x, u), order=2)
+    dup = fnp.asarray(np.array([[0], [0]]))
+    # Concrete duplicate indices are resolved in rounds (differentiable in both); traced ones need
+    # unique indices for the updates' derivative, as JAX.
+    check_grads(lambda a, b: lax.scatter_mul(a, dup, b, SROWS), (x, u), order=1)
+    with pytest.raises(NotImplementedError, match="unique"):
+        fg.jit(fg.grad(lambda b, i: lax.scatter_mul(x, i, b, SROWS).sum()))(u, dup)
+
+
+def test_scatter_transforms(rng):
+    x = rng.normal(size=(3, 4))
+    u = rng.normal(size=(2, 4))
+    idx = np.array([[0], [0]])
+    want = x.copy()
+    np.maximum.at(want, [0, 0], u)
+    _close(fg.jit(lambda a, i, b: lax.scatter_max(a, i, b, SROWS))(x, idx, u), want)
+    xs = rng.normal(size=(2, 3, 4))
+    got = fg.vmap(lambda a: lax.scatter_sub(a, idx, u, SROWS))(xs)
+    for k in range(2):
+        w = xs[k].copy()
+        np.subtract.at(w, [0, 0], u)
+        _close(got[k], w)
+
+
+def test_scatter_errors():
+    x = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="batch shape"):
+        lax.scatter_max(x, np.array([[0], [1]]), np.zeros((3, 4)), SROWS)
+    with pytest.raises(NotImplementedError, match="windows of size 1"):
+        lax.scatter_max(x, np.array([[0]]), np.zeros((1, 2, 4)),
+                        lax.ScatterDimensionNumbers((1, 2), (), (0,)))
+    with pytest.raises(TypeError, match="integers"):
+        lax.scatter_min(x, np.array([[0.5]]), np.zeros((1, 4)), SROWS)
+
+
+# ------------------------------------------------------------------ small ops
+
+
+def test_index_take_batch_matmul(rng):
+    x = rng.normal(size=(3, 4, 2))
+    i0, i1 = np.array([0, 2, 1]), np.array([1, 3, 3])
+    _close(lax.index_take(x, (i0, i1), (0, 1)), x[i0, i1])
+    _close(lax.index_take(x, (i1,), (1,)), np.moveaxis(x, 1, 0)[i1])
+    a, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 4, 2))
+    _close(lax.batch_matmul(a, b), a @ b)
+    check_grads(lax.batch_matmul, (fnp.asarray(a), fnp.asarray(b)), order=2)
+    with pytest.raises(ValueError, match="batch_matmul"):
+        lax.batch_matmul(a, rng.normal(size=(3, 4, 2)))
+
+
+def test_shape_ops(rng):
+    x = rng.normal(size=(2, 3))
+    _close(lax.tile(x, (2, 1)), np.tile(x, (2, 1)))
+    _close(lax.tile(x, (1, 3)), np.tile(x, (1, 3)))
+    check_grads(lambda a: lax.tile(a, (2, 2)), (fnp.asarray(x),), order=2)
+    _close(lax.stack([x, 2 * x], 1), np.stack([x, 2 * x], 1))
+    parts = lax.unstack(x, 1)
+    assert isinstance(parts, tuple) and len(parts) == 3
+    _close(parts[2], x[:, 2])
+    _close(lax.broadcast_like(np.arange(3.0), x), np.broadcast_to(np.arange(3.0), (2, 3)))
+    e = lax.empty((2, 3), np.float32)
+    assert e.shape == (2, 3) and e.dtype == np.float32
+    tree = (x, {"a": 1.0})
+    assert lax.optimization_barrier(tree) is tree
+    check_grads(lambda a: lax.optimization_barrier(a) ** 2, (fnp.asarray(x),), order=2)
+    with pytest.raises(ValueError, match="reps"):
+        lax.tile(x, (2,))
+
+
+def test_approx_k(rng):
+    x = rng.normal(size=(3, 5))
+    vals, idx = lax.approx_max_k(x, 2)
+    order = np.argsort(-x, axis=-1)[:, :2]
+    _close(vals, np.take_along_axis(x, order, -1))
+    np.testing.assert_array_equal(np.asarray(idx), order)
+    vals, idx = lax.approx_min_k(x, 2, reduction_dimension=0)
+    order = np.argsort(x, axis=0)[:2]
+    _close(vals, np.take_along_axis(x, order, 0))
+    np.testing.assert_array_equal(np.asarray(idx), order)
+    check_grads(lambda a: lax.approx_max_k(a, 2)[0], (fnp.asarray(x),), order=2)
+
+
+def test_clz_mulhi(rng):
+    xs = np.array([0, 1, 2, 255, 2**31 - 1, -1, -(2**31)], np.int32)
+    want = [32 - int(v).bit_length() if v >= 0 else 0 for v in xs]
+    np.testing.assert_array_equal(np.asarray(lax.clz(xs)), want)
+    np.testing.assert_array_equal(np.asarray(lax.clz(np.array([0, 1, 200], np.uint8))), [8, 7, 0])
+    a = rng.integers(0, 2**32, size=50, dtype=np.uint64)
+    b = rng.integers(0, 2**32, size=50, dtype=np.uint64)
+    want = ((a * b) >> np.uint64(32)).astype(np.uint32)    # exact: the product fits 64 bits
+    np.testing.assert_array_equal(np.asarray(lax.mulhi(a.astype(np.uint32), b.astype(np.uint32))), want)
+    sa = rng.integers(-2**31, 2**31, size=50).astype(np.int32)
+    sb = rng.integers(-2**31, 2**31, size=50).astype(np.int32)
+    want = np.array([(int(p) * int(q)) >> 32 for p, q in zip(sa, sb)], np.int64).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(lax.mulhi(sa, sb)), want)
+    s16 = np.array([-300, 30000, 7], np.int16)
+    t16 = np.array([1000, 30000, -2], np.int16)
+    want = np.array([(int(p) * int(q)) >> 16 for p, q in zip(s16, t16)]).astype(np.int16)
+    np.testing.assert_array_equal(np.asarray(lax.mulhi(s16, t16)), want)
+    with pytest.raises(TypeError, match="integer"):
+        lax.clz(np.ones(2))
+
+
+def test_reduce_precision(rng):
+    x = np.concatenate([rng.normal(size=20) * 10.0 ** rng.integers(-4, 5, size=20),
+                        [65504.0, 65519.0, 65520.0, 1e5, -1e5, np.inf, -np.inf, 0.0]]).astype(np.float32)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).astype(np.float32)
+    tiny = np.abs(want) < np.finfo(np.float16).tiny          # XLA flushes float16's subnormals to zero
+    want[tiny] = 0.0 * want[tiny]
+    got = np.asarray(lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10))
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(np.asarray(lax.reduce_precision(np.float32(np.nan), 5, 10)))
+    x64 = rng.normal(size=10)
+    np.testing.assert_array_equal(np.asarray(lax.reduce_precision(x64, 8, 23)), x64.astype(np.float32))
+    _close(fg.grad(lambda a: lax.reduce_precision(a, 5, 10).sum())(fnp.asarray(x64)), np.ones(10))
+
+
+def test_rng_points_to_random():
+    with pytest.raises(NotImplementedError, match="funcgrad.random.uniform"):
+        lax.rng_uniform(0.0, 1.0, (2,))
+    with pytest.raises(NotImplementedError, match="funcgrad.random.bits"):
+        lax.rng_bit_generator(np.zeros(4, np.uint32), (2,))
+
+
+# ------------------------------------------------------------------ convolution helpers
+
+
+def _ref_conv_transpose(x, w, s, transpose_kernel=False):
+    # 1-d, NHC / HIO, VALID: each input position spreads the (flipped) kernel over the output.
+    b, n, _ = x.shape
+    k = w.shape[0]
+    wk = np.swapaxes(w[::-1], 1, 2) if transpose_kernel else w
+    out = np.zeros((b, n * s + max(k - s, 0), wk.shape[2]))
+    for i in range(n):
+        for m in range(k):
+            out[:, i * s + m, :] += x[:, i, :] @ wk[k - 1 - m]
+    return out
+
+
+@pytest.mark.parametrize("s, k", [(2, 3), (3, 2)])
+def test_conv_transpose(rng, s, k):
+    x = rng.normal(size=(2, 3, 2))
+    w = rng.normal(size=(k, 2, 3))
+    _close(lax.conv_transpose(x, w, (s,), "VALID"), _ref_conv_transpose(x, w, s), 1e-10)
+    w2 = rng.normal(size=(k, 3, 2))
+    _close(lax.conv_transpose(x, w2, (s,), "VALID", transpose_kernel=True),
+           _ref_conv_transpose(x, w2, s, True), 1e-10)
+    assert lax.conv_transpose(x, w, (s,), "SAME").shape == lax.conv_transpose_shape_tuple(
+        x.shape, w.shape, (s,), "SAME", ("NHC", "HIO", "NHC")) == (2, 3 * s, 3)
+    check_grads(lambda a, b: lax.conv_transpose(a, b, (s,), "SAME"), (fnp.asarray(x), fnp.asarray(w)), order=2)
+
+
+def test_conv_transpose_is_conv_gradient(rng):
+    # transpose_kernel=True: the transpose of a strided convolution (its input gradient).
+    x = rng.normal(size=(1, 2, 7, 7))
+    w = rng.normal(size=(3, 2, 3, 3))            # OIHW
+    conv = lambda a: lax.conv_general_dilated(a, fnp.asarray(w), (2, 2), "VALID")  # noqa: E731
+    y, pullback = fg.vjp(conv, fnp.asarray(x))
+    ct = rng.normal(size=y.shape)
+    got = lax.conv_transpose(ct, w, (2, 2), "VALID", dimension_numbers=("NCHW", "OIHW", "NCHW"),
+                             transpose_kernel=True)
+    _close(got, pullback(fnp.asarray(ct))[0], 1e-10)
+
+
+def test_conv_shape_helpers():
+    assert lax.padtype_to_pads((5, 6), (3, 3), (2, 1), "SAME") == [(1, 1), (1, 1)]
+    assert lax.padtype_to_pads((6,), (4,), (1,), "SAME_LOWER") == [(2, 1)]
+    assert lax.padtype_to_pads((6,), (4,), (1,), "VALID") == [(0, 0)]
+    with pytest.raises(RuntimeError, match="padding"):
+        lax.padtype_to_pads((6,), (4,), (1,), "FULL")
+    assert lax.conv_shape_tuple((2, 3, 7, 7), (4, 3, 3, 3), (2, 2), "SAME") == (2, 4, 4, 4)
+    assert lax.conv_shape_tuple((2, 3, 7, 7), (4, 3, 3, 3), (1, 1), [(0, 0), (1, 1)]) == (2, 4, 5, 7)
+    assert lax.conv_general_shape_tuple((2, 7, 7, 3), (3, 3, 3, 4), (1, 1), "VALID",
+                                        ("NHWC", "HWIO", "NHWC")) == (2, 5, 5, 4)
+    dn = lax.conv_dimension_numbers((1, 5, 5, 3), (3, 3, 3, 8), ("NHWC", "HWIO", "NHWC"))
+    assert dn == lax.ConvDimensionNumbers((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+    assert lax.conv_dimension_numbers((1, 2, 3), (1, 2, 3), None) == ((0, 1, 2),) * 3
+    assert lax.reduce_window_shape_tuple((4, 6), (2, 3), (2, 1), [(0, 0), (1, 1)]) == (2, 6)
+    assert lax.reduce_window_shape_tuple((4,), (2,), (1,), [(0, 0)], base_dilation=(2,)) == (6,)
+    x = np.random.default_rng(1).normal(size=(1, 2, 5, 5))
+    w = np.random.default_rng(2).normal(size=(3, 2, 3, 3))
+    _close(lax.conv_with_general_padding(x, w, (1, 1), [(1, 1), (0, 0)], None, None),
+           lax.conv_general_dilated(x, w, (1, 1), [(1, 1), (0, 0)]))
+
+
+# ------------------------------------------------------------------ top level
+
+
+def test_devices_and_processes():
+    assert fg.default_backend() == fg.default_device()
+    assert fg.device_count() == fg.local_device_count() == 1
+    assert fg.local_devices() == [fg.default_backend()]
+    assert (fg.process_count(), fg.process_index(), fg.process_indices()) == (1, 0, [0])
+    assert (fg.host_count(), fg.host_id(), fg.host_ids()) == (1, 0, [0])
+    assert "funcgrad" in fg.print_environment_info(return_string=True)
+    with pytest.raises(ValueError, match="one process"):
+        fg.local_devices(process_index=1)
+
+
+def test_option_context_managers():
+    with fg.numpy_rank_promotion("allow"), fg.numpy_dtype_promotion("standard"), fg.debug_infs(False):
+        pass
+    with fg.check_tracer_leaks(), fg.checking_leaks(), fg.log_compiles(), fg.default_matmul_precision("highest"):
+        pass
+    with fg.transfer_guard("allow"), fg.transfer_guard_host_to_device("allow"):
+        pass
+    with pytest.raises(NotImplementedError):
+        with fg.numpy_rank_promotion("raise"):
+            pass
+    with pytest.raises(NotImplementedError):
+        with fg.debug_infs():
+            pass
+    with pytest.raises(NotImplementedError, match="transfer"):
+        with fg.transfer_guard("disallow"):
+            pass
+    with pytest.raises(TypeError, match="requires an argument"):
+        fg.numpy_dtype_promotion()
+
+
+def test_fwd_and_bwd(rng):
+    x, w = rng.normal(size=(2, 3)), rng.normal(size=(3, 2))
+    f = lambda a, b: fnp.sin(a @ b)  # noqa: E731
+    fwd, bwd = fg.fwd_and_bwd(f, argnums=(0, 1))
+    y, res = fwd(x, w)
+    _close(y, np.sin(x @ w))
+    ct = rng.normal(size=(2, 2))
+    cx, cw = bwd(res, ct)
+    g = ct * np.cos(x @ w)
+    _close(cx, g @ w.T, 1e-10)
+    _close(cw, x.T @ g, 1e-10)
+    fwd, bwd = fg.fwd_and_bwd(lambda a, b: (f(a, b), 7), argnums=1, has_aux=True, jitted=False)
+    y, res, aux = fwd(x, w)
+    assert aux == 7
+    _close(bwd(res, ct), x.T @ g, 1e-10)
+
+
+def test_make_array_from_callback():
+    data = np.arange(6.0).reshape(2, 3)
+    seen = []
+    out = fg.make_array_from_callback((2, 3), None, lambda idx: seen.append(idx) or data[idx])
+    _close(out, data)
+    assert seen == [(slice(None), slice(None))]
+    with pytest.raises(ValueError, match="shape"):
+        fg.make_array_from_callback((3, 2), None, lambda idx: data)
