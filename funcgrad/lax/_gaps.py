@@ -527,7 +527,8 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Ar
     y = _E.select(_E.isnan_p.bind(x), x, y)
     # Straight-through derivative; infinities pass as values (inf - inf would be NaN).
     finite = _E.isfinite_p.bind(x)
-    step = _E.stop_gradient_p.bind(_E.select(finite, _E.sub(y, x), _more.lax.full((), 0, dt)))
+    zero = _more.lax.full((), 0, dt)
+    step = _E.stop_gradient_p.bind(_E.sub(_E.select(finite, y, zero), _E.select(finite, x, zero)))
     return _E.select(finite, _E.add(operand, step), y)
 
 
