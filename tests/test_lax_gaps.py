@@ -380,3 +380,93 @@ def test_make_array_from_callback():
     assert seen == [(slice(None), slice(None))]
     with pytest.raises(ValueError, match="shape"):
         fg.make_array_from_callback((3, 2), None, lambda idx: data)
+
+
+# ------------------------------------------------------------------ implicit differentiation
+
+
+def _cg(mv, b):
+    # Conjugate gradients for a 3x3 SPD system in a fori_loop (exact after 3 steps): the implicit rules
+    # never differentiate it.
+    def body(i, state):
+        x, r, p = state
+        ap = mv(p)
+        alpha = (r @ r) / (p @ ap)
+        x, rn = x + alpha * p, r - alpha * ap
+        return x, rn, rn + (rn @ rn) / (r @ r) * p
+    return lax.fori_loop(0, 3, body, (fnp.zeros_like(b), b, b))[0]
+
+
+def _spd(rng):
+    m = rng.normal(size=(3, 3))
+    return m @ m.T + 3 * np.eye(3)
+
+
+def test_custom_linear_solve(rng):
+    a0, b0 = _spd(rng), rng.normal(size=3)
+    sym = lambda s: 0.5 * (s + s.T)  # noqa: E731   (CG needs a symmetric matrix under the checks' perturbations)
+
+    def solve_sym(s, b):
+        a = sym(s)
+        return lax.custom_linear_solve(lambda v: a @ v, b, _cg, symmetric=True)
+    _close(solve_sym(a0, b0), np.linalg.solve(a0, b0), 1e-10)
+    check_grads(solve_sym, (fnp.asarray(a0), fnp.asarray(b0)), order=2, modes=("rev",))
+
+    def solve_general(a, b):
+        return lax.custom_linear_solve(lambda v: a @ v, b, lambda mv, r: fnp.linalg.solve(a, r),
+                                       lambda mv, r: fnp.linalg.solve(a.T, r))
+    a1 = a0 + rng.normal(size=(3, 3))
+    _close(solve_general(a1, b0), np.linalg.solve(a1, b0), 1e-10)
+    check_grads(solve_general, (fnp.asarray(a1), fnp.asarray(b0)), order=2, modes=("rev",))
+    # jit and vmap of the gradient
+    loss = lambda s, b: fnp.sum(fnp.sin(solve_sym(s, b)))  # noqa: E731
+    want = fg.grad(lambda s, b: fnp.sum(fnp.sin(fnp.linalg.solve(sym(s), b))))(a0, b0)
+    _close(fg.jit(fg.grad(loss))(a0, b0), want, 1e-10)
+    bs = rng.normal(size=(2, 3))
+    got = fg.vmap(fg.grad(loss, 1), (None, 0))(a0, bs)
+    for k in range(2):
+        _close(got[k], np.linalg.solve(a0, np.cos(np.linalg.solve(a0, bs[k]))), 1e-10)
+
+
+def test_custom_linear_solve_pytree_aux_and_errors(rng):
+    d = rng.uniform(1, 2, size=3)
+    b = {"u": rng.normal(size=3), "w": rng.normal(size=2)}
+    mv = lambda v: {"u": d * v["u"], "w": 2.0 * v["w"]}  # noqa: E731
+    solve = lambda m, r: ({"u": r["u"] / d, "w": r["w"] / 2.0}, 7.0)  # noqa: E731
+    x, aux = lax.custom_linear_solve(mv, b, solve, symmetric=True, has_aux=True)
+    _close(x["u"], b["u"] / d)
+    _close(x["w"], b["w"] / 2.0)
+    _close(aux, 7.0)
+    with pytest.raises(TypeError, match="transpose_solve"):
+        fg.grad(lambda b: fnp.sum(lax.custom_linear_solve(lambda v: 2.0 * v, b, lambda m, r: r / 2.0)))(
+            fnp.ones(2))
+    with pytest.raises(TypeError, match="structure"):
+        lax.custom_linear_solve(lambda v: v, fnp.ones(2), lambda m, r: (r, r), symmetric=True)
+
+
+def test_custom_root(rng):
+    p0, c0 = rng.normal(size=3), 1.5
+
+    def newton(f, x0):       # the solver: never differentiated
+        return lax.fori_loop(0, 40, lambda i, x: x - f(x) / (1 - fnp.tanh(x) ** 2 + c0), x0)
+
+    def tangent_solve(g, y):
+        return fnp.linalg.solve(fg.jacobian(g)(y), y)
+
+    def root(p):
+        return lax.custom_root(lambda x: fnp.tanh(x) + c0 * x - p, fnp.zeros_like(p), newton, tangent_solve)
+    x = np.asarray(root(p0))
+    _close(np.tanh(x) + c0 * x, p0, 1e-10)
+    s = 1 - np.tanh(x) ** 2
+    _close(fg.jacrev(root)(p0), np.diag(1 / (s + c0)), 1e-10)        # implicit function theorem
+    check_grads(root, (fnp.asarray(p0),), order=2, modes=("rev",))
+    _close(fg.jit(fg.grad(lambda p: fnp.sum(root(p))))(p0), 1 / (s + c0), 1e-10)
+
+    def sqrt_(a):
+        return lax.custom_root(lambda x: x ** 2 - a, 1.0, lambda f, x0: lax.fori_loop(
+            0, 30, lambda i, x: 0.5 * (x + a / x), x0), lambda g, y: y / g(1.0))
+    _close(sqrt_(2.0), np.sqrt(2.0))
+    _close(fg.grad(sqrt_)(2.0), 0.5 / np.sqrt(2.0))
+    _close(fg.grad(fg.grad(sqrt_))(2.0), -0.25 * 2.0 ** -1.5)
+    with pytest.raises(TypeError, match="forward-mode"):
+        fg.jvp(sqrt_, (2.0,), (1.0,))
