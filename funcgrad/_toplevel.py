@@ -14,8 +14,8 @@ __all__ = ["check_tracer_leaks", "checking_leaks", "debug_infs", "default_backen
            "device_count", "enable_checks", "explain_cache_misses", "fwd_and_bwd", "host_count", "host_id",
            "host_ids", "local_device_count", "local_devices", "log_compiles", "make_array_from_callback",
            "numpy_dtype_promotion", "numpy_rank_promotion", "print_environment_info", "process_count",
-           "process_index", "process_indices", "transfer_guard", "transfer_guard_device_to_device",
-           "transfer_guard_device_to_host", "transfer_guard_host_to_device"]
+           "process_index", "process_indices", "threefry_partitionable", "transfer_guard",
+           "transfer_guard_device_to_device", "transfer_guard_device_to_host", "transfer_guard_host_to_device"]
 
 _NO_VALUE = object()
 
@@ -222,6 +222,46 @@ numpy_rank_promotion = _value_option(
 default_matmul_precision = _value_option(
     "jax_default_matmul_precision", "Context manager (``jax.default_matmul_precision``): accepted; funcgrad's "
     "matmuls always run at full precision of their dtype (JAX's 'highest').")
+
+
+threefry_partitionable = _bool_option(
+    "jax_threefry_partitionable", "Context manager (``jax.threefry_partitionable``): sets funcgrad's "
+    "``config.threefry_partitionable`` (which bits random functions draw, as JAX) for the block.")
+default_prng_impl = _value_option(
+    "jax_default_prng_impl", "Context manager (``jax.default_prng_impl``): only ``'threefry2x32'`` is supported.")
+
+
+@contextlib.contextmanager
+def _checked(name: str, value: Any, allowed: tuple, why: str) -> Any:
+    if value not in allowed:
+        raise NotImplementedError(f"{name}({value!r}): funcgrad supports only {' or '.join(map(repr, allowed))} "
+                                  f"({why})")
+    yield
+
+
+def debug_key_reuse(new_val: Any = True) -> Any:
+    """Context manager (``jax.debug_key_reuse``): only ``False`` is supported (funcgrad does not track key
+    reuse)."""
+    return _checked("debug_key_reuse", new_val, (False,), "funcgrad does not track key reuse")
+
+
+def enable_custom_prng(new_val: Any = True) -> Any:
+    """Context manager (``jax.enable_custom_prng``): only ``False`` is supported."""
+    return _checked("enable_custom_prng", new_val, (False,), "funcgrad has no custom PRNG implementations")
+
+
+def legacy_prng_key(new_val: Any = _NO_VALUE) -> Any:
+    """Context manager (``jax.legacy_prng_key``): only ``'allow'`` (JAX's default) is supported."""
+    if new_val is _NO_VALUE:
+        raise TypeError("Context manager for legacy_prng_key config option requires an argument representing the "
+                        "new value for the config option.")
+    return _checked("legacy_prng_key", new_val, ("allow",), "funcgrad neither warns about nor rejects raw keys")
+
+
+def softmax_custom_jvp(new_val: Any = True) -> Any:
+    """Context manager (``jax.softmax_custom_jvp``): accepted; it picks how JAX writes softmax's derivative,
+    not its value, and funcgrad's softmax has its own exact rule either way."""
+    return _checked("softmax_custom_jvp", bool(new_val), (False, True), "")
 
 
 def checking_leaks() -> Any:

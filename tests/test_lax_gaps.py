@@ -470,3 +470,58 @@ def test_custom_root(rng):
     _close(fg.grad(fg.grad(sqrt_))(2.0), -0.25 * 2.0 ** -1.5)
     with pytest.raises(TypeError, match="forward-mode"):
         fg.jvp(sqrt_, (2.0,), (1.0,))
+
+
+# ------------------------------------------------------------------ more of lax, more top-level options
+
+
+def test_ragged_dot(rng):
+    lhs, rhs = rng.normal(size=(5, 3)), rng.normal(size=(3, 3, 2))
+    sizes = np.array([2, 0, 2])              # an empty group; the last row is in no group: zeros
+    want = np.zeros((5, 2))
+    want[:2] = lhs[:2] @ rhs[0]
+    want[2:4] = lhs[2:4] @ rhs[2]
+    _close(lax.ragged_dot(lhs, rhs, sizes), want)
+    check_grads(lambda a, b: lax.ragged_dot(a, b, sizes), (fnp.asarray(lhs), fnp.asarray(rhs)), order=2)
+    _close(fg.jit(lax.ragged_dot)(lhs, rhs, sizes), want)
+    with pytest.raises(ValueError, match="group_sizes"):
+        lax.ragged_dot(lhs, rhs, np.array([1, 2]))
+
+
+def test_conv_general_dilated_patches(rng):
+    x = rng.normal(size=(1, 2, 4, 5))
+    got = np.asarray(lax.conv_general_dilated_patches(x, (2, 3), (1, 2), "VALID"))
+    assert got.shape == (1, 12, 3, 2)
+    for i in range(3):
+        for j in range(2):
+            # channel-major: feature c * 6 + (di * 3 + dj)
+            _close(got[0, :, i, j], x[0, :, i:i + 2, 2 * j:2 * j + 3].reshape(12))
+    nhwc = np.moveaxis(x, 1, -1)
+    got2 = lax.conv_general_dilated_patches(nhwc, (2, 3), (1, 2), "VALID", dimension_numbers=("NHWC", "OIHW", "NHWC"))
+    _close(got2, np.moveaxis(got, 1, -1))
+    check_grads(lambda a: lax.conv_general_dilated_patches(a, (2, 2), (1, 1), "SAME"), (fnp.asarray(x),),
+                order=1)
+
+
+def test_shape_as_value_and_sharding_constraint(rng):
+    v = lax.shape_as_value((2, 3))
+    np.testing.assert_array_equal(np.asarray(v), [2, 3])
+    assert v.dtype == np.int32
+    x = rng.normal(size=3)
+    assert lax.with_sharding_constraint(x, None) is x
+
+
+def test_prng_option_context_managers():
+    before = fg.config.threefry_partitionable
+    with fg.threefry_partitionable(not before):
+        assert fg.config.threefry_partitionable is (not before)
+    assert fg.config.threefry_partitionable is before
+    with fg.default_prng_impl("threefry2x32"), fg.debug_key_reuse(False), fg.enable_custom_prng(False):
+        pass
+    with fg.legacy_prng_key("allow"), fg.softmax_custom_jvp(True):
+        pass
+    for bad in (lambda: fg.default_prng_impl("rbg"), lambda: fg.debug_key_reuse(True),
+                lambda: fg.legacy_prng_key("error"), lambda: fg.enable_custom_prng()):
+        with pytest.raises(NotImplementedError):
+            with bad():
+                pass

@@ -3,7 +3,9 @@
 convolution helpers (``conv_transpose``, ``conv_with_general_padding``, ``conv_dimension_numbers``,
 ``padtype_to_pads`` and the ``*_shape_tuple`` functions), ``optimization_barrier``, ``reduce_precision``,
 ``mulhi``, ``clz``, ``approx_max_k``/``approx_min_k``, ``broadcast_like``, ``empty``, ``tile``, ``stack``,
-``unstack``; ``rng_uniform``/``rng_bit_generator`` raise, pointing to ``funcgrad.random``.
+``unstack``, ``custom_linear_solve``/``custom_root`` (implicit differentiation), ``ragged_dot``,
+``conv_general_dilated_patches``, ``with_sharding_constraint``, ``shape_as_value``; ``rng_uniform`` /
+``rng_bit_generator`` raise, pointing to ``funcgrad.random``.
 
 Written on funcgrad.lax's functions and primitives, so grad, vmap and jit apply.
 """
@@ -23,14 +25,15 @@ from funcgrad.primitives.linalg import einsum
 from funcgrad.primitives.shape import shape_of
 from funcgrad.lax import _more
 
-__all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers", "custom_linear_solve", "custom_root",
-           "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "approx_max_k",
-           "approx_min_k", "batch_matmul", "broadcast_like", "clz", "conv_dimension_numbers",
+__all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers",
+           "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "approx_max_k", "approx_min_k",
+           "batch_matmul", "broadcast_like", "clz", "conv_dimension_numbers", "conv_general_dilated_patches",
            "conv_general_permutations", "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose",
-           "conv_transpose_shape_tuple", "conv_with_general_padding", "empty", "gather", "index_take", "mulhi",
-           "optimization_barrier", "padtype_to_pads", "reduce_precision", "reduce_window_shape_tuple",
-           "rng_bit_generator", "rng_uniform", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul",
-           "scatter_sub", "stack", "tile", "unstack"]
+           "conv_transpose_shape_tuple", "conv_with_general_padding", "custom_linear_solve", "custom_root", "empty",
+           "gather", "index_take", "mulhi", "optimization_barrier", "padtype_to_pads", "ragged_dot",
+           "reduce_precision", "reduce_window_shape_tuple", "rng_bit_generator", "rng_uniform", "scatter_apply",
+           "scatter_max", "scatter_min", "scatter_mul", "scatter_sub", "shape_as_value", "stack", "tile", "unstack",
+           "with_sharding_constraint"]
 
 Array = Any
 _range = builtins.range
@@ -704,8 +707,9 @@ def conv_transpose(lhs: Array, rhs: Array, strides: Sequence[int], padding: Any,
                    use_consistent_padding: bool = False) -> Array:
     """The transposed convolution (fractionally strided), as ``jax.lax.conv_transpose``: a
     ``conv_general_dilated`` with ``lhs_dilation=strides``. ``dimension_numbers`` default to
-    channels last, ``("NHC", "HIO", "NHC")`` / ``("NHWC", "HWIO", "NHWC")``, as JAX; ``transpose_kernel=True`` flips the spatial axes and swaps
-    the kernel's I and O (the gradient of a strided conv).
+    channels last, ``("NHC", "HIO", "NHC")`` / ``("NHWC", "HWIO", "NHWC")``, as JAX;
+    ``transpose_kernel=True`` flips the spatial axes and swaps the kernel's I and O (the gradient of a
+    strided conv).
 
     >>> conv_transpose(fnp.ones((1, 3, 1)), fnp.ones((2, 1, 1)), (2,), "VALID").shape   # (1, 6, 1)
     """
@@ -826,7 +830,8 @@ def custom_linear_solve(matvec: Callable, b: Any, solve: Callable, transpose_sol
     custom_vjp function.
 
     >>> a = fnp.array([[2., 1.], [1., 3.]])
-    >>> x = custom_linear_solve(lambda v: a @ v, fnp.ones(2), lambda mv, r: fnp.linalg.solve(a, r), symmetric=True)
+    >>> x = custom_linear_solve(lambda v: a @ v, fnp.ones(2), lambda mv, r: fnp.linalg.solve(a, r),
+    ...                         symmetric=True)
     """
     from funcgrad._core import CustomVJPCall, zeros_like
     from funcgrad.tree_util import tree_flatten, tree_unflatten
@@ -981,3 +986,75 @@ def custom_root(f: Callable, initial_guess: Any, solve: Callable, tangent_solve:
     outs = call_obj.bind(*s_consts, *t_consts, *u_consts, *consts, *g_leaves)
     x = unflat(outs[:ng])
     return (x, tree_unflatten(aux_tree[0], outs[ng:])) if has_aux else x
+
+
+# ------------------------------------------------------------------ more of jax.lax
+
+
+def conv_general_dilated_patches(lhs: Array, filter_shape: Sequence[int], window_strides: Sequence[int],
+                                 padding: Any, lhs_dilation: Sequence[int] | None = None,
+                                 rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
+                                 precision: Any = None, preferred_element_type: Any = None) -> Array:
+    """The patches a convolution with a ``filter_shape`` window would see, as
+    ``jax.lax.conv_general_dilated_patches``: the output's feature dimension has size
+    ``C * prod(filter_shape)`` (channel-major), the rest is a convolution's output layout.
+
+    >>> conv_general_dilated_patches(fnp.ones((1, 2, 4, 4)), (2, 2), (1, 1), "VALID").shape   # (1, 8, 3, 3)
+    """
+    from funcgrad._core import Array as _Concrete, _freeze
+    filter_shape = _ints(filter_shape)
+    lhs_shape = tuple(shape_of(lhs))
+    dn = conv_dimension_numbers(lhs_shape, (1, 1) + filter_shape, dimension_numbers)
+    size = int(np.prod(filter_shape))
+    channels = lhs_shape[dn.lhs_spec[1]]
+    eye = np.broadcast_to(np.eye(size), (channels, size, size)).reshape((channels * size, 1) + filter_shape)
+    rhs = np.moveaxis(eye, (0, 1), (dn.rhs_spec[0], dn.rhs_spec[1]))
+    rhs = _Concrete(_freeze(np.ascontiguousarray(rhs, dtype=np.dtype(_more.dtype(lhs)))))
+    return _more.conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
+                                      rhs_dilation=rhs_dilation, dimension_numbers=dn,
+                                      feature_group_count=channels, precision=precision,
+                                      preferred_element_type=preferred_element_type)
+
+
+def ragged_dot(lhs: Array, rhs: Array, group_sizes: Array, precision: Any = None, preferred_element_type: Any = None,
+               group_offset: Any = None, out_sharding: Any = None) -> Array:
+    """Grouped matrix product, as ``jax.lax.ragged_dot``: ``lhs`` (m, k) rows are split into consecutive
+    groups of ``group_sizes`` (g,) rows; group ``i`` is multiplied by ``rhs[i]`` (g, k, n). Rows past
+    ``sum(group_sizes)`` give zeros. Computed densely (g products of (m, k) @ (k, n)).
+
+    >>> ragged_dot(fnp.ones((3, 2)), fnp.stack([fnp.eye(2), 2 * fnp.eye(2)]), fnp.array([1, 2]))  # rows 1, 2, 2
+    """
+    if group_offset is not None:
+        raise NotImplementedError("lax.ragged_dot: group_offset is not supported")
+    if out_sharding is not None:
+        raise NotImplementedError("lax.ragged_dot: out_sharding is not supported (funcgrad has no shardings)")
+    ls, rs, gs = tuple(shape_of(lhs)), tuple(shape_of(rhs)), tuple(shape_of(group_sizes))
+    if len(ls) != 2 or len(rs) != 3 or ls[1] != rs[1] or gs != rs[:1]:
+        raise ValueError(f"lax.ragged_dot: needs lhs (m, k), rhs (g, k, n) and group_sizes (g,), got "
+                         f"{describe(lhs)}, {describe(rhs)} and {describe(group_sizes)}")
+    if not np.issubdtype(np.dtype(_more.dtype(group_sizes)), np.integer):
+        raise TypeError(f"lax.ragged_dot: group_sizes must be integers, got {describe(group_sizes)}")
+    m, g = ls[0], rs[0]
+    from funcgrad._core import Array as _Concrete, _freeze
+    sizes = _E.convert(group_sizes, np.int32)
+    lower = _Concrete(_freeze(np.tril(np.ones((g, g), np.int32))))       # ends[j] = sum_{i <= j} sizes[i]
+    ends = einsum("ji,i->j", lower, sizes)
+    starts = _E.sub(ends, sizes)
+    rows = _Concrete(_freeze(np.arange(m, dtype=np.int32).reshape(m, 1)))
+    member = _E.and_p.bind(_E.ge_p.bind(rows, _S.reshape(starts, (1, g))), _E.lt(rows, _S.reshape(ends, (1, g))))
+    dt = np.result_type(np.dtype(_more.dtype(lhs)), np.dtype(_more.dtype(rhs)))
+    onehot = _E.convert(member, dt)
+    out = einsum("mg,mk,gkn->mn", onehot, lhs, rhs)
+    return out if preferred_element_type is None else _E.convert(out, preferred_element_type)
+
+
+def shape_as_value(shape: Sequence[int]) -> Array:
+    """A shape as an int32 array, as ``jax.lax.shape_as_value`` (funcgrad's shapes are always static)."""
+    from funcgrad._core import Array as _Concrete, _freeze
+    return _Concrete(_freeze(np.asarray(_ints(shape), dtype=np.int32).reshape(len(tuple(shape)))))
+
+
+def with_sharding_constraint(x: Any, shardings: Any) -> Any:
+    """``x`` itself (any pytree), as ``jax.lax.with_sharding_constraint`` on one device: a sharding constraint
+    never changes values, and funcgrad runs each computation on one device, so there is nothing to lay out."""
+    return x
