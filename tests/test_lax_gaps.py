@@ -525,3 +525,22 @@ def test_prng_option_context_managers():
         with pytest.raises(NotImplementedError):
             with bad():
                 pass
+
+
+def test_scatter_add_and_scatter_both_forms(rng):
+    x = rng.normal(size=(3, 4))
+    u = rng.normal(size=(3, 4))
+    idx = np.array([[0], [2], [0]])
+    want = x.copy()
+    np.add.at(want, [0, 2, 0], u)
+    _close(lax.scatter_add(x, idx, u, SROWS), want)
+    got = np.asarray(lax.scatter(x, np.array([[1], [7]]), u[:2], SROWS))     # 7: dropped
+    want = x.copy()
+    want[1] = u[0]
+    _close(got, want)
+    check_grads(lambda a, b: lax.scatter_add(a, idx, b, SROWS), (fnp.asarray(x), fnp.asarray(u)), order=2)
+    # funcgrad's numpy-index form stays: scatter_add(x, index, value) == x.at[index].add(value)
+    want = x.copy()
+    np.add.at(want, ([1, 1],), u[:2])
+    _close(lax.scatter_add(x, (np.array([1, 1]),), u[:2]), want)
+    _close(lax.scatter(x, 2, u[0]), np.concatenate([x[:2], u[:1]]))

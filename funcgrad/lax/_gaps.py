@@ -31,9 +31,9 @@ __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "DotDim
            "conv_general_permutations", "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose",
            "conv_transpose_shape_tuple", "conv_with_general_padding", "custom_linear_solve", "custom_root", "empty",
            "gather", "index_take", "mulhi", "optimization_barrier", "padtype_to_pads", "ragged_dot",
-           "reduce_precision", "reduce_window_shape_tuple", "rng_bit_generator", "rng_uniform", "scatter_apply",
-           "scatter_max", "scatter_min", "scatter_mul", "scatter_sub", "shape_as_value", "stack", "tile", "unstack",
-           "with_sharding_constraint"]
+           "reduce_precision", "reduce_window_shape_tuple", "rng_bit_generator", "rng_uniform", "scatter",
+           "scatter_add", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
+           "shape_as_value", "stack", "tile", "unstack", "with_sharding_constraint"]
 
 Array = Any
 _range = builtins.range
@@ -201,8 +201,8 @@ def _scatter_form(op: str, operand: Array, scatter_indices: Array, updates: Arra
 
 def _scatter(op: str, fn: Callable, operand: Array, scatter_indices: Array, updates: Array, dimension_numbers: Any,
              mode: Any, **kw: Any) -> Array:
-    if dimension_numbers is None:      # funcgrad's numpy-index form, as funcgrad.lax.scatter_add
-        return fn(operand, scatter_indices, updates, op, _mode(op, mode, True), **kw)
+    if dimension_numbers is None:      # funcgrad's numpy-index form (its modes, config.checked_indexing included)
+        return fn(operand, scatter_indices, updates, op, mode, **kw)
     perm, index, u = _scatter_form(op, operand, scatter_indices, updates, dimension_numbers)
     ident = perm == tuple(_range(len(perm)))
     x = operand if ident else _S.transpose(operand, perm)
@@ -243,6 +243,42 @@ def scatter_sub(operand: Array, scatter_indices: Array, updates: Array, dimensio
                 indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None) -> Array:
     return _scatter("lax.scatter_sub", _I.scatter_add, operand, scatter_indices, _E.neg(updates),
                     dimension_numbers, mode)
+
+
+def _jax_or_numpy_form(name: str, fn: Callable, doc: str) -> Callable:
+    def scatter_fn(operand: Array, scatter_indices: Array, updates: Array, dimension_numbers: Any = None, *,
+                   indices_are_sorted: bool = False, unique_indices: bool = False, mode: Any = None,
+                   op: str | None = None, wrap_negative_indices: bool = True) -> Array:
+        if isinstance(dimension_numbers, str):        # the numpy-index form's positional ``op``
+            op, dimension_numbers = dimension_numbers, None
+        if dimension_numbers is None:
+            return fn(operand, scatter_indices, updates, op or name, mode,
+                      wrap_negative_indices=wrap_negative_indices)
+        return _scatter(f"lax.{name}", fn, operand, scatter_indices, updates, dimension_numbers, mode)
+    scatter_fn.__name__ = scatter_fn.__qualname__ = name
+    scatter_fn.__doc__ = doc
+    return scatter_fn
+
+
+scatter_add = _jax_or_numpy_form("scatter_add", _I.scatter_add, """``operand`` with the updates added at their
+    indices (duplicates accumulate), as ``jax.lax.scatter_add``.
+
+    With ``dimension_numbers`` (a :class:`ScatterDimensionNumbers`): JAX's form (the index vector on the last axis
+    of ``scatter_indices``; windows of size 1 on the indexed dimensions; no batching dims); out-of-bounds updates
+    are dropped (``mode`` None) or clamped (``"clip"``); negative indices are out of bounds. Without it:
+    funcgrad's numpy-index form, ``scatter_add(x, index, value)`` = ``x.at[index].add(value)``.
+
+    >>> dn = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+    ...                              scatter_dims_to_operand_dims=(0,))
+    >>> scatter_add(fnp.zeros(3), fnp.array([[0], [2], [0]]), fnp.array([1., 2., 3.]), dn)    # [4, 0, 2]
+    """)
+scatter = _jax_or_numpy_form("scatter", _I.scatter_set, """``operand`` with the updates written at their indices
+    (for a duplicated index, one of the writes wins), as ``jax.lax.scatter``; the two forms as
+    :func:`scatter_add` (numpy-index form: ``scatter(x, index, value)`` = ``x.at[index].set(value)``).
+
+    >>> dn = ScatterDimensionNumbers((), (0,), (0,))
+    >>> scatter(fnp.zeros(3), fnp.array([[2]]), fnp.array([5.]), dn)    # [0, 0, 5]
+    """)
 
 
 def _combine(combine: Callable, multiply: bool, unique: bool) -> Callable:
