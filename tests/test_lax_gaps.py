@@ -47,6 +47,11 @@ def test_gather_forms(rng):
     # A window narrower than its dimension reads from 0; an indexed dimension kept (not collapsed) has size 1.
     kept = lax.GatherDimensionNumbers(offset_dims=(1, 2), collapsed_slice_dims=(), start_index_map=(0,))
     _close(lax.gather(x, np.array([[1], [2]]), kept, (1, 2)), x[[1, 2], None, :2])
+    # 3-d, index vector naming dims (2, 0) in that order, window of 3 along dim 1.
+    y = rng.normal(size=(3, 4, 5))
+    idx3 = np.array([[4, 0], [1, 2], [0, 1]])
+    dn3 = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0, 2), start_index_map=(2, 0))
+    _close(lax.gather(y, idx3, dn3, (1, 3, 1)), y[idx3[:, 1], :3, idx3[:, 0]])
 
 
 def test_gather_fill_mode_and_negative_indices(rng):
