@@ -72,10 +72,26 @@ def test_gather_transforms(rng):
     _close(fg.vmap(lambda a: lax.gather(a, idx, ROWS, (1, 4)))(batch), batch[:, [2, 0, 2]])
 
 
+def test_gather_windows(rng):
+    # Windows wider than 1 on indexed dimensions: JAX clamps each start so the window fits ("clip", the
+    # default), or fills windows not wholly in bounds ("fill").
+    x = rng.normal(size=(4, 5, 6))
+    idx = np.array([[0, 0], [3, 2], [-1, 4], [2, -3], [5, 1]])
+    dn = lax.GatherDimensionNumbers(offset_dims=(1, 2), collapsed_slice_dims=(0,), start_index_map=(0, 1))
+    clipped = np.stack([x[min(max(i, 0), 3), min(max(j, 0), 2):min(max(j, 0), 2) + 3, :2] for i, j in idx])
+    _close(lax.gather(x, idx, dn, (1, 3, 2)), clipped)
+    filled = np.asarray(lax.gather(x, idx, dn, (1, 3, 2), mode="fill"))
+    inside = [(0 <= i <= 3 and 0 <= j <= 2) for i, j in idx]
+    _close(filled[inside], clipped[inside])
+    assert np.isnan(filled[np.logical_not(inside)]).all()
+    check_grads(lambda a: lax.gather(a, idx, dn, (1, 3, 2)), (fnp.asarray(x),), order=2)
+    _close(fg.vmap(lambda i: lax.gather(x, i, dn, (1, 3, 2)))(idx[:, None]), clipped[:, None])
+
+
 def test_gather_unsupported():
     x = np.zeros((3, 4))
-    with pytest.raises(NotImplementedError, match="slice size 1"):
-        lax.gather(x, np.array([[0]]), lax.GatherDimensionNumbers((1, 2), (), (0,)), (2, 4))
+    with pytest.raises(ValueError, match="collapsed_slice_dims"):
+        lax.gather(x, np.array([[0]]), lax.GatherDimensionNumbers((1,), (0,), (0,)), (2, 4))
     with pytest.raises(NotImplementedError, match="batching"):
         lax.gather(x, np.array([[0]]), lax.GatherDimensionNumbers((1,), (0,), (0,), (1,), (0,)), (1, 4))
     with pytest.raises(ValueError, match="last axis of length 2"):

@@ -106,22 +106,25 @@ def _check_dims(op: str, what: str, dims: Sequence[int], ndim: int) -> None:
         raise ValueError(f"{op}: {what}={tuple(dims)} must be distinct dimensions in [0, {ndim})")
 
 
-def gather(operand: Array, start_indices: Array, dimension_numbers: GatherDimensionNumbers, slice_sizes: Sequence[int],
+def gather(operand: Array, start_indices: Array, dimension_numbers: GatherDimensionNumbers,
+           slice_sizes: Sequence[int],
            *, unique_indices: bool = False, indices_are_sorted: bool = False, mode: Any = None,
            fill_value: Any = None) -> Array:
-    """XLA's gather, as ``jax.lax.gather``: slices of ``operand`` starting at ``start_indices``.
+    """XLA's gather, as ``jax.lax.gather``: the slices of ``slice_sizes`` of ``operand`` starting at
+    ``start_indices`` (dimensions outside ``start_index_map`` start at 0).
 
-    Supported: the index vector on the last axis of ``start_indices``; every dimension in
-    ``start_index_map`` has slice size 1; ``collapsed_slice_dims`` within ``start_index_map``; no
-    batching dims. Others raise NotImplementedError. ``mode`` None clamps (as JAX); ``"fill"`` gives
-    ``fill_value`` (NaN for floats) out of bounds. Negative indices are out of bounds (no wrapping).
+    Supported: the index vector on the last axis of ``start_indices``; no batching dims (others raise
+    NotImplementedError). ``mode`` None or ``"clip"`` clamps each start so its window fits (as JAX);
+    ``"fill"`` gives ``fill_value`` (NaN for floats) for every window not wholly in bounds. Negative
+    indices are out of bounds (no wrapping).
 
     >>> dn = GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
     >>> gather(fnp.arange(6.).reshape(3, 2), fnp.array([[2], [0]]), dn, (1, 2))    # rows 2 and 0
     """
+    from funcgrad._core import Array as _Concrete, _freeze
     op = "lax.gather"
     dn = dimension_numbers
-    shape = shape_of(operand)
+    shape = tuple(shape_of(operand))
     nd = len(shape)
     sdims, collapsed = _ints(dn.start_index_map), _ints(dn.collapsed_slice_dims)
     sizes = _ints(slice_sizes)
@@ -133,16 +136,42 @@ def gather(operand: Array, start_indices: Array, dimension_numbers: GatherDimens
                          f"{describe(operand)}")
     _check_dims(op, "start_index_map", sdims, nd)
     _check_dims(op, "collapsed_slice_dims", collapsed, nd)
-    if not set(collapsed) <= set(sdims) or any(sizes[d] != 1 for d in sdims):
-        raise NotImplementedError(f"{op}: only slice size 1 on the indexed dimensions (start_index_map={sdims}, "
-                                  f"slice_sizes={sizes}) with collapsed_slice_dims={collapsed} among them is "
-                                  "supported; express wider windows with dynamic_slice under vmap")
+    if any(sizes[d] != 1 for d in collapsed):
+        raise ValueError(f"{op}: collapsed_slice_dims={collapsed} must have slice size 1, got slice_sizes={sizes}")
+    how = _mode(op, mode, False)
     rest = tuple(d for d in _range(nd) if d not in sdims)
     cols = _index_columns(op, start_indices, len(sdims))
-    x = _S.transpose(operand, sdims + rest) if sdims + rest != tuple(_range(nd)) else operand
-    index = cols + tuple(builtins.slice(0, sizes[d]) for d in rest)
-    y = _I.getitem(x, index, _mode(op, mode, False), fill_value, wrap_negative_indices=False, op=op)
     batch = tuple(shape_of(start_indices)[:-1])
+    nb, k = len(batch), len(sdims)
+    x = _S.transpose(operand, sdims + rest) if sdims + rest != tuple(_range(nd)) else operand
+    idt = np.dtype(_more.dtype(start_indices))
+    advanced, inside = [], None
+    for j, d in enumerate(sdims):
+        n, w = shape[d], sizes[d]
+        start = cols[j]
+        hi = _more.lax.full((), n - w, idt)
+        if how == "fill":
+            ok = _E.and_p.bind(_E.ge_p.bind(start, _more.lax.full((), 0, idt)), _E.le_p.bind(start, hi))
+            inside = ok if inside is None else _E.and_p.bind(inside, ok)
+        start = _more.clamp(_more.lax.full((), 0, idt), start, hi)      # the window fits (JAX's clamping)
+        start = _S.reshape(start, batch + (1,) * k)
+        if w != 1:
+            offsets = _Concrete(_freeze(np.arange(w, dtype=idt).reshape((1,) * (nb + j) + (w,) + (1,) * (k - j - 1))))
+            start = _E.add(start, offsets)
+        advanced.append(start)
+    index = tuple(advanced) + tuple(builtins.slice(0, sizes[d]) for d in rest)
+    # The starts are in bounds now: batch + (indexed windows, in start_index_map order) + other windows.
+    y = _I.getitem(x, index, "promise_in_bounds", wrap_negative_indices=False, op=op) if index else x
+    if k:
+        full = batch + tuple(sizes[d] for d in sdims) + tuple(sizes[d] for d in rest)
+        y = _S.broadcast_to(y, full)        # an index vector of only size-1 windows broadcasts nothing
+    if inside is not None:
+        mask = _S.reshape(inside, batch + (1,) * nd)
+        y = _E.select(mask, y, _I._fill_scalar(operand, fill_value, op))
+    order = sdims + rest                    # windows back into operand-dimension order
+    perm = tuple(_range(nb)) + tuple(nb + order.index(d) for d in _range(nd))
+    if perm != tuple(_range(nb + nd)):
+        y = _S.transpose(y, perm)
     windows = tuple(sizes[d] for d in _range(nd) if d not in collapsed)
     offset = tuple(sorted(_ints(dn.offset_dims)))
     if len(offset) != len(windows):
@@ -152,12 +181,12 @@ def gather(operand: Array, start_indices: Array, dimension_numbers: GatherDimens
     out_nd = len(batch) + len(windows)
     _check_dims(op, "offset_dims", offset, out_nd)
     batch_pos = [d for d in _range(out_nd) if d not in offset]
-    perm = [0] * out_nd
+    perm2 = [0] * out_nd
     for i, d in enumerate(offset):
-        perm[d] = len(batch) + i
+        perm2[d] = len(batch) + i
     for j, d in enumerate(batch_pos):
-        perm[d] = j
-    return _S.transpose(y, tuple(perm)) if perm != list(_range(out_nd)) else y
+        perm2[d] = j
+    return _S.transpose(y, tuple(perm2)) if perm2 != list(_range(out_nd)) else y
 
 
 def _scatter_form(op: str, operand: Array, scatter_indices: Array, updates: Array, dn: Any) -> tuple:
