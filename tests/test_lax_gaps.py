@@ -180,13 +180,32 @@ def test_scatter_transforms(rng):
         _close(got[k], w)
 
 
+@pytest.mark.parametrize("mode", [None, "clip"])
+def test_scatter_windows(rng, mode):
+    # Windows wider than 1 on an indexed dimension: a window that does not fit is dropped (default) or its
+    # start clamped ("clip"), as JAX.
+    x = rng.normal(size=(4, 5))
+    idx = np.array([[0, 1], [3, 3], [-1, 0], [1, 1]])
+    u = rng.normal(size=(4, 2, 3))
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(1, 2), inserted_window_dims=(),
+                                     scatter_dims_to_operand_dims=(0, 1))
+    for fn, ufunc in ((lax.scatter_add, np.add), (lax.scatter_max, np.maximum)):
+        want = x.copy()
+        for (i, j), w in zip(idx, u):
+            if mode == "clip":
+                i, j = min(max(i, 0), 2), min(max(j, 0), 2)
+            elif not (0 <= i <= 2 and 0 <= j <= 2):
+                continue
+            ufunc.at(want, (slice(i, i + 2), slice(j, j + 3)), w)
+        _close(fn(x, idx, u, dn, mode=mode), want)
+
+
 def test_scatter_errors():
     x = np.zeros((3, 4))
     with pytest.raises(ValueError, match="batch shape"):
         lax.scatter_max(x, np.array([[0], [1]]), np.zeros((3, 4)), SROWS)
-    with pytest.raises(NotImplementedError, match="windows of size 1"):
-        lax.scatter_max(x, np.array([[0]]), np.zeros((1, 2, 4)),
-                        lax.ScatterDimensionNumbers((1, 2), (), (0,)))
+    with pytest.raises(ValueError, match="exceed"):
+        lax.scatter_max(x, np.array([[0]]), np.zeros((1, 4, 4)), lax.ScatterDimensionNumbers((1, 2), (), (0,)))
     with pytest.raises(TypeError, match="integers"):
         lax.scatter_min(x, np.array([[0.5]]), np.zeros((1, 4)), SROWS)
 

@@ -189,7 +189,7 @@ def gather(operand: Array, start_indices: Array, dimension_numbers: GatherDimens
     return _S.transpose(y, tuple(perm2)) if perm2 != list(_range(out_nd)) else y
 
 
-def _scatter_form(op: str, operand: Array, scatter_indices: Array, updates: Array, dn: Any) -> tuple:
+def _scatter_form(op: str, operand: Array, scatter_indices: Array, updates: Array, dn: Any, how: str) -> tuple:
     """(perm, index, updates') such that scattering ``updates'`` at numpy ``index`` of
     ``transpose(operand, perm)`` is JAX's scatter with dimension numbers ``dn``."""
     shape = shape_of(operand)
@@ -208,44 +208,67 @@ def _scatter_form(op: str, operand: Array, scatter_indices: Array, updates: Arra
         raise ValueError(f"{op}: update_window_dims={window_dims} must name one dimension of the updates "
                          f"{describe(updates)} per operand dimension not in inserted_window_dims={inserted}")
     wsize = dict(zip(windowed, (ushape[d] for d in sorted(window_dims))))
-    if not set(inserted) <= set(sdims) or any(wsize[d] != 1 for d in sdims if d in wsize):
-        raise NotImplementedError(f"{op}: only windows of size 1 on the indexed dimensions "
-                                  f"(scatter_dims_to_operand_dims={sdims}) with inserted_window_dims={inserted} "
-                                  "among them are supported")
     if any(wsize[d] > shape[d] for d in windowed):
         raise ValueError(f"{op}: the update windows {tuple(wsize[d] for d in windowed)} exceed the operand "
                          f"{describe(operand)}")
     rest = tuple(d for d in _range(nd) if d not in sdims)
     cols = _index_columns(op, scatter_indices, len(sdims))
     batch = tuple(shape_of(scatter_indices)[:-1])
+    nb, k = len(batch), len(sdims)
     ubatch = tuple(d for d in _range(len(ushape)) if d not in window_dims)
     if tuple(ushape[d] for d in ubatch) != batch:
         raise ValueError(f"{op}: the updates {describe(updates)} must have the indices' batch shape {batch} on the "
                          f"dimensions outside update_window_dims={window_dims}")
+    # updates -> batch + windows of every operand dim (1 where inserted) -> batch + indexed dims' + the others'.
     u = _S.transpose(updates, ubatch + tuple(sorted(window_dims)))
-    u = _S.reshape(u, batch + tuple(wsize[d] for d in rest))
-    index = cols + tuple(builtins.slice(0, wsize[d]) for d in rest)
-    return sdims + rest, index, u
+    u = _S.reshape(u, batch + tuple(wsize.get(d, 1) for d in _range(nd)))
+    order = sdims + rest
+    if order != tuple(_range(nd)):
+        u = _S.transpose(u, tuple(_range(nb)) + tuple(nb + d for d in order))
+    # Each window's start is clamped so the window fits ("clip"), or the whole window is dropped when it does
+    # not ("drop": its starts move past the end, where the scatter drops them).
+    from funcgrad._core import Array as _Concrete, _freeze
+    idt = np.dtype(_more.dtype(scatter_indices))
+    starts, inside = [], None
+    for j, d in enumerate(sdims):
+        start, hi = cols[j], _more.lax.full((), shape[d] - wsize.get(d, 1), idt)
+        if how == "drop":
+            ok = _E.and_p.bind(_E.ge_p.bind(start, _more.lax.full((), 0, idt)), _E.le_p.bind(start, hi))
+            inside = ok if inside is None else _E.and_p.bind(inside, ok)
+        starts.append(_more.clamp(_more.lax.full((), 0, idt), start, hi))
+    advanced = []
+    for j, (d, start) in enumerate(zip(sdims, starts)):
+        if inside is not None:
+            start = _E.select(inside, start, _more.lax.full((), shape[d], idt))
+        start = _S.reshape(start, batch + (1,) * k)
+        w = wsize.get(d, 1)
+        if w != 1:
+            offsets = _Concrete(_freeze(np.arange(w, dtype=idt).reshape((1,) * (nb + j) + (w,) + (1,) * (k - j - 1))))
+            start = _E.add(start, offsets)
+        advanced.append(start)
+    index = tuple(advanced) + tuple(builtins.slice(0, wsize.get(d, 1)) for d in rest)
+    return order, index, u
 
 
 def _scatter(op: str, fn: Callable, operand: Array, scatter_indices: Array, updates: Array, dimension_numbers: Any,
              mode: Any, **kw: Any) -> Array:
     if dimension_numbers is None:      # funcgrad's numpy-index form (its modes, config.checked_indexing included)
         return fn(operand, scatter_indices, updates, op, mode, **kw)
-    perm, index, u = _scatter_form(op, operand, scatter_indices, updates, dimension_numbers)
+    how = _mode(op, mode, True)
+    perm, index, u = _scatter_form(op, operand, scatter_indices, updates, dimension_numbers, how)
     ident = perm == tuple(_range(len(perm)))
     x = operand if ident else _S.transpose(operand, perm)
-    out = fn(x, index, u, op, _mode(op, mode, True), wrap_negative_indices=False, **kw)
+    out = fn(x, index, u, op, how, wrap_negative_indices=False, **kw)
     return out if ident else _S.transpose(out, tuple(int(i) for i in np.argsort(perm)))
 
 
 _SCATTER_DOC = """{what}, as ``jax.lax.{name}``.
 
     ``dimension_numbers``: a :class:`ScatterDimensionNumbers` (the index vector on the last axis of
-    ``scatter_indices``; windows of size 1 on the indexed dimensions; no batching dims), or None for
-    funcgrad's numpy-index form (``scatter_indices`` is a numpy index of ``operand``, as
-    ``funcgrad.lax.scatter_add``). Out-of-bounds updates are dropped (``mode`` None, as JAX) or
-    clamped (``"clip"``); negative indices are out of bounds. {grad}
+    ``scatter_indices``; no batching dims), or None for funcgrad's numpy-index form
+    (``scatter_indices`` is a numpy index of ``operand``, as ``funcgrad.lax.scatter_add``). An update
+    window not wholly in bounds is dropped (``mode`` None, as JAX) or its start clamped (``"clip"``);
+    negative indices are out of bounds. {grad}
 
     >>> dn = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
     ...                              scatter_dims_to_operand_dims=(0,))
@@ -293,8 +316,8 @@ scatter_add = _jax_or_numpy_form("scatter_add", _I.scatter_add, """``operand`` w
     indices (duplicates accumulate), as ``jax.lax.scatter_add``.
 
     With ``dimension_numbers`` (a :class:`ScatterDimensionNumbers`): JAX's form (the index vector on the last axis
-    of ``scatter_indices``; windows of size 1 on the indexed dimensions; no batching dims); out-of-bounds updates
-    are dropped (``mode`` None) or clamped (``"clip"``); negative indices are out of bounds. Without it:
+    of ``scatter_indices``; no batching dims); an update window not wholly in bounds is dropped (``mode`` None)
+    or its start clamped (``"clip"``); negative indices are out of bounds. Without it:
     funcgrad's numpy-index form, ``scatter_add(x, index, value)`` = ``x.at[index].add(value)``.
 
     >>> dn = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
