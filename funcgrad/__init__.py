@@ -28,7 +28,7 @@ from funcgrad._toplevel import (check_tracer_leaks, checking_leaks, debug_infs, 
                                 print_environment_info, process_count, process_index, process_indices,
                                 transfer_guard, transfer_guard_device_to_device, transfer_guard_device_to_host,
                                 transfer_guard_host_to_device)
-from funcgrad._toplevel import (debug_key_reuse, default_prng_impl, enable_custom_prng, legacy_prng_key,  # noqa: F401
+from funcgrad._toplevel import (custom_gradient, debug_key_reuse, default_prng_impl, enable_custom_prng, legacy_prng_key,  # noqa: F401
                                 softmax_custom_jvp, threefry_partitionable)
 
 __version__ = "0.1.0"
@@ -46,5 +46,5 @@ __all__ += ["check_tracer_leaks", "checking_leaks", "debug_infs", "default_backe
             "numpy_dtype_promotion", "numpy_rank_promotion", "print_environment_info", "process_count",
             "process_index", "process_indices", "transfer_guard", "transfer_guard_device_to_device",
             "transfer_guard_device_to_host", "transfer_guard_host_to_device"]
-__all__ += ["debug_key_reuse", "default_prng_impl", "enable_custom_prng", "legacy_prng_key", "softmax_custom_jvp",
-            "threefry_partitionable"]
+__all__ += ["custom_gradient", "debug_key_reuse", "default_prng_impl", "enable_custom_prng", "legacy_prng_key",
+            "softmax_custom_jvp", "threefry_partitionable"]

@@ -10,11 +10,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["check_tracer_leaks", "checking_leaks", "debug_infs", "default_backend", "default_matmul_precision",
-           "device_count", "enable_checks", "explain_cache_misses", "fwd_and_bwd", "host_count", "host_id",
-           "host_ids", "local_device_count", "local_devices", "log_compiles", "make_array_from_callback",
-           "numpy_dtype_promotion", "numpy_rank_promotion", "print_environment_info", "process_count",
-           "process_index", "process_indices", "threefry_partitionable", "transfer_guard",
+__all__ = ["check_tracer_leaks", "checking_leaks", "custom_gradient", "debug_infs", "default_backend",
+           "default_matmul_precision", "device_count", "enable_checks", "explain_cache_misses", "fwd_and_bwd",
+           "host_count", "host_id", "host_ids", "local_device_count", "local_devices", "log_compiles",
+           "make_array_from_callback", "numpy_dtype_promotion", "numpy_rank_promotion", "print_environment_info",
+           "process_count", "process_index", "process_indices", "threefry_partitionable", "transfer_guard",
            "transfer_guard_device_to_device", "transfer_guard_device_to_host", "transfer_guard_host_to_device"]
 
 _NO_VALUE = object()
@@ -292,3 +292,63 @@ transfer_guard = _transfer_guard("transfer_guard")
 transfer_guard_host_to_device = _transfer_guard("transfer_guard_host_to_device")
 transfer_guard_device_to_device = _transfer_guard("transfer_guard_device_to_device")
 transfer_guard_device_to_host = _transfer_guard("transfer_guard_device_to_host")
+
+
+def custom_gradient(fun: Callable) -> Callable:
+    """A function with its own reverse-mode rule, as ``jax.custom_gradient``: ``fun(*args)`` returns
+    ``(output, vjp)`` with ``vjp(cotangent)`` -> a tuple of cotangents, one per positional argument.
+    The ``vjp`` closure is traced when the forward pass runs (its captured arrays become residuals),
+    so it works under jit and for higher derivatives of what it computes. Reverse mode only (as JAX's:
+    jvp raises).
+
+    >>> @custom_gradient
+    ... def f(x):
+    ...     return x ** 2, lambda g: (g * 2 * x,)
+    """
+    import functools
+    from funcgrad import _core
+    from funcgrad.primitives.subprograms import trace_sub
+    from funcgrad.tree_util import tree_flatten, tree_unflatten
+
+    @functools.wraps(fun)
+    def wrapped(*args: Any) -> Any:
+        leaves, in_tree = tree_flatten(args)
+        out_tree: list = [None]
+        program: list = [None]
+        primal_out: list = [None]
+
+        def split(result: Any) -> tuple:
+            if not (isinstance(result, (tuple, list)) and len(result) == 2 and callable(result[1])):
+                raise TypeError("custom_gradient: the function must return a pair (output, vjp function)")
+            return result[0], result[1]
+
+        def flat_fun(*xs: Any) -> list:
+            ans, _ = split(fun(*tree_unflatten(in_tree, list(xs))))
+            out, out_tree[0] = tree_flatten(ans)
+            return out
+
+        def fwd(*xs: Any) -> tuple:
+            ans, vjp_fn = split(fun(*tree_unflatten(in_tree, list(xs))))
+            out, out_tree[0] = tree_flatten(ans)
+
+            def flat_vjp(*cts: Any) -> list:
+                g = vjp_fn(tree_unflatten(out_tree[0], list(cts)))
+                if not isinstance(g, (tuple, list)) or len(g) != len(args):
+                    raise TypeError(f"custom_gradient: the vjp function must return a tuple of {len(args)} "
+                                    f"cotangent(s), one per positional argument, got {type(g).__name__}")
+                g_leaves, g_tree = tree_flatten(tuple(g))
+                if g_tree != in_tree:
+                    raise ValueError(f"custom_gradient: the vjp returned cotangents of structure {g_tree}, "
+                                     f"expected the arguments' {in_tree}")
+                return g_leaves
+            sub, consts = trace_sub(flat_vjp, [_core.get_aval(o) for o in out])
+            program[0], primal_out[0] = sub, out
+            return out, list(consts)
+
+        def bwd(consts: list, cts: list) -> list:
+            cts = [_core.zeros_like(o) if c is None else c for c, o in zip(cts, primal_out[0])]
+            return list(program[0](*consts, *cts))
+
+        outs = _core.CustomVJPCall(getattr(fun, "__name__", "custom_gradient"), flat_fun, fwd, bwd).bind(*leaves)
+        return tree_unflatten(out_tree[0], outs)
+    return wrapped

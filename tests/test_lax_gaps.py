@@ -584,3 +584,29 @@ def test_scatter_add_and_scatter_both_forms(rng):
     np.add.at(want, ([1, 1],), u[:2])
     _close(lax.scatter_add(x, (np.array([1, 1]),), u[:2]), want)
     _close(lax.scatter(x, 2, u[0]), np.concatenate([x[:2], u[:1]]))
+
+
+def test_custom_gradient(rng):
+    @fg.custom_gradient
+    def f(x, y):      # a deliberately "wrong" gradient in x (times 10), so the custom rule is observable
+        return fnp.sin(x) * y, lambda g: (g * fnp.cos(x) * y * 10.0, g * fnp.sin(x))
+    x, y = 0.3, 2.0
+    _close(f(x, y), np.sin(x) * y)
+    gx, gy = fg.grad(f, (0, 1))(x, y)
+    _close(gx, 10 * np.cos(x) * y)
+    _close(gy, np.sin(x))
+    _close(fg.jit(fg.grad(f))(x, y), 10 * np.cos(x) * y)
+    _close(fg.grad(fg.grad(f))(x, y), -10 * np.sin(x) * y)        # the vjp's own derivative
+    _close(fg.vmap(fg.grad(f))(np.array([0.1, 0.2]), np.array([1.0, 2.0])),
+           10 * np.cos([0.1, 0.2]) * np.array([1.0, 2.0]))
+
+    @fg.custom_gradient
+    def clip_gradient(x):
+        return x, lambda g: (fnp.clip(g, -1.0, 1.0),)
+    _close(fg.grad(lambda v: fnp.sum(3.0 * clip_gradient(v)))(np.ones(3)), np.ones(3))
+
+    @fg.custom_gradient
+    def bad(x):
+        return x, lambda g: g        # not a tuple
+    with pytest.raises(TypeError, match="tuple"):
+        fg.grad(bad)(1.0)
