@@ -28,6 +28,8 @@ from funcgrad._toplevel import (check_tracer_leaks, checking_leaks, debug_infs, 
                                 print_environment_info, process_count, process_index, process_indices,
                                 transfer_guard, transfer_guard_device_to_device, transfer_guard_device_to_host,
                                 transfer_guard_host_to_device)
+from funcgrad._toplevel import (copy_to_host_async, make_array_from_process_local_data,  # noqa: F401
+                                make_array_from_single_device_arrays)
 from funcgrad._toplevel import (custom_gradient, debug_key_reuse, default_prng_impl, enable_custom_prng, legacy_prng_key,  # noqa: F401
                                 softmax_custom_jvp, threefry_partitionable)
 
@@ -48,3 +50,4 @@ __all__ += ["check_tracer_leaks", "checking_leaks", "debug_infs", "default_backe
             "transfer_guard_device_to_host", "transfer_guard_host_to_device"]
 __all__ += ["custom_gradient", "debug_key_reuse", "default_prng_impl", "enable_custom_prng", "legacy_prng_key",
             "softmax_custom_jvp", "threefry_partitionable"]
+__all__ += ["copy_to_host_async", "make_array_from_process_local_data", "make_array_from_single_device_arrays"]

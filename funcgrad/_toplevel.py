@@ -10,11 +10,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["check_tracer_leaks", "checking_leaks", "custom_gradient", "debug_infs", "default_backend",
-           "default_matmul_precision", "device_count", "enable_checks", "explain_cache_misses", "fwd_and_bwd",
-           "host_count", "host_id", "host_ids", "local_device_count", "local_devices", "log_compiles",
-           "make_array_from_callback", "numpy_dtype_promotion", "numpy_rank_promotion", "print_environment_info",
-           "process_count", "process_index", "process_indices", "threefry_partitionable", "transfer_guard",
+__all__ = ["check_tracer_leaks", "checking_leaks", "copy_to_host_async", "custom_gradient", "debug_infs",
+           "default_backend", "default_matmul_precision", "device_count", "enable_checks", "explain_cache_misses",
+           "fwd_and_bwd", "host_count", "host_id", "host_ids", "local_device_count", "local_devices", "log_compiles",
+           "make_array_from_callback", "make_array_from_process_local_data", "make_array_from_single_device_arrays",
+           "numpy_dtype_promotion", "numpy_rank_promotion", "print_environment_info", "process_count",
+           "process_index", "process_indices", "threefry_partitionable", "transfer_guard",
            "transfer_guard_device_to_device", "transfer_guard_device_to_host", "transfer_guard_host_to_device"]
 
 _NO_VALUE = object()
@@ -119,6 +120,49 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     if tuple(out.shape) != shape:
         raise ValueError(f"make_array_from_callback: the callback returned shape {tuple(out.shape)}, expected {shape}")
     return out
+
+
+def _one_device(op: str, sharding: Any) -> None:
+    devices_of = getattr(sharding, "device_set", None)
+    if devices_of is not None and len(devices_of) > 1:
+        raise NotImplementedError(f"{op}: multi-device shardings are not supported (funcgrad uses one device)")
+
+
+def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any], *,
+                                         dtype: Any = None) -> Any:
+    """The array of ``shape`` made of per-device ``arrays``, as ``jax.make_array_from_single_device_arrays``
+    on one device: ``arrays`` holds the one array of the whole ``shape``."""
+    from funcgrad import numpy as fnp
+    _one_device("make_array_from_single_device_arrays", sharding)
+    arrays = list(arrays)
+    shape = tuple(int(n) for n in shape)
+    if len(arrays) != 1:
+        raise NotImplementedError(f"make_array_from_single_device_arrays: one array per device and funcgrad uses "
+                                  f"one device; got {len(arrays)} arrays")
+    out = fnp.asarray(arrays[0], dtype=dtype)
+    if tuple(out.shape) != shape:
+        raise ValueError(f"make_array_from_single_device_arrays: the array has shape {tuple(out.shape)}, "
+                         f"expected {shape}")
+    return out
+
+
+def make_array_from_process_local_data(sharding: Any, local_data: Any, global_shape: Sequence[int] | None = None
+                                       ) -> Any:
+    """``local_data`` as an array, as ``jax.make_array_from_process_local_data`` in one process (the local
+    data is the global array)."""
+    from funcgrad import numpy as fnp
+    _one_device("make_array_from_process_local_data", sharding)
+    out = fnp.asarray(local_data)
+    if global_shape is not None and tuple(out.shape) != tuple(int(n) for n in global_shape):
+        raise ValueError(f"make_array_from_process_local_data: global_shape {tuple(global_shape)} differs from the "
+                         f"local data's {tuple(out.shape)}, but funcgrad runs one process")
+    return out
+
+
+def copy_to_host_async(x: Any) -> None:
+    """Start copying ``x``'s arrays to the host, as ``jax.copy_to_host_async``: a hint only (the values
+    are unchanged); funcgrad copies when the host reads them, so nothing is started early."""
+    return None
 
 
 def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = False,

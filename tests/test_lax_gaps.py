@@ -610,3 +610,18 @@ def test_custom_gradient(rng):
         return x, lambda g: g        # not a tuple
     with pytest.raises(TypeError, match="tuple"):
         fg.grad(bad)(1.0)
+
+
+def test_composite_and_single_device_arrays(rng):
+    tangent = lax.composite(lambda x: fnp.sin(x) / fnp.cos(x), name="my.tangent")
+    x = rng.normal(size=3)
+    _close(tangent(x), np.tan(x))
+    _close(fg.grad(lambda v: fnp.sum(tangent(v)))(x), 1 / np.cos(x) ** 2)
+    data = rng.normal(size=(2, 3))
+    _close(fg.make_array_from_single_device_arrays((2, 3), None, [data]), data)
+    _close(fg.make_array_from_process_local_data(None, data), data)
+    assert fg.copy_to_host_async(data) is None
+    with pytest.raises(NotImplementedError, match="one device"):
+        fg.make_array_from_single_device_arrays((2, 3), None, [data, data])
+    with pytest.raises(ValueError, match="shape"):
+        fg.make_array_from_single_device_arrays((3, 2), None, [data])

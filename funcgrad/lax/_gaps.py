@@ -26,14 +26,14 @@ from funcgrad.primitives.shape import shape_of
 from funcgrad.lax import _more
 
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers",
-           "GatherDimensionNumbers", "GatherScatterMode", "ScatterDimensionNumbers", "approx_max_k", "approx_min_k",
-           "batch_matmul", "broadcast_like", "clz", "conv_dimension_numbers", "conv_general_dilated_patches",
-           "conv_general_permutations", "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose",
-           "conv_transpose_shape_tuple", "conv_with_general_padding", "custom_linear_solve", "custom_root", "empty",
-           "gather", "index_take", "mulhi", "optimization_barrier", "padtype_to_pads", "ragged_dot",
-           "reduce_precision", "reduce_window_shape_tuple", "rng_bit_generator", "rng_uniform", "scatter",
-           "scatter_add", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul", "scatter_sub",
-           "shape_as_value", "stack", "tile", "unstack", "with_sharding_constraint"]
+           "GatherDimensionNumbers", "GatherScatterMode", "PrecisionLike", "ScatterDimensionNumbers", "approx_max_k",
+           "approx_min_k", "batch_matmul", "broadcast_like", "clz", "composite", "conv_dimension_numbers",
+           "conv_general_dilated_patches", "conv_general_permutations", "conv_general_shape_tuple",
+           "conv_shape_tuple", "conv_transpose", "conv_transpose_shape_tuple", "conv_with_general_padding",
+           "custom_linear_solve", "custom_root", "empty", "gather", "index_take", "mulhi", "optimization_barrier",
+           "padtype_to_pads", "ragged_dot", "reduce_precision", "reduce_window_shape_tuple", "rng_bit_generator",
+           "rng_uniform", "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul",
+           "scatter_sub", "shape_as_value", "stack", "tile", "unstack", "with_sharding_constraint"]
 
 Array = Any
 _range = builtins.range
@@ -1146,3 +1146,24 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
     """``x`` itself (any pytree), as ``jax.lax.with_sharding_constraint`` on one device: a sharding constraint
     never changes values, and funcgrad runs each computation on one device, so there is nothing to lay out."""
     return x
+
+
+PrecisionLike = Any     # None | str | Precision | a pair of them, as JAX's alias (funcgrad computes at full precision)
+
+
+def composite(decomposition: Callable, name: str, version: int = 0) -> Callable:
+    """``decomposition`` as a named composite operation, as ``jax.lax.composite``: a composite's meaning
+    is its decomposition (a compiler may recognise the name); funcgrad always runs the decomposition.
+
+    >>> tangent = composite(lambda x: fnp.sin(x) / fnp.cos(x), name="my.tangent")
+    """
+    import functools
+    if not callable(decomposition):
+        raise TypeError(f"lax.composite: decomposition must be callable, got {type(decomposition).__name__}")
+    if not isinstance(name, str):
+        raise TypeError(f"lax.composite: name must be a str, got {type(name).__name__}")
+
+    @functools.wraps(decomposition)
+    def op(*args: Any, **kwargs: Any) -> Any:
+        return decomposition(*args, **kwargs)
+    return op
