@@ -218,6 +218,7 @@ def test_index_take_batch_matmul(rng):
     i0, i1 = np.array([0, 2, 1]), np.array([1, 3, 3])
     _close(lax.index_take(x, (i0, i1), (0, 1)), x[i0, i1])
     _close(lax.index_take(x, (i1,), (1,)), np.moveaxis(x, 1, 0)[i1])
+    _close(lax.index_take(x, (np.array([-1, 5, 3]),), (0,)), x[[2, 2, 0]])      # modulo the axis, as JAX
     a, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 4, 2))
     _close(lax.batch_matmul(a, b), a @ b)
     check_grads(lax.batch_matmul, (fnp.asarray(a), fnp.asarray(b)), order=2)

@@ -373,7 +373,8 @@ def scatter_apply(operand: Array, scatter_indices: Array, func: Callable, dimens
 
 def index_take(src: Array, idxs: Sequence[Array], axes: Sequence[int]) -> Array:
     """``src`` indexed along ``axes`` by the 1-d (or equally shaped) arrays ``idxs``, as
-    ``jax.lax.index_take``: the indexed axes become one leading axis, the others follow in order.
+    ``jax.lax.index_take``: the indexed axes become one leading axis, the others follow in order; an
+    index is taken modulo its axis' length, as JAX.
 
     >>> index_take(fnp.arange(12.).reshape(3, 4), (fnp.array([0, 2]), fnp.array([1, 3])), (0, 1))  # [1, 11]
     """
@@ -384,7 +385,10 @@ def index_take(src: Array, idxs: Sequence[Array], axes: Sequence[int]) -> Array:
     _check_dims("lax.index_take", "axes", axes, nd)
     rest = tuple(d for d in _range(nd) if d not in axes)
     x = _S.transpose(src, axes + rest)
-    return _I.getitem(x, tuple(idxs), "clip", wrap_negative_indices=False, op="lax.index_take")
+    shape = shape_of(src)
+    # Indices are taken modulo their axis' length (-1 is the last entry, n + 1 the second), as JAX.
+    wrapped = tuple(_E.mod_p.bind(i, _more.lax.full((), shape[a], _more.dtype(i))) for i, a in zip(idxs, axes))
+    return _I.getitem(x, wrapped, "clip", wrap_negative_indices=False, op="lax.index_take")
 
 
 # ------------------------------------------------------------------ matmul, shapes, small ops
