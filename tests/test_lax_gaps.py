@@ -626,3 +626,19 @@ def test_composite_and_single_device_arrays(rng):
         fg.make_array_from_single_device_arrays((2, 3), None, [data, data])
     with pytest.raises(ValueError, match="shape"):
         fg.make_array_from_single_device_arrays((3, 2), None, [data])
+
+
+def test_conv_general_dilated_local(rng):
+    # Unshared convolution: each output position (i, j) has its own kernel w[:, :, i, j]; I is channel-major.
+    x = rng.normal(size=(2, 3, 4, 5))
+    fh, fw = 2, 3
+    w = rng.normal(size=(4, 3 * fh * fw, 3, 3))
+    want = np.zeros((2, 4, 3, 3))
+    for i in range(3):
+        for j in range(3):
+            patch = x[:, :, i:i + fh, j:j + fw].reshape(2, -1)          # (N, C * fh * fw), channel-major
+            want[:, :, i, j] = patch @ w[:, :, i, j].T
+    got = lax.conv_general_dilated_local(x, w, (1, 1), "VALID", (fh, fw))
+    _close(got, want, 1e-10)
+    check_grads(lambda a, b: lax.conv_general_dilated_local(a, b, (1, 1), "VALID", (fh, fw)),
+                (fnp.asarray(x), fnp.asarray(w)), order=1)

@@ -28,12 +28,13 @@ from funcgrad.lax import _more
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "DotDimensionNumbers",
            "GatherDimensionNumbers", "GatherScatterMode", "PrecisionLike", "ScatterDimensionNumbers", "approx_max_k",
            "approx_min_k", "batch_matmul", "broadcast_like", "clz", "composite", "conv_dimension_numbers",
-           "conv_general_dilated_patches", "conv_general_permutations", "conv_general_shape_tuple",
-           "conv_shape_tuple", "conv_transpose", "conv_transpose_shape_tuple", "conv_with_general_padding",
-           "custom_linear_solve", "custom_root", "empty", "gather", "index_take", "mulhi", "optimization_barrier",
-           "padtype_to_pads", "ragged_dot", "reduce_precision", "reduce_window_shape_tuple", "rng_bit_generator",
-           "rng_uniform", "scatter", "scatter_add", "scatter_apply", "scatter_max", "scatter_min", "scatter_mul",
-           "scatter_sub", "shape_as_value", "stack", "tile", "unstack", "with_sharding_constraint"]
+           "conv_general_dilated_local", "conv_general_dilated_patches", "conv_general_permutations",
+           "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose", "conv_transpose_shape_tuple",
+           "conv_with_general_padding", "custom_linear_solve", "custom_root", "empty", "gather", "index_take",
+           "mulhi", "optimization_barrier", "padtype_to_pads", "ragged_dot", "reduce_precision",
+           "reduce_window_shape_tuple", "rng_bit_generator", "rng_uniform", "scatter", "scatter_add", "scatter_apply",
+           "scatter_max", "scatter_min", "scatter_mul", "scatter_sub", "shape_as_value", "stack", "tile", "unstack",
+           "with_sharding_constraint"]
 
 Array = Any
 _range = builtins.range
@@ -1171,3 +1172,41 @@ def composite(decomposition: Callable, name: str, version: int = 0) -> Callable:
     def op(*args: Any, **kwargs: Any) -> Any:
         return decomposition(*args, **kwargs)
     return op
+
+
+def _dot_general(x: Array, y: Array, dimension_numbers: Any) -> Array:
+    # funcgrad.lax.dot_general's contraction (this module cannot import the package it is part of).
+    (xc, yc), (xb, yb) = dimension_numbers
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    xs = [next(letters) for _ in shape_of(x)]
+    ys = [next(letters) for _ in shape_of(y)]
+    for i, j in zip(tuple(xc) + tuple(xb), tuple(yc) + tuple(yb)):
+        ys[j] = xs[i]
+    batch = [xs[i] for i in xb]
+    free_x = [c for i, c in enumerate(xs) if i not in xc and i not in xb]
+    free_y = [c for j, c in enumerate(ys) if j not in yc and j not in yb]
+    return einsum(f"{''.join(xs)},{''.join(ys)}->{''.join(batch + free_x + free_y)}", x, y)
+
+
+def conv_general_dilated_local(lhs: Array, rhs: Array, window_strides: Sequence[int], padding: Any,
+                               filter_shape: Sequence[int], lhs_dilation: Sequence[int] | None = None,
+                               rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
+                               precision: Any = None) -> Array:
+    """A locally connected (unshared) convolution, as ``jax.lax.conv_general_dilated_local``: every output
+    position has its own kernel; ``rhs``'s spatial axes are the output's, its ``I`` axis the input
+    channels times the ``filter_shape`` window (channel-major), as in :func:`conv_general_dilated_patches`.
+    """
+    patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=lhs_dilation,
+                                           rhs_dilation=rhs_dilation, dimension_numbers=dimension_numbers)
+    _, rhs_spec, out_spec = conv_dimension_numbers(tuple(shape_of(lhs)), (1, 1) + _ints(filter_shape),
+                                                   dimension_numbers)
+    lhs_b, rhs_b = list(out_spec[2:]), list(rhs_spec[2:])
+    rhs_b = [rhs_b[i] for i in sorted(_range(len(rhs_b)), key=lambda k: lhs_b[k])]
+    lhs_b = sorted(lhs_b)
+    out = _dot_general(patches, rhs, (([out_spec[1]], [rhs_spec[1]]), (lhs_b, rhs_b)))
+    nd = len(shape_of(out))           # (spatial..., N, O) -> out_spec's layout (numpy's moveaxis of two axes)
+    perm: list = [None] * nd
+    perm[out_spec[0]], perm[out_spec[1]] = nd - 2, nd - 1
+    others = iter(_range(nd - 2))
+    perm = [next(others) if p is None else p for p in perm]
+    return _S.transpose(out, tuple(perm)) if perm != list(_range(nd)) else out
