@@ -44,19 +44,28 @@ def default_backend() -> str:
 
 def device_count(backend: Any = None) -> int:
     """The number of devices of ``backend`` (default: the default device's): funcgrad uses one per
-    backend, so 1."""
+    backend, so 1.
+
+    >>> device_count()     # 1
+    """
     _backend(backend, "device_count")
     return 1
 
 
 def local_device_count(backend: Any = None) -> int:
-    """The number of devices this process drives (1; funcgrad runs one process)."""
+    """The number of devices this process drives (1; funcgrad runs one process).
+
+    >>> local_device_count()     # 1
+    """
     return device_count(backend)
 
 
 def local_devices(process_index: int | None = None, backend: Any = None, host_id: int | None = None) -> list:
     """The devices of this process: ``[name]`` of ``backend`` (default: the default device), as
-    ``jax.local_devices`` (funcgrad's devices are named by strings: ``"cpu"``, ``"gpu"``)."""
+    ``jax.local_devices`` (funcgrad's devices are named by strings: ``"cpu"``, ``"gpu"``).
+
+    >>> local_devices()     # ['cpu']
+    """
     index = process_index if process_index is not None else host_id
     if index not in (None, 0):
         raise ValueError(f"local_devices: process_index={index}, but funcgrad runs one process (index 0)")
@@ -64,19 +73,28 @@ def local_devices(process_index: int | None = None, backend: Any = None, host_id
 
 
 def process_count(backend: Any = None) -> int:
-    """The number of processes (1: funcgrad has no multi-process runtime)."""
+    """The number of processes (1: funcgrad has no multi-process runtime).
+
+    >>> process_count()     # 1
+    """
     _backend(backend, "process_count")
     return 1
 
 
 def process_index(backend: Any = None) -> int:
-    """This process's index (0: funcgrad has no multi-process runtime)."""
+    """This process's index (0: funcgrad has no multi-process runtime).
+
+    >>> process_index()     # 0
+    """
     _backend(backend, "process_index")
     return 0
 
 
 def process_indices(backend: Any = None) -> list[int]:
-    """The indices of all processes (``[0]``)."""
+    """The indices of all processes (``[0]``).
+
+    >>> process_indices()     # [0]
+    """
     _backend(backend, "process_indices")
     return [0]
 
@@ -86,7 +104,10 @@ host_count, host_id, host_ids = process_count, process_index, process_indices
 
 def print_environment_info(return_string: bool = False) -> str | None:
     """Print (or return) funcgrad's, numpy's and Python's versions and the devices, as
-    ``jax.print_environment_info``."""
+    ``jax.print_environment_info``.
+
+    >>> print_environment_info(return_string=True).splitlines()[0]     # 'funcgrad:    0.1.0'
+    """
     from funcgrad.devices import devices
     try:
         import numba
@@ -131,7 +152,10 @@ def _one_device(op: str, sharding: Any) -> None:
 def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any], *,
                                          dtype: Any = None) -> Any:
     """The array of ``shape`` made of per-device ``arrays``, as ``jax.make_array_from_single_device_arrays``
-    on one device: ``arrays`` holds the one array of the whole ``shape``."""
+    on one device: ``arrays`` holds the one array of the whole ``shape``.
+
+    >>> make_array_from_single_device_arrays((2,), None, [np.ones(2)])     # [1, 1]
+    """
     from funcgrad import numpy as fnp
     _one_device("make_array_from_single_device_arrays", sharding)
     arrays = list(arrays)
@@ -149,7 +173,10 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, ar
 def make_array_from_process_local_data(sharding: Any, local_data: Any, global_shape: Sequence[int] | None = None
                                        ) -> Any:
     """``local_data`` as an array, as ``jax.make_array_from_process_local_data`` in one process (the local
-    data is the global array)."""
+    data is the global array).
+
+    >>> make_array_from_process_local_data(None, np.ones(2))     # [1, 1]
+    """
     from funcgrad import numpy as fnp
     _one_device("make_array_from_process_local_data", sharding)
     out = fnp.asarray(local_data)
@@ -161,7 +188,10 @@ def make_array_from_process_local_data(sharding: Any, local_data: Any, global_sh
 
 def copy_to_host_async(x: Any) -> None:
     """Start copying ``x``'s arrays to the host, as ``jax.copy_to_host_async``: a hint only (the values
-    are unchanged); funcgrad copies when the host reads them, so nothing is started early."""
+    are unchanged); funcgrad copies when the host reads them, so nothing is started early.
+
+    >>> copy_to_host_async(x)     # None; np.asarray(x) copies when it is needed
+    """
     return None
 
 
@@ -229,7 +259,7 @@ def _bool_option(jax_name: str, doc: str) -> Callable:
     def manager(new_val: Any = True) -> Any:
         return _jax_option(jax_name, new_val)
     manager.__name__ = jax_name[4:]
-    manager.__doc__ = doc
+    manager.__doc__ = doc + f"\n\n    >>> with {jax_name[4:]}(False):\n    ...     y = f(x)\n"
     return manager
 
 
@@ -240,7 +270,7 @@ def _value_option(jax_name: str, doc: str) -> Callable:
                             "the new value for the config option.")
         return _jax_option(jax_name, new_val)
     manager.__name__ = jax_name[4:]
-    manager.__doc__ = doc
+    manager.__doc__ = doc + f"\n\n    >>> with {jax_name[4:]}(value):\n    ...     y = f(x)\n"
     return manager
 
 
@@ -310,7 +340,11 @@ def softmax_custom_jvp(new_val: Any = True) -> Any:
 
 def checking_leaks() -> Any:
     """Context manager: ``with checking_leaks():`` as ``jax.checking_leaks`` (funcgrad always detects
-    leaked tracers when they are used)."""
+    leaked tracers when they are used).
+
+    >>> with checking_leaks():
+    ...     y = f(x)
+    """
     return check_tracer_leaks(True)
 
 
@@ -328,7 +362,8 @@ def _transfer_guard(name: str) -> Callable:
         yield
     guard.__name__ = name
     guard.__doc__ = (f"Context manager (``jax.{name}``): only ``'allow'`` (JAX's default) is supported; "
-                     "other levels raise NotImplementedError.")
+                     f"other levels raise NotImplementedError.\n\n"
+                     f"    >>> with {name}('allow'):\n    ...     y = f(x)\n")
     return guard
 
 

@@ -410,13 +410,19 @@ def batch_matmul(lhs: Array, rhs: Array, precision: Any = None) -> Array:
 
 
 def broadcast_like(arr: Array, like_arr: Array) -> Array:
-    """``arr`` broadcast to the shape of ``like_arr`` (numpy's rules), as ``jax.lax.broadcast_like``."""
+    """``arr`` broadcast to the shape of ``like_arr`` (numpy's rules), as ``jax.lax.broadcast_like``.
+
+    >>> broadcast_like(fnp.arange(3.), fnp.ones((2, 3))).shape     # (2, 3)
+    """
     return _S.broadcast_to(arr, tuple(shape_of(like_arr)))
 
 
 def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Array:
     """An array of ``shape`` and ``dtype``, as ``jax.lax.empty``: its values are unspecified in JAX; funcgrad's
-    are zeros."""
+    are zeros.
+
+    >>> empty((2, 3), fnp.float32).shape     # (2, 3)
+    """
     if out_sharding is not None:
         raise NotImplementedError("lax.empty: out_sharding is not supported (funcgrad has no shardings)")
     return _more.lax.full(tuple(int(n) for n in shape), 0, dtype)
@@ -441,7 +447,10 @@ def tile(operand: Array, reps: Sequence[int]) -> Array:
 
 
 def stack(operands: Sequence[Array], axis: int = 0) -> Array:
-    """The operands (equal shapes) joined along a new axis ``axis``, as ``jax.lax.stack``."""
+    """The operands (equal shapes) joined along a new axis ``axis``, as ``jax.lax.stack``.
+
+    >>> stack([fnp.ones(2), fnp.zeros(2)], axis=1).shape     # (2, 2)
+    """
     if not operands:
         raise ValueError("lax.stack: needs at least one operand")
     shape = tuple(shape_of(operands[0]))
@@ -458,7 +467,10 @@ def stack(operands: Sequence[Array], axis: int = 0) -> Array:
 
 
 def unstack(x: Array, axis: int = 0) -> tuple:
-    """The slices of ``x`` along ``axis``, as a tuple, as ``jax.lax.unstack``."""
+    """The slices of ``x`` along ``axis``, as a tuple, as ``jax.lax.unstack``.
+
+    >>> [a.shape for a in unstack(fnp.ones((2, 3)), axis=1)]     # [(2,), (2,), (2,)]
+    """
     nd = len(shape_of(x))
     if not -nd <= axis < nd:
         raise ValueError(f"lax.unstack: axis {axis} is out of range for {describe(x)}")
@@ -468,7 +480,10 @@ def unstack(x: Array, axis: int = 0) -> tuple:
 
 def optimization_barrier(operand: Any, /) -> Any:
     """``operand`` itself (any pytree), as ``jax.lax.optimization_barrier``: XLA uses it to stop reordering;
-    funcgrad's compiler has nothing to stop, so it is the identity (derivatives pass through)."""
+    funcgrad's compiler has nothing to stop, so it is the identity (derivatives pass through).
+
+    >>> optimization_barrier((x, y))     # (x, y)
+    """
     return operand
 
 
@@ -487,7 +502,10 @@ def _approx_k(op: str, operand: Array, k: int, reduction_dimension: int, reducti
 def approx_max_k(operand: Array, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
                  reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> list:
     """The ``k`` largest values along ``reduction_dimension`` and their indices, as ``jax.lax.approx_max_k``
-    (computed exactly: recall 1, which meets any ``recall_target``; returns ``[values, indices]``)."""
+    (computed exactly: recall 1, which meets any ``recall_target``; returns ``[values, indices]``).
+
+    >>> approx_max_k(fnp.array([[1., 5., 3.]]), 2)     # [values [[5, 3]], indices [[1, 2]]]
+    """
     if not aggregate_to_topk:
         raise NotImplementedError("lax.approx_max_k: aggregate_to_topk=False is not supported")
     return _approx_k("lax.approx_max_k", operand, k, reduction_dimension, reduction_input_size_override, True)
@@ -496,7 +514,10 @@ def approx_max_k(operand: Array, k: int, reduction_dimension: int = -1, recall_t
 def approx_min_k(operand: Array, k: int, reduction_dimension: int = -1, recall_target: float = 0.95,
                  reduction_input_size_override: int = -1, aggregate_to_topk: bool = True) -> list:
     """The ``k`` smallest values along ``reduction_dimension`` and their indices, as ``jax.lax.approx_min_k``
-    (computed exactly; returns ``[values, indices]``)."""
+    (computed exactly; returns ``[values, indices]``).
+
+    >>> approx_min_k(fnp.array([[1., 5., 3.]]), 2)     # [values [[1, 3]], indices [[0, 2]]]
+    """
     if not aggregate_to_topk:
         raise NotImplementedError("lax.approx_min_k: aggregate_to_topk=False is not supported")
     return _approx_k("lax.approx_min_k", operand, k, reduction_dimension, reduction_input_size_override, False)
@@ -630,7 +651,10 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Ar
 
 def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Array:
     """Not supported: ``jax.lax.rng_uniform`` is XLA's stateful generator (its results depend on the
-    backend). Use ``funcgrad.random.uniform(key, shape, minval=a, maxval=b)``."""
+    backend). Use ``funcgrad.random.uniform(key, shape, minval=a, maxval=b)``.
+
+    >>> rng_uniform(0., 1., (2,))     # NotImplementedError: use funcgrad.random.uniform
+    """
     raise NotImplementedError("lax.rng_uniform (XLA's stateful generator) is not supported: use "
                               "funcgrad.random.uniform(key, shape, minval=a, maxval=b)")
 
@@ -638,7 +662,10 @@ def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Array:
 def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32, algorithm: Any = None, *,
                       out_sharding: Any = None) -> tuple:
     """Not supported: ``jax.lax.rng_bit_generator``'s bits are XLA's (per-backend) algorithms. Use
-    ``funcgrad.random.bits(key, shape, dtype)``."""
+    ``funcgrad.random.bits(key, shape, dtype)``.
+
+    >>> rng_bit_generator(key, (2,))     # NotImplementedError: use funcgrad.random.bits
+    """
     raise NotImplementedError("lax.rng_bit_generator (XLA's per-backend bit generators) is not supported: use "
                               "funcgrad.random.bits(key, shape, dtype) and funcgrad.random.split")
 
@@ -659,7 +686,10 @@ DotDimensionNumbers = tuple    # ((lhs_contracting, rhs_contracting), (lhs_batch
 
 
 def conv_general_permutations(dimension_numbers: Any) -> tuple:
-    """The permutations ``(lhs, rhs, out)`` of the string form ``("NHWC", "HWIO", "NHWC")``, as JAX's."""
+    """The permutations ``(lhs, rhs, out)`` of the string form ``("NHWC", "HWIO", "NHWC")``, as JAX's.
+
+    >>> conv_general_permutations(("NHWC", "HWIO", "NHWC"))    # ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+    """
     specs = tuple(dimension_numbers)
     if len(specs) != 3 or not all(isinstance(s, str) for s in specs):
         raise TypeError(f"conv_general_permutations: needs three layout strings, got {dimension_numbers!r}")
@@ -721,7 +751,10 @@ def _stride_dim(n: int, w: int, s: int) -> int:
 def conv_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], strides: Sequence[int], pads: Any,
                      batch_group_count: int = 1) -> tuple:
     """The output shape of a convolution in (N, C, spatial...) / (O, I, spatial...) layouts, as
-    ``jax.lax.conv_shape_tuple``."""
+    ``jax.lax.conv_shape_tuple``.
+
+    >>> conv_shape_tuple((2, 3, 7, 7), (4, 3, 3, 3), (2, 2), "SAME")     # (2, 4, 4, 4)
+    """
     if isinstance(pads, str):
         pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
     if len(pads) != len(lhs_shape) - 2:
@@ -738,7 +771,11 @@ def conv_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], strides
 
 def conv_general_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], window_strides: Sequence[int],
                              padding: Any, dimension_numbers: Any) -> tuple:
-    """The output shape of ``conv_general_dilated`` (no dilation) for string layouts, as JAX's."""
+    """The output shape of ``conv_general_dilated`` (no dilation) for string layouts, as JAX's.
+
+    >>> conv_general_shape_tuple((2, 7, 7, 3), (3, 3, 3, 4), (1, 1), "VALID", ("NHWC", "HWIO", "NHWC"))
+    (2, 5, 5, 4)
+    """
     lp, rp, op = conv_general_permutations(dimension_numbers)
     out = conv_shape_tuple([lhs_shape[i] for i in lp], [rhs_shape[i] for i in rp], window_strides, padding)
     return tuple(out[i] for i in np.argsort(op))
@@ -759,7 +796,10 @@ def _conv_transpose_pads(k: int, s: int, padding: str) -> tuple[int, int]:
 
 def conv_transpose_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], window_strides: Sequence[int],
                                padding: Any, dimension_numbers: Any) -> tuple:
-    """The output shape of ``conv_transpose`` for string layouts, as JAX's."""
+    """The output shape of ``conv_transpose`` for string layouts, as JAX's.
+
+    >>> conv_transpose_shape_tuple((1, 3, 2), (2, 2, 4), (2,), "SAME", ("NHC", "HIO", "NHC"))  # (1, 6, 4)
+    """
     lp, rp, op = conv_general_permutations(dimension_numbers)
     lt, rt = [lhs_shape[i] for i in lp], [rhs_shape[i] for i in rp]
     if isinstance(padding, str):
@@ -774,7 +814,10 @@ def reduce_window_shape_tuple(operand_shape: Sequence[int], window_dimensions: S
                               window_strides: Sequence[int], padding: Sequence[tuple[int, int]],
                               base_dilation: Sequence[int] | None = None,
                               window_dilation: Sequence[int] | None = None) -> tuple:
-    """The output shape of ``reduce_window``, as ``jax.lax.reduce_window_shape_tuple``."""
+    """The output shape of ``reduce_window``, as ``jax.lax.reduce_window_shape_tuple``.
+
+    >>> reduce_window_shape_tuple((4, 6), (2, 3), (2, 1), [(0, 0), (1, 1)])     # (2, 6)
+    """
     def dilate(shape: Sequence[int], d: Sequence[int]) -> list:
         return [0 if n == 0 else 1 + int(k) * (int(n) - 1) for n, k in zip(shape, d)]
     if base_dilation is not None:
@@ -788,7 +831,11 @@ def reduce_window_shape_tuple(operand_shape: Sequence[int], window_dimensions: S
 def conv_with_general_padding(lhs: Array, rhs: Array, window_strides: Sequence[int], padding: Any,
                               lhs_dilation: Sequence[int] | None, rhs_dilation: Sequence[int] | None,
                               precision: Any = None, preferred_element_type: Any = None) -> Array:
-    """``conv_general_dilated`` in NCHW / OIHW layouts, as ``jax.lax.conv_with_general_padding``."""
+    """``conv_general_dilated`` in NCHW / OIHW layouts, as ``jax.lax.conv_with_general_padding``.
+
+    >>> conv_with_general_padding(fnp.ones((1, 1, 4, 4)), fnp.ones((2, 1, 3, 3)), (1, 1), [(1, 1), (0, 0)],
+    ...                           None, None).shape     # (1, 2, 4, 2)
+    """
     return _more.conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
                                       rhs_dilation=rhs_dilation, precision=precision,
                                       preferred_element_type=preferred_element_type)
@@ -1142,14 +1189,20 @@ def ragged_dot(lhs: Array, rhs: Array, group_sizes: Array, precision: Any = None
 
 
 def shape_as_value(shape: Sequence[int]) -> Array:
-    """A shape as an int32 array, as ``jax.lax.shape_as_value`` (funcgrad's shapes are always static)."""
+    """A shape as an int32 array, as ``jax.lax.shape_as_value`` (funcgrad's shapes are always static).
+
+    >>> shape_as_value((2, 3))     # int32 [2, 3]
+    """
     from funcgrad._core import Array as _Concrete, _freeze
     return _Concrete(_freeze(np.asarray(_ints(shape), dtype=np.int32).reshape(len(tuple(shape)))))
 
 
 def with_sharding_constraint(x: Any, shardings: Any) -> Any:
     """``x`` itself (any pytree), as ``jax.lax.with_sharding_constraint`` on one device: a sharding constraint
-    never changes values, and funcgrad runs each computation on one device, so there is nothing to lay out."""
+    never changes values, and funcgrad runs each computation on one device, so there is nothing to lay out.
+
+    >>> with_sharding_constraint(x, sharding) is x     # True
+    """
     return x
 
 
@@ -1195,6 +1248,9 @@ def conv_general_dilated_local(lhs: Array, rhs: Array, window_strides: Sequence[
     """A locally connected (unshared) convolution, as ``jax.lax.conv_general_dilated_local``: every output
     position has its own kernel; ``rhs``'s spatial axes are the output's, its ``I`` axis the input
     channels times the ``filter_shape`` window (channel-major), as in :func:`conv_general_dilated_patches`.
+
+    >>> conv_general_dilated_local(fnp.ones((1, 1, 3, 3)), fnp.ones((2, 4, 2, 2)), (1, 1), "VALID", (2, 2)).shape
+    (1, 2, 2, 2)
     """
     patches = conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=lhs_dilation,
                                            rhs_dilation=rhs_dilation, dimension_numbers=dimension_numbers)
