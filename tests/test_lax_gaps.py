@@ -642,3 +642,13 @@ def test_conv_general_dilated_local(rng):
     _close(got, want, 1e-10)
     check_grads(lambda a, b: lax.conv_general_dilated_local(a, b, (1, 1), "VALID", (fh, fw)),
                 (fnp.asarray(x), fnp.asarray(w)), order=1)
+
+
+def test_gather_scatter_mode_enum(rng):
+    x = rng.normal(size=(3, 4))
+    mode = lax.GatherScatterMode.from_any("fill")
+    assert mode is lax.GatherScatterMode.FILL_OR_DROP
+    assert np.isnan(np.asarray(lax.gather(x, np.array([[5]]), ROWS, (1, 4), mode=mode))).all()
+    _close(lax.gather(x, np.array([[5]]), ROWS, (1, 4), mode=lax.GatherScatterMode.CLIP), x[2:])
+    with pytest.raises(NotImplementedError, match="ONE_HOT"):
+        lax.gather(x, np.array([[0]]), ROWS, (1, 4), mode=lax.GatherScatterMode.ONE_HOT)

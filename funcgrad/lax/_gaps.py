@@ -12,6 +12,7 @@ Written on funcgrad.lax's functions and primitives, so grad, vmap and jit apply.
 from __future__ import annotations
 
 import builtins
+import enum
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -66,12 +67,28 @@ class ScatterDimensionNumbers(NamedTuple):
     scatter_indices_batching_dims: Sequence[int] = ()
 
 
-class GatherScatterMode:
-    """The out-of-bounds modes of gather/scatter (``jax.lax.GatherScatterMode``'s names, as strings)."""
-    CLIP = "clip"
-    FILL_OR_DROP = "fill"
-    PROMISE_IN_BOUNDS = "promise_in_bounds"
-    ONE_HOT = "one_hot"
+class GatherScatterMode(enum.Enum):
+    """The out-of-bounds modes of gather and scatter, as ``jax.lax.GatherScatterMode`` (also accepted as the
+    strings ``"clip"``, ``"fill"``, ``"promise_in_bounds"``). ``ONE_HOT`` is not supported.
+
+    >>> GatherScatterMode.from_any("clip")      # GatherScatterMode.CLIP
+    """
+    CLIP = 0
+    FILL_OR_DROP = 1
+    PROMISE_IN_BOUNDS = 2
+    ONE_HOT = 3
+
+    @staticmethod
+    def from_any(s: Any) -> "GatherScatterMode":
+        if isinstance(s, GatherScatterMode):
+            return s
+        if s is None:
+            return GatherScatterMode.FILL_OR_DROP
+        name = {"clip": "CLIP", "fill": "FILL_OR_DROP", "drop": "FILL_OR_DROP",
+                "promise_in_bounds": "PROMISE_IN_BOUNDS", "one_hot": "ONE_HOT"}.get(str(s).lower())
+        if name is None:
+            raise ValueError(f"Unknown gather mode {s!r}")
+        return GatherScatterMode[name]
 
 
 def _mode(op: str, mode: Any, scatter: bool) -> str:
