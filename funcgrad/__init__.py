@@ -21,6 +21,17 @@ from funcgrad.devices import default_device, device_put, devices, from_dlpack, s
 from funcgrad.jit import disable_jit, ensure_compile_time_eval, jit
 from funcgrad.backends.cpu._threads import get_num_threads, set_num_threads
 from funcgrad import mixed_precision
+from funcgrad._toplevel import (check_tracer_leaks, checking_leaks, debug_infs, default_backend,  # noqa: F401
+                                default_matmul_precision, device_count, enable_checks, explain_cache_misses,
+                                fwd_and_bwd, host_count, host_id, host_ids, local_device_count, local_devices,
+                                log_compiles, make_array_from_callback, numpy_dtype_promotion, numpy_rank_promotion,
+                                print_environment_info, process_count, process_index, process_indices,
+                                transfer_guard, transfer_guard_device_to_device, transfer_guard_device_to_host,
+                                transfer_guard_host_to_device)
+from funcgrad._toplevel import (copy_to_host_async, make_array_from_process_local_data,  # noqa: F401
+                                make_array_from_single_device_arrays)
+from funcgrad._toplevel import (custom_gradient, debug_key_reuse, default_prng_impl, enable_custom_prng, legacy_prng_key,  # noqa: F401
+                                softmax_custom_jvp, threefry_partitionable)
 
 __version__ = "0.1.0"
 
@@ -31,3 +42,12 @@ __all__ = ["Array", "CacheWarning", "FuncgradWarning", "RetraceWarning", "Concre
            "checkpoint_policies", "debug", "device_get", "errors", "disable_jit", "ensure_compile_time_eval", "tree",
            "debug_nans", "effects_barrier", "enable_x64", "named_call", "named_scope", "pure_callback", "typeof",
            "clear_caches", "closure_convert", "linear_transpose"]
+__all__ += ["check_tracer_leaks", "checking_leaks", "debug_infs", "default_backend", "default_matmul_precision",
+            "device_count", "enable_checks", "explain_cache_misses", "fwd_and_bwd", "host_count", "host_id",
+            "host_ids", "local_device_count", "local_devices", "log_compiles", "make_array_from_callback",
+            "numpy_dtype_promotion", "numpy_rank_promotion", "print_environment_info", "process_count",
+            "process_index", "process_indices", "transfer_guard", "transfer_guard_device_to_device",
+            "transfer_guard_device_to_host", "transfer_guard_host_to_device"]
+__all__ += ["custom_gradient", "debug_key_reuse", "default_prng_impl", "enable_custom_prng", "legacy_prng_key",
+            "softmax_custom_jvp", "threefry_partitionable"]
+__all__ += ["copy_to_host_async", "make_array_from_process_local_data", "make_array_from_single_device_arrays"]

@@ -369,3 +369,8 @@ __all__ = sorted(set(__all__) | {"fft", "fft_p"})
 from funcgrad.lax import _special  # noqa: E402
 from funcgrad.lax._special import *  # noqa: E402,F401,F403
 __all__ = sorted(set(__all__) | set(_special.__all__))
+
+# The rest of jax.lax: gather/scatter in JAX's dimension-number form, conv_transpose and shape helpers, ...
+from funcgrad.lax import _gaps  # noqa: E402
+from funcgrad.lax._gaps import *  # noqa: E402,F401,F403
+__all__ = sorted(set(__all__) | set(_gaps.__all__))
