@@ -22,10 +22,12 @@ import numpy as np
 
 from funcgrad import _core, _dtypes
 from funcgrad._config import config
+from funcgrad._array import _mark_deleted
 from funcgrad._core import Array, Tracer
 from funcgrad._ir import Jaxpr, Literal, pretty_print
 from funcgrad._warnings import RetraceWarning
 from funcgrad.backends import get_backend
+from funcgrad.compiler.program import Program
 from funcgrad.interpreters.tracing import trace_to_jaxpr
 from funcgrad._argspec import ArgSpec, Split, signature
 from funcgrad.tree_util import flatten_fun, tree_flatten, tree_leaves, tree_unflatten
@@ -37,9 +39,16 @@ class Jitted:
     def __init__(self, f: Callable, static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
                  cache_size: int = 64, donate_argnums: Any = None, donate_argnames: Any = None):
         functools.update_wrapper(self, f)
-        # Accepted, checked and recorded; funcgrad never invalidates a donated array (see jit's docstring).
+        # Donated arguments: their Arrays are deleted by the call, and an output may reuse their buffers.
         self.donate_argnums = _donated(donate_argnums)
         self.donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames or ())
+        sig = signature(f)
+        params = list(sig.positional) if sig else []
+        self._donate_positions = frozenset(self.donate_argnums) | {params.index(n) for n in self.donate_argnames
+                                                                    if n in params}
+        self._donate_keywords = frozenset(self.donate_argnames) | {params[i] for i in self.donate_argnums
+                                                                   if 0 <= i < len(params)}
+        self._donating = bool(self._donate_positions or self._donate_keywords)
         self.f = f
         # Which arguments are static, checked against f's signature (a static position may come by keyword).
         self._spec = _static_spec(static_argnums, static_argnames, f)
@@ -78,7 +87,7 @@ class Jitted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if config.disable_jit:
             return self.f(*args, **kwargs)
-        if not kwargs and not self.static_argnums:
+        if not kwargs and not self.static_argnums and not self._donating:
             # The common call -- positional Arrays only -- skips the pytree machinery.
             for a in args:
                 if type(a) is not Array:
@@ -102,6 +111,7 @@ class Jitted:
                     return self.f(*args, **kwargs)
                 if device is None and isinstance(x, Array):
                     device = x
+        raw = leaves
         leaves = self._array_leaves(leaves, args, kwargs, static)
         # The switches that change the compiled program are part of the signature.
         key = (in_tree, tuple((x.shape, x.dtype) for x in leaves), static_key, config.debug_nans, config.jit_fusion,
@@ -138,7 +148,47 @@ class Jitted:
             except KeyError:   # another thread evicted it meanwhile; this call still has its program
                 pass
         program, out_tree = entry
+        if self._donating:
+            return tree_unflatten(out_tree, self._run_donating(program, leaves, raw, args, static))
         return tree_unflatten(out_tree, program.run([x._value for x in leaves]))
+
+    def _donated_mask(self, args: tuple, static: Split) -> list[bool]:
+        """Per flat dynamic leaf (``tree_flatten((dynamic args, dynamic kwargs))``'s order): donated?"""
+        mask: list[bool] = []
+        for i in static.positions:
+            mask += [i in self._donate_positions] * len(tree_leaves(args[i]))
+        kw = static.dynamic_kwargs
+        for name in sorted(kw):
+            mask += [name in self._donate_keywords] * len(tree_leaves(kw[name]))
+        return mask
+
+    def _run_donating(self, program: Any, leaves: list, raw: list, args: tuple, static: Split) -> list:
+        """Run with the donated arguments' buffers handed over: their Arrays are deleted (as JAX
+        does), and the program may write outputs into their buffers."""
+        mask = self._donated_mask(args, static)
+        # Only funcgrad Arrays are donated: a numpy array or a number was copied in anyway.
+        handed = [d and isinstance(x, Array) for d, x in zip(mask, raw)]
+        buffers = [x._value for x in leaves]
+        sig = signature(self.f)
+        params = sig.positional if sig else ()
+        labels = []
+        for i in static.positions:
+            labels += [f"argument {i}" + (f" ({params[i]})" if i < len(params) else "")] * len(tree_leaves(args[i]))
+        for name in sorted(static.dynamic_kwargs):
+            labels += [f"keyword argument {name!r}"] * len(tree_leaves(static.dynamic_kwargs[name]))
+        seen = set()
+        for x, h, label in zip(raw, handed, labels):
+            if h and id(x) not in seen:
+                seen.add(id(x))
+                _mark_deleted(x, f"Array has been deleted with shape={x.aval.str_short()}: it was donated to "
+                                 f"jit({self.__name__}) as {label} (donate_argnums/donate_argnames), which may have "
+                                 "written an output into its memory. Use that call's output instead (e.g. "
+                                 "params = step(params, x)), or do not donate this argument if it is needed "
+                                 "after the call")
+        del raw[:], leaves[:]   # no reference to a donated buffer but ``buffers``
+        if isinstance(program, Program):
+            return program.run(buffers, handed)
+        return program.run(buffers)
 
     def _array_leaves(self, leaves: list, args: tuple, kwargs: dict, static: Split) -> list:
         """The dynamic leaves as Arrays; a leaf that is no array (a str, an object) is an
@@ -162,7 +212,10 @@ class Jitted:
 
     def _compile(self, in_tree: Any, leaves: list, args: tuple, static: Split) -> tuple[Any, Any]:
         jaxpr, out_tree = self._trace(in_tree, leaves, static)
-        return _program(jaxpr, leaves), out_tree
+        program = _program(jaxpr, leaves)
+        if self._donating and isinstance(program, Program):
+            program.plan_donation(self._donated_mask(args, static))
+        return program, out_tree
 
     def _trace(self, in_tree: Any, leaves: list, static: Split) -> tuple[Jaxpr, Any]:
         """The IR of ``f`` on abstract ``leaves`` (of ``(dynamic args, dynamic kwargs)``), static arguments
@@ -184,8 +237,12 @@ class Jitted:
         return self._traced(args, kwargs)[0]
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
-        """The program these arguments run (on the CPU: fused groups and buffer plan); print it."""
-        return _program(*self._traced(args, kwargs))
+        """The program these arguments run (on the CPU: fused groups, buffer plan, donated
+        buffers); print it."""
+        program = _program(*self._traced(args, kwargs))
+        if self._donating and isinstance(program, Program):
+            program.plan_donation(self._donated_mask(args, self._split(args, kwargs)[1]))
+        return program
 
     def cache_info(self) -> dict:
         """Hits, misses, current size and the traced signatures."""
@@ -380,9 +437,11 @@ def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] | None
     Python control flow on traced arguments raises ConcretizationError:
     mark such arguments static (``static_argnums``/``static_argnames``).
 
-    ``donate_argnums``/``donate_argnames`` are accepted as in JAX, but funcgrad does not reuse
-    donated buffers: a donated array stays valid after the call (JAX deletes it, and reading it
-    raises there), so a program that runs under JAX runs here unchanged. ``keep_unused``,
+    ``donate_argnums``/``donate_argnames`` donate arguments as in JAX: the call deletes the donated
+    funcgrad Arrays (any later use raises ``RuntimeError: Array has been deleted``;
+    ``x.is_deleted()`` is True) and may write an output of the same shape and dtype into a donated
+    buffer, so ``params = step(params, x)`` keeps one copy of the parameters. A donated numpy array
+    or number is left alone (it was copied in). ``keep_unused``,
     ``inline`` and ``compiler_options`` are accepted and have no effect; ``in_shardings``,
     ``out_shardings``, ``device`` and ``backend`` must be left unset (one host device). As a
     decorator on a method, ``self`` is the first argument: use ``partial(jit, static_argnums=0)``
