@@ -169,3 +169,99 @@ def test_lower_shows_donation_plan():
 def test_donate_argnums_type_checked():
     with pytest.raises(TypeError, match="donate_argnums"):
         fg.jit(_step, donate_argnums="p")
+
+
+# ------------------------------------------------------------------ checkpoint policies
+
+_CP = fg.checkpoint_policies
+
+
+@pytest.fixture
+def count_prims(monkeypatch):
+    """Count the host evaluations of chosen primitives (their impls)."""
+    from funcgrad.primitives import elementwise as E
+    from funcgrad.primitives import linalg as L
+    counts = {"matmul": 0, "sin": 0}
+    for name, prim in (("matmul", L.matmul_p), ("sin", E.sin_p)):
+        orig = prim.impl
+
+        def counted(*a, _orig=orig, _name=name, **k):
+            counts[_name] += 1
+            return _orig(*a, **k)
+        monkeypatch.setattr(prim, "impl", counted)
+    return counts
+
+
+def _model(w1, w2, x):
+    return fnp.tanh(fnp.sin(x @ w1) @ w2)
+
+
+def _grads(f, w1, w2, x):
+    return fg.grad(lambda a, b: fnp.sum(f(a, b, x) ** 2), argnums=(0, 1))(w1, w2)
+
+
+_POLICIES = {"none": None, "nothing": _CP.nothing_saveable, "dots": _CP.dots_saveable,
+             "dots_no_batch": _CP.dots_with_no_batch_dims_saveable, "everything": _CP.everything_saveable,
+             "sin_only": lambda prim, *avals, **params: prim.name == "sin",
+             "both": _CP.save_from_both_policies(_CP.dots_saveable, lambda prim, *a, **k: prim.name == "sin")}
+
+
+@pytest.mark.parametrize("policy", sorted(_POLICIES))
+def test_policy_gradients_equal_plain_and_finite_differences(policy):
+    with _x64():
+        rng = np.random.default_rng(3)
+        w1, w2, x = (fnp.asarray(rng.standard_normal(s)) for s in ((4, 5), (5, 3), (2, 4)))
+        f = fg.checkpoint(_model, policy=_POLICIES[policy])
+        got, want = _grads(f, w1, w2, x), _grads(_model, w1, w2, x)
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-12, atol=1e-12)
+        # finite differences of the loss in w1
+        loss = lambda a: float(fnp.sum(_model(a, w2, x) ** 2))   # noqa: E731
+        d = np.random.default_rng(4).standard_normal((4, 5))
+        eps = 1e-6
+        fd = (loss(fnp.asarray(np.asarray(w1) + eps * d)) - loss(fnp.asarray(np.asarray(w1) - eps * d))) / (2 * eps)
+        assert float(np.sum(np.asarray(got[0]) * d)) == pytest.approx(fd, rel=1e-6)
+        # second order, under jit and vmap
+        from funcgrad.testing import check_grads
+        check_grads(lambda a: f(a, w2, x), (w1,), order=2)
+        gj = fg.jit(lambda a, b: _grads(f, a, b, x))(w1, w2)
+        np.testing.assert_allclose(np.asarray(gj[0]), np.asarray(want[0]), rtol=1e-10)
+        per = fg.vmap(lambda xi: fg.grad(lambda a: fnp.sum(f(a, w2, xi[None]) ** 2))(w1))(x)
+        np.testing.assert_allclose(np.asarray(per).sum(0), np.asarray(want[0]), rtol=1e-10)
+
+
+class _x64:
+    def __enter__(self):
+        self.before = fg.config.enable_x64
+        fg.config.update("enable_x64", True)
+
+    def __exit__(self, *exc):
+        fg.config.update("enable_x64", self.before)
+
+
+def test_policy_changes_what_the_backward_pass_recomputes(count_prims):
+    rng = np.random.default_rng(0)
+    w1, w2, x = (fnp.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((4, 5), (5, 3), (2, 4)))
+    seen = {}
+    for name in ("everything", "nothing", "dots", "sin_only", "both"):
+        count_prims["matmul"] = count_prims["sin"] = 0
+        _grads(fg.checkpoint(_model, policy=_POLICIES[name]), w1, w2, x)
+        seen[name] = dict(count_prims)
+    # The forward pass runs 2 matmuls and 1 sin in every case.
+    # Nothing saved: both matmuls and the sin run again in the backward pass.
+    assert seen["nothing"]["matmul"] - seen["dots"]["matmul"] == 2
+    assert seen["nothing"]["sin"] == 2 and seen["dots"]["sin"] == 2       # dots saved, sin recomputed
+    assert seen["sin_only"]["sin"] == 1                                   # sin saved ...
+    # sin's derivative needs its input: x @ w1 is recomputed all the same, x @ ... @ w2 too.
+    assert seen["sin_only"]["matmul"] == seen["nothing"]["matmul"]
+    assert seen["both"]["sin"] == 1 and seen["both"]["matmul"] == seen["dots"]["matmul"]
+    assert seen["everything"]["sin"] == 1
+
+
+def test_save_name_policies_save_nothing(count_prims):
+    rng = np.random.default_rng(0)
+    w1, w2, x = (fnp.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((4, 5), (5, 3), (2, 4)))
+    for policy in (_CP.save_only_these_names("a"), _CP.save_any_names_but_these("a")):
+        count_prims["sin"] = 0
+        _grads(fg.checkpoint(_model, policy=policy), w1, w2, x)
+        assert count_prims["sin"] == 2
