@@ -250,6 +250,7 @@ def test_policy_changes_what_the_backward_pass_recomputes(count_prims):
     # The forward pass runs 2 matmuls and 1 sin in every case.
     # Nothing saved: both matmuls and the sin run again in the backward pass.
     assert seen["nothing"]["matmul"] - seen["dots"]["matmul"] == 2
+    assert seen["dots"]["matmul"] == seen["everything"]["matmul"]        # no dot runs twice
     assert seen["nothing"]["sin"] == 2 and seen["dots"]["sin"] == 2       # dots saved, sin recomputed
     assert seen["sin_only"]["sin"] == 1                                   # sin saved ...
     # sin's derivative needs its input: x @ w1 is recomputed all the same, x @ ... @ w2 too.

@@ -190,10 +190,26 @@ class VJPTrace(Trace):
             outs, replay = list(fun(*primals)), fun  # forward values only: nothing inside is recorded
 
         def rule(cts: list, node: Node) -> list:
-            # Recompute the forward pass now, recording it, and pull back.
+            # Recompute the forward pass now, recording it, and pull back (to the inputs that
+            # need a cotangent only: the others are constants of the recomputation).
             cts = [zeros_like_value(o) if c is None else c for c, o in zip(cts, node.outs)]
-            _, pullback = vjp_flat(replay, node.primals)
-            return pullback(cts)
+            needed = [i for i, n in enumerate(node.needs) if n]
+            if len(needed) == len(node.primals):
+                _, pullback = vjp_flat(replay, node.primals)
+                return pullback(cts)
+            fixed = list(node.primals)
+
+            def part(*xs: Any) -> Any:
+                args = list(fixed)
+                for i, x in zip(needed, xs):
+                    args[i] = x
+                return replay(*args)
+
+            _, pullback = vjp_flat(part, [fixed[i] for i in needed])
+            in_cts: list = [None] * len(fixed)
+            for i, ct in zip(needed, pullback(cts)):
+                in_cts[i] = ct
+            return in_cts
 
         return self._record_call("checkpoint", tracers, primals, outs, rule)
 
