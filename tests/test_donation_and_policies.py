@@ -266,3 +266,29 @@ def test_save_name_policies_save_nothing(count_prims):
         count_prims["sin"] = 0
         _grads(fg.checkpoint(_model, policy=policy), w1, w2, x)
         assert count_prims["sin"] == 2
+
+
+@pytest.mark.parametrize("policy", ["dots", "sin_only"])
+def test_policy_under_closures_hessian_jvp_and_scan(policy):
+    pol = _POLICIES[policy]
+    with _x64():
+        rng = np.random.default_rng(5)
+        w1, w2 = fnp.asarray(rng.standard_normal((3, 3))), fnp.asarray(rng.standard_normal((3, 3)))
+
+        def outer(s, p):   # closes over an outer grad's value
+            f = fg.checkpoint(lambda w: fnp.sin(s * w) @ w2, policy=p)
+            return fnp.sum(f(w1) ** 2)
+        assert float(fg.grad(outer)(2.0, pol)) == pytest.approx(float(fg.grad(outer)(2.0, None)), rel=1e-12)
+
+        def g(w, p):
+            return fnp.sum(fg.checkpoint(lambda w: fnp.tanh(fnp.sin(w) @ w2) @ w, policy=p)(w))
+        np.testing.assert_allclose(np.asarray(fg.hessian(g)(w1, pol)), np.asarray(fg.hessian(g)(w1, None)),
+                                   rtol=1e-10, atol=1e-12)
+        assert float(fg.jvp(lambda w: g(w, pol), (w1,), (w2,))[1]) == pytest.approx(
+            float(fg.jvp(lambda w: g(w, None), (w1,), (w2,))[1]), rel=1e-12)
+
+        def looped(w, p):
+            body = fg.checkpoint(lambda c: fnp.sin(c @ w2), policy=p)
+            return fnp.sum(fg.lax.scan(lambda c, _: (body(c), None), w, None, length=3)[0])
+        np.testing.assert_allclose(np.asarray(fg.grad(looped)(w1, pol)), np.asarray(fg.grad(looped)(w1, None)),
+                                   rtol=1e-12)
