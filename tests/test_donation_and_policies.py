@@ -292,3 +292,18 @@ def test_policy_under_closures_hessian_jvp_and_scan(policy):
             return fnp.sum(fg.lax.scan(lambda c, _: (body(c), None), w, None, length=3)[0])
         np.testing.assert_allclose(np.asarray(fg.grad(looped)(w1, pol)), np.asarray(fg.grad(looped)(w1, None)),
                                    rtol=1e-12)
+
+
+def test_donation_with_static_and_keyword_arguments():
+    def step(scale, p, x):
+        return p * scale + x * 2.0
+
+    f = fg.jit(step, static_argnums=0, donate_argnums=1)
+    p = _fresh((4, 3), 1.0)
+    addr = _addr(p)
+    q = f(3.0, p, fnp.ones((4, 3)))
+    assert p.is_deleted() and _addr(q) == addr
+    np.testing.assert_array_equal(np.asarray(q), 5.0)
+    r = f(3.0, p=q, x=fnp.ones((4, 3)))   # donate_argnums also covers the parameter passed by keyword
+    assert q.is_deleted() and _addr(r) == addr
+    np.testing.assert_array_equal(np.asarray(r), 17.0)
