@@ -174,11 +174,12 @@ class Array:
 
 
 class _Deleted:
-    """What a deleted array's ``_value`` becomes: the message its uses raise."""
+    """What a deleted array's ``_value`` becomes: the message its uses raise (or a function
+    writing it)."""
 
     __slots__ = ("message",)
 
-    def __init__(self, message: str):
+    def __init__(self, message: Any):
         self.message = message
 
 
@@ -195,7 +196,8 @@ class DeletedArray(Array):
         raise RuntimeError(object.__getattribute__(self, "_message")())
 
     def _message(self) -> str:
-        return Array._value.__get__(self).message
+        message = Array._value.__get__(self).message
+        return message() if callable(message) else message
 
     def is_deleted(self) -> bool:
         return True
@@ -212,7 +214,7 @@ class DeletedArray(Array):
     __str__ = __repr__
 
 
-def _mark_deleted(array: Array, message: str) -> None:
+def _mark_deleted(array: Array, message: Any) -> None:
     """Delete ``array`` in place: it drops its buffer and every later use raises ``message``."""
     array._value = _Deleted(message)
     array.__class__ = DeletedArray

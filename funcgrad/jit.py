@@ -49,6 +49,8 @@ class Jitted:
         self._donate_keywords = frozenset(self.donate_argnames) | {params[i] for i in self.donate_argnums
                                                                    if 0 <= i < len(params)}
         self._donating = bool(self._donate_positions or self._donate_keywords)
+        self._params = tuple(params)
+        self._masks: dict[Any, list[bool]] = {}   # cache key -> which flat leaves are donated
         self.f = f
         # Which arguments are static, checked against f's signature (a static position may come by keyword).
         self._spec = _static_spec(static_argnums, static_argnames, f)
@@ -87,7 +89,7 @@ class Jitted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if config.disable_jit:
             return self.f(*args, **kwargs)
-        if not kwargs and not self.static_argnums and not self._donating:
+        if not kwargs and not self.static_argnums:
             # The common call -- positional Arrays only -- skips the pytree machinery.
             for a in args:
                 if type(a) is not Array:
@@ -99,7 +101,10 @@ class Jitted:
                 if entry is not None:
                     self.hits += 1
                     program, single, out_tree = entry
-                    outs = program.run([a._value for a in args])
+                    if self._donating:
+                        outs = self._run_donating_positional(program, args)
+                    else:
+                        outs = program.run([a._value for a in args])
                     return outs[0] if single else tree_unflatten(out_tree, outs)
         (dyn_args, dyn_kw), static, static_key = self._split(args, kwargs)
         leaves, in_tree = tree_flatten((dyn_args, dyn_kw))
@@ -149,7 +154,10 @@ class Jitted:
                 pass
         program, out_tree = entry
         if self._donating:
-            return tree_unflatten(out_tree, self._run_donating(program, leaves, raw, args, static))
+            mask = self._masks.get(key)
+            if mask is None:
+                mask = self._masks[key] = self._donated_mask(args, static)
+            return tree_unflatten(out_tree, self._run_donating(program, leaves, raw, mask, args, static))
         return tree_unflatten(out_tree, program.run([x._value for x in leaves]))
 
     def _donated_mask(self, args: tuple, static: Split) -> list[bool]:
@@ -162,29 +170,45 @@ class Jitted:
             mask += [name in self._donate_keywords] * len(tree_leaves(kw[name]))
         return mask
 
-    def _run_donating(self, program: Any, leaves: list, raw: list, args: tuple, static: Split) -> list:
+    def _leaf_label(self, n: int, args: tuple, static: Split) -> str:
+        """Which argument flat dynamic leaf ``n`` belongs to (for messages)."""
+        for i in static.positions:
+            n -= len(tree_leaves(args[i]))
+            if n < 0:
+                return f"argument {i}" + (f" ({self._params[i]})" if i < len(self._params) else "")
+        for name in sorted(static.dynamic_kwargs):
+            n -= len(tree_leaves(static.dynamic_kwargs[name]))
+            if n < 0:
+                return f"keyword argument {name!r}"
+        return "an argument"
+
+    def _run_donating_positional(self, program: Any, args: tuple) -> list:
+        """:meth:`_run_donating` for positional Arrays only (one leaf each)."""
+        mask = [i in self._donate_positions for i in range(len(args))]
+        buffers = [a._value for a in args]
+        seen = set()
+        for i, (a, d) in enumerate(zip(args, mask)):
+            if d and id(a) not in seen:
+                seen.add(id(a))
+                label = f"argument {i}" + (f" ({self._params[i]})" if i < len(self._params) else "")
+                _mark_deleted(a, functools.partial(_deleted_message, self, label, a.aval))
+        if isinstance(program, Program):
+            return program.run(buffers, mask)
+        return program.run(buffers)
+
+    def _run_donating(self, program: Any, leaves: list, raw: list, mask: list, args: tuple, static: Split) -> list:
         """Run with the donated arguments' buffers handed over: their Arrays are deleted (as JAX
         does), and the program may write outputs into their buffers."""
-        mask = self._donated_mask(args, static)
         # Only funcgrad Arrays are donated: a numpy array or a number was copied in anyway.
         handed = [d and isinstance(x, Array) for d, x in zip(mask, raw)]
         buffers = [x._value for x in leaves]
-        sig = signature(self.f)
-        params = sig.positional if sig else ()
-        labels = []
-        for i in static.positions:
-            labels += [f"argument {i}" + (f" ({params[i]})" if i < len(params) else "")] * len(tree_leaves(args[i]))
-        for name in sorted(static.dynamic_kwargs):
-            labels += [f"keyword argument {name!r}"] * len(tree_leaves(static.dynamic_kwargs[name]))
         seen = set()
-        for x, h, label in zip(raw, handed, labels):
+        for n, (x, h) in enumerate(zip(raw, handed)):
             if h and id(x) not in seen:
                 seen.add(id(x))
-                _mark_deleted(x, f"Array has been deleted with shape={x.aval.str_short()}: it was donated to "
-                                 f"jit({self.__name__}) as {label} (donate_argnums/donate_argnames), which may have "
-                                 "written an output into its memory. Use that call's output instead (e.g. "
-                                 "params = step(params, x)), or do not donate this argument if it is needed "
-                                 "after the call")
+                # The message is written when the deleted array is used (not on every call).
+                _mark_deleted(x, functools.partial(_deleted_message, self, functools.partial(
+                    self._leaf_label, n, args, static), x.aval))
         del raw[:], leaves[:]   # no reference to a donated buffer but ``buffers``
         if isinstance(program, Program):
             return program.run(buffers, handed)
@@ -257,11 +281,22 @@ class Jitted:
                 program.release_buffers()
             self._cache.clear()
             self._fast.clear()
+            self._masks.clear()
             self.hits = self.misses = 0
 
 
 # Misses of one function, beyond which it warns (once) that it keeps retracing.
 RETRACE_WARN_AFTER = 8
+
+
+def _deleted_message(jitted: Jitted, label: Any, aval: Any) -> str:
+    """The error of a use of an array donated to ``jitted`` (``label``: the argument, or a function
+    writing it)."""
+    label = label() if callable(label) else label
+    return (f"Array has been deleted with shape={aval.str_short()}: it was donated to jit({jitted.__name__}) as "
+            f"{label} (donate_argnums/donate_argnames), which may have written an "
+            "output into its memory. Use that call's output instead (e.g. params = step(params, x)), or do not "
+            "donate this argument if it is needed after the call")
 
 
 def _arg_form(x: Any) -> tuple:
