@@ -46,6 +46,15 @@ def test_donated_array_raises_on_use_naming_jit_argument_and_fix():
             use()
     assert "deleted" in repr(p)
     p.delete()   # deleting again does nothing, as in JAX
+    p2 = _fresh()   # a cache hit (the positional fast path) deletes and says so the same way
+    f(p2, fnp.ones((16, 8)))
+    with pytest.raises(RuntimeError, match=r"Array has been deleted.*jit\(_step\).*argument 0 \(p\)"):
+        p2 * 2
+    x = _fresh()
+    x.delete()
+    assert x.is_deleted()
+    with pytest.raises(RuntimeError, match="x.delete"):
+        fnp.sum(x)
 
 
 def test_values_equal_without_donation_training_step():
