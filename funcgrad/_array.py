@@ -118,6 +118,23 @@ class Array:
             raise TypeError("iteration over a 0-d array")
         return (self[i] for i in range(self._value.shape[0]))
 
+    def is_deleted(self) -> bool:
+        """Whether this array was deleted (donated to a jitted function, or ``delete()``): False here.
+
+        >>> fnp.ones(3).is_deleted()
+        False
+        """
+        return False
+
+    def delete(self) -> None:
+        """Delete this array now (``jax.Array.delete``): its memory goes once nothing else holds it,
+        and any later use raises ``RuntimeError: Array has been deleted``.
+
+        >>> x = fnp.ones(3); x.delete(); x.is_deleted()
+        True
+        """
+        _mark_deleted(self, f"Array has been deleted with shape={self.aval.str_short()} (x.delete() was called)")
+
     def __setitem__(self, index: Any, value: Any) -> None:
         _immutable_setitem(self, index, value)
 
@@ -154,6 +171,53 @@ class Array:
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self._value.__dlpack_device__()
+
+
+class _Deleted:
+    """What a deleted array's ``_value`` becomes: the message its uses raise (or a function
+    writing it)."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Any):
+        self.message = message
+
+
+class DeletedArray(Array):
+    """A deleted :class:`Array` (donated to a jitted function, or ``delete()``): every use
+    raises ``RuntimeError`` saying so; ``is_deleted()`` is True."""
+
+    __slots__ = ()
+    _allowed = frozenset({"is_deleted", "delete", "__class__", "__repr__", "__str__", "_message"})
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in DeletedArray._allowed:
+            return object.__getattribute__(self, name)
+        raise RuntimeError(object.__getattribute__(self, "_message")())
+
+    def _message(self) -> str:
+        message = Array._value.__get__(self).message
+        return message() if callable(message) else message
+
+    def is_deleted(self) -> bool:
+        return True
+
+    def delete(self) -> None:
+        """Deleting a deleted array does nothing (as in JAX)."""
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise RuntimeError(self._message())
+
+    def __repr__(self) -> str:
+        return f"<deleted Array: {self._message()}>"
+
+    __str__ = __repr__
+
+
+def _mark_deleted(array: Array, message: Any) -> None:
+    """Delete ``array`` in place: it drops its buffer and every later use raises ``message``."""
+    array._value = _Deleted(message)
+    array.__class__ = DeletedArray
 
 
 def _immutable_setitem(self: Any, index: Any, value: Any) -> None:

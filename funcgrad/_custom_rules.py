@@ -314,11 +314,12 @@ def _describe_value(x: Any) -> str:
     return describe(x) if hasattr(x, "shape") else type(x).__name__
 
 
-def checkpoint(f: Callable) -> Callable:
+def checkpoint(f: Callable, wrap: Callable | None = None) -> Callable:
     """Rematerialise ``f``: its intermediates are not kept for the backward pass
     but recomputed from its inputs when the gradient is taken (trading compute
     for memory).  Gradients are the same as without it.  ``f`` returns arrays
-    (or a pytree of them).
+    (or a pytree of them).  ``wrap(fun_flat)``: the flat function handed to
+    reverse mode (``fg.checkpoint``'s policies give it ``checkpoint_forward``).
     """
     name = _fun_name(f)
 
@@ -331,7 +332,7 @@ def checkpoint(f: Callable) -> Callable:
         def fun_flat(*xs):
             return [as_leaf(o, f"checkpoint({name})", i) for i, o in enumerate(flat_fun(*xs))]
 
-        outs = _core.bind_checkpoint(fun_flat, leaves)
+        outs = _core.bind_checkpoint(fun_flat if wrap is None else wrap(fun_flat), leaves)
         return tree_unflatten(out_tree(), outs)
 
     return wrapped

@@ -19,6 +19,7 @@ from funcgrad import _core, _dtypes, lax
 from funcgrad._argspec import ArgSpec, as_leaf, fun_name as _fun_name, with_args
 from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
+from funcgrad._ir import Literal as _Literal
 from funcgrad.interpreters.batching import vmap_flat
 from funcgrad.interpreters.forward import jvp_flat
 from funcgrad.interpreters.reverse import vjp_flat
@@ -543,10 +544,15 @@ class checkpoint_policies:
     """``jax.checkpoint_policies``: which intermediates ``checkpoint(f, policy=...)`` may keep.
 
     A policy is called as ``policy(prim, *avals, **params) -> bool`` (save this primitive's
-    output?). funcgrad honours the two ends: ``everything_saveable`` keeps every intermediate (no
-    recomputation, as without checkpoint) and every other policy recomputes all of ``f``'s
-    intermediates in the backward pass (what ``nothing_saveable`` asks). Gradients are the same
-    under every policy; only memory and time differ.
+    output?), with the avals of the primitive's inputs. ``everything_saveable`` keeps every
+    intermediate (as without checkpoint), ``nothing_saveable`` (the default) recomputes them all in
+    the backward pass, ``dots_saveable`` keeps the outputs of matmul/dot_general/einsum/conv and
+    recomputes the rest (``dots_with_no_batch_dims_saveable``: only dots without batch
+    dimensions); any function of that form works. Gradients are the same under every policy;
+    only memory and time differ. funcgrad has no ``checkpoint_name``: ``save_only_these_names``
+    and ``save_any_names_but_these`` save nothing (only named values are saveable).
+
+    >>> layer = fg.checkpoint(lambda w, x: fnp.tanh(x @ w), policy=fg.checkpoint_policies.dots_saveable)
     """
 
     @staticmethod
@@ -578,23 +584,31 @@ class checkpoint_policies:
 
     @staticmethod
     def save_any_names_but_these(*names: str) -> Callable:
+        # Only named values are saved (as JAX), and none is named (there is no checkpoint_name).
         return checkpoint_policies.nothing_saveable
 
     save_anything_except_these_names = save_any_names_but_these
 
     @staticmethod
     def save_from_both_policies(policy_1: Callable, policy_2: Callable) -> Callable:
+        """Save what either policy saves."""
         if policy_1 is checkpoint_policies.everything_saveable or policy_2 is checkpoint_policies.everything_saveable:
             return checkpoint_policies.everything_saveable
-        return checkpoint_policies.nothing_saveable
+
+        def policy(*args: Any, **params: Any) -> bool:
+            return bool(policy_1(*args, **params)) or bool(policy_2(*args, **params))
+        return policy
 
 
 def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy: Callable | None = None,
                static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = ()) -> Callable:
     """Rematerialise ``fun``: its intermediates are recomputed in the backward pass instead of kept.
 
-    ``policy``: one of :class:`checkpoint_policies` (``everything_saveable`` keeps everything;
-    any other recomputes everything: gradients are the same, only memory and time differ).
+    ``policy``: one of :class:`checkpoint_policies`, or ``policy(prim, *avals, **params) -> bool``:
+    the outputs of the primitives it saves are kept from the forward pass and only the others are
+    recomputed (``None``/``nothing_saveable``: recompute everything; ``everything_saveable``: keep
+    everything). Gradients are the same, only memory and time differ. With a policy other than
+    those two, ``fun`` is traced (as under ``jit``) to find its primitives.
     ``static_argnums``/``static_argnames``: arguments passed through as Python values
     (e.g. a flag the function branches on). ``prevent_cse`` is accepted (funcgrad never merges
     the recomputation away).
@@ -611,8 +625,13 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
     nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     keep_all = policy is checkpoint_policies.everything_saveable
+    if policy is None or policy is checkpoint_policies.nothing_saveable or keep_all:
+        remat_all = _checkpoint_all
+    else:   # keep what the policy saves, recompute the rest
+        def remat_all(f: Callable) -> Callable:
+            return _checkpoint_all(f, functools.partial(_PolicyFun, policy=policy))
     if not nums and not names:
-        return fun if keep_all else _checkpoint_all(fun)
+        return fun if keep_all else remat_all(fun)
 
     @functools.wraps(fun)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -630,13 +649,66 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
             kw.update(zip(dyn_kw, dyn[len(dyn_pos):]))
             return fun(*full, **kw)
 
-        run = inner if keep_all else _checkpoint_all(inner)
+        run = inner if keep_all else remat_all(inner)
         return run(*[args[i] for i in dyn_pos], *[kwargs[k] for k in dyn_kw])
 
     return wrapped
 
 
 remat = checkpoint
+
+
+class _PolicyFun:
+    """A checkpointed flat function under a policy: called, it is the function; under reverse
+    mode, ``checkpoint_forward(primals)`` runs it keeping the outputs of the equations the policy
+    saves, and returns ``(outputs, replay)``: ``replay(*xs)`` recomputes the function for the
+    backward pass, recording the saved equations with their kept outputs instead of running
+    them again."""
+
+    def __init__(self, fun: Callable, policy: Callable):
+        self.fun = fun
+        self.policy = policy
+
+    def __call__(self, *xs: Any) -> Any:
+        return self.fun(*xs)
+
+    def checkpoint_forward(self, primals: list) -> tuple[list, Callable]:
+        from funcgrad.interpreters.tracing import trace_to_jaxpr
+        jaxpr, _ = trace_to_jaxpr(self.fun, [_core.get_aval(p) for p in primals])
+        if any(isinstance(c, Tracer) for c in jaxpr.consts):   # closes over another transform's values
+            return list(self.fun(*primals)), self.fun
+        saved: dict[int, list] = {}
+        env: dict[int, Any] = {id(v): c for v, c in zip(jaxpr.constvars, jaxpr.consts)}
+        env.update({id(v): p for v, p in zip(jaxpr.invars, primals)})
+
+        def read(x: Any) -> Any:
+            return x.value if isinstance(x, _Literal) else env[id(x)]
+
+        for i, eqn in enumerate(jaxpr.eqns):
+            out = _core.bind(eqn.prim, [read(x) for x in eqn.inputs], eqn.params)
+            outs = list(out) if eqn.prim.multiple_results else [out]
+            if self.policy(eqn.prim, *[x.aval for x in eqn.inputs], **eqn.params):
+                saved[i] = outs
+            for v, o in zip(eqn.outvars, outs):
+                env[id(v)] = o
+        return [read(v) for v in jaxpr.outvars], functools.partial(_replay, jaxpr, saved)
+
+
+def _replay(jaxpr: Any, saved: dict, *xs: Any) -> list:
+    """``jaxpr`` on ``xs`` with the outputs of the equations in ``saved`` taken from there."""
+    from funcgrad.interpreters.reverse import bind_saved
+    env: dict[int, Any] = {id(v): c for v, c in zip(jaxpr.constvars, jaxpr.consts)}
+    env.update({id(v): x for v, x in zip(jaxpr.invars, xs)})
+
+    def read(x: Any) -> Any:
+        return x.value if isinstance(x, _Literal) else env[id(x)]
+
+    for i, eqn in enumerate(jaxpr.eqns):
+        args = [read(x) for x in eqn.inputs]
+        out = bind_saved(eqn.prim, args, eqn.params, saved[i]) if i in saved else _core.bind(eqn.prim, args, eqn.params)
+        for v, o in zip(eqn.outvars, out if eqn.prim.multiple_results else [out]):
+            env[id(v)] = o
+    return [read(v) for v in jaxpr.outvars]
 
 
 def device_get(x: Any) -> Any:

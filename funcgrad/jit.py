@@ -22,10 +22,12 @@ import numpy as np
 
 from funcgrad import _core, _dtypes
 from funcgrad._config import config
+from funcgrad._array import _mark_deleted
 from funcgrad._core import Array, Tracer
 from funcgrad._ir import Jaxpr, Literal, pretty_print
 from funcgrad._warnings import RetraceWarning
 from funcgrad.backends import get_backend
+from funcgrad.compiler.program import Program
 from funcgrad.interpreters.tracing import trace_to_jaxpr
 from funcgrad._argspec import ArgSpec, Split, signature
 from funcgrad.tree_util import flatten_fun, tree_flatten, tree_leaves, tree_unflatten
@@ -37,9 +39,18 @@ class Jitted:
     def __init__(self, f: Callable, static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
                  cache_size: int = 64, donate_argnums: Any = None, donate_argnames: Any = None):
         functools.update_wrapper(self, f)
-        # Accepted, checked and recorded; funcgrad never invalidates a donated array (see jit's docstring).
+        # Donated arguments: their Arrays are deleted by the call, and an output may reuse their buffers.
         self.donate_argnums = _donated(donate_argnums)
         self.donate_argnames = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames or ())
+        sig = signature(f)
+        params = list(sig.positional) if sig else []
+        self._donate_positions = frozenset(self.donate_argnums) | {params.index(n) for n in self.donate_argnames
+                                                                    if n in params}
+        self._donate_keywords = frozenset(self.donate_argnames) | {params[i] for i in self.donate_argnums
+                                                                   if 0 <= i < len(params)}
+        self._donating = bool(self._donate_positions or self._donate_keywords)
+        self._params = tuple(params)
+        self._masks: dict[Any, list[bool]] = {}   # cache key -> which flat leaves are donated
         self.f = f
         # Which arguments are static, checked against f's signature (a static position may come by keyword).
         self._spec = _static_spec(static_argnums, static_argnames, f)
@@ -90,7 +101,10 @@ class Jitted:
                 if entry is not None:
                     self.hits += 1
                     program, single, out_tree = entry
-                    outs = program.run([a._value for a in args])
+                    if self._donating:
+                        outs = self._run_donating_positional(program, args)
+                    else:
+                        outs = program.run([a._value for a in args])
                     return outs[0] if single else tree_unflatten(out_tree, outs)
         (dyn_args, dyn_kw), static, static_key = self._split(args, kwargs)
         leaves, in_tree = tree_flatten((dyn_args, dyn_kw))
@@ -102,6 +116,7 @@ class Jitted:
                     return self.f(*args, **kwargs)
                 if device is None and isinstance(x, Array):
                     device = x
+        raw = leaves
         leaves = self._array_leaves(leaves, args, kwargs, static)
         # The switches that change the compiled program are part of the signature.
         key = (in_tree, tuple((x.shape, x.dtype) for x in leaves), static_key, config.debug_nans, config.jit_fusion,
@@ -138,7 +153,66 @@ class Jitted:
             except KeyError:   # another thread evicted it meanwhile; this call still has its program
                 pass
         program, out_tree = entry
+        if self._donating:
+            mask = self._masks.get(key)
+            if mask is None:
+                mask = self._masks[key] = self._donated_mask(args, static)
+            return tree_unflatten(out_tree, self._run_donating(program, leaves, raw, mask, args, static))
         return tree_unflatten(out_tree, program.run([x._value for x in leaves]))
+
+    def _donated_mask(self, args: tuple, static: Split) -> list[bool]:
+        """Per flat dynamic leaf (``tree_flatten((dynamic args, dynamic kwargs))``'s order): donated?"""
+        mask: list[bool] = []
+        for i in static.positions:
+            mask += [i in self._donate_positions] * len(tree_leaves(args[i]))
+        kw = static.dynamic_kwargs
+        for name in sorted(kw):
+            mask += [name in self._donate_keywords] * len(tree_leaves(kw[name]))
+        return mask
+
+    def _leaf_label(self, n: int, args: tuple, static: Split) -> str:
+        """Which argument flat dynamic leaf ``n`` belongs to (for messages)."""
+        for i in static.positions:
+            n -= len(tree_leaves(args[i]))
+            if n < 0:
+                return f"argument {i}" + (f" ({self._params[i]})" if i < len(self._params) else "")
+        for name in sorted(static.dynamic_kwargs):
+            n -= len(tree_leaves(static.dynamic_kwargs[name]))
+            if n < 0:
+                return f"keyword argument {name!r}"
+        return "an argument"
+
+    def _run_donating_positional(self, program: Any, args: tuple) -> list:
+        """:meth:`_run_donating` for positional Arrays only (one leaf each)."""
+        mask = [i in self._donate_positions for i in range(len(args))]
+        buffers = [a._value for a in args]
+        seen = set()
+        for i, (a, d) in enumerate(zip(args, mask)):
+            if d and id(a) not in seen:
+                seen.add(id(a))
+                label = f"argument {i}" + (f" ({self._params[i]})" if i < len(self._params) else "")
+                _mark_deleted(a, functools.partial(_deleted_message, self, label, a.aval))
+        if isinstance(program, Program):
+            return program.run(buffers, mask)
+        return program.run(buffers)
+
+    def _run_donating(self, program: Any, leaves: list, raw: list, mask: list, args: tuple, static: Split) -> list:
+        """Run with the donated arguments' buffers handed over: their Arrays are deleted (as JAX
+        does), and the program may write outputs into their buffers."""
+        # Only funcgrad Arrays are donated: a numpy array or a number was copied in anyway.
+        handed = [d and isinstance(x, Array) for d, x in zip(mask, raw)]
+        buffers = [x._value for x in leaves]
+        seen = set()
+        for n, (x, h) in enumerate(zip(raw, handed)):
+            if h and id(x) not in seen:
+                seen.add(id(x))
+                # The message is written when the deleted array is used (not on every call).
+                _mark_deleted(x, functools.partial(_deleted_message, self, functools.partial(
+                    self._leaf_label, n, args, static), x.aval))
+        del raw[:], leaves[:]   # no reference to a donated buffer but ``buffers``
+        if isinstance(program, Program):
+            return program.run(buffers, handed)
+        return program.run(buffers)
 
     def _array_leaves(self, leaves: list, args: tuple, kwargs: dict, static: Split) -> list:
         """The dynamic leaves as Arrays; a leaf that is no array (a str, an object) is an
@@ -162,7 +236,10 @@ class Jitted:
 
     def _compile(self, in_tree: Any, leaves: list, args: tuple, static: Split) -> tuple[Any, Any]:
         jaxpr, out_tree = self._trace(in_tree, leaves, static)
-        return _program(jaxpr, leaves), out_tree
+        program = _program(jaxpr, leaves)
+        if self._donating and isinstance(program, Program):
+            program.plan_donation(self._donated_mask(args, static))
+        return program, out_tree
 
     def _trace(self, in_tree: Any, leaves: list, static: Split) -> tuple[Jaxpr, Any]:
         """The IR of ``f`` on abstract ``leaves`` (of ``(dynamic args, dynamic kwargs)``), static arguments
@@ -184,8 +261,12 @@ class Jitted:
         return self._traced(args, kwargs)[0]
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
-        """The program these arguments run (on the CPU: fused groups and buffer plan); print it."""
-        return _program(*self._traced(args, kwargs))
+        """The program these arguments run (on the CPU: fused groups, buffer plan, donated
+        buffers); print it."""
+        program = _program(*self._traced(args, kwargs))
+        if self._donating and isinstance(program, Program):
+            program.plan_donation(self._donated_mask(args, self._split(args, kwargs)[1]))
+        return program
 
     def cache_info(self) -> dict:
         """Hits, misses, current size and the traced signatures."""
@@ -200,11 +281,22 @@ class Jitted:
                 program.release_buffers()
             self._cache.clear()
             self._fast.clear()
+            self._masks.clear()
             self.hits = self.misses = 0
 
 
 # Misses of one function, beyond which it warns (once) that it keeps retracing.
 RETRACE_WARN_AFTER = 8
+
+
+def _deleted_message(jitted: Jitted, label: Any, aval: Any) -> str:
+    """The error of a use of an array donated to ``jitted`` (``label``: the argument, or a function
+    writing it)."""
+    label = label() if callable(label) else label
+    return (f"Array has been deleted with shape={aval.str_short()}: it was donated to jit({jitted.__name__}) as "
+            f"{label} (donate_argnums/donate_argnames), which may have written an "
+            "output into its memory. Use that call's output instead (e.g. params = step(params, x)), or do not "
+            "donate this argument if it is needed after the call")
 
 
 def _arg_form(x: Any) -> tuple:
@@ -380,9 +472,11 @@ def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] | None
     Python control flow on traced arguments raises ConcretizationError:
     mark such arguments static (``static_argnums``/``static_argnames``).
 
-    ``donate_argnums``/``donate_argnames`` are accepted as in JAX, but funcgrad does not reuse
-    donated buffers: a donated array stays valid after the call (JAX deletes it, and reading it
-    raises there), so a program that runs under JAX runs here unchanged. ``keep_unused``,
+    ``donate_argnums``/``donate_argnames`` donate arguments as in JAX: the call deletes the donated
+    funcgrad Arrays (any later use raises ``RuntimeError: Array has been deleted``;
+    ``x.is_deleted()`` is True) and may write an output of the same shape and dtype into a donated
+    buffer, so ``params = step(params, x)`` keeps one copy of the parameters. A donated numpy array
+    or number is left alone (it was copied in). ``keep_unused``,
     ``inline`` and ``compiler_options`` are accepted and have no effect; ``in_shardings``,
     ``out_shardings``, ``device`` and ``backend`` must be left unset (one host device). As a
     decorator on a method, ``self`` is the first argument: use ``partial(jit, static_argnums=0)``

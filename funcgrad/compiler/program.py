@@ -165,6 +165,11 @@ class Program:
         # Which outputs alias a constant is fixed by the program's dataflow, shapes
         # and dtypes, so it is found once, on the first run (None: not yet known).
         self._const_outputs: tuple[int, ...] | None = None if self._const_roots else ()
+        # Donation (jit's donate_argnums): per step, {output position: argument index} of donated
+        # arguments whose buffer that output may be written into (see plan_donation).
+        self.donation: dict[int, dict[int, int]] = {}
+        self.donation_plan: list[str] = []
+        self._liveness: tuple | None = None
         if plan_memory:
             self._plan(slot)
 
@@ -187,6 +192,7 @@ class Program:
             last_use[base] = max(last_use.get(base, -1), last_use.get(view, -1))
         escaping = {s for kind, s in self.outs if kind == "var"}
         escaping |= {base_of[s] for s in list(escaping) if s in base_of}
+        self._liveness = (last_use, escaping)
 
         free: dict[tuple, list[int]] = {}     # (shape, dtype) -> buffer ids free for reuse
         releases: dict[int, list[tuple]] = {}  # step -> buffers that die after it
@@ -209,6 +215,42 @@ class Program:
                 step[4] = chosen
             for key, buf in releases.pop(i, []):
                 free.setdefault(key, []).append(buf)
+
+    def plan_donation(self, donated: Sequence[bool]) -> None:
+        """Let outputs be written into donated arguments' buffers (``jit(donate_argnums=)``).
+
+        ``donated[k]``: whether argument ``k`` may be donated.  An output written by a
+        ``"writes_out"`` equation takes the buffer of a donated argument of its shape and
+        dtype (first come, first served, as JAX pairs them) when the argument is dead by
+        then: no later equation reads it or a view of it, and neither it nor a view of it
+        is an output.  An equation may write over an argument it reads itself only where
+        that is safe: an elementwise output of a fused kernel reading the argument at the
+        same index (every input element is loaded before any output element is stored).
+        Whether the buffer really is free (nothing else refers to it) is checked at run time.
+        """
+        self.donation, self.donation_plan = {}, []
+        if self._liveness is None or not any(donated):
+            return
+        last_use, escaping = self._liveness
+        n_consts = len(self.jaxpr.constvars)
+        free = [k for k, d in enumerate(donated) if d and n_consts + k not in escaping]
+        for i, (eqn, step) in enumerate(zip(self.jaxpr.eqns, self.steps)):
+            if step[4] is None or not free:
+                continue
+            for pos, (v, (kind, _)) in enumerate(zip(eqn.outvars, step[4])):
+                if kind != "out":   # only outputs: intermediates have their own planned buffers
+                    continue
+                for k in free:
+                    arg = self.jaxpr.invars[k]
+                    if arg.aval.shape != v.aval.shape or arg.aval.dtype != v.aval.dtype:
+                        continue
+                    used = last_use.get(n_consts + k, -1)
+                    if used > i or (used == i and not _in_place_safe(eqn, pos, n_consts + k, step[1])):
+                        continue
+                    self.donation.setdefault(i, {})[pos] = k
+                    self.donation_plan.append(f"{v.aval.str_short()} (output of step {i}) -> donated argument {k}")
+                    free.remove(k)
+                    break
 
     def _buffer(self, index: int, aval: Any) -> np.ndarray:
         buf = self.buffers[index]
@@ -248,10 +290,12 @@ class Program:
 
     # -------------------------------------------------------------- running
 
-    def run(self, args: Sequence[np.ndarray]) -> list[Array]:
+    def run(self, args: Sequence[np.ndarray], donated: Sequence[bool] | None = None) -> list[Array]:
+        """The outputs on these argument buffers.  ``donated[k]``: the caller hands argument
+        ``k``'s buffer over (its Array is deleted): an output may be written into it."""
         with self.lock:   # planned and recycled buffers belong to one call at a time
             self.last_run = _next_run()
-            return [_wrap(r) for r in self._run(args)]
+            return [_wrap(r) for r in self._run(args, donated)]
 
     def run_buffers(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         """:meth:`run`, returning raw buffers (a loop calling its compiled body each step)."""
@@ -259,19 +303,62 @@ class Program:
             self.last_run = _next_run()
             return self._run(args)
 
-    def _run(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def _donatable(self, args: Sequence[np.ndarray], donated: Sequence[bool] | None) -> dict[int, int] | None:
+        """``{argument index: reference count}`` of the donated buffers that are free to overwrite:
+        contiguous numpy arrays owning their memory that nothing but ``args`` (and this
+        program's own recycled-output lists, which reuse a buffer only once nobody refers
+        to it) holds -- no other Array, no view.  The count is the one to expect at the
+        step that overwrites it (a view made meanwhile raises it: the write is skipped)."""
+        if not self.donation or not donated:
+            return None
+        found = {}
+        for k, d in enumerate(donated):
+            b = args[k] if d else None
+            if type(b) is not np.ndarray or b.base is not None or not b.flags.c_contiguous:
+                continue
+            pooled = sum(1 for pool in self.recycled.values() for x in pool if x is b)
+            # References: ``args``, ``env``, the argument of getrefcount, ``b``, and the recycled lists.
+            if sys.getrefcount(b) == 4 + pooled:
+                found[k] = pooled
+        return found or None
+
+    def _donated_target(self, env: list, k: int, pooled: int) -> np.ndarray | None:
+        b = env[self.n_fixed - len(self.jaxpr.invars) + k]
+        # References: ``args``, ``env``, the argument of getrefcount, ``b``, and the recycled lists.
+        if sys.getrefcount(b) != 4 + pooled:
+            return None
+        b.setflags(write=True)   # ours: it owns its memory and nothing else sees it
+        # A step reading it as well as writing it sees it read-only, as every input (the same
+        # kernel signature; the slot is dead after this step).
+        ro = b.view()
+        ro.setflags(write=False)
+        env[self.n_fixed - len(self.jaxpr.invars) + k] = ro
+        return b
+
+    def _run(self, args: Sequence[np.ndarray], donated: Sequence[bool] | None = None) -> list[np.ndarray]:
         env: list[Any] = [None] * self.n_slots
         env[:len(self.consts)] = self.consts
         env[len(self.consts):self.n_fixed] = args
         debug = config.debug_nans
-        for (prim, ins, params, outs, buffers), eqn in zip(self.steps, self.jaxpr.eqns):
-            values = [env[i] if kind == "var" else i for kind, i in ins]
+        donatable = self._donatable(args, donated)
+        for n, ((prim, ins, params, outs, buffers), eqn) in enumerate(zip(self.steps, self.jaxpr.eqns)):
             if buffers is not None:   # a "writes_out" primitive: its impl fills the planned buffers
-                targets = [self._target(kind, b, v.aval) for (kind, b), v in zip(buffers, eqn.outvars)]
+                given: dict[int, np.ndarray] = {}
+                if donatable is not None and n in self.donation:
+                    values = out = results = None   # the previous step's references go first
+                    for pos, k in self.donation[n].items():
+                        if k in donatable:
+                            b = self._donated_target(env, k, donatable.pop(k))
+                            if b is not None:
+                                given[pos] = b
+                targets = [given[pos] if pos in given else self._target(kind, b, v.aval)
+                           for pos, ((kind, b), v) in enumerate(zip(buffers, eqn.outvars))]
+                values = [env[i] if kind == "var" else i for kind, i in ins]
                 out = targets if prim.multiple_results else targets[0]
                 out = prim.impl(*values, out=out, **params) if params else prim.impl(*values, out=out)
                 results = out if prim.multiple_results else [out]
             else:
+                values = [env[i] if kind == "var" else i for kind, i in ins]
                 out = run_impl(prim, prim.impl, values, params)
                 results = list(out) if prim.multiple_results else [out]
                 results = [r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64)
@@ -294,4 +381,21 @@ class Program:
         text = pretty_print(self.jaxpr)
         if self.plan:
             text += "\nbuffer plan (reused across calls):\n  " + "\n  ".join(self.plan)
+        if self.donation_plan:
+            text += "\ndonated buffers (written over when free):\n  " + "\n  ".join(self.donation_plan)
         return text
+
+
+def _in_place_safe(eqn: Any, pos: int, slot: int, ins: list) -> bool:
+    """Whether output ``pos`` of ``eqn`` may be written over input ``slot`` that it reads:
+    only an elementwise output of a fused kernel, the input read at the same index (the
+    input has the kernel's full shape; the kernel loads every input element before it
+    stores any output element)."""
+    spec = getattr(eqn.prim, "spec", None)
+    if spec is None or pos >= len(spec.outputs):
+        return False
+    shape = eqn.prim.shape
+    for (kind, s), x in zip(ins, eqn.inputs):
+        if kind == "var" and s == slot and tuple(x.aval.shape) != tuple(shape):
+            return False
+    return True

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from funcgrad import _core
-from funcgrad._core import Array, MainTrace, PrimalTracer, Primitive, Trace, user_source_line
+from funcgrad._core import Array, MainTrace, PrimalTracer, Primitive, Trace, Tracer, user_source_line
 from funcgrad._config import config
 from funcgrad import tree_util as _tree_util
 from funcgrad.interpreters.forward import custom_jvp_rule
@@ -108,6 +108,32 @@ class VJPTrace(Trace):
             return VJPTracer(self, out, node)
         return out
 
+    def process_saved(self, prim: Primitive, args: list, params: dict, known: list) -> Any:
+        """:meth:`process_primitive` with the outputs ``known`` (kept by a checkpoint policy):
+        recorded for the backward pass without computing ``prim`` again."""
+        main = self.main
+        primals, parents, needs, tracked = [], [], [], False
+        for a in args:
+            if type(a) is VJPTracer and a._trace.main is main:
+                primals.append(a.primal)
+                if a.key is not None:
+                    parents.append(a.key)
+                    needs.append(True)
+                    tracked = True
+                    continue
+            else:
+                primals.append(a)
+            parents.append(None)
+            needs.append(False)
+        out = list(known) if prim.multiple_results else known[0]
+        if not tracked or prim.vjp is None:
+            return out
+        node = Node(prim, params, primals, list(known), parents, needs, None)
+        main.data.append(node)
+        if prim.multiple_results:
+            return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(known)]
+        return VJPTracer(self, out, node) if _differentiable(out) else out
+
     def _record_call(self, name: Any, tracers: list, primals: list, outs: list, rule: Callable) -> list:
         """Record a function call with a backward ``rule(cts, node)`` (custom_vjp, checkpoint)."""
         parents = [t.key for t in tracers]
@@ -155,15 +181,48 @@ class VJPTrace(Trace):
 
     def process_checkpoint(self, fun: Callable, tracers: list) -> list:
         primals = [t.primal for t in tracers]
-        outs = list(fun(*primals))  # forward values only: nothing inside is recorded
+        forward = getattr(fun, "checkpoint_forward", None)
+        if forward is not None:
+            # A checkpoint policy: the forward pass keeps the outputs the policy saves, and
+            # ``replay`` recomputes only the others (recording the saved ones as they were).
+            outs, replay = forward(primals)
+        else:
+            outs, replay = list(fun(*primals)), fun  # forward values only: nothing inside is recorded
 
         def rule(cts: list, node: Node) -> list:
-            # Recompute the forward pass now, recording it, and pull back.
+            # Recompute the forward pass now, recording it, and pull back (to the inputs that
+            # need a cotangent only: the others are constants of the recomputation).
             cts = [zeros_like_value(o) if c is None else c for c, o in zip(cts, node.outs)]
-            _, pullback = vjp_flat(fun, node.primals)
-            return pullback(cts)
+            needed = [i for i, n in enumerate(node.needs) if n]
+            if len(needed) == len(node.primals):
+                _, pullback = vjp_flat(replay, node.primals)
+                return pullback(cts)
+            fixed = list(node.primals)
+
+            def part(*xs: Any) -> Any:
+                args = list(fixed)
+                for i, x in zip(needed, xs):
+                    args[i] = x
+                return replay(*args)
+
+            _, pullback = vjp_flat(part, [fixed[i] for i in needed])
+            in_cts: list = [None] * len(fixed)
+            for i, ct in zip(needed, pullback(cts)):
+                in_cts[i] = ct
+            return in_cts
 
         return self._record_call("checkpoint", tracers, primals, outs, rule)
+
+
+def bind_saved(prim: Primitive, args: list, params: dict, known: list) -> Any:
+    """``bind(prim, args, params)`` whose outputs are already ``known`` (a checkpoint policy kept
+    them): under reverse mode the primitive is recorded with them instead of run again."""
+    top = max((a for a in args if isinstance(a, Tracer)), key=lambda a: a._trace.main.level, default=None)
+    if type(top) is VJPTracer and prim.vjp_forward is None:
+        return top._trace.process_saved(prim, args, params, known)
+    if top is None:
+        return list(known) if prim.multiple_results else known[0]
+    return _core.bind(prim, args, params)
 
 
 def _differentiable(x: Any) -> bool:
