@@ -1,5 +1,5 @@
-"""funcgrad.lax's JAX-form gather/scatter, conv helpers and small ops (funcgrad/lax/_gaps.py), and the
-top-level device/process/config names (funcgrad/_toplevel.py): against numpy float64 references,
+"""funcgrad.lax's JAX-form gather/scatter, conv helpers, implicit solves and small ops
+(funcgrad/lax/_gather_scatter.py, _conv_helpers.py, _implicit.py, _small_ops.py), and the top-level device/process/config names (funcgrad/_toplevel.py): against numpy float64 references,
 finite differences, and JAX's documented semantics."""
 from __future__ import annotations
 

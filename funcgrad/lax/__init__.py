@@ -371,6 +371,10 @@ from funcgrad.lax._special import *  # noqa: E402,F401,F403
 __all__ = sorted(set(__all__) | set(_special.__all__))
 
 # The rest of jax.lax: gather/scatter in JAX's dimension-number form, conv_transpose and shape helpers, ...
-from funcgrad.lax import _gaps  # noqa: E402
-from funcgrad.lax._gaps import *  # noqa: E402,F401,F403
-__all__ = sorted(set(__all__) | set(_gaps.__all__))
+from funcgrad.lax import _conv_helpers, _gather_scatter, _implicit, _small_ops  # noqa: E402
+from funcgrad.lax._gather_scatter import *  # noqa: E402,F401,F403
+from funcgrad.lax._small_ops import *  # noqa: E402,F401,F403
+from funcgrad.lax._conv_helpers import *  # noqa: E402,F401,F403
+from funcgrad.lax._implicit import *  # noqa: E402,F401,F403
+__all__ = sorted(set(__all__) | set(_gather_scatter.__all__) | set(_small_ops.__all__) | set(_conv_helpers.__all__)
+                 | set(_implicit.__all__))
