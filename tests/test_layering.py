@@ -12,7 +12,7 @@ The layers, lowest first (a module may import its own layer and those below):
     lax        lax
     transforms interpreters/*, api (with _custom_rules, _staging), jit, compiler/*, devices, backends/<name>/*
     numpy      numpy/*, scipy/*, _numpy_dispatch
-    libraries  nn, optim, random, mixed_precision, datasets, testing
+    libraries  nn, optim, random, mixed_precision, datasets, testing, distributed
 
 Backend folders sit beside the transforms: they register implementations
 against primitives, and only ``devices`` finds them (the core, the
@@ -48,6 +48,7 @@ _PREFIXES = [
     ("funcgrad.scipy", "numpy"),
     ("funcgrad.random", "libraries"),
     ("funcgrad.nn", "libraries"), ("funcgrad.optim", "libraries"), ("funcgrad.datasets", "libraries"),
+    ("funcgrad.distributed", "libraries"),
 ]
 
 
