@@ -21,6 +21,7 @@ from funcgrad.devices import default_device, device_put, devices, from_dlpack, s
 from funcgrad.jit import disable_jit, ensure_compile_time_eval, jit
 from funcgrad.backends.cpu._threads import get_num_threads, set_num_threads
 from funcgrad import mixed_precision
+from funcgrad import profiler
 from funcgrad._toplevel import (check_tracer_leaks, checking_leaks, debug_infs, default_backend,  # noqa: F401
                                 default_matmul_precision, device_count, enable_checks, explain_cache_misses,
                                 fwd_and_bwd, host_count, host_id, host_ids, local_device_count, local_devices,
@@ -50,4 +51,5 @@ __all__ += ["check_tracer_leaks", "checking_leaks", "debug_infs", "default_backe
             "transfer_guard_device_to_host", "transfer_guard_host_to_device"]
 __all__ += ["custom_gradient", "debug_key_reuse", "default_prng_impl", "enable_custom_prng", "legacy_prng_key",
             "softmax_custom_jvp", "threefry_partitionable"]
+__all__ += ["profiler"]
 __all__ += ["copy_to_host_async", "make_array_from_process_local_data", "make_array_from_single_device_arrays"]

@@ -497,7 +497,15 @@ def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
             return _apply_on_device(prim, args, params)
         else:
             values.append(to_numpy_input(a))
-    return _finish_impl(prim, values, run_impl(prim, prim.impl, values, params))
+    if _profiler is None:
+        return _finish_impl(prim, values, run_impl(prim, prim.impl, values, params))
+    return _finish_impl(prim, values, _profiler.eager(prim, prim.impl, values, params))
+
+
+# The profiler's hook (``funcgrad.profiler``), None when no thread profiles. While one does,
+# bind's fast path is off (``set_fast_path``), so eager work reaches apply_primitive and this
+# single check: profiling costs nothing when it is off.
+_profiler: Any = None
 
 
 def run_impl(prim: Primitive, impl: Callable[..., Any], values: Sequence[Any], params: dict) -> Any:
@@ -547,7 +555,7 @@ def _apply_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     impl = prim.impls.get(backend.name)
     if impl is None:
         impl = backend.missing_impl(prim)   # raises, unless the user asked for host fallback
-    out = run_impl(prim, impl, values, params)
+    out = run_impl(prim, impl, values, params) if _profiler is None else _profiler.eager(prim, impl, values, params)
     outs = [backend.wrap(o) for o in out] if prim.multiple_results else [backend.wrap(out)]
     if config.debug_nans:
         check_nans(prim, [backend.host_value(v) for v in values], [backend.to_host(o) for o in outs])

@@ -87,6 +87,8 @@ class Jitted:
         return self if obj is None else types.MethodType(self, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _core._profiler is not None and _core._profiler.enters(self):
+            return _core._profiler.jit_call(self, args, kwargs)   # funcgrad.profiler: times this call
         if config.disable_jit:
             return self.f(*args, **kwargs)
         if not kwargs and not self.static_argnums:

@@ -336,12 +336,15 @@ class Program:
         return b
 
     def _run(self, args: Sequence[np.ndarray], donated: Sequence[bool] | None = None) -> list[np.ndarray]:
+        prof = _core._profiler and _core._profiler.program(self)   # funcgrad.profiler's recorder, or None
         env: list[Any] = [None] * self.n_slots
         env[:len(self.consts)] = self.consts
         env[len(self.consts):self.n_fixed] = args
         debug = config.debug_nans
         donatable = self._donatable(args, donated)
         for n, ((prim, ins, params, outs, buffers), eqn) in enumerate(zip(self.steps, self.jaxpr.eqns)):
+            if prof is not None:
+                start = prof.clock()
             if buffers is not None:   # a "writes_out" primitive: its impl fills the planned buffers
                 given: dict[int, np.ndarray] = {}
                 if donatable is not None and n in self.donation:
@@ -365,6 +368,8 @@ class Program:
                            else _wrap(r)._value for r in results]
                 if "higher_order" in prim.traits:
                     results = _unaliased(results, values)
+            if prof is not None:
+                prof.step(prim, values, results, start)
             if debug:
                 check_nans(prim, values, [Array(r) for r in results], eqn.source, eqn.backward)
             for i, r in zip(outs, results):
@@ -375,6 +380,8 @@ class Program:
         outs = [env[i] if kind == "var" else _core.as_array(i)._value for kind, i in self.outs]
         for n in self._const_outputs:
             outs[n] = outs[n].copy()
+        if prof is not None:
+            prof.done()
         return outs
 
     def __repr__(self) -> str:
