@@ -344,6 +344,8 @@ class Profile:
         if limit is not None and (not isinstance(limit, int) or limit < 0):
             raise ValueError(f"fg.profiler: table(limit={limit!r}): expected a number of rows >= 0 or None")
         rows = self.stats(group_by_input_shape)
+        book = [r for r in rows if r["name"] == _BOOKKEEPING]   # shown last, whatever the order
+        rows = [r for r in rows if r["name"] != _BOOKKEEPING]
         key = _SORT_KEYS[sort_by]
         rows.sort(key=(lambda r: r[key]) if key == "name" else (lambda r: -r[key]))
         by_shape = any(r["shapes"] is not None for r in rows)
@@ -351,7 +353,7 @@ class Profile:
         if by_shape:
             header.append("Input shapes")
         lines = []
-        for r in rows[:limit] if limit is not None else rows:
+        for r in (rows[:limit] if limit is not None else rows) + book:
             name = r["name"] if r["digest"] is None else f"{r['name']} #{r['digest'][:8]}"
             line = [_clip(name, 48), r["category"], str(r["calls"]), _fmt_time(r["total_us"]),
                     _fmt_time(r["self_us"]), _fmt_time(r["mean_us"]), f"{100 * r['share']:.1f}%",
@@ -365,13 +367,15 @@ class Profile:
         def fmt(cells: list) -> str:
             return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
+        shown = len(lines) - len(book)
+        rows += book
         self_sum = sum(r["self_us"] for r in rows)
         wall = self.wall_time * 1e6
         text = [fmt(header), "-" * len(fmt(header))] + [fmt(line) for line in lines]
         text.append(f"Wall time {_fmt_time(wall)}; self times add up to {_fmt_time(self_sum)} "
                     f"({100 * self_sum / max(wall, 1e-9):.1f}%), the rest ran outside funcgrad's primitives, "
-                    f"kernels and jitted calls. {len(rows)} rows" + (f", {len(lines)} shown." if limit is not None
-                                                                       and len(lines) < len(rows) else "."))
+                    f"kernels and jitted calls. {len(rows) - len(book)} rows"
+                    + (f", {shown} shown." if shown < len(rows) - len(book) else "."))
         return "\n".join(line.rstrip() for line in text)
 
     def export_chrome_trace(self, path: str | os.PathLike) -> None:
