@@ -54,7 +54,7 @@ _clock = time.perf_counter_ns
 CATEGORIES = ("eager", "jit", "overhead", "kernel", "primitive")
 _BOOKKEEPING = "profiler (bookkeeping)"
 _SORT_KEYS = {"total": "total_us", "self": "self_us", "mean": "mean_us", "calls": "calls", "bytes": "out_bytes",
-              "name": "name"}
+              "alloc": "alloc_bytes", "name": "name"}
 
 
 # --------------------------------------------------------------------------
@@ -76,11 +76,20 @@ def _shapes(values: Any) -> tuple[str, ...]:
     return tuple(describe(v) for v in values)
 
 
-def _nbytes(results: Any) -> int:
-    return sum(getattr(r, "nbytes", 0) for r in results)
+def _nbytes(results: Any, kept: bool = False) -> tuple[int, int]:
+    """``(out, alloc)``: the bytes of ``results``, and of those that own new memory (not views,
+    nor buffers a compiled program keeps across calls: ``kept``)."""
+    out = alloc = 0
+    for r in results:
+        n = getattr(r, "nbytes", 0)
+        out += n
+        if not kept and getattr(r, "base", None) is None:
+            alloc += n
+    return out, alloc
 
 
-def _emit(profiles: list, name: str, cat: str, start: int, end: int, nbytes: int, values: Any, digest: Any) -> None:
+def _emit(profiles: list, name: str, cat: str, start: int, end: int, nbytes: tuple[int, int], values: Any,
+          digest: Any) -> None:
     """Append one event to each profile active in this thread, with the time this bookkeeping took."""
     shapes = _shapes(values) if values is not None and any(p.record_shapes for p in profiles) else None
     event = (name, cat, start, end, nbytes, shapes, digest, _clock() - end)
@@ -102,12 +111,13 @@ class _ProgramRun:
         end = _clock()
         spec = getattr(prim, "spec", None)
         if spec is not None:   # a fused kernel (funcgrad.compiler.fusion.FusedKernel)
-            _emit(self.profiles, repr(prim), "kernel", start, end, _nbytes(results), values, _digest(prim))
+            _emit(self.profiles, repr(prim), "kernel", start, end, _nbytes(results, True), values, _digest(prim))
         else:
-            _emit(self.profiles, prim.name, "primitive", start, end, _nbytes(results), values, None)
+            kept = "writes_out" in prim.traits   # it wrote into the program's buffers (matmul)
+            _emit(self.profiles, prim.name, "primitive", start, end, _nbytes(results, kept), values, None)
 
     def done(self) -> None:
-        _emit(self.profiles, "program (run loop)", "overhead", self.start, _clock(), 0, None, None)
+        _emit(self.profiles, "program (run loop)", "overhead", self.start, _clock(), (0, 0), None, None)
 
 
 _digests: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
@@ -163,7 +173,7 @@ class _Hook:
             name = f"jit({getattr(jitted.f, '__name__', type(jitted.f).__name__)})"
             if jitted.misses != misses:
                 name += " [trace+compile]"
-            _emit(profiles, name, "jit", start, end, 0, None, None)
+            _emit(profiles, name, "jit", start, end, (0, 0), None, None)
 
 
 _HOOK = _Hook()
@@ -284,9 +294,11 @@ class Profile:
         Keys: ``name``, ``category`` (eager/jit/overhead/kernel/primitive), ``calls``,
         ``total_us`` (time inside, children included), ``self_us`` (without the events
         inside), ``mean_us`` (``total_us / calls``), ``share`` (``self_us`` over the
-        profiled wall time), ``out_bytes`` (``nbytes`` of the outputs the calls produced:
-        new arrays and, in compiled programs, buffers reused across calls; not temporaries
-        inside an implementation), ``digest`` (a fused kernel's) and ``shapes`` (the
+        profiled wall time), ``out_bytes`` (``nbytes`` of the outputs the calls produced,
+        views included), ``alloc_bytes`` (of those, the outputs that own new memory: not
+        views, nor the buffers a compiled program keeps across calls and writes its kernels'
+        and matmuls' outputs into; temporaries inside an implementation are not seen),
+        ``digest`` (a fused kernel's) and ``shapes`` (the
         inputs' ``f32[128,784]``-style shapes, with ``record_shapes=True``; None otherwise).
         A last row ``profiler (bookkeeping)`` holds the profiler's own time between events.
         Sorted by ``total_us``, largest first.
@@ -311,17 +323,18 @@ class Profile:
             row = rows.get(key)
             if row is None:
                 row = rows[key] = {"name": name, "category": cat, "calls": 0, "total_us": 0.0, "self_us": 0.0,
-                                   "mean_us": 0.0, "share": 0.0, "out_bytes": 0, "digest": digest,
+                                   "mean_us": 0.0, "share": 0.0, "out_bytes": 0, "alloc_bytes": 0, "digest": digest,
                                    "shapes": list(shapes) if by_shape and shapes is not None else None}
             row["calls"] += 1
             row["total_us"] += (end - start) / 1e3
             row["self_us"] += own / 1e3
-            row["out_bytes"] += nbytes
+            row["out_bytes"] += nbytes[0]
+            row["alloc_bytes"] += nbytes[1]
         out = sorted(rows.values(), key=lambda r: -r["total_us"])
         if book:
             out.append({"name": _BOOKKEEPING, "category": "overhead", "calls": len(self._events),
                         "total_us": book / 1e3, "self_us": book / 1e3, "mean_us": 0.0, "share": 0.0,
-                        "out_bytes": 0, "digest": None, "shapes": None})
+                        "out_bytes": 0, "alloc_bytes": 0, "digest": None, "shapes": None})
         for row in out:
             row["mean_us"] = row["total_us"] / row["calls"]
             row["share"] = row["self_us"] / wall
@@ -330,8 +343,9 @@ class Profile:
     def table(self, sort_by: str = "total", limit: int | None = 20, group_by_input_shape: bool | None = None) -> str:
         """The rows of :meth:`stats` as a text table (``print(prof.table())``).
 
-        ``sort_by``: ``"total"``, ``"self"``, ``"mean"``, ``"calls"``, ``"bytes"`` or
-        ``"name"``; ``limit``: the number of rows shown (None: all).
+        ``sort_by``: ``"total"``, ``"self"``, ``"mean"``, ``"calls"``, ``"bytes"`` (out
+        bytes), ``"alloc"`` (alloc bytes) or ``"name"``; ``limit``: the number of rows shown
+        (None: all). The profiler's own bookkeeping is the last row, whatever the order.
 
         >>> import funcgrad as fg, funcgrad.numpy as fnp
         >>> with fg.profiler.profile() as prof:
@@ -349,7 +363,7 @@ class Profile:
         key = _SORT_KEYS[sort_by]
         rows.sort(key=(lambda r: r[key]) if key == "name" else (lambda r: -r[key]))
         by_shape = any(r["shapes"] is not None for r in rows)
-        header = ["Name", "Category", "Calls", "Total", "Self", "Mean", "Self %", "Out bytes"]
+        header = ["Name", "Category", "Calls", "Total", "Self", "Mean", "Self %", "Out bytes", "Alloc bytes"]
         if by_shape:
             header.append("Input shapes")
         lines = []
@@ -357,12 +371,12 @@ class Profile:
             name = r["name"] if r["digest"] is None else f"{r['name']} #{r['digest'][:8]}"
             line = [_clip(name, 48), r["category"], str(r["calls"]), _fmt_time(r["total_us"]),
                     _fmt_time(r["self_us"]), _fmt_time(r["mean_us"]), f"{100 * r['share']:.1f}%",
-                    _fmt_bytes(r["out_bytes"])]
+                    _fmt_bytes(r["out_bytes"]), _fmt_bytes(r["alloc_bytes"])]
             if by_shape:
                 line.append(", ".join(r["shapes"] or []))
             lines.append(line)
         widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(header)]
-        left = {0, 1, 8}
+        left = {0, 1, 9}
 
         def fmt(cells: list) -> str:
             return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
@@ -395,7 +409,7 @@ class Profile:
             {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"thread {tid}"}},
         ]
         for name, cat, start, end, nbytes, shapes, digest, _ in sorted(self._events, key=lambda e: (e[2], -e[3])):
-            args: dict[str, Any] = {"out_bytes": nbytes}
+            args: dict[str, Any] = {"out_bytes": nbytes[0], "alloc_bytes": nbytes[1]}
             if digest is not None:
                 args["digest"] = digest
             if shapes is not None:

@@ -86,6 +86,11 @@ def test_eager_output_bytes_and_shapes():
     assert set(sins) == {("f32[10]",), ("f32[2,3]",)}
     assert sins[("f32[10]",)]["out_bytes"] == 40 and sins[("f32[10]",)]["calls"] == 1
     assert sins[("f32[2,3]",)]["out_bytes"] == 24
+    assert sins[("f32[10]",)]["alloc_bytes"] == 40   # a new array
+    with fg.profiler.profile() as views:
+        fnp.transpose(fnp.ones((2, 3), dtype=np.float32))
+    (t,) = [r for r in views.stats() if r["name"] == "transpose"]
+    assert t["out_bytes"] == 24 and t["alloc_bytes"] == 0   # numpy's transpose is a view
     merged = [r for r in prof.stats(group_by_input_shape=False) if r["name"] == "sin"]
     assert len(merged) == 1 and merged[0]["calls"] == 2 and merged[0]["shapes"] is None
 
@@ -119,6 +124,9 @@ def test_jit_counts_are_the_program_steps(rng):
     ref = _step(params, x, y)
     for k in params:
         np.testing.assert_allclose(np.asarray(out[k]), np.asarray(ref[k]), rtol=1e-5, atol=1e-6)
+    # Kernels and matmuls write into the buffers the program keeps across calls.
+    assert all(r["alloc_bytes"] == 0 < r["out_bytes"] for r in prof.stats()
+               if r["category"] == "kernel" or r["name"] == "matmul")
     digests = {r["digest"] for r in prof.stats() if r["category"] == "kernel"}
     assert all(isinstance(d, str) and len(d) == 24 for d in digests)
 
