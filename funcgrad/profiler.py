@@ -43,6 +43,8 @@ import time
 import weakref
 from typing import Any, Callable
 
+import numpy as np
+
 from funcgrad import _core
 from funcgrad._core import run_impl
 from funcgrad._dtypes import describe
@@ -70,6 +72,7 @@ class _ThreadState(threading.local):
 
 
 _state = _ThreadState()
+_with_shapes = [0]   # active profiles with record_shapes=True, over all threads
 
 
 def _shapes(values: Any) -> tuple[str, ...]:
@@ -81,9 +84,12 @@ def _nbytes(results: Any, kept: bool = False) -> tuple[int, int]:
     nor buffers a compiled program keeps across calls: ``kept``)."""
     out = alloc = 0
     for r in results:
-        n = getattr(r, "nbytes", 0)
+        if type(r) is not np.ndarray:   # a device array, a scalar
+            n, owner = getattr(r, "nbytes", 0), getattr(r, "base", None) is None
+        else:
+            n, owner = r.nbytes, r.base is None
         out += n
-        if not kept and getattr(r, "base", None) is None:
+        if owner and not kept:
             alloc += n
     return out, alloc
 
@@ -91,7 +97,7 @@ def _nbytes(results: Any, kept: bool = False) -> tuple[int, int]:
 def _emit(profiles: list, name: str, cat: str, start: int, end: int, nbytes: tuple[int, int], values: Any,
           digest: Any) -> None:
     """Append one event to each profile active in this thread, with the time this bookkeeping took."""
-    shapes = _shapes(values) if values is not None and any(p.record_shapes for p in profiles) else None
+    shapes = _shapes(values) if values is not None and _with_shapes[0] else None
     event = (name, cat, start, end, nbytes, shapes, digest, _clock() - end)
     for p in profiles:
         p._events.append(event)
@@ -181,16 +187,18 @@ _install_lock = threading.Lock()
 _installed = [0, True]   # [profiles active over all threads, bind's fast-path setting before the first]
 
 
-def _install() -> None:
+def _install(shapes: bool) -> None:
     with _install_lock:
+        _with_shapes[0] += shapes
         if _installed[0] == 0:
             _installed[1] = _core.set_fast_path(False)   # eager work then reaches apply_primitive's hook
             _core._profiler = _HOOK
         _installed[0] += 1
 
 
-def _uninstall() -> None:
+def _uninstall(shapes: bool) -> None:
     with _install_lock:
+        _with_shapes[0] -= shapes
         _installed[0] -= 1
         if _installed[0] == 0:
             _core._profiler = None
@@ -236,7 +244,7 @@ class Profile:
             self._depth += 1
             return self
         self._thread, self._tid, self._depth = me, threading.get_native_id(), 1
-        _install()
+        _install(self.record_shapes)
         _state.profiles.append(self)
         self._began = _clock()
         if self._origin is None:
@@ -250,7 +258,7 @@ class Profile:
         self._wall += _clock() - self._began
         profiles = _state.profiles
         profiles.remove(self)
-        _uninstall()
+        _uninstall(self.record_shapes)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fn is None:
