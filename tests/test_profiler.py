@@ -347,3 +347,28 @@ def test_two_threads_profile_at_once():
         thread.start()
         thread.join()
     assert "another thread" in str(errors[0].value)
+
+
+# ----------------------------------------------------------------- device arrays (the stand-in GPU backend)
+
+
+def test_device_arrays_are_recorded_per_primitive():
+    from gpu_standin import gpu_standin
+
+    with gpu_standin(use_triton=False):
+        g = fg.device_put(fnp.asarray(np.linspace(-1.0, 1.0, 6, dtype=np.float32)), "gpu")
+        f = fg.jit(lambda a: fnp.sin(a) * 2.0)
+        f(g)
+        with fg.profiler.profile() as prof:
+            out = fnp.cos(g)
+            jitted = f(g)
+        np.testing.assert_allclose(np.asarray(fg.device_put(out, "cpu")), np.cos(np.linspace(-1, 1, 6)), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(fg.device_put(jitted, "cpu")), 2 * np.sin(np.linspace(-1, 1, 6)), rtol=1e-6)
+    # Without a compiler the jitted call runs its primitives one by one, each an eager event inside it.
+    assert _counts(prof, "eager") == {"cos": 1, "sin": 1, "mul": 1}
+    assert _counts(prof, "jit") == {"jit(<lambda>)": 1}
+    events = {e[0]: e for e in prof._events}
+    call = events["jit(<lambda>)"]
+    assert call[2] <= events["sin"][2] and events["mul"][3] <= call[3] and not call[2] <= events["cos"][2]
+    (cos,) = [r for r in prof.stats() if r["name"] == "cos"]
+    assert cos["out_bytes"] == 24
