@@ -46,10 +46,11 @@ def summary(name: str, prof, cpu_s: float, steps: int) -> str:
     for r in rows:
         by_cat[r["category"]] = by_cat.get(r["category"], 0.0) + r["self_us"]
     gemm = sum(r["self_us"] for r in rows if r["name"] == "matmul")
+    by_cat["between events"] = wall * 1e6 - sum(by_cat.values())
     parts = ", ".join(f"{cat} {us / steps / 1e3:.3f} ms" for cat, us in sorted(by_cat.items(), key=lambda kv: -kv[1]))
     return (f"{name}: {wall / steps * 1e3:.3f} ms/step wall ({cpu_s / steps * 1e3:.3f} ms/step CPU); "
             f"matmul {gemm / steps / 1e3:.3f} ms/step ({100 * gemm / 1e6 / wall:.0f}% of wall); "
-            f"self time per step by category: {parts}")
+            f"self time per step: {parts}")
 
 
 def main() -> None:

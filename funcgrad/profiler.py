@@ -95,10 +95,10 @@ def _nbytes(results: Any, kept: bool = False) -> tuple[int, int]:
 
 
 def _emit(profiles: list, name: str, cat: str, start: int, end: int, nbytes: tuple[int, int], values: Any,
-          digest: Any) -> None:
+          kernel: Any) -> None:
     """Append one event to each profile active in this thread, with the time this bookkeeping took."""
     shapes = _shapes(values) if values is not None and _with_shapes[0] else None
-    event = (name, cat, start, end, nbytes, shapes, digest, _clock() - end)
+    event = (name, cat, start, end, nbytes, shapes, kernel, _clock() - end)
     for p in profiles:
         p._events.append(event)
 
@@ -117,7 +117,8 @@ class _ProgramRun:
         end = _clock()
         spec = getattr(prim, "spec", None)
         if spec is not None:   # a fused kernel (funcgrad.compiler.fusion.FusedKernel)
-            _emit(self.profiles, repr(prim), "kernel", start, end, _nbytes(results, True), values, _digest(prim))
+            # The kernel itself stands in for its digest, worked out when the profile is read.
+            _emit(self.profiles, repr(prim), "kernel", start, end, _nbytes(results, True), values, prim)
         else:
             kept = "writes_out" in prim.traits   # it wrote into the program's buffers (matmul)
             _emit(self.profiles, prim.name, "primitive", start, end, _nbytes(results, kept), values, None)
@@ -325,7 +326,8 @@ class Profile:
         rows: dict[tuple, dict] = {}
         book = 0
         for event, own in self._timed():
-            name, cat, start, end, nbytes, shapes, digest, spent = event
+            name, cat, start, end, nbytes, shapes, kernel, spent = event
+            digest = None if kernel is None else _digest(kernel)
             book += spent
             key = (name, cat, digest, shapes if by_shape else None)
             row = rows.get(key)
@@ -376,8 +378,8 @@ class Profile:
             header.append("Input shapes")
         lines = []
         for r in (rows[:limit] if limit is not None else rows) + book:
-            name = r["name"] if r["digest"] is None else f"{r['name']} #{r['digest'][:8]}"
-            line = [_clip(name, 48), r["category"], str(r["calls"]), _fmt_time(r["total_us"]),
+            name = _clip(r["name"], 48) if r["digest"] is None else f"{_clip(r['name'], 38)} #{r['digest'][:8]}"
+            line = [name, r["category"], str(r["calls"]), _fmt_time(r["total_us"]),
                     _fmt_time(r["self_us"]), _fmt_time(r["mean_us"]), f"{100 * r['share']:.1f}%",
                     _fmt_bytes(r["out_bytes"]), _fmt_bytes(r["alloc_bytes"])]
             if by_shape:
@@ -395,8 +397,8 @@ class Profile:
         wall = self.wall_time * 1e6
         text = [fmt(header), "-" * len(fmt(header))] + [fmt(line) for line in lines]
         text.append(f"Wall time {_fmt_time(wall)}; self times add up to {_fmt_time(self_sum)} "
-                    f"({100 * self_sum / max(wall, 1e-9):.1f}%), the rest ran outside funcgrad's primitives, "
-                    f"kernels and jitted calls. {len(rows) - len(book)} rows"
+                    f"({100 * self_sum / max(wall, 1e-9):.1f}%); the rest ran between the events (your Python, "
+                    f"and funcgrad's eager dispatch and autodiff around the primitives). {len(rows) - len(book)} rows"
                     + (f", {shown} shown." if shown < len(rows) - len(book) else "."))
         return "\n".join(line.rstrip() for line in text)
 
@@ -416,10 +418,10 @@ class Profile:
             {"name": "process_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": "funcgrad"}},
             {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": f"thread {tid}"}},
         ]
-        for name, cat, start, end, nbytes, shapes, digest, _ in sorted(self._events, key=lambda e: (e[2], -e[3])):
+        for name, cat, start, end, nbytes, shapes, kernel, _ in sorted(self._events, key=lambda e: (e[2], -e[3])):
             args: dict[str, Any] = {"out_bytes": nbytes[0], "alloc_bytes": nbytes[1]}
-            if digest is not None:
-                args["digest"] = digest
+            if kernel is not None:
+                args["digest"] = _digest(kernel)
             if shapes is not None:
                 args["shapes"] = list(shapes)
             events.append({"name": name, "cat": cat, "ph": "X", "ts": (start - origin) / 1e3,
