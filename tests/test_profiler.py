@@ -160,6 +160,33 @@ def test_times_are_positive_and_self_times_fit_in_the_wall_time(rng):
         np.testing.assert_allclose(r["mean_us"], r["total_us"] / r["calls"])
 
 
+def test_loop_bodies_nest_inside_their_step():
+    def f(x):
+        def body(c, _):
+            c = fnp.sin(c) * 2.0 + 1.0
+            return c, fnp.sum(c)
+        return fg.lax.scan(body, x, None, length=4)
+
+    jf = fg.jit(f)
+    x = fnp.ones(5, dtype=np.float32)
+    jf(x)
+    with fg.profiler.profile() as prof:
+        carry, ys = jf(x)
+    c, ref = np.ones(5), []
+    for _ in range(4):
+        c = np.sin(c) * 2.0 + 1.0
+        ref.append(c.sum())
+    np.testing.assert_allclose(np.asarray(carry), c, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(ys), ref, rtol=1e-5)
+    (scan,) = [e for e in prof._events if e[0] == "scan"]
+    runs = [e for e in prof._events if e[0] == "program (run loop)"]
+    inner = [e for e in runs if scan[2] <= e[2] and e[3] <= scan[3]]
+    assert len(runs) == 5 and len(inner) == 4   # the program, and the body once per iteration
+    rows = {r["name"]: r for r in prof.stats()}
+    assert 0 <= rows["scan"]["self_us"] < rows["scan"]["total_us"]
+    assert sum(r["self_us"] for r in rows.values()) <= prof.wall_time * 1e6
+
+
 # ----------------------------------------------------------------- table and trace
 
 
