@@ -28,9 +28,10 @@ miss), that of ``program (run loop)`` the program's own work (argument and
 buffer handling, the Python of the run loop).  Self times never overlap, so
 they add up to at most the profiled wall time.
 
-Turned off, the profiler costs one check of a module-level ``None`` in the
-eager path beyond bind's fast path, at the top of a jitted call and per step
-of a compiled program.
+Turned off, the profiler costs a check of a module-level ``None`` in the
+eager path behind bind's fast path (bind's fast path itself is untouched: the
+profiler turns it off while it records), one at the top of a jitted call and
+of a compiled program's run, and two checks of a local per step of the run.
 """
 from __future__ import annotations
 
