@@ -254,6 +254,8 @@ class Profile:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._thread != threading.get_ident():
+            raise RuntimeError("fg.profiler: a profile must be left in the thread that entered it")
         self._depth -= 1
         if self._depth:
             return
