@@ -41,6 +41,7 @@ import json
 import os
 import threading
 import time
+import types
 import weakref
 from typing import Any, Callable
 
@@ -270,6 +271,10 @@ class Profile:
                             "use this one as `with fg.profiler.profile() as prof:`")
         with self:
             return self.fn(*args, **kwargs)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        # @profile on a method: obj.method(x) runs the method under this profile.
+        return self if obj is None else types.MethodType(self, obj)
 
     @property
     def active(self) -> bool:

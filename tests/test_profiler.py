@@ -310,6 +310,14 @@ def test_same_profile_reentered_and_as_a_function():
     np.testing.assert_allclose(np.asarray(work(x)), np.tanh(1.0) * np.ones(4), rtol=1e-6)
     work(x)
     assert _counts(work, "eager") == {"tanh": 2} and work.__name__ == "work"
+    class Model:
+        @fg.profiler.profile
+        def forward(self, a):
+            return fnp.exp(a)
+
+    model = Model()
+    np.testing.assert_allclose(np.asarray(model.forward(x)), np.e * np.ones(4), rtol=1e-6)
+    assert _counts(Model.forward, "eager") == {"exp": 1}
     with pytest.raises(TypeError, match="profile\\(fn\\)"):
         fg.profiler.profile()(x)
     with pytest.raises(TypeError, match="expected a function"):
