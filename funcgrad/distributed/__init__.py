@@ -6,6 +6,11 @@
 (0, 1)
 """
 from funcgrad.distributed._runtime import (PROCESS_AXIS, barrier, initialize, process_count,  # noqa: F401
-                                           process_index)
+                                           process_index, timeout)
+from funcgrad.distributed._collectives import (all_gather, all_to_all, axis_index, axis_size,  # noqa: F401
+                                               broadcast, pmax, pmean, pmin, ppermute, pshuffle, psum,
+                                               psum_scatter)
 
-__all__ = ["PROCESS_AXIS", "barrier", "initialize", "process_count", "process_index"]
+__all__ = ["PROCESS_AXIS", "all_gather", "all_to_all", "axis_index", "axis_size", "barrier", "broadcast",
+           "initialize", "pmax", "pmean", "pmin", "ppermute", "process_count", "process_index", "pshuffle", "psum",
+           "psum_scatter", "timeout"]

@@ -23,11 +23,12 @@ from funcgrad.tree_util import tree_map
 
 __all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pmax", "pmean", "pmin",
            "ppermute", "pshuffle", "psum", "psum_scatter", "psum_p", "pmax_p", "pmin_p", "all_gather_p",
-           "psum_scatter_p", "ppermute_p", "all_to_all_p"]
+           "psum_scatter_p", "ppermute_p", "all_to_all_p", "pbroadcast_p"]
 
 psum_p, pmax_p, pmin_p = _P.psum_p, _P.pmax_p, _P.pmin_p
 all_gather_p, psum_scatter_p, ppermute_p, all_to_all_p = (_P.all_gather_p, _P.psum_scatter_p, _P.ppermute_p,
                                                           _P.all_to_all_p)
+pbroadcast_p = _P.pbroadcast_p
 
 
 def _no_groups(op: str, axis_index_groups: Any) -> None:
@@ -191,18 +192,9 @@ def _index_of(name: Any) -> Any:
 
 
 def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
-    """Every device receives the ``x`` of device ``source``.
+    """Every device receives the ``x`` of device ``source`` (the gradient goes back to ``source`` alone).
 
     >>> fg.vmap(lambda x: lax.pbroadcast(x, "i", 1), axis_name="i")(fnp.arange(3.0))   # [1, 1, 1]
     """
-    axes = _one_name("pbroadcast", axis_name)
-    _P.check_bound("pbroadcast", axes)
-    n = _P.total_size(axes)
-    if not 0 <= int(source) < n:
-        raise ValueError(f"pbroadcast: source {source} is outside the axis {axes[0]!r} of size {n}")
-
-    def one(leaf: Any, axes: tuple) -> Any:
-        gathered = _P.all_gather(leaf, axes, axis=0, tiled=False)
-        return gathered[int(source)]
-    return _leaves("pbroadcast", x, axis_name, one)
-
+    _one_name("pbroadcast", axis_name)
+    return _leaves("pbroadcast", x, axis_name, lambda leaf, axes: _P.pbroadcast(leaf, axes, int(source)))

@@ -186,6 +186,8 @@ def _size_one(kind: str, x: np.ndarray, params: dict) -> np.ndarray:
         return x if params["tiled"] else np.squeeze(x, params["scatter_dimension"])
     if kind == "ppermute":
         return x if (0, 0) in params["perm"] else np.zeros_like(x)
+    if kind == "pbroadcast":
+        return x
     if kind == "all_to_all":
         if params["tiled"]:
             return x
@@ -238,6 +240,10 @@ def out_aval(kind: str, x: Any, n: int, params: dict) -> ShapedArray:
         return ShapedArray(shape[:d] + shape[d + 1:], out_dtype)
     if kind == "ppermute":
         return aval
+    if kind == "pbroadcast":
+        if not 0 <= params["source"] < n:
+            raise ValueError(f"pbroadcast: source {params['source']} is outside the axis of size {n}")
+        return aval
     if kind == "all_to_all":
         s = _check_axis(kind, aval, params["split_axis"], max(len(shape), 1), "split_axis")
         if not shape:
@@ -264,7 +270,7 @@ def out_aval(kind: str, x: Any, n: int, params: dict) -> ShapedArray:
 # The primitives
 # --------------------------------------------------------------------------
 
-KINDS = ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all")
+KINDS = ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "pbroadcast")
 PRIMITIVES: dict[str, Primitive] = {}
 #: vmap rules for a collective over the vmap's own name: ``rule(values, dims, size, name, **params)``.
 NAMED_RULES: dict[Primitive, Callable] = {}
@@ -328,6 +334,7 @@ all_gather_p = _declare("all_gather")
 psum_scatter_p = _declare("psum_scatter")
 ppermute_p = _declare("ppermute")
 all_to_all_p = _declare("all_to_all")
+pbroadcast_p = _declare("pbroadcast")
 
 
 # --------------------------------------------------------------------------
@@ -356,6 +363,10 @@ def psum_scatter(x: Any, axes: tuple, scatter_dimension: int = 0, tiled: bool = 
 
 def ppermute(x: Any, axes: tuple, perm: tuple) -> Any:
     return bind_collective(ppermute_p, x, axes=axes, perm=perm)
+
+
+def pbroadcast(x: Any, axes: tuple, source: int) -> Any:
+    return bind_collective(pbroadcast_p, x, axes=axes, source=source)
 
 
 def all_to_all(x: Any, axes: tuple, split_axis: int, concat_axis: int, tiled: bool = False) -> Any:
@@ -422,7 +433,14 @@ def _all_to_all_vjp(ct, primals, out, needs, axes, split_axis, concat_axis, tile
     return (all_to_all(ct, axes, split_axis=c, concat_axis=s, tiled=tiled),)
 
 
+def _pbroadcast_vjp(ct, primals, out, needs, axes, source, check=None):
+    # The output is the same everywhere and only the source's operand made it: the source keeps its
+    # own cotangent, the others get zeros (as psum's transpose keeps each device's own).
+    return (ppermute(ct, axes, ((source, source),)),)
+
+
 psum_p.jvp, psum_p.vjp = _psum_jvp, _psum_vjp
+pbroadcast_p.jvp, pbroadcast_p.vjp = _linear_jvp(pbroadcast_p), _pbroadcast_vjp
 pmax_p.jvp, pmax_p.vjp = _chooser_jvp("pmax"), _chooser_vjp
 pmin_p.jvp, pmin_p.vjp = _chooser_jvp("pmin"), _chooser_vjp
 all_gather_p.jvp, all_gather_p.vjp = _linear_jvp(all_gather_p), _all_gather_vjp
@@ -529,6 +547,17 @@ def _named_all_to_all(values, dims, size, name, axes, split_axis, concat_axis, t
     return moveaxis(y, 1, c + 1), 0
 
 
+def _named_pbroadcast(values, dims, size, name, axes, source, check=None):
+    _single("pbroadcast", name, axes)
+    x, d = values[0], dims[0]
+    out_aval("pbroadcast", ShapedArray(shape_of(x), get_aval(x).dtype), size, {"source": source})
+    if d is None:
+        return x, None
+    x = moveaxis(x, d, 0)
+    piece = static_slice(x, 0, source, source + 1)
+    return reshape(piece, shape_of(piece)[1:]), None
+
+
 def _check_perm(perm: tuple, size: int) -> None:
     srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
     if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
@@ -541,7 +570,7 @@ def _check_perm(perm: tuple, size: int) -> None:
 
 NAMED_RULES.update({psum_p: _named_reduce("psum"), pmax_p: _named_reduce("pmax"), pmin_p: _named_reduce("pmin"),
                     all_gather_p: _named_all_gather, psum_scatter_p: _named_psum_scatter,
-                    ppermute_p: _named_ppermute, all_to_all_p: _named_all_to_all})
+                    ppermute_p: _named_ppermute, all_to_all_p: _named_all_to_all, pbroadcast_p: _named_pbroadcast})
 
 
 def normalize_perm(perm: Any) -> tuple:
