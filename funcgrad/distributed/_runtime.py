@@ -232,8 +232,14 @@ def _reduce_op(kind: str, dtype: np.dtype) -> Any:
     return MPI.MAX if kind == "pmax" else MPI.MIN
 
 
+def _contig(x: np.ndarray) -> np.ndarray:
+    # (np.ascontiguousarray would make a 0-d array 1-d.)
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else x.copy(order="C")
+
+
 def _bytes_of(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    return _contig(x).reshape(-1).view(np.uint8)
 
 
 class _ProcessWorld:
@@ -263,7 +269,7 @@ def _run_reduce(kind: str):
         dtype = x.dtype
         if kind == "psum" and dtype.kind == "b":
             x = x.astype(_collectives.sum_dtype(dtype))
-        wire = x.astype(np.float32) if x.dtype == np.float16 else np.ascontiguousarray(x)
+        wire = x.astype(np.float32) if x.dtype == np.float16 else _contig(x)
         out = np.empty_like(wire)
         _wait([w.data_comm.Iallreduce(wire, out, _reduce_op(kind, x.dtype))], w, f"{kind}({x.dtype}{list(x.shape)})")
         return out.astype(x.dtype) if out.dtype != x.dtype else out
@@ -283,7 +289,7 @@ def _run_all_gather(w: _World, x: np.ndarray, axis: int, tiled: bool) -> np.ndar
         a = axis % x.ndim
         moved = np.moveaxis(rows, 0, a)
         return moved.reshape(x.shape[:a] + (x.shape[a] * w.size,) + x.shape[a + 1:])
-    return np.ascontiguousarray(np.moveaxis(rows, 0, axis % (x.ndim + 1)))
+    return _contig(np.moveaxis(rows, 0, axis % (x.ndim + 1)))
 
 
 def _run_psum_scatter(w: _World, x: np.ndarray, scatter_dimension: int, tiled: bool) -> np.ndarray:
@@ -291,16 +297,16 @@ def _run_psum_scatter(w: _World, x: np.ndarray, scatter_dimension: int, tiled: b
     if x.dtype.kind == "b":
         x = x.astype(_collectives.sum_dtype(x.dtype))
     dtype = x.dtype
-    wire = np.ascontiguousarray(np.moveaxis(x, d, 0).astype(np.float32 if dtype == np.float16 else dtype))
+    wire = _contig(np.moveaxis(x, d, 0).astype(np.float32 if dtype == np.float16 else dtype))
     out = np.empty((wire.shape[0] // w.size,) + wire.shape[1:], wire.dtype)
     from mpi4py import MPI
     _wait([w.data_comm.Ireduce_scatter_block(wire, out, MPI.SUM)], w, f"psum_scatter({dtype}{list(x.shape)})")
     out = np.moveaxis(out.astype(dtype), 0, d)
-    return np.ascontiguousarray(out if tiled else np.squeeze(out, d))
+    return _contig(out if tiled else np.squeeze(out, d))
 
 
 def _run_ppermute(w: _World, x: np.ndarray, perm: tuple) -> np.ndarray:
-    x = np.ascontiguousarray(x)
+    x = _contig(x)
     out = np.zeros_like(x)
     requests, peers = [], []
     for src, dst in perm:
@@ -319,7 +325,7 @@ def _run_ppermute(w: _World, x: np.ndarray, perm: tuple) -> np.ndarray:
 def _run_all_to_all(w: _World, x: np.ndarray, split_axis: int, concat_axis: int, tiled: bool) -> np.ndarray:
     n, s = w.size, split_axis % x.ndim
     chunks = x.reshape(x.shape[:s] + (n, x.shape[s] // n) + x.shape[s + 1:])
-    send = np.ascontiguousarray(np.moveaxis(chunks, s, 0))          # (k, ...): chunk k goes to rank k
+    send = _contig(np.moveaxis(chunks, s, 0))          # (k, ...): chunk k goes to rank k
     recv = np.empty_like(send)                                       # (j, ...): the chunk from rank j
     _wait([w.data_comm.Ialltoall(_bytes_of(send), _bytes_of(recv) if recv.size else recv.view(np.uint8))], w,
           f"all_to_all({x.dtype}{list(x.shape)})")
@@ -327,13 +333,13 @@ def _run_all_to_all(w: _World, x: np.ndarray, split_axis: int, concat_axis: int,
         c = concat_axis % x.ndim
         moved = np.moveaxis(recv, 0, c)                              # j just before the concat axis
         shape = moved.shape
-        return np.ascontiguousarray(moved.reshape(shape[:c] + (shape[c] * shape[c + 1],) + shape[c + 2:]))
+        return _contig(moved.reshape(shape[:c] + (shape[c] * shape[c + 1],) + shape[c + 2:]))
     recv = np.squeeze(recv, s + 1)                                   # the size-1 chunk axis
-    return np.ascontiguousarray(np.moveaxis(recv, 0, concat_axis % x.ndim))
+    return _contig(np.moveaxis(recv, 0, concat_axis % x.ndim))
 
 
 def _run_pbroadcast(w: _World, x: np.ndarray, source: int) -> np.ndarray:
-    buf = np.ascontiguousarray(x).copy()
+    buf = _contig(x).copy()
     _wait([w.data_comm.Ibcast(_bytes_of(buf) if buf.size else buf.view(np.uint8), root=source)], w,
           f"broadcast({x.dtype}{list(x.shape)}) from rank {source}")
     return buf

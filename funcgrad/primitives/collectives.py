@@ -459,6 +459,7 @@ all_to_all_p.jvp, all_to_all_p.vjp = _linear_jvp(all_to_all_p), _all_to_all_vjp
 def _named_reduce(kind: str) -> Callable:
     def rule(values, dims, size, name, axes, check=None):
         x, d = values[0], dims[0]
+        out_aval(kind, x, size, {})   # the dtype check (pmax/pmin of complex)
         if kind == "psum":
             if get_aval(x).dtype.kind == "b":
                 x = convert(x, sum_dtype(get_aval(x).dtype))
