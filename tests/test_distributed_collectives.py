@@ -362,3 +362,11 @@ def test_mpi_errors_on_every_rank_within_the_timeout():
     assert failing[0]["error"] == "TimeoutError", output
     assert "rank(s) 1 did not arrive" in failing[0]["message"]
     assert failing[0]["seconds"] < 3.0 + 5.0
+
+
+def test_pswapaxes_is_all_to_all_over_one_axis():
+    x = operand(np.float32, (N, 2, N))
+    np.testing.assert_array_equal(per_device(lambda v: lax.pswapaxes(v, "i", 1), x),
+                                  per_device(lambda v: lax.all_to_all(v, "i", 1, 1), x))
+    # device k receives column k of every device, the devices' axis taking the place of axis 1
+    np.testing.assert_array_equal(per_device(lambda v: lax.pswapaxes(v, "i", 1), x), np.transpose(x, (2, 1, 0)))

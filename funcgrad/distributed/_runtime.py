@@ -251,17 +251,18 @@ class _ProcessWorld:
     def rank(self) -> int:
         return world().rank
 
-    def run(self, kind: str, x: np.ndarray, params: dict, check: Any) -> np.ndarray:
+    def run(self, prim: Any, x: np.ndarray, params: dict, check: Any) -> np.ndarray:
         w = world()
         if w.comm is None or w.size == 1:
-            return _collectives._size_one(kind, x, params)
+            return _collectives.size_one(prim, x, params)
+        kind = prim.name
         if check is None:
             if config.distributed_debug:
                 handshake(w, kind, x, params)
         elif not check.done:
             handshake(w, kind, x, params)
             check.done = True
-        return _RUNNERS[kind](w, x, **params)
+        return _RUNNERS[prim](w, x, **params)
 
 
 def _run_reduce(kind: str):
@@ -345,8 +346,9 @@ def _run_pbroadcast(w: _World, x: np.ndarray, source: int) -> np.ndarray:
     return buf
 
 
-_RUNNERS = {"psum": _run_reduce("psum"), "pmax": _run_reduce("pmax"), "pmin": _run_reduce("pmin"),
-            "all_gather": _run_all_gather, "psum_scatter": _run_psum_scatter, "ppermute": _run_ppermute,
-            "all_to_all": _run_all_to_all, "pbroadcast": _run_pbroadcast}
+_RUNNERS = {_collectives.psum_p: _run_reduce("psum"), _collectives.pmax_p: _run_reduce("pmax"),
+            _collectives.pmin_p: _run_reduce("pmin"), _collectives.all_gather_p: _run_all_gather,
+            _collectives.psum_scatter_p: _run_psum_scatter, _collectives.ppermute_p: _run_ppermute,
+            _collectives.all_to_all_p: _run_all_to_all, _collectives.pbroadcast_p: _run_pbroadcast}
 
 _collectives.set_process_world(_ProcessWorld())

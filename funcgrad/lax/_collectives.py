@@ -22,7 +22,7 @@ from funcgrad.primitives.elementwise import add, convert, div, mul
 from funcgrad.tree_util import tree_map
 
 __all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pmax", "pmean", "pmin",
-           "ppermute", "pshuffle", "psum", "psum_scatter", "psum_p", "pmax_p", "pmin_p", "all_gather_p",
+           "ppermute", "pshuffle", "psum", "pswapaxes", "psum_scatter", "psum_p", "pmax_p", "pmin_p", "all_gather_p",
            "psum_scatter_p", "ppermute_p", "all_to_all_p", "pbroadcast_p"]
 
 psum_p, pmax_p, pmin_p = _P.psum_p, _P.pmax_p, _P.pmin_p
@@ -156,6 +156,15 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     _one_name("all_to_all", axis_name)
     return _leaves("all_to_all", x, axis_name, lambda leaf, axes: _P.all_to_all(
         leaf, axes, split_axis=int(split_axis), concat_axis=int(concat_axis), tiled=bool(tiled)))
+
+
+def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = None) -> Any:
+    """Swap the named axis with positional axis ``axis`` of ``x`` (``all_to_all(x, axis_name, axis, axis)``):
+    ``x.shape[axis]`` must equal the axis size.
+
+    >>> fg.vmap(lambda x: lax.pswapaxes(x, "i", 0), axis_name="i")(fnp.eye(2))   # the transpose
+    """
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
 
 
 def axis_size(axis_name: Any) -> int:

@@ -54,8 +54,8 @@ class _OneProcess:
     def rank(self) -> int:
         return 0
 
-    def run(self, kind: str, x: np.ndarray, params: dict, check: Any) -> np.ndarray:
-        return _size_one(kind, x, params)
+    def run(self, prim: Primitive, x: np.ndarray, params: dict, check: Any) -> np.ndarray:
+        return size_one(prim, x, params)
 
 
 _world: list = [_OneProcess()]
@@ -64,8 +64,9 @@ _world: list = [_OneProcess()]
 def set_process_world(world: Any) -> None:
     """Make ``world`` run the collectives over :data:`PROCESS_AXIS` on host buffers.
 
-    ``world.size()``, ``world.rank()`` and ``world.run(kind, buffer, params, check) -> buffer``,
-    ``kind`` one of ``psum pmax pmin all_gather psum_scatter ppermute all_to_all``.
+    ``world.size()``, ``world.rank()`` and ``world.run(prim, buffer, params, check) -> buffer``
+    for each collective primitive of this module (``params`` without ``axes`` and ``check``;
+    ``check``: a :class:`Handshake` or None).
     """
     _world[0] = world
 
@@ -175,7 +176,9 @@ def _rest(axes: tuple, name: Any) -> tuple:
 # The size-1 case (a one-process world) on host buffers
 # --------------------------------------------------------------------------
 
-def _size_one(kind: str, x: np.ndarray, params: dict) -> np.ndarray:
+def size_one(prim: Primitive, x: np.ndarray, params: dict) -> np.ndarray:
+    """``prim`` over an axis of size 1 (a one-process world) on a host buffer."""
+    kind = prim.name
     if kind == "psum":
         return x.astype(sum_dtype(x.dtype)) if x.dtype.kind == "b" else x
     if kind in ("pmax", "pmin"):
@@ -271,7 +274,6 @@ def out_aval(kind: str, x: Any, n: int, params: dict) -> ShapedArray:
 # --------------------------------------------------------------------------
 
 KINDS = ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "pbroadcast")
-PRIMITIVES: dict[str, Primitive] = {}
 #: vmap rules for a collective over the vmap's own name: ``rule(values, dims, size, name, **params)``.
 NAMED_RULES: dict[Primitive, Callable] = {}
 
@@ -287,7 +289,7 @@ def _host_impl(kind: str) -> Callable:
         if kind == "ppermute":
             _check_perm(params["perm"], world.size())
         out_aval(kind, x, world.size(), params)   # bad shapes raise here, on every rank alike
-        return world.run(kind, x, params, check)
+        return world.run(_BY_KIND[kind], x, params, check)
     return impl
 
 
@@ -301,10 +303,13 @@ def _declare(kind: str) -> Primitive:
     p = Primitive(kind)
     p.impl = _host_impl(kind)
     p.abstract_eval = _abstract_eval(kind)
-    p.batch = _batch_other_axis(kind)
+    p.batch = _batch_other_axis(p, kind)
     add_traits(p, "effect")
-    PRIMITIVES[kind] = p
+    _BY_KIND[kind] = p
     return p
+
+
+_BY_KIND: dict = {}   # filled by _declare: the implementations find their primitive
 
 
 def _shift_params(kind: str, params: dict) -> dict:
@@ -316,14 +321,14 @@ def _shift_params(kind: str, params: dict) -> dict:
     return out
 
 
-def _batch_other_axis(kind: str) -> Callable:
+def _batch_other_axis(p: Primitive, kind: str) -> Callable:
     """vmap rule for a collective over names other than this vmap's: each example takes part on its own."""
     def rule(values, dims, size, **params):
         x = move_to_front(values[0], dims[0], size)
         if kind not in ("psum", "pmax", "pmin", "ppermute"):
             params = _shift_params(kind, params)
         params["check"] = Handshake() if _tracing_for_jit() else None
-        return bind_collective(PRIMITIVES[kind], x, **params), 0
+        return bind_collective(p, x, **params), 0
     return rule
 
 
@@ -385,10 +390,10 @@ def _psum_vjp(ct, primals, out, needs, axes, check=None):
     return (ct,)
 
 
-def _chooser_jvp(kind: str) -> Callable:
+def _chooser_jvp(p: Primitive) -> Callable:
     def jvp(primals, tangents, axes, check=None):
         x, t = primals[0], tangents[0]
-        out = bind_collective(PRIMITIVES[kind], x, axes=axes)
+        out = bind_collective(p, x, axes=axes)
         weights = _chooser_weights(x, out, axes)
         return out, psum(mul(t, weights), axes)
     return jvp
@@ -441,8 +446,8 @@ def _pbroadcast_vjp(ct, primals, out, needs, axes, source, check=None):
 
 psum_p.jvp, psum_p.vjp = _psum_jvp, _psum_vjp
 pbroadcast_p.jvp, pbroadcast_p.vjp = _linear_jvp(pbroadcast_p), _pbroadcast_vjp
-pmax_p.jvp, pmax_p.vjp = _chooser_jvp("pmax"), _chooser_vjp
-pmin_p.jvp, pmin_p.vjp = _chooser_jvp("pmin"), _chooser_vjp
+pmax_p.jvp, pmax_p.vjp = _chooser_jvp(pmax_p), _chooser_vjp
+pmin_p.jvp, pmin_p.vjp = _chooser_jvp(pmin_p), _chooser_vjp
 all_gather_p.jvp, all_gather_p.vjp = _linear_jvp(all_gather_p), _all_gather_vjp
 psum_scatter_p.jvp, psum_scatter_p.vjp = _linear_jvp(psum_scatter_p), _psum_scatter_vjp
 ppermute_p.jvp, ppermute_p.vjp = _linear_jvp(ppermute_p), _ppermute_vjp
@@ -456,7 +461,9 @@ all_to_all_p.jvp, all_to_all_p.vjp = _linear_jvp(all_to_all_p), _all_to_all_vjp
 # example: broadcast), computes what every example receives with primitives (so the result is
 # differentiable again), then hands the remaining names on.
 
-def _named_reduce(kind: str) -> Callable:
+def _named_reduce(p: Primitive) -> Callable:
+    kind = p.name
+
     def rule(values, dims, size, name, axes, check=None):
         x, d = values[0], dims[0]
         out_aval(kind, x, size, {})   # the dtype check (pmax/pmin of complex)
@@ -469,7 +476,7 @@ def _named_reduce(kind: str) -> Callable:
         else:
             out = (reduce_max_p if kind == "pmax" else reduce_min_p).bind(x, axes=(d,))
         rest = _rest(axes, name)
-        return (bind_collective(PRIMITIVES[kind], out, axes=rest) if rest else out), None
+        return (bind_collective(p, out, axes=rest) if rest else out), None
     return rule
 
 
@@ -569,7 +576,7 @@ def _check_perm(perm: tuple, size: int) -> None:
         raise ValueError(f"ppermute: perm {list(perm)} names index {bad[0]}, outside the axis of size {size}")
 
 
-NAMED_RULES.update({psum_p: _named_reduce("psum"), pmax_p: _named_reduce("pmax"), pmin_p: _named_reduce("pmin"),
+NAMED_RULES.update({psum_p: _named_reduce(psum_p), pmax_p: _named_reduce(pmax_p), pmin_p: _named_reduce(pmin_p),
                     all_gather_p: _named_all_gather, psum_scatter_p: _named_psum_scatter,
                     ppermute_p: _named_ppermute, all_to_all_p: _named_all_to_all, pbroadcast_p: _named_pbroadcast})
 
