@@ -370,3 +370,29 @@ def test_pswapaxes_is_all_to_all_over_one_axis():
                                   per_device(lambda v: lax.all_to_all(v, "i", 1, 1), x))
     # device k receives column k of every device, the devices' axis taking the place of axis 1
     np.testing.assert_array_equal(per_device(lambda v: lax.pswapaxes(v, "i", 1), x), np.transpose(x, (2, 1, 0)))
+
+
+def test_collectives_in_loops_custom_rules_and_checkpoint():
+    x = np.arange(4.0, dtype=np.float32)
+    looped = per_device(lambda v: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + lax.psum(v, "i")),
+                                                 (0, fnp.float32(0.0)))[1], x)
+    np.testing.assert_allclose(looped, np.full(N, 3 * x.sum()))
+
+    @fg.custom_vjp
+    def doubled_total(v):
+        return lax.psum(v, "i") * 2
+
+    doubled_total.defvjp(lambda v: (doubled_total(v), None), lambda _, ct: (ct * 5,))
+    np.testing.assert_allclose(per_device(doubled_total, x), np.full(N, 2 * x.sum()))
+    np.testing.assert_allclose(per_device(fg.grad(doubled_total), x), np.full(N, 5.0))
+    remat = fg.checkpoint(lambda v: lax.psum(v * v, "i"))
+    np.testing.assert_allclose(per_device(fg.grad(remat), x), 2 * x)
+
+
+def test_forward_mode_convention():
+    # jvp perturbs every device at once (shard_map's convention): the tangent of psum(x * x) with a
+    # tangent of ones everywhere is the sum over the devices of 2 x; reverse mode keeps each device's own.
+    x = np.arange(4.0, dtype=np.float32)
+    tangent = per_device(lambda v: fg.jvp(lambda u: lax.psum(u * u, "i"), (v,), (fnp.ones_like(v),))[1], x)
+    np.testing.assert_allclose(tangent, np.full(N, 2 * x.sum()))
+    np.testing.assert_allclose(per_device(fg.hessian(lambda u: lax.psum(u ** 3, "i")), x), 6 * x)
