@@ -155,7 +155,8 @@ def timeout() -> float:
 def _wait(requests: list, w: _World, what: str, peers: list | None = None) -> None:
     """Poll ``requests`` until all complete; TimeoutError after ``w.timeout`` seconds.
 
-    ``peers[i]``: the rank request ``i`` waits for (then the error names those that did not arrive).
+    ``peers[i]``: the rank point-to-point request ``i`` waits for (then the error names those that
+    did not arrive, and the requests are cancelled; MPI cannot cancel a collective's request).
     """
     from mpi4py import MPI
     deadline = time.monotonic() + w.timeout
@@ -163,7 +164,7 @@ def _wait(requests: list, w: _World, what: str, peers: list | None = None) -> No
     while not MPI.Request.Testall(requests):
         if time.monotonic() > deadline:
             missing = sorted({peers[i] for i, r in enumerate(requests) if not r.Test()}) if peers else None
-            for r in requests:
+            for r in requests if peers else ():
                 try:
                     r.Cancel()
                 except Exception:  # noqa: BLE001 -- a request that cannot be cancelled is left to MPI_Finalize

@@ -278,7 +278,9 @@ KINDS = ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_
 NAMED_RULES: dict[Primitive, Callable] = {}
 
 
-def _host_impl(kind: str) -> Callable:
+def _host_impl(p: Primitive) -> Callable:
+    kind = p.name
+
     def impl(x, *, axes, check=None, **params):
         x = np.asarray(x)
         for name in axes:
@@ -289,7 +291,7 @@ def _host_impl(kind: str) -> Callable:
         if kind == "ppermute":
             _check_perm(params["perm"], world.size())
         out_aval(kind, x, world.size(), params)   # bad shapes raise here, on every rank alike
-        return world.run(_BY_KIND[kind], x, params, check)
+        return world.run(p, x, params, check)
     return impl
 
 
@@ -301,15 +303,11 @@ def _abstract_eval(kind: str) -> Callable:
 
 def _declare(kind: str) -> Primitive:
     p = Primitive(kind)
-    p.impl = _host_impl(kind)
+    p.impl = _host_impl(p)
     p.abstract_eval = _abstract_eval(kind)
     p.batch = _batch_other_axis(p, kind)
     add_traits(p, "effect")
-    _BY_KIND[kind] = p
     return p
-
-
-_BY_KIND: dict = {}   # filled by _declare: the implementations find their primitive
 
 
 def _shift_params(kind: str, params: dict) -> dict:
