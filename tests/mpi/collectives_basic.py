@@ -77,6 +77,21 @@ def run_checks(tag: str, wrap) -> None:
     check(f"{tag}/axis_index", wrap(lambda x: dist.axis_index() + 0 * x)(fnp.zeros((), np.int32)), RANK)
 
 
+def wide_dtype_checks() -> None:
+    fg.config.update("enable_x64", True)
+    try:
+        for dtype in (np.float64, np.int64, np.complex128, np.float16):
+            xs = [local(r, dtype) for r in range(SIZE)]
+            mine = fnp.asarray(xs[RANK])
+            name = f"x64/{np.dtype(dtype).name}"
+            check(f"{name}/psum", dist.psum(mine), np.sum(np.stack(xs), axis=0).astype(dtype))
+            check(f"{name}/jit psum", fg.jit(dist.psum)(mine), np.sum(np.stack(xs), axis=0).astype(dtype))
+            check(f"{name}/all_gather", dist.all_gather(mine), np.stack(xs))
+            check(f"{name}/ppermute", dist.ppermute(mine, [(0, 1), (1, 0)]), xs[1 - RANK])
+    finally:
+        fg.config.update("enable_x64", False)
+
+
 def gradient_checks() -> None:
     x = fnp.asarray(local(RANK, np.float32, (3,)))
     loss = lambda x: dist.psum(x * x).sum()                                    # noqa: E731
@@ -116,6 +131,7 @@ def main() -> int:
     try:
         run_checks("eager", lambda f: f)
         run_checks("jit", fg.jit)
+        wide_dtype_checks()
         gradient_checks()
         training_step_equals_vmap()
         fg.config.update("distributed_debug", True)
