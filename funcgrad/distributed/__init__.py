@@ -1,5 +1,11 @@
 """``funcgrad.distributed``: data-parallel programs across processes, on MPI.
 
+The process world (``initialize``, ``process_index``, ``process_count``, ``barrier``) and the
+collectives of ``funcgrad.lax`` over its axis, :data:`PROCESS_AXIS` (``psum``, ``pmean``,
+``all_gather``, ``psum_scatter``, ``ppermute``, ``all_to_all``, ``broadcast``, ...): eager or
+inside ``jit``, differentiable with ``shard_map``'s convention, checked for matching shapes and
+bounded by a timeout (see the guide "Collectives and processes").
+
 >>> import funcgrad.distributed as dist
 >>> dist.initialize()           # a plain `python` run is a one-process world
 >>> dist.process_index(), dist.process_count()
