@@ -396,3 +396,17 @@ def test_forward_mode_convention():
     tangent = per_device(lambda v: fg.jvp(lambda u: lax.psum(u * u, "i"), (v,), (fnp.ones_like(v),))[1], x)
     np.testing.assert_allclose(tangent, np.full(N, 2 * x.sum()))
     np.testing.assert_allclose(per_device(fg.hessian(lambda u: lax.psum(u ** 3, "i")), x), 6 * x)
+
+
+def test_one_process_results_are_not_views_of_their_operands():
+    # A compiled program may reuse an operand's buffer after its last use: a collective's result must
+    # own its memory.
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    for f in (dist.psum, dist.pmax, lambda v: dist.all_gather(v, tiled=True), lambda v: dist.ppermute(v, [(0, 0)]),
+              lambda v: dist.broadcast(v)):
+        operand_ = fnp.asarray(x)
+        assert not np.may_share_memory(np.asarray(f(operand_)), np.asarray(operand_))
+    step = fg.jit(lambda v: (dist.psum(v * 2) + 1, dist.pmin(v * 2) * 3))
+    a, b = step(fnp.asarray(x))
+    np.testing.assert_array_equal(a, 2 * x + 1)
+    np.testing.assert_array_equal(b, 6 * x)

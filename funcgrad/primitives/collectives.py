@@ -177,8 +177,13 @@ def _rest(axes: tuple, name: Any) -> tuple:
 # --------------------------------------------------------------------------
 
 def size_one(prim: Primitive, x: np.ndarray, params: dict) -> np.ndarray:
-    """``prim`` over an axis of size 1 (a one-process world) on a host buffer."""
-    kind = prim.name
+    """``prim`` over an axis of size 1 (a one-process world) on a host buffer (never a view of ``x``:
+    a compiled program may reuse ``x``'s buffer once this step has run)."""
+    out = _size_one(prim.name, x, params)
+    return out.copy() if np.may_share_memory(out, x) else out
+
+
+def _size_one(kind: str, x: np.ndarray, params: dict) -> np.ndarray:
     if kind == "psum":
         return x.astype(sum_dtype(x.dtype)) if x.dtype.kind == "b" else x
     if kind in ("pmax", "pmin"):
