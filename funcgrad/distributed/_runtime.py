@@ -22,6 +22,8 @@ PROCESS_AXIS = _collectives.PROCESS_AXIS
 
 #: Seconds a collective waits for the other processes before it raises TimeoutError.
 DEFAULT_TIMEOUT = 300.0
+# Seconds a wait polls without sleeping before it starts pausing between polls.
+_SPIN_SECONDS = 0.01
 
 # Environment variables that MPI launchers (MPICH/Hydra, Open MPI, PMIx, Slurm) set in every rank.
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS")
@@ -159,9 +161,19 @@ def _wait(requests: list, w: _World, what: str, peers: list | None = None) -> No
     did not arrive, and the requests are cancelled; MPI cannot cancel a collective's request).
     """
     from mpi4py import MPI
-    deadline = time.monotonic() + w.timeout
-    pause = 1e-5
-    while not MPI.Request.Testall(requests):
+    testall = MPI.Request.Testall
+    if testall(requests):
+        return
+    start = time.monotonic()
+    deadline = start + w.timeout
+    # Spin first, as a blocking MPI call does (a sleep costs far more than a fast collective takes),
+    # then poll with growing pauses so that a long wait does not burn a core.
+    while time.monotonic() - start < _SPIN_SECONDS:
+        for _ in range(100):
+            if testall(requests):
+                return
+    pause = 1e-4
+    while not testall(requests):
         if time.monotonic() > deadline:
             missing = sorted({peers[i] for i, r in enumerate(requests) if not r.Test()}) if peers else None
             for r in requests if peers else ():
@@ -178,7 +190,7 @@ def _wait(requests: list, w: _World, what: str, peers: list | None = None) -> No
                 "the same collectives in the same order. The timeout is FUNCGRAD_DISTRIBUTED_TIMEOUT or "
                 "funcgrad.distributed.initialize(timeout=...).")
         time.sleep(pause)
-        pause = min(pause * 2, 1e-3)
+        pause = min(pause * 2, 2e-3)
 
 
 def _signature(kind: str, x: np.ndarray, params: dict) -> str:

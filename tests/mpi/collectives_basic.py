@@ -129,6 +129,7 @@ def training_step_equals_vmap() -> None:
 
 def main() -> int:
     try:
+        dist.barrier()
         run_checks("eager", lambda f: f)
         run_checks("jit", fg.jit)
         wide_dtype_checks()
