@@ -320,21 +320,23 @@ def _mpiexec() -> str | None:
     return shutil.which("mpiexec")
 
 
-def _launch(script: str, timeout: float) -> tuple[int, list[dict], str]:
+def _launch(script: str, out: pathlib.Path, timeout: float) -> tuple[int, list[dict], str]:
+    """Run ``tests/mpi/<script>`` on two processes; each writes JSON lines to ``out/rank<r>.jsonl``."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install mpi4py mpich)")
     mpiexec = _mpiexec()
     if mpiexec is None:
         pytest.skip("no mpiexec next to the Python executable or on PATH")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
                NUMBA_NUM_THREADS="1", FUNCGRAD_DISTRIBUTED_TIMEOUT="20")
-    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(HERE / "mpi" / script)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return proc.returncode, lines, proc.stdout + proc.stderr
+    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(HERE / "mpi" / script), str(out)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    lines = [json.loads(line) for path in sorted(out.glob("rank*.jsonl")) for line in path.read_text().splitlines()
+             if line.strip()]
+    return proc.returncode, lines, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-def test_mpi_collectives_against_numpy():
-    rc, lines, output = _launch("collectives_basic.py", timeout=120)
+def test_mpi_collectives_against_numpy(tmp_path):
+    rc, lines, output = _launch("collectives_basic.py", tmp_path, timeout=120)
     assert sorted(line["rank"] for line in lines) == [0, 1], output
     for line in lines:
         assert line["size"] == 2 and line["checks"] > 100, line
@@ -342,8 +344,8 @@ def test_mpi_collectives_against_numpy():
     assert rc == 0, output
 
 
-def test_mpi_errors_on_every_rank_within_the_timeout():
-    rc, lines, output = _launch("collectives_errors.py", timeout=120)
+def test_mpi_errors_on_every_rank_within_the_timeout(tmp_path):
+    rc, lines, output = _launch("collectives_errors.py", tmp_path, timeout=120)
     assert rc != 0
     by_case: dict[str, dict[int, dict]] = {}
     for line in lines:
