@@ -412,3 +412,16 @@ def test_one_process_results_are_not_views_of_their_operands():
     a, b = step(fnp.asarray(x))
     np.testing.assert_array_equal(a, 2 * x + 1)
     np.testing.assert_array_equal(b, 6 * x)
+
+
+def test_handshake_messages_compare_long_signatures_whole():
+    from funcgrad.distributed import _runtime
+    x = np.zeros(3, np.float32)
+    long_a = _runtime._signature("ppermute", x, {"perm": tuple((i, i) for i in range(400))})
+    long_b = _runtime._signature("ppermute", x, {"perm": tuple((i, i) for i in range(399)) + ((399, 0),)})
+    assert len(long_a) > 1024
+    (shown_a, key_a), (shown_b, key_b) = _runtime._decode(_runtime._encode(long_a)), \
+        _runtime._decode(_runtime._encode(long_b))
+    assert key_a != key_b and shown_a == shown_b          # same start, told apart by the digest
+    short = _runtime._signature("psum", x, {})
+    assert _runtime._describe_signature(_runtime._decode(_runtime._encode(short))[0]) == "psum(float32[3])"

@@ -6,6 +6,7 @@ is MPI's ``COMM_WORLD``, through mpi4py.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -199,12 +200,29 @@ def _signature(kind: str, x: np.ndarray, params: dict) -> str:
 
 
 def _describe_signature(sig: str) -> str:
-    kind, shape, dtype, params = json.loads(sig)
+    try:
+        kind, shape, dtype, params = json.loads(sig)
+    except ValueError:   # cut short (a very long permutation): show it as it came
+        return sig
     extra = "".join(f", {k}={v}" for k, v in params.items())
     return f"{kind}({dtype}[{','.join(map(str, shape))}]{extra})"
 
 
 _SIG_BYTES = 1024
+_DIGEST = 40
+
+
+def _encode(sig: str) -> np.ndarray:
+    """``sig`` as a fixed-size message: its start, then a digest of all of it (so long ones still compare)."""
+    digest = hashlib.sha1(sig.encode()).hexdigest().encode()
+    head = sig.encode()[:_SIG_BYTES - _DIGEST].ljust(_SIG_BYTES - _DIGEST, b" ")
+    return np.frombuffer(head + digest, np.uint8).copy()
+
+
+def _decode(raw: np.ndarray) -> tuple[str, str]:
+    """``(shown, key)``: the signature's start (for the message) and the whole message (to compare)."""
+    data = raw.tobytes()
+    return data[:_SIG_BYTES - _DIGEST].decode(errors="replace").rstrip(), data.decode(errors="replace")
 
 
 def handshake(w: _World, kind: str, x: np.ndarray, params: dict) -> None:
@@ -214,24 +232,27 @@ def handshake(w: _World, kind: str, x: np.ndarray, params: dict) -> None:
     arrives is named in the TimeoutError).
     """
     sig = _signature(kind, x, params)
-    raw = sig.encode()[:_SIG_BYTES].ljust(_SIG_BYTES, b" ")
-    mine = np.frombuffer(raw, np.uint8).copy()
+    mine = _encode(sig)
     tag = w.handshakes % 32000
     w.handshakes += 1
     others = [r for r in range(w.size) if r != w.rank]
     inbox = {r: np.empty(_SIG_BYTES, np.uint8) for r in others}
     recvs = [w.check_comm.Irecv(inbox[r], source=r, tag=tag) for r in others]
     sends = [w.check_comm.Isend(mine, dest=r, tag=tag) for r in others]
-    _wait(recvs, w, f"{_describe_signature(sig)} (the shape/dtype check)", others)
-    _wait(sends, w, f"{_describe_signature(sig)} (the shape/dtype check)", others)
-    sigs = {w.rank: sig}
-    sigs.update({r: inbox[r].tobytes().decode().rstrip() for r in others})
+    what = f"{_describe_signature(sig[:200])} (the shape/dtype check)"
+    _wait(recvs, w, what, others)
+    _wait(sends, w, what, others)
+    received = {w.rank: _decode(mine)}
+    received.update({r: _decode(inbox[r]) for r in others})
     groups: dict[str, list[int]] = {}
+    shown: dict[str, str] = {}
     for r in range(w.size):
-        groups.setdefault(sigs[r], []).append(r)
+        text, key = received[r]
+        groups.setdefault(key, []).append(r)
+        shown[key] = text
     if len(groups) > 1:
-        described = "; ".join(f"rank(s) {', '.join(map(str, ranks))}: {_describe_signature(s)}"
-                              for s, ranks in groups.items())
+        described = "; ".join(f"rank(s) {', '.join(map(str, ranks))}: {_describe_signature(shown[key])}"
+                              for key, ranks in groups.items())
         raise ValueError(f"{kind}: the processes called it with different operands ({described}). Every rank must "
                          "call the same collectives, in the same order, on the same shapes and dtypes.")
 
