@@ -425,3 +425,29 @@ def test_handshake_messages_compare_long_signatures_whole():
     assert key_a != key_b and shown_a == shown_b          # same start, told apart by the digest
     short = _runtime._signature("psum", x, {})
     assert _runtime._describe_signature(_runtime._decode(_runtime._encode(short))[0]) == "psum(float32[3])"
+
+
+def test_unmapped_values_inside_grad_stay_with_the_vmap():
+    # A grad inside the vmap evaluates the collective's primal on a value the vmap does not map:
+    # the named vmap still carries it out (3 * w * w), and the gradient is each device's own.
+    w = np.array([1.0, 2.0], np.float32)
+    value_and_grad = fg.vmap(fg.value_and_grad(lambda v: lax.psum(v * v, "i").sum()), in_axes=None, axis_size=3,
+                             axis_name="i")(w)
+    np.testing.assert_allclose(value_and_grad[0], np.full(3, 3 * (w * w).sum()))
+    np.testing.assert_allclose(value_and_grad[1], np.tile(2 * w, (3, 1)))
+    tangent = fg.vmap(lambda v: fg.jvp(lambda u: lax.psum(u, "i"), (v,), (fnp.ones(2),))[1], in_axes=None,
+                      axis_size=3, axis_name="i")(w)
+    np.testing.assert_allclose(tangent, np.full((3, 2), 3.0))
+
+
+def test_pcast_to_varying_sums_the_gradients_of_replicated_values():
+    w = np.ones(2, np.float32)
+    xs = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    cast = fg.vmap(fg.grad(lambda v, x: (lax.pcast(v, "i", to="varying") * x).sum()), in_axes=(None, 0),
+                   axis_name="i")(w, xs)
+    np.testing.assert_allclose(cast, np.tile(xs.sum(0), (3, 1)))
+    own = fg.vmap(fg.grad(lambda v, x: (v * x).sum()), in_axes=(None, 0), axis_name="i")(w, xs)
+    np.testing.assert_allclose(own, xs)
+    np.testing.assert_array_equal(per_device(lambda v: lax.pcast(v, "i", to="varying"), xs), xs)
+    with pytest.raises(NotImplementedError, match="to='reduced'"):
+        per_device(lambda v: lax.pcast(v, "i", to="reduced"), xs)

@@ -383,6 +383,7 @@ def _run_pbroadcast(w: _World, x: np.ndarray, source: int) -> np.ndarray:
 _RUNNERS = {_collectives.psum_p: _run_reduce("psum"), _collectives.pmax_p: _run_reduce("pmax"),
             _collectives.pmin_p: _run_reduce("pmin"), _collectives.all_gather_p: _run_all_gather,
             _collectives.psum_scatter_p: _run_psum_scatter, _collectives.ppermute_p: _run_ppermute,
-            _collectives.all_to_all_p: _run_all_to_all, _collectives.pbroadcast_p: _run_pbroadcast}
+            _collectives.all_to_all_p: _run_all_to_all, _collectives.pbroadcast_p: _run_pbroadcast,
+            _collectives.pvary_p: lambda w, x: np.array(x, copy=True)}
 
 _collectives.set_process_world(_ProcessWorld())
