@@ -451,3 +451,12 @@ def test_pcast_to_varying_sums_the_gradients_of_replicated_values():
     np.testing.assert_array_equal(per_device(lambda v: lax.pcast(v, "i", to="varying"), xs), xs)
     with pytest.raises(NotImplementedError, match="to='reduced'"):
         per_device(lambda v: lax.pcast(v, "i", to="reduced"), xs)
+
+
+def test_jitted_function_without_mapped_arguments_names_the_fix():
+    total = fg.jit(lambda w: lax.psum(w, "i"))
+    w = fnp.ones(2)
+    with pytest.raises(NameError, match="pass it a mapped value"):
+        fg.vmap(lambda x: total(w) + x, axis_name="i")(np.ones((3, 2), np.float32))
+    np.testing.assert_allclose(fg.vmap(lambda x: total(w + 0 * x) + x, axis_name="i")(np.ones((3, 2), np.float32)),
+                               np.full((3, 2), 4.0))

@@ -299,7 +299,9 @@ def _host_impl(p: Primitive) -> Callable:
         for name in axes:
             if name != PROCESS_AXIS:
                 raise NameError(f"unbound axis name: {name!r} ({kind}): a compiled program ran the collective "
-                                "outside the vmap that binds the name")
+                                "outside the vmap that binds the name. A jitted function called inside "
+                                f"vmap(..., axis_name={name!r}) with no argument that the vmap maps runs as a "
+                                "program of its own; pass it a mapped value, or call the function without jit")
         world = _world[0]
         if kind == "ppermute":
             _check_perm(params["perm"], world.size())
