@@ -21,9 +21,9 @@ from funcgrad.primitives import collectives as _P
 from funcgrad.primitives.elementwise import add, convert, div, mul
 from funcgrad.tree_util import tree_map
 
-__all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pmax", "pmean", "pmin",
-           "pcast", "ppermute", "pshuffle", "psum", "pswapaxes", "psum_scatter", "psum_p", "pmax_p", "pmin_p", "all_gather_p",
-           "psum_scatter_p", "ppermute_p", "all_to_all_p", "pbroadcast_p", "pvary_p"]
+__all__ = ["all_gather", "all_gather_p", "all_to_all", "all_to_all_p", "axis_index", "axis_size", "pbroadcast",
+           "pbroadcast_p", "pcast", "pmax", "pmax_p", "pmean", "pmin", "pmin_p", "ppermute", "ppermute_p", "pshuffle",
+           "psum", "psum_p", "psum_scatter", "psum_scatter_p", "pswapaxes", "pvary_p"]
 
 psum_p, pmax_p, pmin_p = _P.psum_p, _P.pmax_p, _P.pmin_p
 all_gather_p, psum_scatter_p, ppermute_p, all_to_all_p = (_P.all_gather_p, _P.psum_scatter_p, _P.ppermute_p,
