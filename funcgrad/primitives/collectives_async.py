@@ -83,6 +83,8 @@ def _start_impl(*xs: np.ndarray, scale: float) -> np.ndarray:
     comm = _comm()
     if comm is not None:
         from mpi4py import MPI
+        for request, _ in _pending.values():
+            request.Test()   # MPI moves a non-blocking sum along only inside MPI calls: nudge the earlier ones
         _pending[_address(buf)] = (comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM), buf)
     return buf
 
