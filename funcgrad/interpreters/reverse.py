@@ -95,7 +95,7 @@ class VJPTrace(Trace):
             node = Node(prim, params, primals, outs, parents, needs, lambda cts, node: backward(cts))
             main.data.append(node)
             if "early_backward" in prim.traits:
-                main.data.early.append(node)
+                main.data.early += (node,)
             return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(outs)]
         out = _core.bind(prim, primals, params)
         if not tracked or prim.vjp is None:
@@ -284,11 +284,7 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
 class _Record(list):
     """The recorded equations, and those among them whose backward should run as early as possible."""
 
-    __slots__ = ("early",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.early: list = []
+    early: tuple = ()   # a tuple of nodes, set on the instance when there are any
 
 
 def _schedule_early(record: _Record) -> None:
