@@ -157,6 +157,16 @@ def test_early_backward_gives_the_same_gradients_as_the_creation_order():
     assert_trees_close({k: np.asarray(p[k]) - np.asarray(new[k]) for k in p}, grads, tol=1e-5)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_parameter_the_loss_does_not_use_gets_a_zero_gradient(jit):
+    x, y = batch()
+    trainer = dist.data_parallel(lambda p, x, y: loss_fn(p["used"], x, y), optim.sgd(1.0), bucket_mb=1e-6, jit=jit)
+    params, state = trainer.init({"used": make_params(), "unused": fnp.ones(3)})
+    new, _, _ = trainer.step(params, state, x, y)
+    np.testing.assert_array_equal(np.asarray(new["unused"]), np.ones(3, np.float32))
+    assert collectives_async.pending_count() == 0
+
+
 # ------------------------------------------------------------------ ZeRO-1
 
 

@@ -175,6 +175,11 @@ class DataParallel:
         leaves = tree_leaves(params)
         if not leaves:
             raise ValueError("data_parallel.init: the parameters contain no arrays")
+        devices = sorted({str(getattr(x, "device", "cpu")) for x in leaves} - {"cpu"})
+        if devices:
+            raise ValueError(f"data_parallel.init: the parameters live on {devices}, but the data-parallel steps "
+                             "run on the CPU; keep them on the CPU, or average GPU gradients with "
+                             "funcgrad.distributed._nccl.NcclAverager().mean(grads)")
         self.buckets = plan_buckets(leaves, self.bucket_mb)
         if self.zero is not None:
             return params, self.zero.init(params)

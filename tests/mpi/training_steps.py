@@ -83,6 +83,13 @@ for jit in (False, True):
               f"{float(loss)} vs {ref_loss}")
         check(f"equal params jit={jit} overlap={overlap}", same_everywhere(new))
 
+# 2b. A parameter the loss does not use gets a zero gradient (its bucket starts no sum).
+tr = dist.data_parallel(lambda p, x, y: loss_fn(p["used"], x, y), optim.sgd(1.0), bucket_mb=1e-6)
+p, s = tr.init({"used": P0, "unused": fnp.ones(5)})
+new, s, loss = tr.step(p, s, X, Y)
+check("unused parameter", np.array_equal(np.asarray(new["unused"]), np.ones(5, np.float32))
+      and max_diff({k: np.asarray(p["used"][k]) - np.asarray(new["used"][k]) for k in P0}, ref_grads) < 1e-5)
+
 # 3. aux metrics are averaged over the global batch.
 tr = dist.data_parallel(loss_aux, optim.sgd(0.1), has_aux=True)
 p, s = tr.init(P0)
