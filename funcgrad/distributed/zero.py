@@ -45,7 +45,8 @@ def check_elementwise(optimizer: GradientTransformation, owner: str = "zero") ->
     ValueError: zero: ZeRO-1 updates each process's shard of the parameters on its own ...
     """
     p = np.linspace(-1.0, 1.0, 8).astype(np.float32)
-    g = np.array([3e3, -2.0, 5e-3, 7e1, -1e-2, 4e2, 9.0, -6e3], np.float32)
+    # Magnitudes from 1e-3 to 6e14, so that a global-norm clip with any sensible threshold clips.
+    g = np.array([3e14, -2.0, 5e-3, 7e1, -1e-2, 4e2, 9.0, -6e14], np.float32)
 
     def two_steps(params: np.ndarray, grads: np.ndarray) -> np.ndarray:
         x = [fnp.asarray(params)]
