@@ -23,6 +23,7 @@ from funcgrad.api import value_and_grad
 from funcgrad.core import describe
 from funcgrad.distributed import _runtime
 from funcgrad.distributed._buckets import Bucket, plan_buckets, unflatten
+from funcgrad.distributed.zero import Zero1
 from funcgrad.jit import jit as _jit
 from funcgrad.optim import GradientTransformation, apply_updates
 from funcgrad.primitives import collectives_async as _ca
@@ -158,10 +159,7 @@ class DataParallel:
         self.optimizer = optimizer
         self.bucket_mb = bucket_mb
         self.overlap = bool(overlap)
-        self.zero = None
-        if zero:
-            from funcgrad.distributed.zero import Zero1
-            self.zero = Zero1(optimizer)
+        self.zero = Zero1(optimizer) if zero else None
         self.buckets: list[Bucket] = []
         self._jit = jit
         self._step = _jit(self._local_step, static_argnums=(2,)) if jit else self._local_step
