@@ -9,6 +9,7 @@
 from funcgrad.backends import cpu as _cpu  # noqa: F401  (first: registers the host's kernels and compiler)
 from funcgrad import numpy  # noqa: F401  (installs the array methods)
 from funcgrad import core, debug, dtypes, errors, nn, optim, random, scipy, tree, tree_util
+from funcgrad import distributed  # noqa: F401,E402  (registers the process world with the collectives)
 from funcgrad._config import config
 from funcgrad._warnings import CacheWarning, FuncgradWarning, RetraceWarning
 from funcgrad._core import Array, ConcretizationError, TracerArrayConversionError, TracerLeakError

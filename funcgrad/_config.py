@@ -16,6 +16,8 @@ time::
                                   # implementation run on host copies (with a warning) instead of raising
     FUNCGRAD_THREEFRY_PARTITIONABLE=0  # or fg.config.update("threefry_partitionable", False): funcgrad.random's
                                        # legacy key derivation (JAX's stream before 0.5); default on, as JAX
+    FUNCGRAD_DISTRIBUTED_DEBUG=1  # or fg.config.update("distributed_debug", True): every eager collective
+                                  # across processes first checks that all ranks pass the same shapes/dtypes
 
 Options may also be named with JAX's ``jax_`` prefix (``config.update("jax_enable_x64", True)``).
 
@@ -36,7 +38,8 @@ class _Config:
     """Mutable process-wide settings read on the hot path as plain attributes."""
 
     __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes",
-                 "gpu_host_fallback", "checked_indexing", "disable_jit", "threefry_partitionable")
+                 "gpu_host_fallback", "checked_indexing", "disable_jit", "threefry_partitionable",
+                 "distributed_debug")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("FUNCGRAD_ENABLE_X64")
@@ -50,6 +53,7 @@ class _Config:
         self.disable_jit = _env_flag("FUNCGRAD_DISABLE_JIT")
         self.threefry_partitionable = os.environ.get("FUNCGRAD_THREEFRY_PARTITIONABLE", "1").strip().lower() not in (
             "0", "false", "no", "off")
+        self.distributed_debug = _env_flag("FUNCGRAD_DISTRIBUTED_DEBUG")
 
     def update(self, name: str, value: bool | str) -> None:
         """Set an option: ``config.update("enable_x64", True)``.

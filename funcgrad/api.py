@@ -448,14 +448,26 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None
     positional argument, each an int/None or a pytree prefix of it.
     ``axis_size``: the batch size, needed when no argument is mapped (then every
     output is repeated ``axis_size`` times); when given with mapped arguments it must
-    match them. ``axis_name``/``spmd_axis_name`` (collectives) are not supported.
+    match them. ``axis_name`` names the mapped axis for collectives inside ``f``
+    (``lax.psum(x, axis_name)`` sums over the examples; the examples play the part of
+    devices, with ``shard_map``'s derivative convention); ``spmd_axis_name`` is not supported.
 
     >>> per_example = vmap(grad(loss), in_axes=(None, 0))(params, xs)
+    >>> shares = vmap(lambda x: x / lax.psum(x, "i"), axis_name="i")(xs)
     """
     name = _fun_name(f)
-    if axis_name is not None or spmd_axis_name is not None:
-        raise NotImplementedError(f"vmap({name}): axis_name/spmd_axis_name (named axes for collectives such as "
-                                  "lax.psum) are not supported by funcgrad; leave them None")
+    if spmd_axis_name is not None:
+        raise NotImplementedError(f"vmap({name}): spmd_axis_name (sharding of the mapped axis) is not supported "
+                                  "by funcgrad; leave it None (axis_name alone names the axis for collectives)")
+    if axis_name is not None:
+        try:
+            hash(axis_name)
+        except TypeError:
+            raise TypeError(f"vmap({name}): axis_name must be hashable (a string, usually), got {axis_name!r}") \
+                from None
+        if isinstance(axis_name, tuple):
+            raise TypeError(f"vmap({name}): axis_name must be a single name, got the tuple {axis_name!r}; nest "
+                            "one vmap per name")
     if sum_match:
         raise NotImplementedError(f"vmap({name}): sum_match=True is not supported; leave it False")
     if axis_size is not None and (not isinstance(axis_size, (int, np.integer)) or isinstance(axis_size, bool)
@@ -490,7 +502,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None
             example = tree_unflatten(out_tree, [0] * out_tree.num_leaves)
             return broadcast_prefix(out_axes, example, f"vmap({name}) out_axes")
 
-        outs = vmap_flat(flat_fun, leaves, dims, size, out_dims=resolve_out_dims)
+        outs = vmap_flat(flat_fun, leaves, dims, size, out_dims=resolve_out_dims, axis_name=axis_name)
         return tree_unflatten(out_tree_of(), outs)
 
     return wrapped

@@ -1,11 +1,13 @@
 """Batching (vmap): tracers carry a value and the axis that is mapped (or None)."""
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Sequence
 
 from funcgrad import _core
 from funcgrad._core import ConcretizationError, Primitive, Trace, Tracer
 from funcgrad._dtypes import ShapedArray
+from funcgrad.primitives.collectives import NAMED_RULES
 from funcgrad.primitives.indexing import batch_by_loop
 from funcgrad.primitives.shape import move_to_front, moveaxis
 
@@ -37,12 +39,37 @@ class BatchTracer(Tracer):
             "compute the condition outside vmap, instead of Python control flow.")
 
 
+class AxisData:
+    """What a vmap maps over: the axis size and its name (None: unnamed), for collectives."""
+
+    __slots__ = ("size", "axis_name")
+
+    def __init__(self, size: int, axis_name: Any = None):
+        self.size = size
+        self.axis_name = axis_name
+
+
+class _RuleContext(threading.local):
+    # The name of the vmap whose batching rule is running in this thread: a rule that maps a
+    # function over the same axis again (a loop body, a branch, a called program) maps it under
+    # that name, so collectives inside still find it.
+    axis_name: Any = None
+
+
+_rule_context = _RuleContext()
+_INHERIT = object()
+
+
 class BatchTrace(Trace):
     __slots__ = ()
 
     @property
     def axis_size(self) -> int:
-        return self.main.data
+        return self.main.data.size
+
+    @property
+    def axis_name(self) -> Any:
+        return self.main.data.axis_name
 
     def pure(self, value: Any) -> BatchTracer:
         return BatchTracer(self, value, None)
@@ -53,10 +80,21 @@ class BatchTrace(Trace):
         tracers = [self.full_raise(a) for a in args]
         values = [t.value for t in tracers]
         dims = [t.bdim for t in tracers]
+        name = self.main.data.axis_name
+        if name is not None and prim in NAMED_RULES and name in params["axes"]:
+            out, out_dim = NAMED_RULES[prim](values, dims, self.axis_size, name, **params)
+            return BatchTracer(self, out, out_dim)
         if all(d is None for d in dims):
             return _core.bind(prim, values, params)
         rule = prim.batch if prim.batch is not None else batch_by_loop(prim)
-        out, out_dim = rule(values, dims, self.axis_size, **params)
+        if name is None:
+            out, out_dim = rule(values, dims, self.axis_size, **params)
+        else:
+            previous, _rule_context.axis_name = _rule_context.axis_name, name
+            try:
+                out, out_dim = rule(values, dims, self.axis_size, **params)
+            finally:
+                _rule_context.axis_name = previous
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dim)]
         return BatchTracer(self, out, out_dim)
@@ -71,8 +109,10 @@ class BatchTrace(Trace):
         # Batch the function and both halves of its rule, then bind one level down.
         moved, dims, dims0, size = self._to_front(tracers)
 
+        name = self.axis_name
+
         def fun(*xs):
-            return vmap_flat(call.fun, xs, dims0, size)
+            return vmap_flat(call.fun, xs, dims0, size, axis_name=name)
 
         def fwd(*xs):
             n_out: list[int] = []
@@ -82,7 +122,7 @@ class BatchTrace(Trace):
                 n_out.append(len(list(outs)))
                 return list(outs) + list(res)
 
-            both = vmap_flat(flat_fwd, xs, dims0, size)
+            both = vmap_flat(flat_fwd, xs, dims0, size, axis_name=name)
             return both[:n_out[0]], both[n_out[0]:]
 
         def bwd(residuals, cts):
@@ -91,7 +131,8 @@ class BatchTrace(Trace):
             def flat_bwd(*ys):
                 return list(call.bwd(list(ys[:n_res]), list(ys[n_res:])))
 
-            in_cts = vmap_flat(flat_bwd, list(residuals) + list(cts), [0] * (n_res + len(cts)), size)
+            in_cts = vmap_flat(flat_bwd, list(residuals) + list(cts), [0] * (n_res + len(cts)), size,
+                               axis_name=name)
             # An input that was not batched gets the sum of its per-example cotangents.
             return [ct if d is not None else ct.sum(axis=0) for ct, d in zip(in_cts, dims)]
 
@@ -101,9 +142,10 @@ class BatchTrace(Trace):
     def process_custom_jvp(self, call: _core.CustomJVPCall, tracers: list) -> list:
         # Batch the function and its rule (a tangent is batched where its primal is), then bind one level down.
         moved, dims, dims0, size = self._to_front(tracers)
+        name = self.axis_name
 
         def fun(*xs):
-            return vmap_flat(call.fun, xs, dims0, size)
+            return vmap_flat(call.fun, xs, dims0, size, axis_name=name)
 
         def jvp(primals, tangents):
             n_in, n_out = len(primals), []
@@ -114,7 +156,7 @@ class BatchTrace(Trace):
                 n_out.append(len(outs))
                 return outs + tangent_outs
 
-            both = vmap_flat(flat_rule, list(primals) + list(tangents), dims0 + dims0, size)
+            both = vmap_flat(flat_rule, list(primals) + list(tangents), dims0 + dims0, size, axis_name=name)
             return both[:n_out[0]], both[n_out[0]:]
 
         outs = _core.CustomJVPCall(call.name, fun, jvp).bind(*moved)
@@ -122,9 +164,12 @@ class BatchTrace(Trace):
 
 
 def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int,
-              out_dims: Any = 0) -> list:
-    """Map flat ``fun`` over axis ``in_dims`` of ``args``; outputs moved to ``out_dims``."""
-    values, dims = vmap_flat_dims(fun, args, in_dims, axis_size)
+              out_dims: Any = 0, axis_name: Any = _INHERIT) -> list:
+    """Map flat ``fun`` over axis ``in_dims`` of ``args``; outputs moved to ``out_dims``.
+
+    ``axis_name`` names the mapped axis for collectives; by default a batching rule's own
+    mapping of a function inherits the name of the vmap running the rule."""
+    values, dims = vmap_flat_dims(fun, args, in_dims, axis_size, axis_name)
     if callable(out_dims):  # a pytree prefix resolved once the outputs are known
         out_dims = out_dims()
     if not isinstance(out_dims, (list, tuple)):
@@ -132,22 +177,28 @@ def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],
     return [_to_out_dim(v, d, od, axis_size) for v, d, od in zip(values, dims, out_dims)]
 
 
-def vmap_flat_dims(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int
-                   ) -> tuple[list, list]:
+def vmap_flat_dims(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None], axis_size: int,
+                   axis_name: Any = _INHERIT) -> tuple[list, list]:
     """Map flat ``fun`` like :func:`vmap_flat`, returning each output where it came out: ``(values, dims)``
     (dim None: the output does not depend on the mapped inputs). Control-flow rules use it to find
     which loop carries become mapped."""
-    with _core.new_main(BatchTrace, axis_size) as main:
-        trace = BatchTrace(main)
-        tracers = [BatchTracer(trace, a, d) if d is not None else a for a, d in zip(args, in_dims)]
-        values, dims = [], []
-        for o in fun(*tracers):
-            if isinstance(o, BatchTracer) and o._trace.main is main:
-                values.append(o.value)
-                dims.append(o.bdim)
-            else:
-                values.append(o)
-                dims.append(None)
+    if axis_name is _INHERIT:
+        axis_name = _rule_context.axis_name
+    previous, _rule_context.axis_name = _rule_context.axis_name, None   # the function itself is not a rule
+    try:
+        with _core.new_main(BatchTrace, AxisData(axis_size, axis_name)) as main:
+            trace = BatchTrace(main)
+            tracers = [BatchTracer(trace, a, d) if d is not None else a for a, d in zip(args, in_dims)]
+            values, dims = [], []
+            for o in fun(*tracers):
+                if isinstance(o, BatchTracer) and o._trace.main is main:
+                    values.append(o.value)
+                    dims.append(o.bdim)
+                else:
+                    values.append(o)
+                    dims.append(None)
+    finally:
+        _rule_context.axis_name = previous
     return values, dims
 
 

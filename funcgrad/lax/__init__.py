@@ -378,3 +378,8 @@ from funcgrad.lax._conv_helpers import *  # noqa: E402,F401,F403
 from funcgrad.lax._implicit import *  # noqa: E402,F401,F403
 __all__ = sorted(set(__all__) | set(_gather_scatter.__all__) | set(_small_ops.__all__) | set(_conv_helpers.__all__)
                  | set(_implicit.__all__))
+
+# Collectives over named axes (vmap's axis_name, or the processes of funcgrad.distributed).
+from funcgrad.lax import _collectives  # noqa: E402
+from funcgrad.lax._collectives import *  # noqa: E402,F401,F403
+__all__ = sorted(set(__all__) | set(_collectives.__all__))
