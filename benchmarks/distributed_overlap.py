@@ -26,7 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-if any(os.environ.get(v, "1").isdigit() and int(os.environ.get(v, "1")) > 1 for v in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")):
+if any(os.environ.get(v, "1").isdigit() and int(os.environ.get(v, "1")) > 1
+       for v in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")):
     os.environ.setdefault("OMP_NUM_THREADS", "1")   # one BLAS thread per process (before numpy loads BLAS)
 
 import numpy as np  # noqa: E402

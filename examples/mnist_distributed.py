@@ -25,7 +25,8 @@ from typing import Any, Callable, Sequence
 
 # One BLAS thread per process unless told otherwise: processes x BLAS threads busy-waiting on the
 # same cores slow a step down many times (set OMP_NUM_THREADS to override). Before numpy loads BLAS.
-if any(os.environ.get(v, "1").isdigit() and int(os.environ.get(v, "1")) > 1 for v in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")):
+if any(os.environ.get(v, "1").isdigit() and int(os.environ.get(v, "1")) > 1
+       for v in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402

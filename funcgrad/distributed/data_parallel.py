@@ -29,7 +29,14 @@ from funcgrad.optim import GradientTransformation, apply_updates
 from funcgrad.primitives import collectives_async as _ca
 from funcgrad.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
-_ca.use_communicator(_runtime.comm)
+
+
+def _wait(request: Any, what: str) -> None:
+    """Complete an MPI request, or raise TimeoutError after the world's timeout (a rank that failed)."""
+    _runtime._wait([request], _runtime.world(), what)
+
+
+_ca.use_communicator(_runtime.comm, _wait)
 
 __all__ = ["DataParallel", "broadcast_params", "data_parallel", "optimizer_state_bytes", "shard_batch",
            "shard_bounds"]

@@ -24,8 +24,6 @@ from funcgrad.optim import GradientTransformation, apply_updates
 from funcgrad.primitives import collectives_async as _ca
 from funcgrad.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
-_ca.use_communicator(_runtime.comm)
-
 __all__ = ["Zero1", "check_elementwise"]
 
 

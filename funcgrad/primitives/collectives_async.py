@@ -36,12 +36,20 @@ _pending: dict[int, tuple] = {}
 
 # Where the communicator comes from: ``funcgrad.distributed`` (a layer above the primitives) plugs in
 # its world's ``comm()`` when imported; until then every process is a world of its own.
-_communicator: list = [lambda: None]
+# ``wait(request, what)`` completes an MPI request (the world's waits give up after its timeout).
+_communicator: list = [lambda: None, lambda request, what: request.Wait()]
 
 
-def use_communicator(source: Any) -> None:
-    """Take the MPI communicator from ``source()`` (None: a one-process world)."""
+def use_communicator(source: Any, wait: Any = None) -> None:
+    """Take the MPI communicator from ``source()`` (None: a one-process world), and complete requests
+    with ``wait(request, what)`` (default: MPI's ``Wait``)."""
     _communicator[0] = source
+    if wait is not None:
+        _communicator[1] = wait
+
+
+def _wait(request: Any, what: str) -> None:
+    _communicator[1](request, what)
 
 
 def _comm() -> Any:
@@ -105,7 +113,7 @@ def _done_impl(buf: np.ndarray) -> np.ndarray:
         # No sum was started for it: the zero cotangent of a bucket that the loss does not use
         # (zero on every process, as every process runs the same program).
         return buf
-    entry[0].Wait()
+    _wait(entry[0], f"allreduce_done(f{buf.dtype.itemsize * 8}[{buf.size}]) (a bucket of gradients)")
     return entry[1]
 
 
@@ -141,7 +149,8 @@ def _reduce_scatter_impl(x: np.ndarray) -> np.ndarray:
     _check_divisible("reduce_scatter", x.shape, comm.Get_size())
     from mpi4py import MPI
     out = np.empty(x.size // comm.Get_size(), x.dtype)
-    comm.Reduce_scatter_block(np.ascontiguousarray(x), out, op=MPI.SUM)
+    request = comm.Ireduce_scatter_block(np.ascontiguousarray(x), out, op=MPI.SUM)
+    _wait(request, f"reduce_scatter({x.dtype}[{x.size}])")
     return out
 
 
@@ -162,7 +171,7 @@ def _all_gather_impl(x: np.ndarray) -> np.ndarray:
     if comm is None:
         return np.array(x)
     out = np.empty(x.size * comm.Get_size(), x.dtype)
-    comm.Allgather(np.ascontiguousarray(x), out)
+    _wait(comm.Iallgather(np.ascontiguousarray(x), out), f"all_gather_flat({x.dtype}[{x.size}])")
     return out
 
 

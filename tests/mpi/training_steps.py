@@ -4,6 +4,7 @@ Every process computes the reference itself on the whole global batch and compar
 ``ALL OK`` on process 0 when every check passed on every process.
 """
 import sys
+import time
 
 import numpy as np
 
@@ -119,6 +120,18 @@ for jit in (False, True):
           f"{tr.state_bytes(s)} of {full_bytes}")
 
 check("nothing in flight", collectives_async.pending_count() == 0)
+
+# 5. A process that skips a step (as one that raised would): the other gets a TimeoutError naming
+#    the wait, within the world's timeout, instead of hanging. Last: its sum stays unmatched.
+dist._runtime.world().timeout = 3.0
+tr = dist.data_parallel(loss_fn, optim.sgd(0.1), jit=False)
+p, s = tr.init(P0)
 if RANK == 0:
+    start = time.monotonic()
+    try:
+        tr.step(p, s, X, Y)
+        check("timeout", False, "the step returned")
+    except TimeoutError as e:
+        check("timeout", time.monotonic() - start < 10 and "allreduce_done" in str(e), str(e))
     print("ALL OK", flush=True)
 sys.stdout.flush()
