@@ -147,6 +147,21 @@ def test_overlap_starts_each_bucket_during_the_backward_pass():
     assert max(starts[:3]) < min(dones)            # every bucket is in flight before the first wait
 
 
+def test_eager_overlap_starts_the_last_bucket_before_the_first_layer_is_differentiated(monkeypatch):
+    from funcgrad.primitives.linalg import matmul_p
+    events = []
+    for prim, name in ((matmul_p, "matmul"), (collectives_async.allreduce_start_p, "start")):
+        monkeypatch.setattr(prim, "impl", lambda *a, _impl=prim.impl, _name=name, **k: events.append(_name)
+                            or _impl(*a, **k))
+    x, y = batch()
+    trainer = dist.data_parallel(loss_fn, optim.sgd(0.1), bucket_mb=1e-6, jit=False)
+    params, state = trainer.init(make_params())
+    trainer.step(params, state, x, y)
+    # Forward: x @ w1, h @ w2. Backward: h @ w2's rule (the cotangents of h and of w2), w2's bucket
+    # starts; b1's gradient and bucket; then x @ w1's rule (w1's gradient) and w1's bucket; the loss.
+    assert events == ["matmul"] * 4 + ["start", "start", "matmul", "start", "start"], events
+
+
 def test_early_backward_gives_the_same_gradients_as_the_creation_order():
     x, y = batch()
     p = make_params()
