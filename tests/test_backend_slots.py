@@ -24,7 +24,7 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "all_gather", "all_gather_flat", "all_to_all", "allreduce_done", "allreduce_start",
+    "all_gather", "all_to_all", "allreduce_done", "allreduce_start",
     "argsort", "avg_pool2d", "avg_pool2d_grad", "bessel_i0e", "bessel_i1e", "bessel_jv", "betainc", "betaln",
     "cholesky", "complex", "conj", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "dawsn", "debug_callback",
     "digamma", "eig", "eigh", "erf", "erf_inv", "erfc", "erfcx", "exp1", "expi", "expm", "expn", "fft", "fresnel_c",
@@ -34,8 +34,7 @@ GPU_MISSING = (
     "igammac", "imag", "lgamma", "log_ndtr", "loggamma_complex", "lu", "max_pool2d", "max_pool2d_grad", "ndtri",
     "owens_t", "parlett", "pbroadcast", "pmax", "pmin", "polygamma", "population_count", "ppermute", "psum",
     "psum_scatter", "pure_callback", "qr", "random_gamma_grad",
-    "random_gamma_grad_da", "random_gamma_grad_dx", "real",
-    "reduce_scatter", "rsf2csf", "scatter_add", "scatter_max", "scatter_min",
+    "random_gamma_grad_da", "random_gamma_grad_dx", "real", "rsf2csf", "scatter_add", "scatter_max", "scatter_min",
     "scatter_mul", "scatter_set", "schur", "sici_ci", "sici_si", "spence", "sqrtm", "svd", "threefry2x32",
     "triangular_solve", "wofz", "xlog1py", "xlogy", "zeta", "zeta_grad_x",
 )

@@ -2,8 +2,9 @@
 
 The parameters of each dtype are flattened into one vector, padded to a multiple of the process
 count and cut into equal shards; process ``r`` keeps the optimizer state of shard ``r`` only. A
-step reduce-scatters the gradients (each process receives the sum of its shard), updates its shard
-of the parameters, and all-gathers the shards back into full parameters. The optimizer state per
+step reduce-scatters the gradients (``psum_scatter``: each process receives the sum of its shard),
+updates its shard of the parameters, and all-gathers the shards back into full parameters
+(``all_gather``). The optimizer state per
 process shrinks by the process count; the parameters and gradients stay whole.
 
 Only elementwise optimizers (each entry's update depends on that entry alone: sgd, momentum,
@@ -21,7 +22,7 @@ import funcgrad.numpy as fnp
 from funcgrad.distributed import _runtime
 from funcgrad.distributed._buckets import flatten, plan_buckets, unflatten
 from funcgrad.optim import GradientTransformation, apply_updates
-from funcgrad.primitives import collectives_async as _ca
+from funcgrad.distributed._collectives import all_gather, psum_scatter
 from funcgrad.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 __all__ = ["Zero1", "check_elementwise"]
@@ -103,13 +104,13 @@ class Zero1:
             raise ValueError("zero: call init(params) before update")
         leaves, treedef = tree_flatten(params)
         g_leaves = tree_leaves(grads)
-        shard_grads = [_ca.reduce_scatter_p.bind(self._padded(g, g_leaves, weight)) for g in self.groups]
+        shard_grads = [psum_scatter(self._padded(g, g_leaves, weight), tiled=True) for g in self.groups]
         shard_params = self._my_shards(leaves)
         updates, state = self.optimizer.update(shard_grads, state, shard_params)
         new_shards = apply_updates(shard_params, updates)
         new = list(leaves)
         for g, shard in zip(self.groups, new_shards):
-            full = _ca.all_gather_p.bind(shard)
+            full = all_gather(shard, tiled=True)
             for i, x in zip(g.indices, unflatten(full, [leaves[i] for i in g.indices])):
                 new[i] = x
         return tree_unflatten(treedef, new), state

@@ -4,9 +4,6 @@
   and starts summing it across processes (MPI ``Iallreduce``, non-blocking); returns the buffer,
   *in flight*: nothing may read it before ``allreduce_done_p`` returns it.
 * ``allreduce_done_p(buf)``: waits for the sum started on ``buf`` and returns it.
-* ``reduce_scatter_p(x)``: the sum across processes of the 1-D ``x`` (length a multiple of the
-  process count), of which process ``r`` gets the ``r``-th of ``process_count()`` equal pieces.
-* ``all_gather_p(x)``: the 1-D pieces of every process, concatenated in process order.
 * ``bucket_p(*xs, slot)``: the identity on ``xs``, whose reverse-mode rule starts the all-reduce of
   their cotangents and hands the in-flight buffer back as the cotangent of ``slot`` (a 1-D array
   of the flattened size). It has the ``early_backward`` trait: the backward pass runs its rule as
@@ -27,8 +24,7 @@ import numpy as np
 from funcgrad._core import Primitive, add_traits
 from funcgrad._dtypes import ShapedArray
 
-__all__ = ["all_gather_p", "allreduce_done_p", "allreduce_start_p", "bucket_p", "pending_count", "reduce_scatter_p",
-           "use_communicator"]
+__all__ = ["allreduce_done_p", "allreduce_start_p", "bucket_p", "pending_count", "use_communicator"]
 
 # In-flight sums: the data address of each buffer -> (MPI request, the buffer, kept alive for MPI).
 _pending: dict[int, tuple] = {}
@@ -126,65 +122,6 @@ def pending_count() -> int:
     return len(_pending)
 
 
-# ---------------------------------------------------------------- reduce-scatter / all-gather (blocking)
-
-reduce_scatter_p = Primitive("reduce_scatter")
-
-
-def _world_size() -> int:
-    comm = _comm()
-    return 1 if comm is None else comm.Get_size()
-
-
-def _check_divisible(name: str, shape: tuple, size: int) -> None:
-    if len(shape) != 1 or shape[0] % size:
-        raise ValueError(f"{name}: expected a 1-D array whose length is a multiple of the process count {size}, "
-                         f"got shape {shape}; pad it first")
-
-
-def _reduce_scatter_impl(x: np.ndarray) -> np.ndarray:
-    comm = _comm()
-    if comm is None:
-        return np.array(x)
-    _check_divisible("reduce_scatter", x.shape, comm.Get_size())
-    from mpi4py import MPI
-    out = np.empty(x.size // comm.Get_size(), x.dtype)
-    request = comm.Ireduce_scatter_block(np.ascontiguousarray(x), out, op=MPI.SUM)
-    _wait(request, f"reduce_scatter({x.dtype}[{x.size}])")
-    return out
-
-
-def _reduce_scatter_abstract(x: Any) -> ShapedArray:
-    size = _world_size()
-    _check_divisible("reduce_scatter", tuple(x.shape), size)
-    return ShapedArray((x.shape[0] // size,), x.dtype)
-
-
-reduce_scatter_p.impl = _reduce_scatter_impl
-reduce_scatter_p.abstract_eval = _reduce_scatter_abstract
-
-all_gather_p = Primitive("all_gather_flat")
-
-
-def _all_gather_impl(x: np.ndarray) -> np.ndarray:
-    comm = _comm()
-    if comm is None:
-        return np.array(x)
-    out = np.empty(x.size * comm.Get_size(), x.dtype)
-    _wait(comm.Iallgather(np.ascontiguousarray(x), out), f"all_gather_flat({x.dtype}[{x.size}])")
-    return out
-
-
-def _all_gather_abstract(x: Any) -> ShapedArray:
-    if len(x.shape) != 1:
-        raise ValueError(f"all_gather_flat: expected a 1-D array, got shape {tuple(x.shape)}")
-    return ShapedArray((x.shape[0] * _world_size(),), x.dtype)
-
-
-all_gather_p.impl = _all_gather_impl
-all_gather_p.abstract_eval = _all_gather_abstract
-
-
 # ---------------------------------------------------------------- the bucket identity
 
 bucket_p = Primitive("gradient_bucket", multiple_results=True)
@@ -219,6 +156,4 @@ bucket_p.vjp_forward = _bucket_vjp_forward
 
 add_traits(allreduce_start_p, "effect")
 add_traits(allreduce_done_p, "effect")
-add_traits(reduce_scatter_p, "effect")
-add_traits(all_gather_p, "effect")
 add_traits(bucket_p, "early_backward")
