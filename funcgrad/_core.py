@@ -479,6 +479,13 @@ def set_fast_path(enabled: bool) -> bool:
     return previous
 
 
+# Primitives that an active transform may claim even when no argument is one of its tracers:
+# ``claim(prim, args, params)`` returns the result, or NotImplemented to evaluate eagerly. (A
+# collective over the name of an active vmap belongs to that vmap; the vmap turns the inlined
+# fast path of ``bind`` off while it runs, so every eager evaluation comes here.)
+EAGER_CLAIMS: dict[Primitive, Callable[..., Any]] = {}
+
+
 def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Evaluate ``prim`` on concrete arguments where they live: the one evaluation path.
 
@@ -487,6 +494,12 @@ def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     the primitive on that array's backend (its ``prim.impls[name]``).
     Results are wrapped as immutable arrays and checked under debug_nans.
     """
+    if EAGER_CLAIMS:
+        claim = EAGER_CLAIMS.get(prim)
+        if claim is not None:
+            out = claim(prim, args, params)
+            if out is not NotImplemented:
+                return out
     values = []
     for a in args:
         if type(a) is Array:

@@ -22,7 +22,7 @@ COVERAGE = api_coverage.coverage()
 # The shares reached (JAX 0.10.2's names): a module may gain names, never lose them.
 FLOORS = {"jax.numpy": 1.0, "jax.numpy.linalg": 1.0, "jax.numpy.fft": 1.0, "jax.scipy.special": 1.0,
           "jax.scipy.linalg": 1.0, "jax.scipy.stats": 1.0, "jax.random": 1.0, "jax.tree": 1.0, "jax.tree_util": 1.0,
-          "jax.nn": 0.9, "jax.lax": 0.94, "jax": 0.77}
+          "jax.nn": 0.9, "jax.lax": 0.95, "jax": 0.77}
 
 
 @pytest.mark.parametrize("module", sorted(FLOORS))

@@ -33,7 +33,7 @@ GPU_MISSING = (
     "hyp1f1_grad_b", "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a",
     "igammac", "imag", "lgamma", "log_ndtr", "loggamma_complex", "lu", "max_pool2d", "max_pool2d_grad", "ndtri",
     "owens_t", "parlett", "pbroadcast", "pmax", "pmin", "polygamma", "population_count", "ppermute", "psum",
-    "psum_scatter", "pure_callback", "qr", "random_gamma_grad",
+    "psum_scatter", "pure_callback", "pvary", "qr", "random_gamma_grad",
     "random_gamma_grad_da", "random_gamma_grad_dx", "real", "rsf2csf", "scatter_add", "scatter_max", "scatter_min",
     "scatter_mul", "scatter_set", "schur", "sici_ci", "sici_si", "spence", "sqrtm", "svd", "threefry2x32",
     "triangular_solve", "wofz", "xlog1py", "xlogy", "zeta", "zeta_grad_x",

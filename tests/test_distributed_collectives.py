@@ -320,21 +320,23 @@ def _mpiexec() -> str | None:
     return shutil.which("mpiexec")
 
 
-def _launch(script: str, timeout: float) -> tuple[int, list[dict], str]:
+def _launch(script: str, out: pathlib.Path, timeout: float) -> tuple[int, list[dict], str]:
+    """Run ``tests/mpi/<script>`` on two processes; each writes JSON lines to ``out/rank<r>.jsonl``."""
     pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install mpi4py mpich)")
     mpiexec = _mpiexec()
     if mpiexec is None:
         pytest.skip("no mpiexec next to the Python executable or on PATH")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
                NUMBA_NUM_THREADS="1", FUNCGRAD_DISTRIBUTED_TIMEOUT="20")
-    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(HERE / "mpi" / script)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return proc.returncode, lines, proc.stdout + proc.stderr
+    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(HERE / "mpi" / script), str(out)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    lines = [json.loads(line) for path in sorted(out.glob("rank*.jsonl")) for line in path.read_text().splitlines()
+             if line.strip()]
+    return proc.returncode, lines, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
-def test_mpi_collectives_against_numpy():
-    rc, lines, output = _launch("collectives_basic.py", timeout=120)
+def test_mpi_collectives_against_numpy(tmp_path):
+    rc, lines, output = _launch("collectives_basic.py", tmp_path, timeout=120)
     assert sorted(line["rank"] for line in lines) == [0, 1], output
     for line in lines:
         assert line["size"] == 2 and line["checks"] > 100, line
@@ -342,8 +344,8 @@ def test_mpi_collectives_against_numpy():
     assert rc == 0, output
 
 
-def test_mpi_errors_on_every_rank_within_the_timeout():
-    rc, lines, output = _launch("collectives_errors.py", timeout=120)
+def test_mpi_errors_on_every_rank_within_the_timeout(tmp_path):
+    rc, lines, output = _launch("collectives_errors.py", tmp_path, timeout=120)
     assert rc != 0
     by_case: dict[str, dict[int, dict]] = {}
     for line in lines:
@@ -410,3 +412,42 @@ def test_one_process_results_are_not_views_of_their_operands():
     a, b = step(fnp.asarray(x))
     np.testing.assert_array_equal(a, 2 * x + 1)
     np.testing.assert_array_equal(b, 6 * x)
+
+
+def test_handshake_messages_compare_long_signatures_whole():
+    from funcgrad.distributed import _runtime
+    x = np.zeros(3, np.float32)
+    long_a = _runtime._signature("ppermute", x, {"perm": tuple((i, i) for i in range(400))})
+    long_b = _runtime._signature("ppermute", x, {"perm": tuple((i, i) for i in range(399)) + ((399, 0),)})
+    assert len(long_a) > 1024
+    (shown_a, key_a), (shown_b, key_b) = _runtime._decode(_runtime._encode(long_a)), \
+        _runtime._decode(_runtime._encode(long_b))
+    assert key_a != key_b and shown_a == shown_b          # same start, told apart by the digest
+    short = _runtime._signature("psum", x, {})
+    assert _runtime._describe_signature(_runtime._decode(_runtime._encode(short))[0]) == "psum(float32[3])"
+
+
+def test_unmapped_values_inside_grad_stay_with_the_vmap():
+    # A grad inside the vmap evaluates the collective's primal on a value the vmap does not map:
+    # the named vmap still carries it out (3 * w * w), and the gradient is each device's own.
+    w = np.array([1.0, 2.0], np.float32)
+    value_and_grad = fg.vmap(fg.value_and_grad(lambda v: lax.psum(v * v, "i").sum()), in_axes=None, axis_size=3,
+                             axis_name="i")(w)
+    np.testing.assert_allclose(value_and_grad[0], np.full(3, 3 * (w * w).sum()))
+    np.testing.assert_allclose(value_and_grad[1], np.tile(2 * w, (3, 1)))
+    tangent = fg.vmap(lambda v: fg.jvp(lambda u: lax.psum(u, "i"), (v,), (fnp.ones(2),))[1], in_axes=None,
+                      axis_size=3, axis_name="i")(w)
+    np.testing.assert_allclose(tangent, np.full((3, 2), 3.0))
+
+
+def test_pcast_to_varying_sums_the_gradients_of_replicated_values():
+    w = np.ones(2, np.float32)
+    xs = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+    cast = fg.vmap(fg.grad(lambda v, x: (lax.pcast(v, "i", to="varying") * x).sum()), in_axes=(None, 0),
+                   axis_name="i")(w, xs)
+    np.testing.assert_allclose(cast, np.tile(xs.sum(0), (3, 1)))
+    own = fg.vmap(fg.grad(lambda v, x: (v * x).sum()), in_axes=(None, 0), axis_name="i")(w, xs)
+    np.testing.assert_allclose(own, xs)
+    np.testing.assert_array_equal(per_device(lambda v: lax.pcast(v, "i", to="varying"), xs), xs)
+    with pytest.raises(NotImplementedError, match="to='reduced'"):
+        per_device(lambda v: lax.pcast(v, "i", to="reduced"), xs)

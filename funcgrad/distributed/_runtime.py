@@ -6,6 +6,7 @@ is MPI's ``COMM_WORLD``, through mpi4py.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -22,6 +23,8 @@ PROCESS_AXIS = _collectives.PROCESS_AXIS
 
 #: Seconds a collective waits for the other processes before it raises TimeoutError.
 DEFAULT_TIMEOUT = 300.0
+# Seconds a wait polls without sleeping before it starts pausing between polls.
+_SPIN_SECONDS = 0.01
 
 # Environment variables that MPI launchers (MPICH/Hydra, Open MPI, PMIx, Slurm) set in every rank.
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS")
@@ -159,9 +162,19 @@ def _wait(requests: list, w: _World, what: str, peers: list | None = None) -> No
     did not arrive, and the requests are cancelled; MPI cannot cancel a collective's request).
     """
     from mpi4py import MPI
-    deadline = time.monotonic() + w.timeout
-    pause = 1e-5
-    while not MPI.Request.Testall(requests):
+    testall = MPI.Request.Testall
+    if testall(requests):
+        return
+    start = time.monotonic()
+    deadline = start + w.timeout
+    # Spin first, as a blocking MPI call does (a sleep costs far more than a fast collective takes),
+    # then poll with growing pauses so that a long wait does not burn a core.
+    while time.monotonic() - start < _SPIN_SECONDS:
+        for _ in range(100):
+            if testall(requests):
+                return
+    pause = 1e-4
+    while not testall(requests):
         if time.monotonic() > deadline:
             missing = sorted({peers[i] for i, r in enumerate(requests) if not r.Test()}) if peers else None
             for r in requests if peers else ():
@@ -178,7 +191,7 @@ def _wait(requests: list, w: _World, what: str, peers: list | None = None) -> No
                 "the same collectives in the same order. The timeout is FUNCGRAD_DISTRIBUTED_TIMEOUT or "
                 "funcgrad.distributed.initialize(timeout=...).")
         time.sleep(pause)
-        pause = min(pause * 2, 1e-3)
+        pause = min(pause * 2, 2e-3)
 
 
 def _signature(kind: str, x: np.ndarray, params: dict) -> str:
@@ -187,12 +200,29 @@ def _signature(kind: str, x: np.ndarray, params: dict) -> str:
 
 
 def _describe_signature(sig: str) -> str:
-    kind, shape, dtype, params = json.loads(sig)
+    try:
+        kind, shape, dtype, params = json.loads(sig)
+    except ValueError:   # cut short (a very long permutation): show it as it came
+        return sig
     extra = "".join(f", {k}={v}" for k, v in params.items())
     return f"{kind}({dtype}[{','.join(map(str, shape))}]{extra})"
 
 
 _SIG_BYTES = 1024
+_DIGEST = 40
+
+
+def _encode(sig: str) -> np.ndarray:
+    """``sig`` as a fixed-size message: its start, then a digest of all of it (so long ones still compare)."""
+    digest = hashlib.sha1(sig.encode()).hexdigest().encode()
+    head = sig.encode()[:_SIG_BYTES - _DIGEST].ljust(_SIG_BYTES - _DIGEST, b" ")
+    return np.frombuffer(head + digest, np.uint8).copy()
+
+
+def _decode(raw: np.ndarray) -> tuple[str, str]:
+    """``(shown, key)``: the signature's start (for the message) and the whole message (to compare)."""
+    data = raw.tobytes()
+    return data[:_SIG_BYTES - _DIGEST].decode(errors="replace").rstrip(), data.decode(errors="replace")
 
 
 def handshake(w: _World, kind: str, x: np.ndarray, params: dict) -> None:
@@ -202,24 +232,27 @@ def handshake(w: _World, kind: str, x: np.ndarray, params: dict) -> None:
     arrives is named in the TimeoutError).
     """
     sig = _signature(kind, x, params)
-    raw = sig.encode()[:_SIG_BYTES].ljust(_SIG_BYTES, b" ")
-    mine = np.frombuffer(raw, np.uint8).copy()
+    mine = _encode(sig)
     tag = w.handshakes % 32000
     w.handshakes += 1
     others = [r for r in range(w.size) if r != w.rank]
     inbox = {r: np.empty(_SIG_BYTES, np.uint8) for r in others}
     recvs = [w.check_comm.Irecv(inbox[r], source=r, tag=tag) for r in others]
     sends = [w.check_comm.Isend(mine, dest=r, tag=tag) for r in others]
-    _wait(recvs, w, f"{_describe_signature(sig)} (the shape/dtype check)", others)
-    _wait(sends, w, f"{_describe_signature(sig)} (the shape/dtype check)", others)
-    sigs = {w.rank: sig}
-    sigs.update({r: inbox[r].tobytes().decode().rstrip() for r in others})
+    what = f"{_describe_signature(sig[:200])} (the shape/dtype check)"
+    _wait(recvs, w, what, others)
+    _wait(sends, w, what, others)
+    received = {w.rank: _decode(mine)}
+    received.update({r: _decode(inbox[r]) for r in others})
     groups: dict[str, list[int]] = {}
+    shown: dict[str, str] = {}
     for r in range(w.size):
-        groups.setdefault(sigs[r], []).append(r)
+        text, key = received[r]
+        groups.setdefault(key, []).append(r)
+        shown[key] = text
     if len(groups) > 1:
-        described = "; ".join(f"rank(s) {', '.join(map(str, ranks))}: {_describe_signature(s)}"
-                              for s, ranks in groups.items())
+        described = "; ".join(f"rank(s) {', '.join(map(str, ranks))}: {_describe_signature(shown[key])}"
+                              for key, ranks in groups.items())
         raise ValueError(f"{kind}: the processes called it with different operands ({described}). Every rank must "
                          "call the same collectives, in the same order, on the same shapes and dtypes.")
 
@@ -350,6 +383,7 @@ def _run_pbroadcast(w: _World, x: np.ndarray, source: int) -> np.ndarray:
 _RUNNERS = {_collectives.psum_p: _run_reduce("psum"), _collectives.pmax_p: _run_reduce("pmax"),
             _collectives.pmin_p: _run_reduce("pmin"), _collectives.all_gather_p: _run_all_gather,
             _collectives.psum_scatter_p: _run_psum_scatter, _collectives.ppermute_p: _run_ppermute,
-            _collectives.all_to_all_p: _run_all_to_all, _collectives.pbroadcast_p: _run_pbroadcast}
+            _collectives.all_to_all_p: _run_all_to_all, _collectives.pbroadcast_p: _run_pbroadcast,
+            _collectives.pvary_p: lambda w, x: np.array(x, copy=True)}
 
 _collectives.set_process_world(_ProcessWorld())

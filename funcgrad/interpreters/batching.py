@@ -185,6 +185,8 @@ def vmap_flat_dims(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | N
     if axis_name is _INHERIT:
         axis_name = _rule_context.axis_name
     previous, _rule_context.axis_name = _rule_context.axis_name, None   # the function itself is not a rule
+    if axis_name is not None:
+        _named_vmap_entered()
     try:
         with _core.new_main(BatchTrace, AxisData(axis_size, axis_name)) as main:
             trace = BatchTrace(main)
@@ -199,7 +201,30 @@ def vmap_flat_dims(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | N
                     dims.append(None)
     finally:
         _rule_context.axis_name = previous
+        if axis_name is not None:
+            _named_vmap_left()
     return values, dims
+
+
+# While a named vmap runs (in any thread), bind's inlined eager fast path is off: every eager
+# evaluation goes through apply_primitive, where a collective over the vmap's name on a value the
+# vmap does not map is handed back to the vmap (see _core.EAGER_CLAIMS).
+_named_lock = threading.Lock()
+_named_active = [0, True]   # [named vmaps running, the fast-path setting before the first]
+
+
+def _named_vmap_entered() -> None:
+    with _named_lock:
+        if _named_active[0] == 0:
+            _named_active[1] = _core.set_fast_path(False)
+        _named_active[0] += 1
+
+
+def _named_vmap_left() -> None:
+    with _named_lock:
+        _named_active[0] -= 1
+        if _named_active[0] == 0:
+            _core.set_fast_path(_named_active[1])
 
 
 _core.register_transform("vmap", vmap_flat)

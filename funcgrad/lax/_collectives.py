@@ -22,13 +22,13 @@ from funcgrad.primitives.elementwise import add, convert, div, mul
 from funcgrad.tree_util import tree_map
 
 __all__ = ["all_gather", "all_to_all", "axis_index", "axis_size", "pbroadcast", "pmax", "pmean", "pmin",
-           "ppermute", "pshuffle", "psum", "pswapaxes", "psum_scatter", "psum_p", "pmax_p", "pmin_p", "all_gather_p",
-           "psum_scatter_p", "ppermute_p", "all_to_all_p", "pbroadcast_p"]
+           "pcast", "ppermute", "pshuffle", "psum", "pswapaxes", "psum_scatter", "psum_p", "pmax_p", "pmin_p", "all_gather_p",
+           "psum_scatter_p", "ppermute_p", "all_to_all_p", "pbroadcast_p", "pvary_p"]
 
 psum_p, pmax_p, pmin_p = _P.psum_p, _P.pmax_p, _P.pmin_p
 all_gather_p, psum_scatter_p, ppermute_p, all_to_all_p = (_P.all_gather_p, _P.psum_scatter_p, _P.ppermute_p,
                                                           _P.all_to_all_p)
-pbroadcast_p = _P.pbroadcast_p
+pbroadcast_p, pvary_p = _P.pbroadcast_p, _P.pvary_p
 
 
 def _no_groups(op: str, axis_index_groups: Any) -> None:
@@ -156,6 +156,22 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     _one_name("all_to_all", axis_name)
     return _leaves("all_to_all", x, axis_name, lambda leaf, axes: _P.all_to_all(
         leaf, axes, split_axis=int(split_axis), concat_axis=int(concat_axis), tiled=bool(tiled)))
+
+
+def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
+    """``x`` unchanged, cast to vary across the devices of ``axis_name`` (``to="varying"``, JAX's ``pvary``).
+
+    funcgrad does not track which values vary; the cast matters to derivatives: its transpose
+    is ``psum``, so the gradient of a replicated value cast here sums every device's contribution
+    (data-parallel parameters). ``to="reduced"``/``"unreduced"`` (sharding types) are not supported.
+
+    >>> fg.vmap(fg.grad(lambda w, x: (lax.pcast(w, "i", to="varying") * x).sum()), in_axes=(None, 0),
+    ...         axis_name="i")(fnp.ones(2), fnp.ones((3, 2)))                 # [[3, 3]] * 3
+    """
+    if to != "varying":
+        raise NotImplementedError(f"pcast: to={to!r} is not supported (funcgrad has no reduced/unreduced "
+                                  "sharding types); to='varying' is")
+    return _leaves("pcast", x, axis_name, _P.pvary)
 
 
 def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = None) -> Any:

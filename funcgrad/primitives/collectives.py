@@ -168,6 +168,14 @@ def bind_collective(prim: Primitive, x: Any, **params: Any) -> Any:
     return _core.bind(prim, (x,), params)
 
 
+def _claim(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
+    """A collective over the name of an active vmap, re-bound on a value that vmap does not map
+    (a grad or jvp inside the vmap evaluating its primal): still that vmap's to carry out."""
+    if any(find_axis(name) is not None for name in params["axes"]):
+        return bind_collective(prim, args[0], **params)
+    return NotImplemented
+
+
 def _rest(axes: tuple, name: Any) -> tuple:
     return tuple(a for a in axes if a != name)
 
@@ -186,7 +194,7 @@ def size_one(prim: Primitive, x: np.ndarray, params: dict) -> np.ndarray:
 def _size_one(kind: str, x: np.ndarray, params: dict) -> np.ndarray:
     if kind == "psum":
         return x.astype(sum_dtype(x.dtype)) if x.dtype.kind == "b" else x
-    if kind in ("pmax", "pmin"):
+    if kind in ("pmax", "pmin", "pvary"):
         return x
     if kind == "all_gather":
         return x if params["tiled"] else np.expand_dims(x, params["axis"])
@@ -246,7 +254,7 @@ def out_aval(kind: str, x: Any, n: int, params: dict) -> ShapedArray:
             raise ValueError(f"psum_scatter: dimension {d} of {describe(aval)} ({shape[d]}) must equal the axis "
                              f"size {n} (tiled=False; with tiled=True it need only be divisible by it)")
         return ShapedArray(shape[:d] + shape[d + 1:], out_dtype)
-    if kind == "ppermute":
+    if kind in ("ppermute", "pvary"):
         return aval
     if kind == "pbroadcast":
         if not 0 <= params["source"] < n:
@@ -278,7 +286,7 @@ def out_aval(kind: str, x: Any, n: int, params: dict) -> ShapedArray:
 # The primitives
 # --------------------------------------------------------------------------
 
-KINDS = ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "pbroadcast")
+KINDS = ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "pbroadcast", "pvary")
 #: vmap rules for a collective over the vmap's own name: ``rule(values, dims, size, name, **params)``.
 NAMED_RULES: dict[Primitive, Callable] = {}
 
@@ -312,6 +320,7 @@ def _declare(kind: str) -> Primitive:
     p.abstract_eval = _abstract_eval(kind)
     p.batch = _batch_other_axis(p, kind)
     add_traits(p, "effect")
+    _core.EAGER_CLAIMS[p] = _claim
     return p
 
 
@@ -343,6 +352,9 @@ psum_scatter_p = _declare("psum_scatter")
 ppermute_p = _declare("ppermute")
 all_to_all_p = _declare("all_to_all")
 pbroadcast_p = _declare("pbroadcast")
+# pvary: the value as it is, marked as differing between the devices (lax.pcast(x, name, to="varying")):
+# its transpose is psum, so a replicated value used per device collects every device's cotangent.
+pvary_p = _declare("pvary")
 
 
 # --------------------------------------------------------------------------
@@ -371,6 +383,10 @@ def psum_scatter(x: Any, axes: tuple, scatter_dimension: int = 0, tiled: bool = 
 
 def ppermute(x: Any, axes: tuple, perm: tuple) -> Any:
     return bind_collective(ppermute_p, x, axes=axes, perm=perm)
+
+
+def pvary(x: Any, axes: tuple) -> Any:
+    return bind_collective(pvary_p, x, axes=axes)
 
 
 def pbroadcast(x: Any, axes: tuple, source: int) -> Any:
@@ -448,6 +464,7 @@ def _pbroadcast_vjp(ct, primals, out, needs, axes, source, check=None):
 
 
 psum_p.jvp, psum_p.vjp = _psum_jvp, _psum_vjp
+pvary_p.jvp, pvary_p.vjp = _linear_jvp(pvary_p), lambda ct, primals, out, needs, axes, check=None: (psum(ct, axes),)
 pbroadcast_p.jvp, pbroadcast_p.vjp = _linear_jvp(pbroadcast_p), _pbroadcast_vjp
 pmax_p.jvp, pmax_p.vjp = _chooser_jvp(pmax_p), _chooser_vjp
 pmin_p.jvp, pmin_p.vjp = _chooser_jvp(pmin_p), _chooser_vjp
@@ -569,6 +586,11 @@ def _named_pbroadcast(values, dims, size, name, axes, source, check=None):
     return reshape(piece, shape_of(piece)[1:]), None
 
 
+def _named_pvary(values, dims, size, name, axes, check=None):
+    rest = _rest(axes, name)
+    return (pvary(values[0], rest) if rest else values[0]), dims[0]
+
+
 def _check_perm(perm: tuple, size: int) -> None:
     srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
     if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
@@ -581,7 +603,8 @@ def _check_perm(perm: tuple, size: int) -> None:
 
 NAMED_RULES.update({psum_p: _named_reduce(psum_p), pmax_p: _named_reduce(pmax_p), pmin_p: _named_reduce(pmin_p),
                     all_gather_p: _named_all_gather, psum_scatter_p: _named_psum_scatter,
-                    ppermute_p: _named_ppermute, all_to_all_p: _named_all_to_all, pbroadcast_p: _named_pbroadcast})
+                    ppermute_p: _named_ppermute, all_to_all_p: _named_all_to_all, pbroadcast_p: _named_pbroadcast,
+                    pvary_p: _named_pvary})
 
 
 def normalize_perm(perm: Any) -> tuple:

@@ -1,12 +1,14 @@
 """Run under ``mpiexec -n 2``: every collective across the processes against numpy, eagerly and under jit,
 gradients through them, and a data-parallel training step that must equal its vmap simulation.
 
-Each rank prints one JSON line ``{"rank": r, "checks": n, "failures": [...]}``; the exit status is 0
-only when every check passed on this rank.
+Each rank writes one JSON line ``{"rank": r, "checks": n, "failures": [...]}`` to ``rank<r>.jsonl`` in
+the folder given as the first argument (the current folder without one); the exit status is 0 only
+when every check passed on this rank.
 """
 from __future__ import annotations
 
 import json
+import pathlib
 import sys
 import traceback
 
@@ -129,6 +131,7 @@ def training_step_equals_vmap() -> None:
 
 def main() -> int:
     try:
+        dist.barrier()
         run_checks("eager", lambda f: f)
         run_checks("jit", fg.jit)
         wide_dtype_checks()
@@ -138,7 +141,8 @@ def main() -> int:
         run_checks("debug", lambda f: f)     # the handshake on every call agrees when the ranks agree
     except Exception:   # noqa: BLE001 -- reported as a failure of this rank
         failures.append(traceback.format_exc())
-    print(json.dumps({"rank": RANK, "size": SIZE, "checks": len(checks), "failures": failures}), flush=True)
+    out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".") / f"rank{RANK}.jsonl"
+    out.write_text(json.dumps({"rank": RANK, "size": SIZE, "checks": len(checks), "failures": failures}) + "\n")
     return 1 if failures else 0
 
 

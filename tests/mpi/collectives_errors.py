@@ -7,11 +7,13 @@
 4. Rank 1 raises before a collective: rank 0 raises TimeoutError naming rank 1 within the timeout,
    and rank 1 exits with its own error.
 
-Each rank prints one JSON line per case: ``{"rank": r, "case": ..., "error": type, "message": ..., "seconds": t}``.
+Each rank writes one JSON line per case, ``{"rank": r, "case": ..., "error": type, "message": ..., "seconds": t}``,
+to ``rank<r>.jsonl`` in the folder given as the first argument (the current folder without one).
 """
 from __future__ import annotations
 
 import json
+import pathlib
 import sys
 import time
 
@@ -24,6 +26,8 @@ import funcgrad.numpy as fnp
 TIMEOUT = 3.0
 dist.initialize(timeout=TIMEOUT)
 RANK = dist.process_index()
+OUT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".") / f"rank{RANK}.jsonl"
+OUT.write_text("")
 
 
 def report(case: str, fun) -> None:
@@ -33,8 +37,9 @@ def report(case: str, fun) -> None:
         fun()
     except Exception as e:   # noqa: BLE001 -- the error is what is reported
         error, message = type(e).__name__, str(e)
-    print(json.dumps({"rank": RANK, "case": case, "error": error, "message": message,
-                      "seconds": round(time.monotonic() - start, 2)}), flush=True)
+    with OUT.open("a") as f:
+        f.write(json.dumps({"rank": RANK, "case": case, "error": error, "message": message,
+                            "seconds": round(time.monotonic() - start, 2)}) + "\n")
 
 
 report("jit shape mismatch", lambda: fg.jit(lambda x: dist.psum(x))(fnp.ones(3 + RANK)))
