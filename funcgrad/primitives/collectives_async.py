@@ -4,16 +4,16 @@
   and starts summing it across processes (MPI ``Iallreduce``, non-blocking); returns the buffer,
   *in flight*: nothing may read it before ``allreduce_done_p`` returns it.
 * ``allreduce_done_p(buf)``: waits for the sum started on ``buf`` and returns it.
-* ``bucket_p(*xs, slot)``: the identity on ``xs``, whose reverse-mode rule starts the all-reduce of
-  their cotangents and hands the in-flight buffer back as the cotangent of ``slot`` (a 1-D array
+* ``bucket_p(*xs, slot, scale)``: the identity on ``xs``, whose reverse-mode rule starts the
+  all-reduce of their cotangents (times ``scale``) and hands the in-flight buffer back as the cotangent of ``slot`` (a 1-D array
   of the flattened size). It has the ``early_backward`` trait: the backward pass runs its rule as
   soon as the cotangents of ``xs`` are complete (see ``interpreters/reverse.py``), so the sum of one
   bucket of gradients travels while the backward pass computes the next.
 
 A start/done pair is what keeps the communication off the critical path: both are steps of a
-jitted program, run in program order like XLA's ``all-reduce-start``/``all-reduce-done``. All have
-the ``effect`` trait (never evaluated at trace time, never merged or dropped by the IR passes) and
-no derivative of their own. In a one-process world they copy and need no MPI.
+jitted program, run in program order like XLA's ``all-reduce-start``/``all-reduce-done``. Both have
+the ``effect`` trait (never evaluated at trace time, never merged or dropped by the IR passes).
+None of the three has a derivative of its own. In a one-process world they copy and need no MPI.
 """
 from __future__ import annotations
 
