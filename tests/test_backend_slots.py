@@ -24,11 +24,12 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "all_gather", "all_to_all",
+    "all_gather", "all_to_all", "allreduce_done", "allreduce_start",
     "argsort", "avg_pool2d", "avg_pool2d_grad", "bessel_i0e", "bessel_i1e", "bessel_jv", "betainc", "betaln",
     "cholesky", "complex", "conj", "conv2d", "conv2d_input_grad", "conv2d_weight_grad", "dawsn", "debug_callback",
     "digamma", "eig", "eigh", "erf", "erf_inv", "erfc", "erfcx", "exp1", "expi", "expm", "expn", "fft", "fresnel_c",
-    "fresnel_s", "frexp_exponent", "frexp_mantissa", "gammasgn", "getitem", "hessenberg", "hyp1f1", "hyp1f1_grad_a",
+    "fresnel_s", "frexp_exponent", "frexp_mantissa", "gammasgn", "getitem",
+    "gradient_bucket", "hessenberg", "hyp1f1", "hyp1f1_grad_a",
     "hyp1f1_grad_b", "hyp2f1", "hyp2f1_grad_a", "hyp2f1_grad_b", "hyp2f1_grad_c", "igamma", "igamma_grad_a",
     "igammac", "imag", "lgamma", "log_ndtr", "loggamma_complex", "lu", "max_pool2d", "max_pool2d_grad", "ndtri",
     "owens_t", "parlett", "pbroadcast", "pmax", "pmin", "polygamma", "population_count", "ppermute", "psum",

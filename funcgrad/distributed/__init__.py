@@ -20,3 +20,11 @@ from funcgrad.distributed._collectives import (all_gather, all_to_all, axis_inde
 __all__ = ["PROCESS_AXIS", "all_gather", "all_to_all", "axis_index", "axis_size", "barrier", "broadcast",
            "initialize", "pmax", "pmean", "pmin", "ppermute", "process_count", "process_index", "pshuffle", "psum",
            "psum_scatter", "timeout"]
+
+from funcgrad.distributed.data_parallel import (DataParallel, broadcast_params, data_parallel,  # noqa: E402
+                                                optimizer_state_bytes, shard_batch, shard_bounds)
+from funcgrad.distributed._buckets import Bucket, plan_buckets  # noqa: E402
+from funcgrad.distributed.zero import check_elementwise  # noqa: E402
+
+__all__ += ["Bucket", "DataParallel", "broadcast_params", "check_elementwise", "data_parallel",
+            "optimizer_state_bytes", "plan_buckets", "shard_batch", "shard_bounds"]

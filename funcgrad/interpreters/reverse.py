@@ -94,6 +94,8 @@ class VJPTrace(Trace):
             outs, backward = prim.vjp_forward(primals, needs, **params)
             node = Node(prim, params, primals, outs, parents, needs, lambda cts, node: backward(cts))
             main.data.append(node)
+            if "early_backward" in prim.traits:
+                main.data.early += (node,)
             return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(outs)]
         out = _core.bind(prim, primals, params)
         if not tracked or prim.vjp is None:
@@ -248,7 +250,7 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
     ``pullback(cts)`` maps a list of output cotangents (``None`` = zero) to a
     list of input cotangents (zeros for inputs the outputs do not depend on).
     """
-    main = _core.push_main(VJPTrace, [])   # not a with-block: this runs on every grad call
+    main = _core.push_main(VJPTrace, _Record())   # not a with-block: this runs on every grad call
     try:
         trace = VJPTrace(main)
         leaves, tracers = [], []
@@ -268,6 +270,8 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
     finally:
         _core.pop_main(main)
     record: list[Node] = main.data
+    if record.early:
+        _schedule_early(record)
 
     def pullback(cts: Sequence[Any]) -> list:
         return backward_pass(record, outs_t, list(cts), main, primals, leaves)
@@ -275,6 +279,28 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
     if has_aux:
         return outs, pullback, aux
     return outs, pullback
+
+
+class _Record(list):
+    """The recorded equations, and those among them whose backward should run as early as possible."""
+
+    early: tuple = ()   # a tuple of nodes, set on the instance when there are any
+
+
+def _schedule_early(record: _Record) -> None:
+    """Move each node of a primitive with the ``"early_backward"`` trait to just before the first node
+    that reads one of its outputs: walked backwards, it then runs as soon as its cotangents are complete
+    (a bucket of gradients starts its all-reduce while the rest of the backward pass runs) instead of
+    at its creation position. The order stays topological: the node still follows its inputs."""
+    for node in record.early:
+        start = record.index(node)
+        outputs = {(node, i) for i in range(len(node.outs))}
+        for j in range(start + 1, len(record)):
+            if any(p in outputs for p in record[j].parents if type(p) is tuple):
+                if j > start + 1:
+                    del record[start]
+                    record.insert(j - 1, node)
+                break
 
 
 def _lower(x: Any, main: MainTrace) -> Any:
