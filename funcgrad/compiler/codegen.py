@@ -27,11 +27,12 @@ installs with :func:`set_runtime`.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import sys
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -42,6 +43,12 @@ from funcgrad.compiler import kernel_cache
 
 # The key of this compiler's lowerings in ``Primitive.lowerings``.
 COMPILER = "numba"
+
+# Whether kernels compile in a background thread while their groups run on
+# numpy (see :func:`compile_in_background`); ``FUNCGRAD_JIT_BACKGROUND_COMPILE=0``
+# compiles every kernel before the program's first run instead.
+BACKGROUND_COMPILE = os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE", "1").strip().lower() not in (
+    "0", "false", "no", "off")
 
 # Iteration sizes below this run serially: starting numba's threads costs
 # more than the loop itself.
@@ -256,6 +263,11 @@ def compile_kernel(spec: KernelSpec) -> Callable:
     return kernel
 
 
+def loaded_kernel(spec: KernelSpec) -> Callable | None:
+    """The kernel for ``spec`` if this process has it already (compiled or loaded), else None."""
+    return _loaded.get(hashlib.sha256(generate_source(spec).encode()).hexdigest()[:24])
+
+
 def _load_kernel(spec: KernelSpec, source: str, digest: str) -> Callable:
     """Load the kernel (disk cache or numba) and record it; the caller holds ``_load_lock``."""
     kernel = kernel_cache.load_kernel(digest, source)
@@ -270,3 +282,84 @@ def source_path(spec: KernelSpec) -> str:
     """Where the source of ``spec``'s kernel is cached (in the directory in use now)."""
     digest = hashlib.sha256(generate_source(spec).encode()).hexdigest()[:24]
     return os.path.join(kernel_cache.cache_dir() or "<memory>", f"fg_{digest}.py")
+
+
+# ------------------------------------------------------------ background compiles
+
+
+class _Compiler:
+    """One daemon thread compiling queued jobs in order (numba compiles under one
+    process-wide lock anyway, so a second thread would only wait for it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.jobs: deque = deque()
+        self.busy = False
+        self.thread: threading.Thread | None = None
+        self.closed = False
+        self.failures: list[BaseException] = []
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.jobs.append(job)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._work, name="funcgrad-kernel-compiler", daemon=True)
+                self.thread.start()
+            self.lock.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                while not self.jobs:
+                    self.busy = False
+                    self.lock.notify_all()
+                    if not self.lock.wait(timeout=5.0) and not self.jobs:
+                        self.thread = None   # idle: a later submit starts a new one
+                        return
+                job = self.jobs.popleft()
+                self.busy = True
+            try:
+                job()
+            except BaseException as err:   # the group keeps running on numpy; the error is kept
+                with self.lock:
+                    self.failures.append(err)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self.lock:
+            return self.lock.wait_for(lambda: not self.jobs and not self.busy, timeout)
+
+    def close(self) -> None:
+        """At exit: drop queued jobs and let a running compile finish (bounded), so the
+        interpreter never stops inside numba while it writes its cache files."""
+        with self.lock:
+            self.closed = True
+            self.jobs.clear()
+        self.wait(timeout=30.0)
+
+
+_compiler = _Compiler()
+atexit.register(_compiler.close)
+
+
+def compile_in_background(job: Callable[[], None]) -> None:
+    """Run ``job`` (a kernel compile) on the background compiler thread, after those queued before it.
+
+    >>> compile_in_background(lambda: None)
+    >>> wait_for_kernels()
+    True
+    """
+    _compiler.submit(job)
+
+
+def wait_for_kernels(timeout: float | None = None) -> bool:
+    """Block until every kernel queued for background compilation is ready (False: timed out).
+
+    Programs run their fused groups on numpy until their kernel is ready; call this
+    to have every later call run the compiled kernels (e.g. before timing a step).
+
+    >>> wait_for_kernels()
+    True
+    """
+    return _compiler.wait(timeout)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad._core import run_impl
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
 from funcgrad.compiler import codegen
@@ -45,15 +46,22 @@ class FusedKernel:
     traits = frozenset({"writes_out"})         # impl(..., out=[buffers]): the program's memory plan
 
     def __init__(self, spec: KernelSpec, layouts: list, shape: tuple, view: tuple[int, int], out_avals: list,
-                 summary: str):
+                 summary: str, group: tuple | None = None):
         self.spec = spec
         self.layouts = layouts            # per input: (pattern, padded shape) as in the spec
         self.shape = shape                # the iteration shape
         self.n0, self.n1 = view           # the 2-d view the kernel loops over
         self.out_avals = out_avals
         self.summary = summary
-        self.kernel = compile_kernel(spec)
+        # (equations, input vars, output vars) of the group: what runs, on numpy, until the kernel is ready.
+        self.group = group
         self.prepare = codegen.runtime().prepare
+        self.kernel: Any = None
+        self._queued = False
+        if group is None or not codegen.BACKGROUND_COMPILE:
+            self.kernel = compile_kernel(spec)
+        else:
+            self.kernel = codegen.loaded_kernel(spec)   # compiled before in this process: used at once
 
     def __repr__(self) -> str:
         return f"fused[{self.summary}]"
@@ -68,8 +76,38 @@ class FusedKernel:
         flat = [o.reshape(n0, n1) for o in outs[:len(self.spec.outputs)]]
         if self.spec.reduction:
             flat.append(outs[-1].reshape(n0))
+        if self.kernel is None:   # not compiled yet: queue it (once) and run the group on numpy meanwhile
+            if not self._queued:
+                self._queued = True
+                self._compile_later(args, flat)
+            return self._run_on_numpy(inputs, outs)
         self.prepare()   # the requested thread count, in whichever Python thread runs this
         self.kernel(n0, n1, *args, *flat)
+        return outs
+
+    def _compile_later(self, args: list, flat: list) -> None:
+        """Queue the kernel's compilation (or load from the disk cache) for the argument
+        types of this call; later calls run it once it is ready."""
+        import numba   # the CPU backend has imported it already
+        signature = tuple(numba.typeof(a) for a in [self.n0, self.n1, *args, *flat])
+
+        def job() -> None:
+            kernel = compile_kernel(self.spec)
+            getattr(kernel, "__wrapped__", kernel).compile(signature)
+            self.kernel = kernel
+        codegen.compile_in_background(job)
+
+    def _run_on_numpy(self, inputs: tuple, outs: list) -> list:
+        """The group's equations one by one on their eager implementations (numpy)."""
+        eqns, invars, outvars = self.group
+        env = {id(v): x for v, x in zip(invars, inputs)}
+        for eqn in eqns:
+            values = [x.value if isinstance(x, Literal) else env[id(x)] for x in eqn.inputs]
+            # The numpy reference where a backend has put a numba kernel in front of it (select).
+            result = run_impl(eqn.prim, eqn.prim.impls.get("reference", eqn.prim.impl), values, eqn.params)
+            env[id(eqn.outvars[0])] = result
+        for o, v in zip(outs, outvars):
+            np.copyto(o, env[id(v)], casting="unsafe")
         return outs
 
 
@@ -273,5 +311,6 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
     spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red, n_work >= PARALLEL_MIN_ELEMENTS)
     summary = ",".join(e.prim.name for e in group.eqns)
     kernel = FusedKernel(spec, [(p, None) for _, p, _ in in_specs], shape, view,
-                         [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary)
+                         [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary,
+                         (list(group.eqns), list(inputs), list(outvars)))
     return [Eqn(kernel, inputs, {}, outvars)]

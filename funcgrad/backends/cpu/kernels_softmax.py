@@ -61,7 +61,7 @@ def _exp(v):
     raise NotImplementedError  # pragma: no cover - replaced by the overload
 
 
-@overload(_exp, inline="always")
+@overload(_exp)
 def _exp_overload(v):
     if v == types.float32:
         return lambda v: exp_f32(v)
@@ -87,14 +87,14 @@ def _finite_or_zero(typingctx, x):
     return x(x), codegen
 
 
-@numba.njit(inline="always", fastmath=True, cache=True)
+@numba.njit(fastmath=True, cache=True)
 def _max2(a, b):
     """max(a, b) ignoring a NaN b (NaN rows still end up NaN: exp(NaN) is
     NaN and poisons the row sum)."""
     return b if b > a else a
 
 
-@numba.njit(inline="always", fastmath=True, cache=True)
+@numba.njit(fastmath=True, cache=True)
 def _row_max(x, i):
     """max over row i of x (N, C), C >= 1.
 
@@ -121,7 +121,7 @@ def _row_max(x, i):
     return m
 
 
-@numba.njit(inline="always", fastmath=True, cache=True)
+@numba.njit(fastmath=True, cache=True)
 def _row_sum_exp(x, i, m):
     """sum_j exp(x[i, j] - m), accumulated in x's dtype."""
     s = x.dtype.type(0)
@@ -136,7 +136,7 @@ def _row_sum_exp(x, i, m):
 # than a whole (128, 10) cross-entropy, so small inputs run serially.
 # ---------------------------------------------------------------------------
 
-_ROW = dict(inline="always", fastmath=True, cache=True, error_model="numpy")
+_ROW = dict(fastmath=True, cache=True, error_model="numpy")
 _SER = dict(fastmath=True, cache=True, nogil=True, error_model="numpy")
 # Elements below which the serial kernel wins (launch cost ~ 30 us ~ 60k
 # exps on one core).
@@ -164,7 +164,7 @@ def _log_softmax_row(x, out, i):
         out[i, j] = x[i, j] - shift
 
 
-@numba.njit(inline="always", fastmath=True, cache=True)
+@numba.njit(fastmath=True, cache=True)
 def _row_lse(x, i):
     """logsumexp of row i, shifted by its max, or by 0 where that max is
     +-inf or NaN (JAX's rule: +inf -> +inf, all -inf -> -inf, no NaN from
