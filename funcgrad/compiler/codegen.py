@@ -44,11 +44,18 @@ from funcgrad.compiler import kernel_cache
 # The key of this compiler's lowerings in ``Primitive.lowerings``.
 COMPILER = "numba"
 
-# Whether kernels compile in a background thread while their groups run on
-# numpy (see :func:`compile_in_background`); ``FUNCGRAD_JIT_BACKGROUND_COMPILE=0``
-# compiles every kernel before the program's first run instead.
-BACKGROUND_COMPILE = os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE", "1").strip().lower() not in (
-    "0", "false", "no", "off")
+# Which kernels compile on a background thread while their work runs on numpy
+# (a tiered start, see :func:`compile_in_background`), from
+# ``FUNCGRAD_JIT_BACKGROUND_COMPILE``:
+# * "exact" (default): fused kernels whose results are bit-for-bit numpy's
+#   (:func:`is_exact`), so a program's results never depend on when its kernel
+#   arrives; other kernels compile before they first run;
+# * "all": every fused kernel and the softmax-family kernels too: the fastest
+#   start, but results of the first calls may differ from later ones in the
+#   last bits (numpy's exp and sums against the kernels');
+# * "off": every kernel compiles before it first runs.
+BACKGROUND_COMPILE = {"0": "off", "false": "off", "no": "off", "off": "off", "all": "all"}.get(
+    os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE", "exact").strip().lower(), "exact")
 
 # Iteration sizes below this run serially: starting numba's threads costs
 # more than the loop itself.
@@ -89,7 +96,10 @@ class Elementwise:
     ``reassoc``: the expression needs fastmath ``reassoc`` to vectorise (the
     fast exp); ``free``: it moves no data of its own (``broadcast_to``: the
     kernel's index patterns broadcast), so it does not count towards
-    making a group worth a kernel.
+    making a group worth a kernel; ``exact``: it gives bit-for-bit the
+    primitive's eager (numpy) result for every input (IEEE arithmetic,
+    comparisons, selection), so a group of such operations may run on numpy
+    until its kernel is compiled without changing any result.
 
     >>> neg = Elementwise(lambda op, ref: f"-{ref(op.args[0])}")
     """
@@ -97,6 +107,7 @@ class Elementwise:
     emit: Callable[[Op, Ref], str]
     reassoc: bool = False
     free: bool = False
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -266,6 +277,12 @@ def compile_kernel(spec: KernelSpec) -> Callable:
 def loaded_kernel(spec: KernelSpec) -> Callable | None:
     """The kernel for ``spec`` if this process has it already (compiled or loaded), else None."""
     return _loaded.get(hashlib.sha256(generate_source(spec).encode()).hexdigest()[:24])
+
+
+def is_exact(spec: KernelSpec) -> bool:
+    """Whether ``spec``'s kernel gives bit-for-bit numpy's results: no reduction and only
+    ``exact`` lowerings."""
+    return spec.reduction is None and all(lowering(op.prim).exact for op in spec.ops)
 
 
 def _load_kernel(spec: KernelSpec, source: str, digest: str) -> Callable:

@@ -58,7 +58,8 @@ class FusedKernel:
         self.prepare = codegen.runtime().prepare
         self.kernel: Any = None
         self._queued = False
-        if group is None or not codegen.BACKGROUND_COMPILE:
+        mode = codegen.BACKGROUND_COMPILE
+        if group is None or mode == "off" or (mode == "exact" and not codegen.is_exact(spec)):
             self.kernel = compile_kernel(spec)
         else:
             self.kernel = codegen.loaded_kernel(spec)   # compiled before in this process: used at once
