@@ -57,7 +57,8 @@ class FusedKernel:
         self.group = group
         self.prepare = codegen.runtime().prepare
         self.kernel: Any = None
-        self._queued = False
+        self._queued = False              # its compile is queued on the background thread
+        self._failed = False              # ... and failed there
         mode = codegen.BACKGROUND_COMPILE
         if group is None or mode == "off" or (mode == "exact" and not codegen.is_exact(spec)):
             self.kernel = compile_kernel(spec)
@@ -78,10 +79,13 @@ class FusedKernel:
         if self.spec.reduction:
             flat.append(outs[-1].reshape(n0))
         if self.kernel is None:   # not compiled yet: queue it (once) and run the group on numpy meanwhile
-            if not self._queued:
-                self._queued = True
-                self._compile_later(args, flat)
-            return self._run_on_numpy(inputs, outs)
+            if self._failed:      # the background compile failed: compile here, where its error is raised
+                self.kernel = compile_kernel(self.spec)
+            else:
+                if not self._queued:
+                    self._queued = True
+                    self._compile_later(args, flat)
+                return self._run_on_numpy(inputs, outs)
         self.prepare()   # the requested thread count, in whichever Python thread runs this
         self.kernel(n0, n1, *args, *flat)
         return outs
@@ -93,8 +97,13 @@ class FusedKernel:
         signature = tuple(numba.typeof(a) for a in [self.n0, self.n1, *args, *flat])
 
         def job() -> None:
-            kernel = compile_kernel(self.spec)
-            getattr(kernel, "__wrapped__", kernel).compile(signature)
+            try:
+                kernel = compile_kernel(self.spec)
+                dispatcher = kernel if hasattr(kernel, "compile") else kernel.__wrapped__   # under a launch guard
+                dispatcher.compile(signature)
+            except BaseException:
+                self._failed = True
+                raise
             self.kernel = kernel
         codegen.compile_in_background(job)
 
