@@ -160,6 +160,7 @@ def test_wait_for_kernels_runs_queued_jobs():
 
 
 def test_a_process_exits_cleanly_with_compiles_queued(tmp_path):
+    """It finishes them: the next process finds the kernels on disk."""
     code = textwrap.dedent(f"""
         import sys, numpy as np
         sys.path.insert(0, {REPO!r})
@@ -172,6 +173,9 @@ def test_a_process_exits_cleanly_with_compiles_queued(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok" and "Traceback" not in proc.stderr
+    sources = [f for f in os.listdir(tmp_path) if f.endswith(".py")]
+    compiled = [f for f in os.listdir(tmp_path / "__pycache__") if f.endswith(".nbi")]
+    assert sources and len(compiled) == len(sources)
 
 
 # ------------------------------------------------------- small cross-entropy gradient

@@ -47,15 +47,18 @@ COMPILER = "numba"
 # Which kernels compile on a background thread while their work runs on numpy
 # (a tiered start, see :func:`compile_in_background`), from
 # ``FUNCGRAD_JIT_BACKGROUND_COMPILE``:
-# * "exact" (default): fused kernels whose results are bit-for-bit numpy's
-#   (:func:`is_exact`), so a program's results never depend on when its kernel
-#   arrives; other kernels compile before they first run;
+# * "off" (default): every kernel compiles before it first runs;
+# * "exact": fused kernels whose results are bit-for-bit numpy's
+#   (:func:`is_exact`) run on numpy until compiled, so a program's results
+#   never depend on when its kernel arrives; other kernels compile before
+#   they first run;
 # * "all": every fused kernel and the softmax-family kernels too: the fastest
 #   start, but results of the first calls may differ from later ones in the
-#   last bits (numpy's exp and sums against the kernels');
-# * "off": every kernel compiles before it first runs.
-BACKGROUND_COMPILE = {"0": "off", "false": "off", "no": "off", "off": "off", "all": "all"}.get(
-    os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE", "exact").strip().lower(), "exact")
+#   last bits (numpy's exp and sums against the kernels').
+# While a group runs on numpy it allocates its intermediates (no buffer plan),
+# and the compile runs beside the caller's thread (sharing the GIL).
+BACKGROUND_COMPILE = {"exact": "exact", "1": "exact", "true": "exact", "on": "exact", "all": "all"}.get(
+    os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE", "off").strip().lower(), "off")
 
 # Iteration sizes below this run serially: starting numba's threads costs
 # more than the loop itself.
@@ -348,12 +351,13 @@ class _Compiler:
             return self.lock.wait_for(lambda: not self.jobs and not self.busy, timeout)
 
     def close(self) -> None:
-        """At exit: drop queued jobs and let a running compile finish (bounded), so the
-        interpreter never stops inside numba while it writes its cache files."""
+        """At exit: finish the queued compiles (so the next process finds the kernels on
+        disk, and the interpreter never stops inside numba while it writes its cache
+        files), then take no more."""
+        self.wait(timeout=120.0)
         with self.lock:
             self.closed = True
             self.jobs.clear()
-        self.wait(timeout=30.0)
 
 
 _compiler = _Compiler()
