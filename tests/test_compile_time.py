@@ -80,6 +80,22 @@ def test_exact_group_runs_on_numpy_until_its_kernel_is_ready(held_jobs, numpy_ru
         np.testing.assert_array_equal(s, a)
 
 
+def test_donated_argument_on_the_numpy_path(held_jobs, numpy_runs):
+    f = fg.jit(lambda p, g: (p - 0.0123 * g * p, p * 2.0), donate_argnums=0)
+    g = np.full((256, 256), 0.5, np.float32)
+    p = fnp.array(np.linspace(-1, 1, 256 * 256, dtype=np.float32).reshape(256, 256))
+    expected = np.asarray(p)
+    for step in range(3):
+        if step == 2:
+            for job in held_jobs:
+                job()
+        p, twice = f(p, g)
+        np.testing.assert_array_equal(np.asarray(twice), expected * np.float32(2))
+        expected = expected - np.float32(0.0123) * g * expected
+        np.testing.assert_array_equal(np.asarray(p), expected)
+    assert held_jobs and len(numpy_runs) == 2 * len(held_jobs)
+
+
 def test_inexact_group_compiles_before_its_first_run(held_jobs, numpy_runs):
     x = np.linspace(-2, 2, 96, dtype=np.float32).reshape(8, 12)
     out = fg.jit(lambda v: fnp.exp(v) * 0.4217 + v)(x)            # exp: not numpy's bits, so not tiered

@@ -116,8 +116,13 @@ class FusedKernel:
             # The numpy reference where a backend has put a numba kernel in front of it (select).
             result = run_impl(eqn.prim, eqn.prim.impls.get("reference", eqn.prim.impl), values, eqn.params)
             env[id(eqn.outvars[0])] = result
-        for o, v in zip(outs, outvars):
-            np.copyto(o, env[id(v)], casting="unsafe")
+        values = [env[id(v)] for v in outvars]
+        # A value that is (a view of) an input whose buffer is also an output (a donated
+        # argument) is copied before any output is written.
+        values = [x.copy() if isinstance(x, np.ndarray) and any(np.may_share_memory(x, o) for o in outs) else x
+                  for x in values]
+        for o, x in zip(outs, values):
+            np.copyto(o, x, casting="unsafe")
         return outs
 
 
