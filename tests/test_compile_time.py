@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -78,6 +79,33 @@ def test_exact_group_runs_on_numpy_until_its_kernel_is_ready(held_jobs, numpy_ru
         np.testing.assert_array_equal(a, e)                       # numpy's bits ...
         np.testing.assert_array_equal(k, a)                       # ... before and after the kernel arrives
         np.testing.assert_array_equal(s, a)
+
+
+_EXACT_FNS = {
+    "arithmetic": lambda a, b: (a + b) * a - b * 0.3,
+    "sqrt_abs_floor_ceil": lambda a, b: fnp.sqrt(fnp.abs(a)) + fnp.floor(b) - fnp.ceil(a),
+    "neg": lambda a, b: -a * b + 1.5,
+    "compare_select": lambda a, b: fnp.where((a < b) | (a == b), a - b, -a) * 2.0,
+    "isnan_isfinite": lambda a, b: fnp.where(fnp.isnan(a) | ~fnp.isfinite(b), 0.0, a) + b,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EXACT_FNS))
+def test_exact_lowerings_give_numpys_values_on_special_inputs(name, held_jobs):
+    rng = np.random.default_rng(7)
+    x, y = (rng.standard_normal((16, 40)).astype(np.float32) * 3 for _ in range(2))
+    x.flat[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-45]
+    y.flat[:6] = [0.0, -0.0, np.inf, np.nan, -np.inf, 3.0]
+    f = fg.jit(_EXACT_FNS[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")         # the numpy path is as quiet as the kernel about NaN and inf
+        first = np.asarray(f(x, y)).copy()
+    assert held_jobs
+    for job in held_jobs:
+        job()
+    after = np.asarray(f(x, y))
+    np.testing.assert_array_equal(after, first)   # NaN where NaN (its sign bit may differ), -0.0 == 0.0 ...
+    assert np.array_equal(np.signbit(after) | np.isnan(after), np.signbit(first) | np.isnan(first))   # ... not here
 
 
 def test_donated_argument_on_the_numpy_path(held_jobs, numpy_runs):

@@ -101,7 +101,7 @@ class Elementwise:
     kernel's index patterns broadcast), so it does not count towards
     making a group worth a kernel; ``exact``: it gives bit-for-bit the
     primitive's eager (numpy) result for every input (IEEE arithmetic,
-    comparisons, selection), so a group of such operations may run on numpy
+    comparisons, selection; a NaN's sign bit aside), so a group of such operations may run on numpy
     until its kernel is compiled without changing any result.
 
     >>> neg = Elementwise(lambda op, ref: f"-{ref(op.args[0])}")
@@ -283,8 +283,8 @@ def loaded_kernel(spec: KernelSpec) -> Callable | None:
 
 
 def is_exact(spec: KernelSpec) -> bool:
-    """Whether ``spec``'s kernel gives bit-for-bit numpy's results: no reduction and only
-    ``exact`` lowerings."""
+    """Whether ``spec``'s kernel gives bit-for-bit numpy's results (a NaN's sign bit aside):
+    no reduction and only ``exact`` lowerings."""
     return spec.reduction is None and all(lowering(op.prim).exact for op in spec.ops)
 
 

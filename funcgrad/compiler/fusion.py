@@ -111,11 +111,12 @@ class FusedKernel:
         """The group's equations one by one on their eager implementations (numpy)."""
         eqns, invars, outvars = self.group
         env = {id(v): x for v, x in zip(invars, inputs)}
-        for eqn in eqns:
-            values = [x.value if isinstance(x, Literal) else env[id(x)] for x in eqn.inputs]
-            # The numpy reference where a backend has put a numba kernel in front of it (select).
-            result = run_impl(eqn.prim, eqn.prim.impls.get("reference", eqn.prim.impl), values, eqn.params)
-            env[id(eqn.outvars[0])] = result
+        with np.errstate(all="ignore"):   # as the kernel: NaN and inf without RuntimeWarnings
+            for eqn in eqns:
+                values = [x.value if isinstance(x, Literal) else env[id(x)] for x in eqn.inputs]
+                # The numpy reference where a backend has put a numba kernel in front of it (select).
+                impl = eqn.prim.impls.get("reference", eqn.prim.impl)
+                env[id(eqn.outvars[0])] = run_impl(eqn.prim, impl, values, eqn.params)
         values = [env[id(v)] for v in outvars]
         # A value that is (a view of) an input whose buffer is also an output (a donated
         # argument) is copied before any output is written.
