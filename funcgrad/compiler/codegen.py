@@ -27,11 +27,12 @@ installs with :func:`set_runtime`.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import sys
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -42,6 +43,22 @@ from funcgrad.compiler import kernel_cache
 
 # The key of this compiler's lowerings in ``Primitive.lowerings``.
 COMPILER = "numba"
+
+# Which kernels compile on a background thread while their work runs on numpy
+# (a tiered start, see :func:`compile_in_background`), from
+# ``FUNCGRAD_JIT_BACKGROUND_COMPILE``:
+# * "off" (default): every kernel compiles before it first runs;
+# * "exact": fused kernels whose results are bit-for-bit numpy's
+#   (:func:`is_exact`) run on numpy until compiled, so a program's results
+#   never depend on when its kernel arrives; other kernels compile before
+#   they first run;
+# * "all": every fused kernel and the softmax-family kernels too: the fastest
+#   start, but results of the first calls may differ from later ones in the
+#   last bits (numpy's exp and sums against the kernels').
+# While a group runs on numpy it allocates its intermediates (no buffer plan),
+# and the compile runs beside the caller's thread (sharing the GIL).
+BACKGROUND_COMPILE = {"exact": "exact", "1": "exact", "true": "exact", "on": "exact", "all": "all"}.get(
+    os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE", "off").strip().lower(), "off")
 
 # Iteration sizes below this run serially: starting numba's threads costs
 # more than the loop itself.
@@ -82,7 +99,10 @@ class Elementwise:
     ``reassoc``: the expression needs fastmath ``reassoc`` to vectorise (the
     fast exp); ``free``: it moves no data of its own (``broadcast_to``: the
     kernel's index patterns broadcast), so it does not count towards
-    making a group worth a kernel.
+    making a group worth a kernel; ``exact``: it gives bit-for-bit the
+    primitive's eager (numpy) result for every input (IEEE arithmetic,
+    comparisons, selection; a NaN's sign bit aside), so a group of such operations may run on numpy
+    until its kernel is compiled without changing any result.
 
     >>> neg = Elementwise(lambda op, ref: f"-{ref(op.args[0])}")
     """
@@ -90,6 +110,7 @@ class Elementwise:
     emit: Callable[[Op, Ref], str]
     reassoc: bool = False
     free: bool = False
+    exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -256,6 +277,17 @@ def compile_kernel(spec: KernelSpec) -> Callable:
     return kernel
 
 
+def loaded_kernel(spec: KernelSpec) -> Callable | None:
+    """The kernel for ``spec`` if this process has it already (compiled or loaded), else None."""
+    return _loaded.get(hashlib.sha256(generate_source(spec).encode()).hexdigest()[:24])
+
+
+def is_exact(spec: KernelSpec) -> bool:
+    """Whether ``spec``'s kernel gives bit-for-bit numpy's results (a NaN's sign bit aside):
+    no reduction and only ``exact`` lowerings."""
+    return spec.reduction is None and all(lowering(op.prim).exact for op in spec.ops)
+
+
 def _load_kernel(spec: KernelSpec, source: str, digest: str) -> Callable:
     """Load the kernel (disk cache or numba) and record it; the caller holds ``_load_lock``."""
     kernel = kernel_cache.load_kernel(digest, source)
@@ -270,3 +302,85 @@ def source_path(spec: KernelSpec) -> str:
     """Where the source of ``spec``'s kernel is cached (in the directory in use now)."""
     digest = hashlib.sha256(generate_source(spec).encode()).hexdigest()[:24]
     return os.path.join(kernel_cache.cache_dir() or "<memory>", f"fg_{digest}.py")
+
+
+# ------------------------------------------------------------ background compiles
+
+
+class _Compiler:
+    """One daemon thread compiling queued jobs in order (numba compiles under one
+    process-wide lock anyway, so a second thread would only wait for it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.jobs: deque = deque()
+        self.busy = False
+        self.thread: threading.Thread | None = None
+        self.closed = False
+        self.failures: list[BaseException] = []
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.jobs.append(job)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._work, name="funcgrad-kernel-compiler", daemon=True)
+                self.thread.start()
+            self.lock.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                while not self.jobs:
+                    self.busy = False
+                    self.lock.notify_all()
+                    if not self.lock.wait(timeout=5.0) and not self.jobs:
+                        self.thread = None   # idle: a later submit starts a new one
+                        return
+                job = self.jobs.popleft()
+                self.busy = True
+            try:
+                job()
+            except BaseException as err:   # the group keeps running on numpy; the error is kept
+                with self.lock:
+                    self.failures.append(err)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self.lock:
+            return self.lock.wait_for(lambda: not self.jobs and not self.busy, timeout)
+
+    def close(self) -> None:
+        """At exit: finish the queued compiles (so the next process finds the kernels on
+        disk, and the interpreter never stops inside numba while it writes its cache
+        files), then take no more."""
+        self.wait(timeout=120.0)
+        with self.lock:
+            self.closed = True
+            self.jobs.clear()
+
+
+_compiler = _Compiler()
+atexit.register(_compiler.close)
+
+
+def compile_in_background(job: Callable[[], None]) -> None:
+    """Run ``job`` (a kernel compile) on the background compiler thread, after those queued before it.
+
+    >>> compile_in_background(lambda: None)
+    >>> wait_for_kernels()
+    True
+    """
+    _compiler.submit(job)
+
+
+def wait_for_kernels(timeout: float | None = None) -> bool:
+    """Block until every kernel queued for background compilation is ready (False: timed out).
+
+    Programs run their fused groups on numpy until their kernel is ready; call this
+    to have every later call run the compiled kernels (e.g. before timing a step).
+
+    >>> wait_for_kernels()
+    True
+    """
+    return _compiler.wait(timeout)

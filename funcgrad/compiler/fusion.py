@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad._core import run_impl
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
 from funcgrad.compiler import codegen
@@ -45,15 +46,24 @@ class FusedKernel:
     traits = frozenset({"writes_out"})         # impl(..., out=[buffers]): the program's memory plan
 
     def __init__(self, spec: KernelSpec, layouts: list, shape: tuple, view: tuple[int, int], out_avals: list,
-                 summary: str):
+                 summary: str, group: tuple | None = None):
         self.spec = spec
         self.layouts = layouts            # per input: (pattern, padded shape) as in the spec
         self.shape = shape                # the iteration shape
         self.n0, self.n1 = view           # the 2-d view the kernel loops over
         self.out_avals = out_avals
         self.summary = summary
-        self.kernel = compile_kernel(spec)
+        # (equations, input vars, output vars) of the group: what runs, on numpy, until the kernel is ready.
+        self.group = group
         self.prepare = codegen.runtime().prepare
+        self.kernel: Any = None
+        self._queued = False              # its compile is queued on the background thread
+        self._failed = False              # ... and failed there
+        mode = codegen.BACKGROUND_COMPILE
+        if group is None or mode == "off" or (mode == "exact" and not codegen.is_exact(spec)):
+            self.kernel = compile_kernel(spec)
+        else:
+            self.kernel = codegen.loaded_kernel(spec)   # compiled before in this process: used at once
 
     def __repr__(self) -> str:
         return f"fused[{self.summary}]"
@@ -68,8 +78,52 @@ class FusedKernel:
         flat = [o.reshape(n0, n1) for o in outs[:len(self.spec.outputs)]]
         if self.spec.reduction:
             flat.append(outs[-1].reshape(n0))
+        if self.kernel is None:   # not compiled yet: queue it (once) and run the group on numpy meanwhile
+            if self._failed:      # the background compile failed: compile here, where its error is raised
+                self.kernel = compile_kernel(self.spec)
+            else:
+                if not self._queued:
+                    self._queued = True
+                    self._compile_later(args, flat)
+                return self._run_on_numpy(inputs, outs)
         self.prepare()   # the requested thread count, in whichever Python thread runs this
         self.kernel(n0, n1, *args, *flat)
+        return outs
+
+    def _compile_later(self, args: list, flat: list) -> None:
+        """Queue the kernel's compilation (or load from the disk cache) for the argument
+        types of this call; later calls run it once it is ready."""
+        import numba   # the CPU backend has imported it already
+        signature = tuple(numba.typeof(a) for a in [self.n0, self.n1, *args, *flat])
+
+        def job() -> None:
+            try:
+                kernel = compile_kernel(self.spec)
+                dispatcher = kernel if hasattr(kernel, "compile") else kernel.__wrapped__   # under a launch guard
+                dispatcher.compile(signature)
+            except BaseException:
+                self._failed = True
+                raise
+            self.kernel = kernel
+        codegen.compile_in_background(job)
+
+    def _run_on_numpy(self, inputs: tuple, outs: list) -> list:
+        """The group's equations one by one on their eager implementations (numpy)."""
+        eqns, invars, outvars = self.group
+        env = {id(v): x for v, x in zip(invars, inputs)}
+        with np.errstate(all="ignore"):   # as the kernel: NaN and inf without RuntimeWarnings
+            for eqn in eqns:
+                values = [x.value if isinstance(x, Literal) else env[id(x)] for x in eqn.inputs]
+                # The numpy reference where a backend has put a numba kernel in front of it (select).
+                impl = eqn.prim.impls.get("reference", eqn.prim.impl)
+                env[id(eqn.outvars[0])] = run_impl(eqn.prim, impl, values, eqn.params)
+        values = [env[id(v)] for v in outvars]
+        # A value that is (a view of) an input whose buffer is also an output (a donated
+        # argument) is copied before any output is written.
+        values = [x.copy() if isinstance(x, np.ndarray) and any(np.may_share_memory(x, o) for o in outs) else x
+                  for x in values]
+        for o, x in zip(outs, values):
+            np.copyto(o, x, casting="unsafe")
         return outs
 
 
@@ -273,5 +327,6 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
     spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red, n_work >= PARALLEL_MIN_ELEMENTS)
     summary = ",".join(e.prim.name for e in group.eqns)
     kernel = FusedKernel(spec, [(p, None) for _, p, _ in in_specs], shape, view,
-                         [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary)
+                         [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary,
+                         (list(group.eqns), list(inputs), list(outvars)))
     return [Eqn(kernel, inputs, {}, outvars)]

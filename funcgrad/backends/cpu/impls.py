@@ -26,6 +26,7 @@ from funcgrad import _core
 from funcgrad.backends.cpu import kernels_conv as _kconv
 from funcgrad.backends.cpu import kernels_select as _kselect
 from funcgrad.backends.cpu import kernels_softmax as _ksoftmax
+from funcgrad.compiler import codegen
 from funcgrad.primitives import attention as A
 from funcgrad.primitives import conv as C
 from funcgrad.primitives import dynamic as D
@@ -175,12 +176,44 @@ def _softmax_cross_entropy_grad(reference: Impl) -> Impl:
             return reference(logits, labels, g)
         SM._check_labels("softmax_cross_entropy_grad", logits, labels)
         logits = np.ascontiguousarray(logits)
-        lse = np.empty(logits.shape[0], logits.dtype)
-        _ksoftmax.logsumexp_rows(logits, lse)
         out = np.empty_like(logits)
-        _ksoftmax.softmax_xent_bwd(logits, np.ascontiguousarray(labels), lse, np.ascontiguousarray(g), out)
+        _ksoftmax.softmax_xent_grad(logits, np.ascontiguousarray(labels), np.ascontiguousarray(g), out)
         return out
     return impl
+
+
+def _tiered(make: Callable[[Impl], Impl]) -> Callable[[Impl], Impl]:
+    """``make``'s kernel impl, with a tiered start: for argument types (dtype, rank, size
+    class) whose numba kernels are not compiled yet, the call runs ``reference`` (numpy)
+    and the kernel impl runs once on copies of the arguments on the background compiler
+    thread, compiling (or loading from the disk cache) what it needs; later calls run the
+    kernels.  Only under ``FUNCGRAD_JIT_BACKGROUND_COMPILE=all`` (numpy's results differ
+    from the kernels' in the last bits); otherwise the kernels compile on first use."""
+    def tiered_make(reference: Impl) -> Impl:
+        kernel_impl = make(reference)
+        ready: set = set()
+        queued: set = set()
+
+        def impl(*args: Any) -> Any:
+            key = tuple((a.dtype, a.ndim, a.size >= _ksoftmax._PARALLEL_MIN_SIZE) if isinstance(a, np.ndarray)
+                        else type(a) for a in args)
+            if key in ready or codegen.BACKGROUND_COMPILE != "all":
+                return kernel_impl(*args)
+            if key not in queued:
+                queued.add(key)
+                copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+                def job() -> None:
+                    try:
+                        kernel_impl(*copies)
+                    except BaseException:
+                        queued.discard(key)   # e.g. bad labels: a later call queues it again
+                        raise
+                    ready.add(key)
+                codegen.compile_in_background(job)
+            return reference(*args)
+        return impl
+    return tiered_make
 
 
 # --------------------------------------------------------------------------
@@ -284,12 +317,13 @@ _IMPLS: dict = {
     C.conv2d_p: _conv2d, C.conv2d_input_grad_p: _conv2d_input_grad, C.conv2d_weight_grad_p: _conv2d_weight_grad,
     C.max_pool2d_p: _max_pool2d, C.max_pool2d_grad_p: _max_pool2d_grad,
     C.avg_pool2d_p: _avg_pool2d, C.avg_pool2d_grad_p: _avg_pool2d_grad,
-    SM.softmax_p: _row_kernel(_ksoftmax.softmax), SM.log_softmax_p: _row_kernel(_ksoftmax.log_softmax),
-    SM.softmax_grad_p: _row_grad_kernel(_ksoftmax.softmax_bwd),
-    SM.log_softmax_grad_p: _row_grad_kernel(_ksoftmax.log_softmax_bwd),
-    SM.logsumexp_p: _logsumexp,
-    SM.softmax_cross_entropy_p: _softmax_cross_entropy,
-    SM.softmax_cross_entropy_grad_p: _softmax_cross_entropy_grad,
+    SM.softmax_p: _tiered(_row_kernel(_ksoftmax.softmax)),
+    SM.log_softmax_p: _tiered(_row_kernel(_ksoftmax.log_softmax)),
+    SM.softmax_grad_p: _tiered(_row_grad_kernel(_ksoftmax.softmax_bwd)),
+    SM.log_softmax_grad_p: _tiered(_row_grad_kernel(_ksoftmax.log_softmax_bwd)),
+    SM.logsumexp_p: _tiered(_logsumexp),
+    SM.softmax_cross_entropy_p: _tiered(_softmax_cross_entropy),
+    SM.softmax_cross_entropy_grad_p: _tiered(_softmax_cross_entropy_grad),
     A.flash_attention_p: _flash_attention, A.flash_attention_bwd_p: _flash_attention_bwd,
     E.select_p: _select,
     I.scatter_add_p: _scatter_add,

@@ -42,7 +42,7 @@ from . import _threads  # first: selects numba's threading layer
 from ._fastmath import exp_f32, exp_f64
 
 __all__ = ["softmax", "log_softmax", "logsumexp_rows", "softmax_bwd",
-           "log_softmax_bwd", "softmax_xent_fwd", "softmax_xent_bwd"]
+           "log_softmax_bwd", "softmax_xent_fwd", "softmax_xent_bwd", "softmax_xent_grad"]
 
 # Full fast-math: the exp helpers fix special values with integer bit tests,
 # so -inf / NaN inputs still come out right (tested).
@@ -53,7 +53,10 @@ _JIT = dict(parallel=True, fastmath=True, cache=True, nogil=True,
 
 
 # ---------------------------------------------------------------------------
-# dtype-dispatched scalar helpers (resolved at compile time, then inlined)
+# dtype-dispatched scalar helpers (resolved at compile time). Helpers and row
+# bodies are separate numba functions that LLVM inlines into the kernels:
+# numba's own IR inlining (inline="always") deep-copies the IR at every call
+# site and made the softmax kernels compile up to 3x slower, for the same code.
 # ---------------------------------------------------------------------------
 
 def _exp(v):
@@ -61,7 +64,7 @@ def _exp(v):
     raise NotImplementedError  # pragma: no cover - replaced by the overload
 
 
-@overload(_exp, inline="always")
+@overload(_exp)
 def _exp_overload(v):
     if v == types.float32:
         return lambda v: exp_f32(v)
@@ -87,14 +90,14 @@ def _finite_or_zero(typingctx, x):
     return x(x), codegen
 
 
-@numba.njit(inline="always", fastmath=True, cache=True)
+@numba.njit(fastmath=True, cache=True)
 def _max2(a, b):
     """max(a, b) ignoring a NaN b (NaN rows still end up NaN: exp(NaN) is
     NaN and poisons the row sum)."""
     return b if b > a else a
 
 
-@numba.njit(inline="always", fastmath=True, cache=True)
+@numba.njit(fastmath=True, cache=True)
 def _row_max(x, i):
     """max over row i of x (N, C), C >= 1.
 
@@ -121,7 +124,7 @@ def _row_max(x, i):
     return m
 
 
-@numba.njit(inline="always", fastmath=True, cache=True)
+@numba.njit(fastmath=True, cache=True)
 def _row_sum_exp(x, i, m):
     """sum_j exp(x[i, j] - m), accumulated in x's dtype."""
     s = x.dtype.type(0)
@@ -131,12 +134,12 @@ def _row_sum_exp(x, i, m):
 
 
 # ---------------------------------------------------------------------------
-# Row bodies (inlined), each compiled twice: a parallel kernel (prange over
+# Row bodies, each compiled twice: a parallel kernel (prange over
 # rows) and a serial one. A numba parallel launch costs ~30 us here, more
 # than a whole (128, 10) cross-entropy, so small inputs run serially.
 # ---------------------------------------------------------------------------
 
-_ROW = dict(inline="always", fastmath=True, cache=True, error_model="numpy")
+_ROW = dict(fastmath=True, cache=True, error_model="numpy")
 _SER = dict(fastmath=True, cache=True, nogil=True, error_model="numpy")
 # Elements below which the serial kernel wins (launch cost ~ 30 us ~ 60k
 # exps on one core).
@@ -164,7 +167,7 @@ def _log_softmax_row(x, out, i):
         out[i, j] = x[i, j] - shift
 
 
-@numba.njit(inline="always", fastmath=True, cache=True)
+@numba.njit(fastmath=True, cache=True)
 def _row_lse(x, i):
     """logsumexp of row i, shifted by its max, or by 0 where that max is
     +-inf or NaN (JAX's rule: +inf -> +inf, all -inf -> -inf, no NaN from
@@ -296,6 +299,32 @@ def _xent_bwd_ser(x, labels, lse, g, out):
         _xent_bwd_row(x, labels, lse, g, out, i)
 
 
+# Logits of at most this many elements take one small serial kernel for the
+# cross-entropy gradient (a small classifier's head, e.g. (128, 10)): libm's
+# exp and no helpers, so it compiles in a fraction of the time of the
+# logsumexp + backward pair, and at these sizes runs as fast.
+_SMALL_XENT = 1 << 12
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _xent_grad_small(x, labels, g, out):
+    for i in range(x.shape[0]):
+        m = x[i, 0]
+        for j in range(1, x.shape[1]):
+            if x[i, j] > m:
+                m = x[i, j]
+        if not np.isfinite(m):   # the logsumexp rule: shift by 0 (see the module docstring)
+            m = x.dtype.type(0)
+        s = x.dtype.type(0)
+        for j in range(x.shape[1]):
+            s += np.exp(x[i, j] - m)
+        lse = m + np.log(s)
+        gi = g[i]
+        for j in range(x.shape[1]):
+            out[i, j] = gi * np.exp(x[i, j] - lse)
+        out[i, labels[i]] -= gi
+
+
 def _pick(x, parallel_kernel, serial_kernel):
     """The parallel kernel for big inputs with >1 thread, else the serial."""
     if x.size >= _PARALLEL_MIN_SIZE and _threads.get_num_threads() > 1:
@@ -304,13 +333,10 @@ def _pick(x, parallel_kernel, serial_kernel):
     return serial_kernel
 
 
-@numba.njit(cache=True, nogil=True)
 def _first_bad_label(labels, n_classes):
-    """Index of the first label outside [0, n_classes), or -1."""
-    for i in range(labels.shape[0]):
-        if labels[i] < 0 or labels[i] >= n_classes:
-            return i
-    return -1
+    """Index of the first label outside [0, n_classes), or None (numpy: no kernel to compile)."""
+    bad = np.flatnonzero((labels < 0) | (labels >= n_classes))
+    return int(bad[0]) if bad.size else None
 
 
 # ---------------------------------------------------------------------------
@@ -376,7 +402,7 @@ def _check_labels(op: str, labels, logits):
     if not labels.flags.c_contiguous:
         raise ValueError(f"{op}: labels must be C-contiguous")
     bad = _first_bad_label(labels, c)
-    if bad >= 0:
+    if bad is not None:
         raise ValueError(f"{op}: label {int(labels[bad])} at row {bad} is out "
                          f"of range for logits {_describe(logits)}: labels "
                          f"must be in [0, {c})")
@@ -470,4 +496,32 @@ def softmax_xent_bwd(logits: np.ndarray, labels: np.ndarray, lse: np.ndarray,
     _check_out(op, dlogits_out, logits.shape, logits.dtype)
     _pick(logits, _xent_bwd_par, _xent_bwd_ser)(logits, labels, lse, g,
                                                dlogits_out)
+    return dlogits_out
+
+
+def softmax_xent_grad(logits: np.ndarray, labels: np.ndarray, g: np.ndarray,
+                      dlogits_out: np.ndarray) -> np.ndarray:
+    """Gradient of the per-row softmax cross-entropy, without a saved lse:
+    dlogits = g[:, None] * (softmax(logits) - onehot(labels)).
+
+    logits: (N, C) f32/f64; labels: (N,) integers in [0, C); g: (N,) logits'
+    dtype; dlogits_out: (N, C). Small logits take one serial kernel, larger
+    ones ``logsumexp_rows`` then ``softmax_xent_bwd``. Returns dlogits_out.
+
+    >>> x = np.zeros((2, 3), np.float32)
+    >>> d = softmax_xent_grad(x, np.array([0, 2]), np.ones(2, np.float32), np.empty_like(x))
+    >>> round(float(d[0, 0]), 4), round(float(d[0, 1]), 4)
+    (-0.6667, 0.3333)
+    """
+    op = "softmax_xent_grad"
+    _check_matrix(op, "logits", logits)
+    _check_labels(op, labels, logits)
+    _check_like(op, "g", g, logits.shape[:1], logits.dtype)
+    _check_out(op, dlogits_out, logits.shape, logits.dtype)
+    if logits.size <= _SMALL_XENT:
+        _xent_grad_small(logits, labels, g, dlogits_out)
+        return dlogits_out
+    lse = np.empty(logits.shape[0], logits.dtype)
+    _pick(logits, _logsumexp_par, _logsumexp_ser)(logits, lse)
+    _pick(logits, _xent_bwd_par, _xent_bwd_ser)(logits, labels, lse, g, dlogits_out)
     return dlogits_out

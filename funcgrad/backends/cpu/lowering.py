@@ -109,19 +109,26 @@ def _helpers_digest() -> str:
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
+# Lowerings giving bit-for-bit numpy's result (IEEE arithmetic, comparisons, selection):
+# a group of these may run on numpy until its kernel is compiled (codegen.is_exact).
+_EXACT = {E.neg_p, E.abs_p, E.floor_p, E.ceil_p, E.sqrt_p, E.isnan_p, E.isfinite_p, E.logical_not_p,
+          E.stop_gradient_p, E.add_p, E.sub_p, E.mul_p, E.eq_p, E.ne_p, E.lt_p, E.le_p, E.gt_p, E.ge_p,
+          E.and_p, E.or_p, E.xor_p}
+
+
 def register() -> None:
     """Register the numba lowerings and install the kernels' runtime (idempotent)."""
     for prim, template in _UNARY.items():
-        _core.register_lowering(prim, COMPILER, unary(template))
+        _core.register_lowering(prim, COMPILER, unary(template, exact=prim in _EXACT))
     for prim, template in _BINARY.items():
-        _core.register_lowering(prim, COMPILER, binary(template))
+        _core.register_lowering(prim, COMPILER, binary(template, exact=prim in _EXACT))
     _core.register_lowering(E.exp_p, COMPILER, Elementwise(_exp, reassoc=True))
     _core.register_lowering(E.tanh_p, COMPILER, Elementwise(_tanh, reassoc=True))
     _core.register_lowering(E.logistic_p, COMPILER, Elementwise(_logistic, reassoc=True))
-    _core.register_lowering(E.select_p, COMPILER, Elementwise(_select))
+    _core.register_lowering(E.select_p, COMPILER, Elementwise(_select, exact=True))
     _core.register_lowering(E.convert_p, COMPILER, Elementwise(_convert))
     # The kernel's index patterns do the broadcasting: the value passes through.
-    _core.register_lowering(S.broadcast_to_p, COMPILER, unary("{0}", free=True))
+    _core.register_lowering(S.broadcast_to_p, COMPILER, unary("{0}", free=True, exact=True))
     _core.register_lowering(R.reduce_sum_p, COMPILER, Reduction(lambda dtype: 0, ("acc += {x}",)))
     _core.register_lowering(R.reduce_max_p, COMPILER, Reduction(_lowest, _keep(">")))
     _core.register_lowering(R.reduce_min_p, COMPILER, Reduction(_highest, _keep("<")))

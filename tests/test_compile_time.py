@@ -1,0 +1,277 @@
+"""The jit's tiered start: fused groups run on numpy while their kernels compile
+on a background thread, kernels shared across programs, the small
+cross-entropy gradient kernel."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import funcgrad as fg
+import funcgrad.numpy as fnp
+from funcgrad.backends.cpu import kernels_softmax as K
+from funcgrad.compiler import codegen, kernel_cache
+from funcgrad.compiler.fusion import FusedKernel
+from funcgrad.primitives import softmax as SM
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def held_jobs(monkeypatch, tmp_path):
+    """Background compiles are collected, not run, until the test runs them: the
+    calls before that deterministically take the numpy path."""
+    jobs: list = []
+    monkeypatch.setattr(codegen, "compile_in_background", jobs.append)
+    monkeypatch.setattr(codegen, "BACKGROUND_COMPILE", "exact")
+    before = fg.config.cache_dir
+    fg.config.update("cache_dir", str(tmp_path / "kernels"))
+    try:
+        yield jobs
+    finally:
+        fg.config.update("cache_dir", before)
+
+
+@pytest.fixture
+def numpy_runs(monkeypatch):
+    calls: list = []
+    original = FusedKernel._run_on_numpy
+
+    def counting(self, inputs, outs):
+        calls.append(self.summary)
+        return original(self, inputs, outs)
+    monkeypatch.setattr(FusedKernel, "_run_on_numpy", counting)
+    return calls
+
+
+def _step(scale: float):
+    """A bias + relu and an SGD-like update: exact operations only (add, compare, select, mul, sub)."""
+    def f(w, x, b):
+        h = fnp.where(x + b > 0, x + b, 0.0)
+        return w - scale * h, h
+    return f
+
+
+def _reference(scale, w, x, b):
+    h = np.where(x + b > 0, x + b, np.float32(0))
+    return w - np.float32(scale) * h, h
+
+
+def test_exact_group_runs_on_numpy_until_its_kernel_is_ready(held_jobs, numpy_runs):
+    rng = np.random.default_rng(0)
+    w, x = (rng.standard_normal((64, 48)).astype(np.float32) for _ in range(2))
+    b = rng.standard_normal(48).astype(np.float32)
+    step = fg.jit(_step(0.0371))
+    first = [np.asarray(o) for o in step(w, x, b)]
+    second = [np.asarray(o) for o in step(w, x, b)]
+    assert held_jobs and len(numpy_runs) == 2 * len(held_jobs)   # both calls on numpy, one job per group
+    for job in held_jobs:
+        job()                                                     # the kernels arrive
+    after = [np.asarray(o) for o in step(w, x, b)]
+    assert len(numpy_runs) == 2 * len(held_jobs)                  # the third call ran the kernels
+    expected = _reference(0.0371, w, x, b)
+    for a, s, k, e in zip(first, second, after, expected):
+        np.testing.assert_array_equal(a, e)                       # numpy's bits ...
+        np.testing.assert_array_equal(k, a)                       # ... before and after the kernel arrives
+        np.testing.assert_array_equal(s, a)
+
+
+_EXACT_FNS = {
+    "arithmetic": lambda a, b: (a + b) * a - b * 0.3,
+    "sqrt_abs_floor_ceil": lambda a, b: fnp.sqrt(fnp.abs(a)) + fnp.floor(b) - fnp.ceil(a),
+    "neg": lambda a, b: -a * b + 1.5,
+    "compare_select": lambda a, b: fnp.where((a < b) | (a == b), a - b, -a) * 2.0,
+    "isnan_isfinite": lambda a, b: fnp.where(fnp.isnan(a) | ~fnp.isfinite(b), 0.0, a) + b,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EXACT_FNS))
+def test_exact_lowerings_give_numpys_values_on_special_inputs(name, held_jobs):
+    rng = np.random.default_rng(7)
+    x, y = (rng.standard_normal((16, 40)).astype(np.float32) * 3 for _ in range(2))
+    x.flat[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-45]
+    y.flat[:6] = [0.0, -0.0, np.inf, np.nan, -np.inf, 3.0]
+    f = fg.jit(_EXACT_FNS[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")         # the numpy path is as quiet as the kernel about NaN and inf
+        first = np.asarray(f(x, y)).copy()
+    assert held_jobs
+    for job in held_jobs:
+        job()
+    after = np.asarray(f(x, y))
+    np.testing.assert_array_equal(after, first)   # NaN where NaN (its sign bit may differ), -0.0 == 0.0 ...
+    assert np.array_equal(np.signbit(after) | np.isnan(after), np.signbit(first) | np.isnan(first))   # ... not here
+
+
+def test_donated_argument_on_the_numpy_path(held_jobs, numpy_runs):
+    f = fg.jit(lambda p, g: (p - 0.0123 * g * p, p * 2.0), donate_argnums=0)
+    g = np.full((256, 256), 0.5, np.float32)
+    p = fnp.array(np.linspace(-1, 1, 256 * 256, dtype=np.float32).reshape(256, 256))
+    expected = np.asarray(p)
+    for step in range(3):
+        if step == 2:
+            for job in held_jobs:
+                job()
+        p, twice = f(p, g)
+        np.testing.assert_array_equal(np.asarray(twice), expected * np.float32(2))
+        expected = expected - np.float32(0.0123) * g * expected
+        np.testing.assert_array_equal(np.asarray(p), expected)
+    assert held_jobs and len(numpy_runs) == 2 * len(held_jobs)
+
+
+def test_inexact_group_compiles_before_its_first_run(held_jobs, numpy_runs):
+    x = np.linspace(-2, 2, 96, dtype=np.float32).reshape(8, 12)
+    out = fg.jit(lambda v: fnp.exp(v) * 0.4217 + v)(x)            # exp: not numpy's bits, so not tiered
+    assert held_jobs == [] and numpy_runs == []
+    np.testing.assert_allclose(np.asarray(out), np.exp(x.astype(np.float64)) * 0.4217 + x, rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_off_compiles_every_kernel_before_its_first_run(held_jobs, numpy_runs, monkeypatch):
+    monkeypatch.setattr(codegen, "BACKGROUND_COMPILE", "off")
+    rng = np.random.default_rng(1)
+    w, x = (rng.standard_normal((16, 40)).astype(np.float32) for _ in range(2))
+    b = rng.standard_normal(40).astype(np.float32)
+    out = fg.jit(_step(0.0443))(w, x, b)
+    assert held_jobs == [] and numpy_runs == []
+    for o, e in zip(out, _reference(0.0443, w, x, b)):
+        np.testing.assert_array_equal(np.asarray(o), e)
+
+
+def test_a_kernel_is_compiled_once_for_two_programs(held_jobs, numpy_runs, monkeypatch):
+    loads: list = []
+    original = kernel_cache.load_kernel
+    monkeypatch.setattr(kernel_cache, "load_kernel", lambda digest, source: loads.append(digest) or
+                        original(digest, source))
+    rng = np.random.default_rng(2)
+    f = _step(0.0519)
+    small = [rng.standard_normal(s).astype(np.float32) for s in ((8, 24), (8, 24), (24,))]
+    large = [rng.standard_normal(s).astype(np.float32) for s in ((32, 24), (32, 24), (24,))]
+    fg.jit(f)(*small)
+    for job in held_jobs:
+        job()
+    n_jobs, n_loads, n_numpy = len(held_jobs), len(loads), len(numpy_runs)
+    assert n_loads == n_jobs > 0
+    out = fg.jit(f)(*large)    # another program (other shapes): the same kernels, at once
+    assert (len(held_jobs), len(loads), len(numpy_runs)) == (n_jobs, n_loads, n_numpy)
+    for o, e in zip(out, _reference(0.0519, *large)):
+        np.testing.assert_array_equal(np.asarray(o), e)
+
+
+def test_a_failed_background_compile_is_raised_by_the_next_call(held_jobs, monkeypatch):
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((4, 24), (4, 24), (24,))]
+    step = fg.jit(_step(0.0677))
+    step(*args)
+
+    def broken(spec):
+        raise RuntimeError("no compiler today")
+    monkeypatch.setattr("funcgrad.compiler.fusion.compile_kernel", broken)
+    for job in held_jobs:
+        with pytest.raises(RuntimeError):
+            job()
+    with pytest.raises(RuntimeError, match="no compiler today"):
+        step(*args)
+
+
+def test_all_runs_softmax_kernels_after_numpy(monkeypatch):
+    jobs: list = []
+    monkeypatch.setattr(codegen, "compile_in_background", jobs.append)
+    monkeypatch.setattr(codegen, "BACKGROUND_COMPILE", "all")
+    x = np.random.default_rng(4).standard_normal((5, 7, 3))   # a key of its own: (float64, rank 3, small)
+    expected = np.log(np.sum(np.exp(x), axis=-1))
+    before = SM.logsumexp_p.impl(x)
+    assert len(jobs) == 1                     # the numpy reference ran; the kernel compiles later
+    assert SM.logsumexp_p.impl(x) is not None and len(jobs) == 1   # queued once
+    jobs[0]()
+    after = SM.logsumexp_p.impl(x)
+    assert len(jobs) == 1
+    np.testing.assert_allclose(before, expected, rtol=1e-12)
+    np.testing.assert_allclose(after, expected, rtol=1e-12)
+
+
+def test_wait_for_kernels_runs_queued_jobs():
+    done: list = []
+    codegen.compile_in_background(lambda: done.append(1))
+    codegen.compile_in_background(lambda: done.append(2))
+    assert codegen.wait_for_kernels(timeout=60)
+    assert done == [1, 2]
+
+
+def test_a_process_exits_cleanly_with_compiles_queued(tmp_path):
+    """It finishes them: the next process finds the kernels on disk."""
+    code = textwrap.dedent(f"""
+        import sys, numpy as np
+        sys.path.insert(0, {REPO!r})
+        import funcgrad as fg, funcgrad.numpy as fnp
+        x = np.ones((64, 600), np.float32)
+        fg.jit(lambda v, w: (fnp.where(v > 0, v, 0.0) * 0.75 - w, v * w + 0.5))(x, x)
+        print("ok")
+    """)
+    env = dict(os.environ, FUNCGRAD_CACHE_DIR=str(tmp_path), FUNCGRAD_JIT_BACKGROUND_COMPILE="exact")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok" and "Traceback" not in proc.stderr
+    sources = [f for f in os.listdir(tmp_path) if f.endswith(".py")]
+    compiled = [f for f in os.listdir(tmp_path / "__pycache__") if f.endswith(".nbi")]
+    assert sources and len(compiled) == len(sources)
+
+
+# ------------------------------------------------------- small cross-entropy gradient
+
+
+def _xent_grad_reference(x, labels, g):
+    x = x.astype(np.float64)
+    m = np.max(x, axis=1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    lse = m + np.log(np.sum(np.exp(x - m), axis=1, keepdims=True))
+    d = np.exp(x - lse)
+    d[np.arange(len(labels)), labels] -= 1.0
+    return d * g.astype(np.float64)[:, None]
+
+
+@pytest.mark.parametrize("shape", [(128, 10), (3, 1), (40, 100)])   # the small kernel (<= 4096 elements)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_xent_grad_matches_float64(shape, dtype):
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    labels = rng.integers(0, shape[1], shape[0])
+    g = rng.uniform(0.5, 2, shape[0]).astype(dtype)
+    out = K.softmax_xent_grad(x, labels, g, np.empty_like(x))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, _xent_grad_reference(x, labels, g), rtol=tol, atol=tol)
+
+
+def test_small_and_large_xent_grad_agree():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((80, 60)).astype(np.float32)   # 4800 elements: the logsumexp + backward pair
+    labels = rng.integers(0, 60, 80)
+    g = np.ones(80, np.float32)
+    large = K.softmax_xent_grad(x, labels, g, np.empty_like(x))
+    small = K.softmax_xent_grad(x[:60], labels[:60], g[:60], np.empty_like(x[:60]))
+    np.testing.assert_allclose(small, large[:60], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(large, _xent_grad_reference(x, labels, g), rtol=1e-5, atol=1e-7)
+
+
+def test_small_xent_grad_special_values():
+    x = np.array([[0.0, -np.inf, 1.0], [np.inf, 0.0, 1.0], [-np.inf, -np.inf, -np.inf], [np.nan, 0.0, 1.0]],
+                 np.float32)
+    labels, g = np.array([0, 1, 2, 0]), np.ones(4, np.float32)
+    out = K.softmax_xent_grad(x, labels, g, np.empty_like(x))
+    with np.errstate(all="ignore"):
+        expected = _xent_grad_reference(x, labels, g)
+    assert np.isnan(expected[1, 0]) and expected[1, 1] == -1 and np.isnan(expected[2]).all()
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-7)   # NaNs where the reference has them
+
+
+def test_small_xent_grad_bad_labels():
+    x = np.zeros((4, 3), np.float32)
+    with pytest.raises(ValueError, match=r"label 3 at row 2 is out of range"):
+        K.softmax_xent_grad(x, np.array([0, 1, 3, 0]), np.ones(4, np.float32), np.empty_like(x))
+    with pytest.raises(ValueError, match=r"label -1 at row 0"):
+        K.softmax_xent_grad(x, np.array([-1, 1, 2, 0]), np.ones(4, np.float32), np.empty_like(x))
