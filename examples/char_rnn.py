@@ -3,6 +3,7 @@
     python examples/char_rnn.py                          # under a minute on 2 cores: 400 steps
     python examples/char_rnn.py --steps 2000 --hidden 256
     python examples/char_rnn.py --text my_corpus.txt
+    python examples/char_rnn.py --quick                  # seconds: tiny sizes (explicit options win)
     python examples/char_rnn.py --steps 5 --hidden 16 --no-jit      # a smoke test: seconds, nothing compiled
 
 The model reads ``--seq-len`` characters and predicts each next one::
@@ -278,23 +279,43 @@ def train(args: argparse.Namespace, corpus: Corpus, log: Callable[[str], None] =
 # --------------------------------------------------------------------------
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every default; options whose default depends on others say so in their help instead."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+# --quick: a run of seconds that exercises everything (tiny model, few steps).
+QUICK = dict(steps=30, batch_size=8, seq_len=32, hidden=32, eval_every=15, eval_batches=1, sample_chars=40)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=_HelpFormatter)
     ap.add_argument("--text", default=None, help="a UTF-8 text file (default: generated sentences)")
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--seq-len", type=int, default=64)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=1e-2)
-    ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--eval-batches", type=int, default=4)
-    ap.add_argument("--sample-chars", type=int, default=300)
-    ap.add_argument("--sample-prompt", default="The ")
-    ap.add_argument("--temperature", type=float, default=0.7)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-jit", dest="jit", action="store_false", help="run eagerly (no compile wait)")
+    ap.add_argument("--steps", type=int, default=400, help="Adam steps")
+    ap.add_argument("--batch-size", type=int, default=32, help="windows per step")
+    ap.add_argument("--seq-len", type=int, default=64, help="characters per window")
+    ap.add_argument("--hidden", type=int, default=128, help="GRU state size")
+    ap.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
+    ap.add_argument("--eval-every", type=int, default=100, help="steps between validation losses")
+    ap.add_argument("--eval-batches", type=int, default=4, help="validation batches")
+    ap.add_argument("--sample-chars", type=int, default=300, help="length of the final sample")
+    ap.add_argument("--sample-prompt", default="The ", help="the sample's first characters")
+    ap.add_argument("--temperature", type=float, default=0.7, help="sampling temperature")
+    ap.add_argument("--seed", type=int, default=0, help="initialisation, batches and sampling")
+    ap.add_argument("--jit", action=argparse.BooleanOptionalAction, default=True,
+                    help="compile the step (--no-jit: run eagerly, no compile wait)")
+    ap.add_argument("--quick", action="store_true",
+                    help="seconds: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
     args = ap.parse_args(argv)
+    if args.quick:                       # tiny defaults; options given explicitly still win
+        ap.set_defaults(**QUICK)
+        args = ap.parse_args(argv)
+    if args.temperature <= 0 or args.lr <= 0:
+        ap.error("--temperature and --lr must be positive")
     if min(args.steps, args.batch_size, args.seq_len, args.hidden, args.eval_every, args.eval_batches,
            args.sample_chars) < 1:
         ap.error("--steps, --batch-size, --seq-len, --hidden, --eval-every, --eval-batches and --sample-chars "
@@ -303,17 +324,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def load_text(args: argparse.Namespace) -> str:
+    """The training text: ``--text`` (UTF-8), else the generated sentences; a bad file exits with one line."""
     if args.text is None:
         return make_text()
-    with open(args.text, encoding="utf-8") as f:
-        return f.read()
+    try:
+        with open(args.text, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise SystemExit(f"error: --text {args.text}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SystemExit(f"error: --text {args.text}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     corpus = make_corpus(load_text(args))
     if min(len(corpus.train), len(corpus.val)) < args.seq_len + 2:
-        raise SystemExit(f"the text's validation part has {len(corpus.val)} characters (the last 10%); "
+        raise SystemExit(f"error: the text's validation part has {len(corpus.val)} characters (the last 10%); "
                          f"--seq-len {args.seq_len} needs at least {args.seq_len + 2}: a longer text or a smaller "
                          "--seq-len")
     return train(args, corpus)

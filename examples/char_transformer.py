@@ -309,28 +309,56 @@ def generate(model: CharTransformer, params: Any, corpus: Corpus, prompt: str, n
 # --------------------------------------------------------------------------
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every default; options whose default depends on others say so in their help instead."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+# --quick: a run of seconds that exercises everything (tiny model, few steps, a small part of the text).
+QUICK = dict(max_chars=20_000, steps=20, batch_size=8, seq_len=32, d_model=32, heads=2, layers=1, eval_every=10,
+             eval_batches=1, sample_chars=20)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=_HelpFormatter)
     ap.add_argument("--text", default=None, help="a UTF-8 text file (default: the standard library's sources)")
-    ap.add_argument("--max-chars", type=int, default=None, help="use only the first N characters of the text")
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--minutes", type=float, default=None, help="stop training after this many minutes")
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--d-model", type=int, default=128)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--max-chars", type=int, default=None,
+                    help="use only the first N characters of the text (default: all)")
+    ap.add_argument("--steps", type=int, default=400, help="AdamW steps")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="stop training after this many minutes (default: no time limit)")
+    ap.add_argument("--batch-size", type=int, default=32, help="windows per step")
+    ap.add_argument("--seq-len", type=int, default=128, help="characters per window (the context)")
+    ap.add_argument("--d-model", type=int, default=128, help="width of the residual stream")
+    ap.add_argument("--heads", type=int, default=4, help="attention heads (divide --d-model)")
+    ap.add_argument("--layers", type=int, default=2, help="Transformer blocks")
     ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
-    ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--eval-batches", type=int, default=8)
-    ap.add_argument("--sample-chars", type=int, default=400)
-    ap.add_argument("--sample-prompt", default="def ")
-    ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-progress", dest="progress", action="store_false")
-    ap.add_argument("--no-jit", dest="jit", action="store_false", help="run eagerly (no compile wait)")
+    ap.add_argument("--eval-every", type=int, default=100, help="steps between validation losses")
+    ap.add_argument("--eval-batches", type=int, default=8, help="validation batches")
+    ap.add_argument("--sample-chars", type=int, default=400, help="length of the final sample")
+    ap.add_argument("--sample-prompt", default="def ", help="the sample's first characters")
+    ap.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
+    ap.add_argument("--seed", type=int, default=0, help="initialisation, batches and sampling")
+    ap.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                    help="a progress bar (needs tqdm)")
+    ap.add_argument("--jit", action=argparse.BooleanOptionalAction, default=True,
+                    help="compile the step (--no-jit: run eagerly, no compile wait)")
+    ap.add_argument("--quick", action="store_true",
+                    help="seconds: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
     args = ap.parse_args(argv)
+    if args.quick:                       # tiny defaults; options given explicitly still win
+        ap.set_defaults(**QUICK)
+        args = ap.parse_args(argv)
+    if args.max_chars is not None and args.max_chars < 1:
+        ap.error(f"--max-chars must be positive, got {args.max_chars}")
+    if args.minutes is not None and args.minutes <= 0:
+        ap.error(f"--minutes must be positive, got {args.minutes}")
+    if args.temperature <= 0 or args.lr <= 0 or args.heads < 1 or args.d_model < 1 or args.layers < 1:
+        ap.error("--temperature, --lr, --heads, --d-model and --layers must be positive")
     if min(args.steps, args.batch_size, args.seq_len, args.eval_every, args.eval_batches) < 1:
         ap.error("--steps, --batch-size, --seq-len, --eval-every and --eval-batches must be positive")
     if args.d_model % args.heads:
@@ -339,15 +367,29 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def load_text(args: argparse.Namespace) -> str:
+    """The training text: ``--text`` (UTF-8), else the standard library's sources; a bad file exits with one line."""
     if args.text is None:
         return stdlib_text(args.max_chars)
-    with open(args.text, encoding="utf-8") as f:
-        return f.read()[:args.max_chars]
+    try:
+        with open(args.text, encoding="utf-8") as f:
+            return f.read()[:args.max_chars]
+    except OSError as e:
+        raise SystemExit(f"error: --text {args.text}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SystemExit(f"error: --text {args.text}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
-    return train(args, make_corpus(load_text(args)))
+    text = load_text(args)
+    if not text:
+        raise SystemExit(f"error: --text {args.text}: the file is empty")
+    corpus = make_corpus(text)
+    if min(len(corpus.train), len(corpus.val)) < args.seq_len + 2:
+        raise SystemExit(f"error: the text's validation part has {len(corpus.val)} characters (the last 5%); "
+                         f"--seq-len {args.seq_len} needs at least {args.seq_len + 2}: a longer text or a smaller "
+                         "--seq-len")
+    return train(args, corpus)
 
 
 if __name__ == "__main__":

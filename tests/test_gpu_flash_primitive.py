@@ -16,7 +16,7 @@ os.environ["TRITON_INTERPRET"] = "1"  # must precede any triton/kernel import
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.8.0)")
+triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.9.0)")
 
 import funcgrad as fg  # noqa: E402
 import funcgrad.numpy as fnp  # noqa: E402

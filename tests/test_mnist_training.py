@@ -49,7 +49,7 @@ def test_short_mlp_run_reaches_90_percent(mnist_example, tmp_path):
     model, input_shape = mnist_example.build_model("mlp")
     from funcgrad import random
     like, _ = model.init(random.key(0), input_shape)
-    params = serialization.load(tmp_path / "params.npz", like=like)
+    params = serialization.load(tmp_path / "params.safetensors", like=like)
     assert [p["w"].shape for p in params if p] == [(784, 512), (512, 512), (512, 10)]
     print(f"MNIST 2000-image MLP run: {history['test_accuracy'][-1]:.1%} in {seconds:.1f} s")
 

