@@ -10,7 +10,7 @@ the same shuffled global batches (the same ``--seed``) and trains on its share o
 (``--batch-size`` is the global batch); the gradients are averaged across processes in buckets,
 overlapped with the backward pass, so the steps are those of one process on the whole global batch
 and the accuracy is the same. Process 0 alone shows the progress bar and writes ``--out``
-(``curves.png``, ``params.npz``, ``metrics.json``); at the end every process checks that its
+(``curves.png``, ``params.safetensors``, ``metrics.json``); at the end every process checks that its
 parameters equal process 0's. Also runs under plain ``python`` (a one-process world).
 """
 from __future__ import annotations

@@ -245,7 +245,7 @@ def test_example_quick_run_ends_with_equal_parameters(tmp_path):
     run = _launch([str(ROOT / "examples" / "mnist_distributed.py"), "--quick", "--zero", "--out", str(tmp_path)])
     assert run.returncode == 0, run.stdout + run.stderr
     assert "parameters equal on all 2 processes" in run.stdout, run.stdout
-    assert (tmp_path / "params.npz").exists() and (tmp_path / "metrics.json").exists()
+    assert (tmp_path / "params.safetensors").exists() and (tmp_path / "metrics.json").exists()
 
 
 # ------------------------------------------------------------------ GPU
