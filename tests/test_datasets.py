@@ -268,7 +268,7 @@ def test_download_path_verifies_and_falls_back(tmp_path, real_mnist, no_hub, mon
     """Exercise the (opt-in) download code with a fake fetch: the first
     mirror serves a corrupted file, the second the right one."""
     arrays = dict(zip(D.MNIST_FILES.values(), [*real_mnist[0], *real_mnist[1]]))
-    good_mirror, bad_mirror = D.MNIST_MIRRORS[1], D.MNIST_MIRRORS[0]
+    bad_mirror = D.MNIST_MIRRORS[0]
     fetched = []
 
     def fake_fetch(url, timeout=60.0):

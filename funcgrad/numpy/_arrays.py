@@ -43,7 +43,7 @@ def _index(x: Any) -> Any:
 
 
 def _const(value: Any, dtype: Any = None) -> Any:
-    return as_array(np.asarray(value) if dtype is None else np.asarray(value, dtype=_dtypes.canonicalize(dtype)))
+    return as_array(np.asarray(value) if dtype is None else np.asarray(value, dtype=_dtypes.canonicalize(dtype, requested=True)))
 
 
 def _iota(n: int) -> Any:

@@ -13,7 +13,7 @@ from funcgrad.lax import convert_element_type as convert
 
 
 def _const(value: np.ndarray, dtype: Any) -> Array:
-    return Array(_freeze(np.asarray(value, dtype=_dtypes.canonicalize(dtype))))
+    return Array(_freeze(np.asarray(value, dtype=_dtypes.canonicalize(dtype, requested=True))))
 
 
 def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: Any = "K",  # noqa: A002
@@ -69,7 +69,7 @@ def _filled(op: str, shape: Any, fill_value: Any, dtype: Any) -> Array:
     """A new constant of ``shape`` holding ``fill_value``, built in its final
     dtype: no float64 temporary, so memory peaks at the result's size."""
     shape = shape_tuple(shape, op)
-    dtype = _dtypes.canonicalize(dtype)
+    dtype = _dtypes.canonicalize(dtype, requested=True)
     if op in ("zeros", "zeros_like", "ones", "ones_like"):
         value = (np.zeros if op.startswith("zeros") else np.ones)(shape, dtype)   # zeros: calloc's lazy pages
     else:
@@ -200,7 +200,7 @@ def _int_range_dtype(start: Any, stop: Any, step: Any, dtype: Any) -> np.dtype |
     bounds = [b for b in (start, stop, step) if b is not None]
     if not all(isinstance(b, (int, np.integer)) and not isinstance(b, (bool, np.bool_)) for b in bounds):
         return None
-    target = _dtypes.canonicalize(np.dtype(dtype) if dtype is not None else np.dtype(np.int64))
+    target = _dtypes.canonicalize(np.dtype(dtype) if dtype is not None else np.dtype(np.int64), requested=True)
     if target.kind not in "iu":
         return None
     lo, hi, by = (0, int(start), 1) if stop is None else (int(start), int(stop), 1)
@@ -237,7 +237,7 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
 def _cast_space(out: Any, dtype: Any) -> Any:
     if dtype is None:
         return out
-    dtype = _dtypes.canonicalize(dtype)
+    dtype = _dtypes.canonicalize(dtype, requested=True)
     if dtype.kind in "iu":
         from funcgrad.lax import floor
         return convert(floor(out), dtype)
@@ -328,7 +328,7 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: 
 def _eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Array:
     N, M = shape_tuple((N, N if M is None else M), "eye", "(N, M)")
     k = index_arg("eye", "k", k)
-    return Array(_freeze(np.eye(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_))))
+    return Array(_freeze(np.eye(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_, requested=True))))
 
 
 def _place(out: Any, device: Any) -> Any:
@@ -380,7 +380,7 @@ def tri(N: Any, M: Any = None, k: int = 0, dtype: Any = None) -> Array:
     """
     N, M = shape_tuple((N, N if M is None else M), "tri", "(N, M)")
     k = index_arg("tri", "k", k)
-    return Array(_freeze(np.tri(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_))))
+    return Array(_freeze(np.tri(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_, requested=True))))
 
 
 def copy(a: Any, order: Any = None) -> Any:

@@ -176,7 +176,7 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
         raise ValueError(f"ravel_multi_index: order must be 'C' or 'F', got {order!r}")
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"ravel_multi_index: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
-    dtype = _dtypes.canonicalize(dtype or _dtypes.int_)
+    dtype = _dtypes.canonicalize(dtype or _dtypes.int_, requested=True)
     idx = [arr(i) for i in multi_index]
     for i in idx:
         if i.dtype.kind not in "iu":

@@ -202,7 +202,7 @@ def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) 
     >>> indices((2, 3)).shape    # (2, 2, 3)
     """
     dims = shape_tuple(dimensions, "indices", "dimensions")
-    dtype = _dtypes.canonicalize(dtype or _dtypes.int_)
+    dtype = _dtypes.canonicalize(dtype or _dtypes.int_, requested=True)
     grids = np.indices(dims, dtype=dtype, sparse=sparse)
     return tuple(_const(g) for g in grids) if sparse else _const(grids)
 

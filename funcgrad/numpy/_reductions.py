@@ -197,7 +197,7 @@ def _count(x: Any, axis: Any, name: str = "mean") -> int:
 
 def _inexact(x: Any, dtype: Any) -> Any:
     if dtype is not None:
-        dtype = _dtypes.canonicalize(dtype)
+        dtype = _dtypes.canonicalize(dtype, requested=True)
         return lax.convert_element_type(x, dtype if dtype.kind == "f" else _dtypes.float_)
     (x,) = promote_inexact(x)
     return x

@@ -291,7 +291,7 @@ def _freq_dtype(name: str, dtype: Any, device: Any) -> np.dtype:
     if device is not None:
         raise NotImplementedError(f"{name}: device={device!r} is not supported; funcgrad makes the array on the "
                                   "CPU (move it with fg.device_put afterwards)")
-    dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype)
+    dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype, requested=True)
     if dtype.kind not in "fc":
         raise ValueError(f"{name}: dtype must be a float (or complex) dtype, got {dtype}")
     return dtype
