@@ -43,7 +43,9 @@ def _index(x: Any) -> Any:
 
 
 def _const(value: Any, dtype: Any = None) -> Any:
-    return as_array(np.asarray(value) if dtype is None else np.asarray(value, dtype=_dtypes.canonicalize(dtype, requested=True)))
+    if dtype is None:
+        return as_array(np.asarray(value))
+    return as_array(np.asarray(value, dtype=_dtypes.canonicalize(dtype, requested=True)))
 
 
 def _iota(n: int) -> Any:
