@@ -34,11 +34,14 @@ from typing import Any, Protocol, Sequence, Tuple, Union
 import numpy as np
 
 from funcgrad._array import Array
+from funcgrad._core import Tracer
 
 __all__ = ["Array", "ArrayLike", "DTypeLike", "PyTree", "Shape"]
 
-ArrayLike = Union[Array, np.ndarray, np.bool_, np.number, bool, int, float, complex]
-"""An array input: a funcgrad Array, a numpy array or scalar, or a Python scalar."""
+ArrayLike = Union[Array, Tracer, np.ndarray, np.bool_, np.number, bool, int, float, complex]
+"""An array input: a funcgrad Array (or the tracer standing for one inside a transform), a numpy array or
+scalar, or a Python scalar. Nested lists are accepted at run time but, as in JAX, not by the type: wrap them
+with ``fnp.asarray``."""
 
 class _SupportsDType(Protocol):
     @property
