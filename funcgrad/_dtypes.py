@@ -67,7 +67,8 @@ def _warn_truncated(dt: np.dtype, narrow: np.dtype) -> None:
 
     The public function the user called is the outermost funcgrad frame; it warns only when that function's
     ``dtype`` (or ``new_dtype``) argument is ``dt`` -- a 64-bit dtype that funcgrad itself chose inside it
-    narrows silently -- and the warning points at the user's line.
+    narrows silently, and so do Python's ``int``/``float``/``complex`` (the default types, as in JAX) --
+    and the warning points at the user's line.
     """
     frame, level = sys._getframe(2), 3   # the caller of canonicalize is level 2 of warnings.warn
     while frame.f_back is not None and _in_funcgrad(frame.f_back):
@@ -75,7 +76,8 @@ def _warn_truncated(dt: np.dtype, narrow: np.dtype) -> None:
     if not _in_funcgrad(frame):
         return
     given = [frame.f_locals.get(name) for name in ("dtype", "new_dtype")]
-    if not any(g is not None and _same_dtype(g, dt) for g in given):
+    # Python's own int/float/complex mean "the default" here, as in JAX: they do not warn.
+    if not any(g is not None and g not in (int, float, complex) and _same_dtype(g, dt) for g in given):
         return
     warnings.warn(f"Explicitly requested dtype {dt} requested in {frame.f_code.co_name} is not available, and "
                   f"will be truncated to dtype {narrow}. To enable more dtypes, call fg.config.update('enable_x64', "

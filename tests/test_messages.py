@@ -218,14 +218,16 @@ def test_dtype_warning_once_per_call_site_by_default(x32):
 
 
 @pytest.mark.parametrize("case", ["float32", "default", "numpy_float64_data", "python_float", "random",
-                                  "frombuffer_default"])
+                                  "frombuffer_default", "python_types"])
 def test_no_dtype_warning_when_nothing_64_bit_was_asked_for(case, x32):
     run = {"float32": lambda: fnp.zeros(2, dtype=np.float32),
            "default": lambda: fnp.arange(3),
            "numpy_float64_data": lambda: fnp.asarray(np.zeros(3)),     # data narrows silently, as in JAX
            "python_float": lambda: fnp.array(1.5) * 2.0,
            "random": lambda: fg.random.uniform(fg.random.PRNGKey(0), (2,)),
-           "frombuffer_default": lambda: fnp.frombuffer(np.zeros(2).tobytes())}[case]
+           "frombuffer_default": lambda: fnp.frombuffer(np.zeros(2).tobytes()),
+           "python_types": lambda: (fnp.zeros(2, dtype=float), fnp.arange(3, dtype=int),   # the defaults, as JAX
+                                    fnp.fromfunction(lambda i: i, (2,)))}[case]
     _, caught = _user_warnings(run)
     assert [str(w.message) for w in caught] == []
 
