@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings as _warnings_mod
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from funcgrad import _dtypes
 from funcgrad._config import config
 from funcgrad._dtypes import ShapedArray, describe
+from funcgrad._warnings import _filtered_list as _float_warnings_filtered_in, float_warnings_filtered
 # The array half of the core; re-exported because every layer above imports it from here
 # (and pickles written before the split name funcgrad._core._array_from_numpy).
 from funcgrad._array import (Array, _array_from_numpy, _freeze, _immutable_setitem,  # noqa: F401
@@ -443,6 +445,8 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     else:
         if not _fast_path[0]:
             return apply_primitive(prim, args, params)
+        if _warnings_mod.filters is not _float_warnings_filtered_in[0]:
+            float_warnings_filtered()
         try:
             out = prim.impl(*values, **params) if params else prim.impl(*values)
         except (ValueError, TypeError, IndexError, OverflowError) as e:
@@ -527,6 +531,7 @@ def run_impl(prim: Primitive, impl: Callable[..., Any], values: Sequence[Any], p
     Every caller of an implementation goes through here (eager evaluation,
     compiled programs, constant folding, device arrays).
     """
+    float_warnings_filtered()
     try:
         return impl(*values, **params) if params else impl(*values)
     except (ValueError, TypeError, IndexError, OverflowError) as e:
@@ -659,9 +664,34 @@ def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array], so
             raise FloatingPointError(
                 f"debug_nans: primitive '{prim.name}' produced a NaN{where} "
                 f"(inputs: {', '.join(describe(x) for x in values)}) at {source or user_source_line()}. "
-                "A NaN in a gradient through fnp.where often comes from the branch not taken "
-                "(e.g. where(x > 0, sqrt(x), 0) at x = 0): use the double-where pattern "
-                "where(x > 0, sqrt(where(x > 0, x, 1)), 0).")
+                + (_BACKWARD_NAN_HINT if backward else _forward_nan_hint(prim, values, v)))
+
+
+_BACKWARD_NAN_HINT = (
+    "The forward values were not NaN: the derivative is. A NaN in a gradient through fnp.where often comes "
+    "from the branch not taken (e.g. where(x > 0, sqrt(x), 0) at x = 0, where sqrt's derivative is inf and "
+    "inf * 0 = NaN): use the double-where pattern where(x > 0, sqrt(where(x > 0, x, 1)), 0).")
+
+
+def _forward_nan_hint(prim: Primitive, values: Sequence[Any], out: np.ndarray) -> str:
+    """Why a forward NaN came from NaN-free inputs: the input values at its first position."""
+    first = tuple(int(i) for i in np.argwhere(np.isnan(out))[0])
+    shown = []
+    for x in values:
+        if isinstance(x, (np.ndarray, np.generic, bool, int, float, complex)):
+            x = np.asarray(x)
+            if x.shape == out.shape:
+                shown.append(repr(x[first].item()))
+            elif x.ndim == 0:
+                shown.append(repr(x.item()))
+    at = f" at index {first}" if first else ""
+    inputs = f", from the input value{'s' if len(shown) > 1 else ''} {', '.join(shown)}" if shown else ""
+    infinite = any(isinstance(x, np.ndarray) and x.dtype.kind in "fc" and np.isinf(x).any() for x in values)
+    cause = ("inputs that were already infinite (inf - inf, 0 * inf, inf / inf)" if infinite
+             else f"inputs outside the domain of '{prim.name}'")
+    return (f"The first NaN is{at}{inputs}: a NaN computed from {cause}. Keep the inputs in range "
+            "(clip them, or guard them: a value that fnp.where later discards must be replaced before the "
+            "operation too, as in where(x > 0, log(where(x > 0, x, 1)), 0)).")
 
 
 # --------------------------------------------------------------------------

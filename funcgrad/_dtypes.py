@@ -7,6 +7,8 @@ the default float.  Without x64 every 64-bit result is narrowed to 32 bits
 """
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any
 
 import numpy as np
@@ -37,15 +39,57 @@ _refresh_defaults()
 on_update("enable_x64", _refresh_defaults)
 
 
-def canonicalize(dtype: Any) -> np.dtype:
-    """The dtype funcgrad stores for ``dtype`` under the current x64 setting."""
+def canonicalize(dtype: Any, *, requested: bool = False) -> np.dtype:
+    """The dtype funcgrad stores for ``dtype`` under the current x64 setting.
+
+    ``requested=True`` where ``dtype`` is a public function's ``dtype=`` argument: narrowing a 64-bit dtype
+    the user asked for then warns (once per line of user code, as JAX does), see ``_warn_truncated``.
+    """
     dt = np.dtype(dtype)
     if dt.kind not in _SUPPORTED_KINDS:
         raise TypeError(f"funcgrad does not support dtype {dt} ({kind_name(dt)}): funcgrad arrays hold bool, "
                         "integer, float16/32/64 and complex64/128 values only; convert the data to one of those first")
     if not config.enable_x64:
-        return _NARROW.get(dt, dt)
+        narrow = _NARROW.get(dt, dt)
+        if requested and narrow is not dt:
+            _warn_truncated(dt, narrow)
+        return narrow
     return dt
+
+
+def _in_funcgrad(frame: Any) -> bool:
+    name = frame.f_globals.get("__name__", "")
+    return name == "funcgrad" or name.startswith("funcgrad.")
+
+
+def _warn_truncated(dt: np.dtype, narrow: np.dtype) -> None:
+    """Warn that the 64-bit ``dt`` the user asked for becomes ``narrow`` (x64 is off).
+
+    The public function the user called is the outermost funcgrad frame; it warns only when that function's
+    ``dtype`` (or ``new_dtype``) argument is ``dt`` -- a 64-bit dtype that funcgrad itself chose inside it
+    narrows silently, and so do Python's ``int``/``float``/``complex`` (the default types, as in JAX) --
+    and the warning points at the user's line.
+    """
+    frame, level = sys._getframe(2), 3   # the caller of canonicalize is level 2 of warnings.warn
+    while frame.f_back is not None and _in_funcgrad(frame.f_back):
+        frame, level = frame.f_back, level + 1
+    if not _in_funcgrad(frame):
+        return
+    given = [frame.f_locals.get(name) for name in ("dtype", "new_dtype")]
+    # Python's own int/float/complex mean "the default" here, as in JAX: they do not warn.
+    if not any(g is not None and g not in (int, float, complex) and _same_dtype(g, dt) for g in given):
+        return
+    warnings.warn(f"Explicitly requested dtype {dt} requested in {frame.f_code.co_name} is not available, and "
+                  f"will be truncated to dtype {narrow}. To enable more dtypes, call fg.config.update('enable_x64', "
+                  "True), or set FUNCGRAD_ENABLE_X64=1 in the environment before importing funcgrad.",
+                  UserWarning, stacklevel=level + 1)
+
+
+def _same_dtype(given: Any, dt: np.dtype) -> bool:
+    try:
+        return np.dtype(given) == dt
+    except TypeError:
+        return False
 
 
 _KIND_NAMES = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "float", "c": "complex",

@@ -7,7 +7,7 @@ function still makes the lower module depend on the higher one.
 The layers, lowest first (a module may import its own layer and those below):
 
     config     _config, _dtypes, _warnings
-    core       _core, _array, _ir, tree_util, _threefry, core, dtypes, backends (the registry only)
+    core       _core, _array, _ir, tree_util, _threefry, core, dtypes, typing, backends (the registry only)
     prims      primitives/*
     lax        lax
     transforms interpreters/*, api (with _custom_rules, _staging), jit, compiler/*, devices, backends/<name>/*
@@ -34,7 +34,7 @@ _EXACT = {
     "funcgrad._core": "core", "funcgrad._array": "core", "funcgrad._ir": "core", "funcgrad.tree_util": "core",
     "funcgrad.tree": "core", "funcgrad.errors": "core", "funcgrad.debug": "libraries",
     "funcgrad._threefry": "core",
-    "funcgrad.backends": "core", "funcgrad.core": "core", "funcgrad.dtypes": "core",
+    "funcgrad.backends": "core", "funcgrad.core": "core", "funcgrad.dtypes": "core", "funcgrad.typing": "core",
     "funcgrad.lax": "lax",
     "funcgrad.api": "transforms", "funcgrad.jit": "transforms", "funcgrad.devices": "transforms",
     "funcgrad._argspec": "transforms", "funcgrad._custom_rules": "transforms", "funcgrad._staging": "transforms",

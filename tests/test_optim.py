@@ -368,7 +368,7 @@ def test_old_checkpoint_name_still_works_with_a_deprecation_warning(tmp_path):
         sys.modules.pop("funcgrad.optim.checkpoint", None)
         vars(optim).pop("checkpoint", None)   # the import set it; the next access must warn again
     with pytest.raises(AttributeError, match="no attribute 'checkpointz'"):
-        optim.checkpointz
+        optim.checkpointz  # noqa: B018 -- the attribute access is what raises
 
 
 def test_foreign_and_corrupted_files_are_rejected(tmp_path):

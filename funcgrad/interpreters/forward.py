@@ -40,9 +40,10 @@ class JVPTrace(Trace):
         if all(t.tangent is None for t in tracers):
             return list(call.bind(*[t.primal for t in tracers]))   # the levels below still see the rule
         raise TypeError(
-            f"forward-mode differentiation (jvp, jacfwd, hessian) of the custom_vjp function "
-            f"'{call.name}' is not defined: a custom_vjp rule only gives reverse mode. Use grad/vjp/jacrev, "
-            "or define the function with primitives (or a custom_jvp) instead.")
+            f"forward-mode differentiation (jvp, jacfwd, linearize) of the custom_vjp function "
+            f"'{call.name}' is not defined: a custom_vjp rule only gives reverse mode. Use reverse mode "
+            "(grad, vjp, jacrev), or give the function a forward-mode rule with @fg.custom_jvp instead of "
+            "@fg.custom_vjp: grad and vjp derive reverse mode from a custom_jvp rule, so every transform works.")
 
     def process_custom_jvp(self, call: _core.CustomJVPCall, tracers: list) -> list:
         primals = [t.primal for t in tracers]

@@ -241,7 +241,7 @@ def dot_general(x: Array, y: Array, dimension_numbers: Any) -> Array:
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Array:
     """A constant array (an ordinary value in every transform)."""
     from funcgrad._core import Array as _Array, _freeze
-    dtype = _dtypes.canonicalize(np.result_type(fill_value) if dtype is None else dtype)
+    dtype = _dtypes.canonicalize(np.result_type(fill_value) if dtype is None else dtype, requested=True)
     return _Array(_freeze(np.full(tuple(shape), fill_value, dtype)))
 
 

@@ -51,7 +51,7 @@ class _Ops:
 
     @staticmethod
     def full(shape: Sequence[int], value: Any, dtype: Any) -> Any:
-        return _ConcreteArray(_freeze(np.full(tuple(shape), value, _dtypes.canonicalize(dtype))))
+        return _ConcreteArray(_freeze(np.full(tuple(shape), value, _dtypes.canonicalize(dtype, requested=True))))
 
 
 lax = _Ops
@@ -185,7 +185,7 @@ def _interleave(x: Array, axis: int, interior: int, value: Any) -> Array:
 
 def iota(dtype: Any, size: int) -> Array:
     """``[0, 1, ..., size - 1]`` in ``dtype``."""
-    return _ConcreteArray(np.arange(int(size), dtype=_dtypes.canonicalize(dtype)))
+    return _ConcreteArray(np.arange(int(size), dtype=_dtypes.canonicalize(dtype, requested=True)))
 
 
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Array:

@@ -24,6 +24,7 @@ from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, concrete_value, index_arg, normalize_axis, promote, shape_tuple
 from funcgrad.numpy._shape import concatenate, ravel, split
+from funcgrad.typing import ArrayLike, DTypeLike
 
 __all__ = [
     "append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "block", "broadcast_shapes", "column_stack",
@@ -43,7 +44,9 @@ def _index(x: Any) -> Any:
 
 
 def _const(value: Any, dtype: Any = None) -> Any:
-    return as_array(np.asarray(value) if dtype is None else np.asarray(value, dtype=_dtypes.canonicalize(dtype)))
+    if dtype is None:
+        return as_array(np.asarray(value))
+    return as_array(np.asarray(value, dtype=_dtypes.canonicalize(dtype, requested=True)))
 
 
 def _iota(n: int) -> Any:
@@ -186,7 +189,7 @@ def _dtyped(out: Any, dtype: Any) -> Any:
     return out if dtype is None else lax.convert_element_type(out, dtype)
 
 
-def hstack(tup: Any, dtype: Any = None) -> Any:
+def hstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
     """Arrays joined along axis 1 (axis 0 for 1-d arrays); 0-d arrays count as 1-d.
 
     >>> hstack([fnp.ones(2), fnp.zeros(1)])    # f32[3]
@@ -195,7 +198,7 @@ def hstack(tup: Any, dtype: Any = None) -> Any:
     return _dtyped(concatenate(xs, axis=0 if xs[0].ndim == 1 else 1), dtype)
 
 
-def vstack(tup: Any, dtype: Any = None) -> Any:
+def vstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
     """Arrays joined along axis 0 after :func:`atleast_2d`.
 
     >>> vstack([fnp.ones(2), fnp.zeros(2)]).shape    # (2, 2)
@@ -203,7 +206,7 @@ def vstack(tup: Any, dtype: Any = None) -> Any:
     return _dtyped(concatenate([atleast_2d(a) for a in _sequence("vstack", tup)], axis=0), dtype)
 
 
-def dstack(tup: Any, dtype: Any = None) -> Any:
+def dstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Any:
     """Arrays joined along axis 2 after :func:`atleast_3d`.
 
     >>> dstack([fnp.ones((2, 2)), fnp.zeros((2, 2))]).shape    # (2, 2, 2)
@@ -211,7 +214,7 @@ def dstack(tup: Any, dtype: Any = None) -> Any:
     return _dtyped(concatenate([atleast_3d(a) for a in _sequence("dstack", tup)], axis=2), dtype)
 
 
-def column_stack(tup: Any) -> Any:
+def column_stack(tup: Sequence[ArrayLike]) -> Any:
     """1-d arrays as columns (and 2-d arrays as they are) joined along axis 1.
 
     >>> column_stack([fnp.ones(3), fnp.zeros(3)]).shape    # (3, 2)
@@ -233,7 +236,7 @@ def concat(arrays: Sequence[Any], /, *, axis: int | None = 0) -> Any:
     return concatenate(arrays, axis=axis)
 
 
-def append(arr: Any, values: Any, axis: int | None = None) -> Any:  # noqa: F811 -- numpy's parameter name
+def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Any:  # noqa: F811 -- numpy's parameter name
     """``values`` appended to ``arr`` along ``axis`` (None: both flattened).
 
     >>> append(fnp.ones(2), 3.0)    # [1., 1., 3.]
@@ -243,7 +246,7 @@ def append(arr: Any, values: Any, axis: int | None = None) -> Any:  # noqa: F811
     return concatenate([arr, values], axis=axis)
 
 
-def block(arrays: Any) -> Any:
+def block(arrays: Sequence[ArrayLike]) -> Any:
     """An array assembled from nested lists of blocks (the innermost lists join along the last axis).
 
     >>> block([[fnp.eye(2), fnp.zeros((2, 1))]]).shape    # (2, 3)
@@ -275,7 +278,7 @@ def block(arrays: Any) -> Any:
     return build(arrays, 0)
 
 
-def unstack(x: Any, /, *, axis: int = 0) -> tuple:
+def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple:
     """The slices of ``x`` along ``axis``, as a tuple.
 
     >>> len(unstack(fnp.ones((3, 2))))    # 3
@@ -287,7 +290,7 @@ def unstack(x: Any, /, *, axis: int = 0) -> tuple:
     return tuple(lax.getitem(x, (_py_slice(None),) * axis + (i,)) for i in range(x.shape[axis]))
 
 
-def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list:
+def array_split(ary: ArrayLike, indices_or_sections: Any, axis: int = 0) -> list:
     """Like :func:`split`, but an int number of sections need not divide the axis (the first pieces get one more).
 
     >>> [p.shape for p in array_split(fnp.arange(5), 3)]    # [(2,), (2,), (1,)]
@@ -311,7 +314,7 @@ def _split_on(name: str, axis: int, min_ndim: int, ary: Any, indices_or_sections
     return split(x, indices_or_sections, axis=axis if x.ndim > 1 or name != "hsplit" else 0)
 
 
-def hsplit(ary: Any, indices_or_sections: Any) -> list:
+def hsplit(ary: ArrayLike, indices_or_sections: Any) -> list:
     """:func:`split` along axis 1 (axis 0 for 1-d arrays).
 
     >>> [p.shape for p in hsplit(fnp.ones((2, 4)), 2)]    # [(2, 2), (2, 2)]
@@ -319,7 +322,7 @@ def hsplit(ary: Any, indices_or_sections: Any) -> list:
     return _split_on("hsplit", 1, 1, ary, indices_or_sections)
 
 
-def vsplit(ary: Any, indices_or_sections: Any) -> list:
+def vsplit(ary: ArrayLike, indices_or_sections: Any) -> list:
     """:func:`split` along axis 0 of an array of rank >= 2.
 
     >>> [p.shape for p in vsplit(fnp.ones((4, 2)), 2)]    # [(2, 2), (2, 2)]
@@ -327,7 +330,7 @@ def vsplit(ary: Any, indices_or_sections: Any) -> list:
     return _split_on("vsplit", 0, 2, ary, indices_or_sections)
 
 
-def dsplit(ary: Any, indices_or_sections: Any) -> list:
+def dsplit(ary: ArrayLike, indices_or_sections: Any) -> list:
     """:func:`split` along axis 2 of an array of rank >= 3.
 
     >>> [p.shape for p in dsplit(fnp.ones((1, 1, 4)), 2)]    # [(1, 1, 2), (1, 1, 2)]

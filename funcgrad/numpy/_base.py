@@ -10,16 +10,17 @@ from funcgrad import _dtypes
 from funcgrad._core import Array, ConcretizationError, Tracer, as_array
 from funcgrad._dtypes import describe
 from funcgrad.lax import convert_element_type as convert
+from funcgrad.typing import ArrayLike, ShapeLike
 
 _SCALARS = (bool, int, float)
 
 
-def arr(x: Any) -> Any:
+def arr(x: ArrayLike) -> Any:
     """An Array or tracer for ``x`` (numpy arrays and lists are copied in)."""
     return x if isinstance(x, (Array, Tracer)) else as_array(x)
 
 
-def operand(x: Any) -> Any:
+def operand(x: ArrayLike) -> Any:
     """Like :func:`arr` but Python scalars stay weakly typed."""
     return x if isinstance(x, (Array, Tracer, bool, int, float)) else as_array(x)
 
@@ -157,7 +158,8 @@ def _entries(value: Any) -> tuple:
     return (value,)
 
 
-def normalize_axis(name: str, axis: Any, ndim: int, x: Any = None, of: str | None = None) -> int:
+def normalize_axis(name: str, axis: int | Sequence[int], ndim: int, x: ArrayLike | None = None,
+                   of: str | None = None) -> int:
     """``axis`` (an int in ``[-ndim, ndim)``) as a non-negative int; ``of`` says what the
     axis is of when that is not ``x`` itself (expand_dims and stack name their result)."""
     axis = index_arg(name, "axis", axis)
@@ -168,8 +170,8 @@ def normalize_axis(name: str, axis: Any, ndim: int, x: Any = None, of: str | Non
     return axis % ndim if ndim else 0
 
 
-def normalize_axes(name: str, axis: Any, ndim: int, x: Any = None, *, keep_order: bool = False,
-                   of: str | None = None) -> tuple[int, ...]:
+def normalize_axes(name: str, axis: int | Sequence[int], ndim: int, x: ArrayLike | None = None, *,
+                   keep_order: bool = False, of: str | None = None) -> tuple[int, ...]:
     """``None`` -> all axes; an int or a tuple/list of ints -> a sorted tuple of
     non-negative axes (in the given order with ``keep_order``: transpose, moveaxis).
     Each axis may appear once.
@@ -186,7 +188,7 @@ def normalize_axes(name: str, axis: Any, ndim: int, x: Any = None, *, keep_order
     return axes if keep_order else tuple(sorted(axes))
 
 
-def shape_tuple(shape: Any, name: str = "shape", what: str = "shape", unknown: bool = False) -> tuple[int, ...]:
+def shape_tuple(shape: ShapeLike, name: str = "shape", what: str = "shape", unknown: bool = False) -> tuple[int, ...]:
     """``shape`` (an int, or a tuple/list of ints) as a tuple of Python ints, each >= 0.
 
     With ``unknown`` (reshape), entries may be -1 (the caller allows one).  ``2.5``, ``True`` and
@@ -220,7 +222,7 @@ def keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, 
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
-def concrete_value(x: Any, message: str, *, error: type = ConcretizationError, any_tracer: bool = False) \
+def concrete_value(x: ArrayLike, message: str, *, error: type = ConcretizationError, any_tracer: bool = False) \
         -> np.ndarray:
     """The numpy value of ``x``, or ``error(message)`` when it is traced and its value unknown (under jit or
     vmap).  ``message`` names the operation, why a value is needed and the fix; ``{x}`` in it is replaced by

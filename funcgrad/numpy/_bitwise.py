@@ -11,6 +11,7 @@ from funcgrad import lax
 from funcgrad.numpy._base import arr, promote
 from funcgrad.lax import _math as _M
 from funcgrad.numpy._math import _bitcast, _dtype, _is_value
+from funcgrad.typing import ArrayLike
 
 __all__ = [
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_invert", "invert", "bitwise_count",
@@ -72,7 +73,7 @@ bitwise_xor.__doc__ = """Elementwise ``x1 ^ x2`` for integers and bools.
     """
 
 
-def bitwise_not(x: Any, /) -> Any:
+def bitwise_not(x: ArrayLike, /) -> Any:
     """Elementwise ``~x``: two's complement for integers, logical not for bools.
 
     >>> fnp.bitwise_not(fnp.array([0, 5]))           # [-1, -6]
@@ -84,7 +85,7 @@ def bitwise_not(x: Any, /) -> Any:
 invert = bitwise_invert = bitwise_not
 
 
-def bitwise_count(x: Any, /) -> Any:
+def bitwise_count(x: ArrayLike, /) -> Any:
     """The number of 1 bits in ``|x|`` (uint8), as ``numpy.bitwise_count``.
 
     >>> fnp.bitwise_count(fnp.array([3, -1, 255]))   # [2, 1, 8]
@@ -105,7 +106,7 @@ def _shift_args(name: str, x: Any, y: Any) -> tuple[Any, Any, np.dtype]:
     return x, y, dtype
 
 
-def left_shift(x: Any, y: Any, /) -> Any:
+def left_shift(x: ArrayLike, y: ArrayLike, /) -> Any:
     """Elementwise ``x << y`` for integers (shifts of the bit width or more give 0).
 
     >>> fnp.left_shift(fnp.array([1, 3]), 2)         # [4, 12]
@@ -117,7 +118,7 @@ def left_shift(x: Any, y: Any, /) -> Any:
     return _bitcast(lax.shift_left(_bitcast(x, u), _bitcast(y, u)), dtype)
 
 
-def right_shift(x1: Any, x2: Any, /) -> Any:
+def right_shift(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Elementwise ``x >> y``: arithmetic (sign-filling) for signed integers, logical for unsigned;
     shifts of the bit width or more give 0 (or -1 for negative signed values).
 

@@ -13,6 +13,7 @@ import numpy as np
 from funcgrad import _dtypes, lax
 from funcgrad._core import Array, Tracer
 from funcgrad.numpy._base import arr, promote_inexact
+from funcgrad.typing import ArrayLike
 
 __all__ = ["real", "imag", "conj", "conjugate", "angle", "iscomplex", "iscomplexobj", "isreal", "isrealobj",
            "sort_complex", "complex64", "complex128"]
@@ -46,7 +47,7 @@ def imag(val: Any) -> Any:
     return lax.full_like(val, 0)
 
 
-def conj(x: Any) -> Any:
+def conj(x: ArrayLike) -> Array:
     """The complex conjugate, elementwise (a real array is returned as it is).
 
     >>> fnp.conj(fnp.array([1 + 2j]))             # Array([1.-2.j], dtype=complex64)
@@ -55,7 +56,7 @@ def conj(x: Any) -> Any:
     return lax.conj(x) if _is_complex(x) else x
 
 
-def conjugate(x: Any) -> Any:
+def conjugate(x: ArrayLike) -> Array:
     """Another name for :func:`conj`.
 
     >>> fnp.conjugate(fnp.array([1j]))            # Array([0.-1.j], dtype=complex64)
@@ -63,7 +64,7 @@ def conjugate(x: Any) -> Any:
     return conj(x)
 
 
-def angle(z: Any, deg: bool = False) -> Any:
+def angle(z: ArrayLike, deg: bool = False) -> Array:
     """The argument (phase) of ``z``, ``arctan2(imag(z), real(z))``, in radians (degrees with ``deg=True``).
 
     Float result (``f32`` for ``c64`` and for integer input); a negative real number has angle pi.
@@ -79,7 +80,7 @@ def angle(z: Any, deg: bool = False) -> Any:
     return lax.mul(out, float(180.0 / np.pi)) if deg else out
 
 
-def iscomplex(x: Any) -> Any:
+def iscomplex(x: ArrayLike) -> Array:
     """Bool array: True where the element has a nonzero imaginary part (always False for real dtypes).
 
     >>> fnp.iscomplex(fnp.array([1 + 0j, 2j]))    # Array([False,  True])
@@ -88,7 +89,7 @@ def iscomplex(x: Any) -> Any:
     return lax.ne(i, lax.full_like(i, 0))
 
 
-def isreal(x: Any) -> Any:
+def isreal(x: ArrayLike) -> Array:
     """Bool array: True where the element's imaginary part is zero (always True for real dtypes).
 
     >>> fnp.isreal(fnp.array([1 + 0j, 2j]))       # Array([ True, False])
@@ -135,7 +136,7 @@ def isrealobj(x: Any) -> bool:
     return not iscomplexobj(x)
 
 
-def sort_complex(a: Any) -> Any:
+def sort_complex(a: ArrayLike) -> Array:
     """Sort along the last axis by real part, then imaginary part; the result is complex.
 
     (``c64`` for float32 and integer input, ``c128`` for float64 with x64.) Differentiable:

@@ -10,13 +10,14 @@ from funcgrad import _dtypes
 from funcgrad._core import Array, Tracer, _freeze, as_array, to_numpy_input
 from funcgrad.numpy._base import index_arg, shape_tuple
 from funcgrad.lax import convert_element_type as convert
+from funcgrad.typing import ArrayLike, DTypeLike, ShapeLike
 
 
 def _const(value: np.ndarray, dtype: Any) -> Array:
-    return Array(_freeze(np.asarray(value, dtype=_dtypes.canonicalize(dtype))))
+    return Array(_freeze(np.asarray(value, dtype=_dtypes.canonicalize(dtype, requested=True))))
 
 
-def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: Any = "K",  # noqa: A002
+def array(object: Any, dtype: DTypeLike | None = None, *args: Any, copy: bool = True, order: Any = "K",  # noqa: A002
           ndmin: int = 0, device: Any = None, out_sharding: Any = None) -> Any:
     """A new immutable array from a list, numpy array, scalar or Array (as ``jnp.array``).
 
@@ -52,7 +53,7 @@ def _array(obj: Any, dtype: Any) -> Any:
     return as_array(obj) if isinstance(obj, (bool, int, float)) else Array(to_numpy_input(obj))
 
 
-def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, device: Any = None,
+def asarray(a: Any, dtype: DTypeLike | None = None, order: Any = None, *, copy: Any = None, device: Any = None,
             out_sharding: Any = None) -> Any:
     """``a`` as a funcgrad array (the array itself when it already is one of ``dtype``).
 
@@ -69,7 +70,7 @@ def _filled(op: str, shape: Any, fill_value: Any, dtype: Any) -> Array:
     """A new constant of ``shape`` holding ``fill_value``, built in its final
     dtype: no float64 temporary, so memory peaks at the result's size."""
     shape = shape_tuple(shape, op)
-    dtype = _dtypes.canonicalize(dtype)
+    dtype = _dtypes.canonicalize(dtype, requested=True)
     if op in ("zeros", "zeros_like", "ones", "ones_like"):
         value = (np.zeros if op.startswith("zeros") else np.ones)(shape, dtype)   # zeros: calloc's lazy pages
     else:
@@ -82,7 +83,7 @@ def _filled(op: str, shape: Any, fill_value: Any, dtype: Any) -> Array:
     return Array(_freeze(value))
 
 
-def zeros(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+def zeros(shape: ShapeLike, dtype: DTypeLike | None = None, *, device: Any = None, out_sharding: Any = None) -> Array:
     """Zeros of ``shape`` (the default float unless ``dtype``).
 
     >>> fnp.zeros((2, 3)).shape                            # (2, 3)
@@ -91,7 +92,7 @@ def zeros(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: An
     return _place(_filled("zeros", shape, 0, dtype or _dtypes.float_), device)
 
 
-def ones(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+def ones(shape: ShapeLike, dtype: DTypeLike | None = None, *, device: Any = None, out_sharding: Any = None) -> Array:
     """Ones of ``shape`` (the default float unless ``dtype``).
 
     >>> fnp.ones(3, fnp.int32)                             # [1, 1, 1]
@@ -100,7 +101,8 @@ def ones(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any
     return _place(_filled("ones", shape, 1, dtype or _dtypes.float_), device)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Any:
+def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike | None = None, *, device: Any = None,
+         out_sharding: Any = None) -> Array:
     """``fill_value`` (a scalar, or an array broadcast to ``shape``) repeated over ``shape``.
 
     >>> fnp.full((2,), 7)                                  # [7, 7] (int32)
@@ -120,7 +122,8 @@ def _full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     return _filled("full", shape, fill_value, dtype)
 
 
-def zeros_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: ShapeLike | None = None, *, device: Any = None,
+               out_sharding: Any = None) -> Array:
     """Zeros with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
     >>> fnp.zeros_like(fnp.ones((2, 2)))                   # [[0, 0], [0, 0]]
@@ -130,7 +133,8 @@ def zeros_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = No
     return _place(_on_device_of(a, out), device)
 
 
-def ones_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+def ones_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: ShapeLike | None = None, *, device: Any = None,
+              out_sharding: Any = None) -> Array:
     """Ones with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
     >>> fnp.ones_like(fnp.zeros(2))                        # [1, 1]
@@ -140,8 +144,8 @@ def ones_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = Non
     return _place(_on_device_of(a, out), device)
 
 
-def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, device: Any = None,
-              out_sharding: Any = None) -> Any:
+def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike | None = None, shape: ShapeLike | None = None, *,
+              device: Any = None, out_sharding: Any = None) -> Array:
     """``fill_value`` with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
     >>> fnp.full_like(fnp.zeros(2), 2.5)                   # [2.5, 2.5]
@@ -173,7 +177,7 @@ def _dtype_of(x: Any) -> np.dtype:
     return _dtypes.result_type(x)
 
 
-def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *, device: Any = None,
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: DTypeLike | None = None, *, device: Any = None,
            out_sharding: Any = None) -> Array:
     """Evenly spaced values in ``[start, stop)`` by ``step`` (concrete bounds), as ``jnp.arange``.
 
@@ -200,7 +204,7 @@ def _int_range_dtype(start: Any, stop: Any, step: Any, dtype: Any) -> np.dtype |
     bounds = [b for b in (start, stop, step) if b is not None]
     if not all(isinstance(b, (int, np.integer)) and not isinstance(b, (bool, np.bool_)) for b in bounds):
         return None
-    target = _dtypes.canonicalize(np.dtype(dtype) if dtype is not None else np.dtype(np.int64))
+    target = _dtypes.canonicalize(np.dtype(dtype) if dtype is not None else np.dtype(np.int64), requested=True)
     if target.kind not in "iu":
         return None
     lo, hi, by = (0, int(start), 1) if stop is None else (int(start), int(stop), 1)
@@ -216,7 +220,7 @@ def _int_range_dtype(start: Any, stop: Any, step: Any, dtype: Any) -> np.dtype |
 
 
 def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False,
-             dtype: Any = None, axis: int = 0, *, device: Any = None) -> Any:
+             dtype: DTypeLike | None = None, axis: int = 0, *, device: Any = None) -> Any:
     """``num`` evenly spaced values from ``start`` to ``stop`` (``stop`` excluded without
     ``endpoint``), as ``jnp.linspace``: ``start``/``stop`` may be arrays (broadcast together; the
     new axis is ``axis`` of the result) and traced values (the result is differentiable in them);
@@ -237,7 +241,7 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
 def _cast_space(out: Any, dtype: Any) -> Any:
     if dtype is None:
         return out
-    dtype = _dtypes.canonicalize(dtype)
+    dtype = _dtypes.canonicalize(dtype, requested=True)
     if dtype.kind in "iu":
         from funcgrad.lax import floor
         return convert(floor(out), dtype)
@@ -275,8 +279,8 @@ def _linspace(start: Any, stop: Any, num: int, endpoint: bool, axis: int, name: 
     return moveaxis(out, -1, axis), step
 
 
-def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0, dtype: Any = None,
-             axis: int = 0) -> Any:
+def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0,
+             dtype: DTypeLike | None = None, axis: int = 0) -> Array:
     """``base ** linspace(start, stop, num)``, as ``jnp.logspace`` (arrays and traced values allowed).
 
     >>> fnp.logspace(0.0, 2.0, 3)                          # [1, 10, 100]
@@ -293,8 +297,8 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
     return _cast_space(lax.pow(base, lin), dtype)
 
 
-def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
-              axis: int = 0) -> Any:
+def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: DTypeLike | None = None,
+              axis: int = 0) -> Array:
     """A geometric progression from ``start`` to ``stop`` (same sign, nonzero), as ``jnp.geomspace``.
 
     >>> fnp.geomspace(1.0, 1000.0, 4)                      # [1, 10, 100, 1000]
@@ -317,7 +321,7 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     return _cast_space(lax.mul(out, s), dtype)
 
 
-def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: Any = None) -> Array:
+def eye(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None, *, device: Any = None) -> Array:
     """The ``N x M`` matrix with ones on the ``k``-th diagonal.
 
     >>> fnp.eye(2, 3, k=1)                                 # [[0, 1, 0], [0, 0, 1]]
@@ -328,7 +332,7 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: 
 def _eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Array:
     N, M = shape_tuple((N, N if M is None else M), "eye", "(N, M)")
     k = index_arg("eye", "k", k)
-    return Array(_freeze(np.eye(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_))))
+    return Array(_freeze(np.eye(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_, requested=True))))
 
 
 def _place(out: Any, device: Any) -> Any:
@@ -344,7 +348,7 @@ def _no_sharding(name: str, out_sharding: Any) -> None:
                                   "None")
 
 
-def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any = None) -> Array:
+def empty(shape: ShapeLike, dtype: DTypeLike | None = None, *, device: Any = None, out_sharding: Any = None) -> Array:
     """A new array of ``shape``: zeros, as in JAX (arrays are immutable, so there is no
     uninitialised memory to hand out).
 
@@ -354,7 +358,8 @@ def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: An
     return _place(_filled("empty", shape, 0, dtype or _dtypes.float_), device)
 
 
-def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: Any = None) -> Array:
+def empty_like(prototype: Any, dtype: DTypeLike | None = None, shape: ShapeLike | None = None, *,
+               device: Any = None) -> Array:
     """Zeros with ``prototype``'s shape (or ``shape``) and dtype (or ``dtype``), as in JAX.
 
     >>> fnp.empty_like(fnp.ones((2, 2), fnp.int32)).dtype  # int32
@@ -364,7 +369,7 @@ def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: 
     return _place(_on_device_of(prototype, out), device)
 
 
-def identity(n: Any, dtype: Any = None) -> Array:
+def identity(n: Any, dtype: DTypeLike | None = None) -> Array:
     """The ``n x n`` identity matrix.
 
     >>> fnp.identity(2)                                    # [[1, 0], [0, 1]]
@@ -373,17 +378,17 @@ def identity(n: Any, dtype: Any = None) -> Array:
     return _eye(n, dtype=dtype)
 
 
-def tri(N: Any, M: Any = None, k: int = 0, dtype: Any = None) -> Array:
+def tri(N: Any, M: Any = None, k: int = 0, dtype: DTypeLike | None = None) -> Array:
     """The ``N x M`` matrix with ones at and below the ``k``-th diagonal.
 
     >>> fnp.tri(3, 2, 1)                                   # [[1, 1], [1, 1], [1, 1]]
     """
     N, M = shape_tuple((N, N if M is None else M), "tri", "(N, M)")
     k = index_arg("tri", "k", k)
-    return Array(_freeze(np.tri(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_))))
+    return Array(_freeze(np.tri(N, M, k, dtype=_dtypes.canonicalize(dtype or _dtypes.float_, requested=True))))
 
 
-def copy(a: Any, order: Any = None) -> Any:
+def copy(a: ArrayLike, order: Any = None) -> Array:
     """A copy of ``a`` (funcgrad arrays are immutable, so this is ``a`` itself as an array).
 
     >>> fnp.copy(fnp.ones(2))                              # [1, 1]
@@ -398,7 +403,7 @@ def _default_dtype(dtype: Any) -> np.dtype:
     return _dtypes.canonicalize(np.dtype(dtype))
 
 
-def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0) -> Array:
+def frombuffer(buffer: Any, dtype: DTypeLike = float, count: int = -1, offset: int = 0) -> Array:
     """An array from the bytes of ``buffer`` read as ``dtype`` (numpy's ``frombuffer``; float64 data is
     stored as float32 without x64).
 
@@ -408,7 +413,7 @@ def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0
     return _const(value, _default_dtype(value.dtype))
 
 
-def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) -> Array:
+def fromstring(string: str, dtype: DTypeLike = float, count: int = -1, *, sep: str) -> Array:
     """An array from the numbers in ``string`` separated by ``sep`` (numpy's text mode of
     ``fromstring``).
 
@@ -438,7 +443,7 @@ def fromiter(*args: Any, **kwargs: Any) -> Array:
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromiter(...))")
 
 
-def fromfunction(function: Any, shape: Any, *, dtype: Any = float, **kwargs: Any) -> Any:
+def fromfunction(function: Any, shape: Any, *, dtype: DTypeLike = float, **kwargs: Any) -> Any:
     """``function`` evaluated at every index of ``shape``; as in JAX it is vmapped, so it is called
     with scalar indices (numpy calls it once with index grids: the same for elementwise functions).
 

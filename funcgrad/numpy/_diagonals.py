@@ -12,6 +12,7 @@ from funcgrad.numpy._base import arr, index_arg, normalize_axis
 from funcgrad.numpy._shape import ravel
 from funcgrad.numpy._arrays import _const, _py_max, _py_min, _take
 from funcgrad.numpy._selection import nonzero
+from funcgrad.typing import Array, ArrayLike, DTypeLike
 
 __all__ = [
     "diag", "diag_indices", "diag_indices_from", "diagflat", "diagonal", "fill_diagonal", "mask_indices", "trace",
@@ -22,7 +23,7 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------- diagonals
 
 
-def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
     """The diagonal of ``a`` in the plane of ``axis1``/``axis2`` (``offset`` > 0: above it), as the last axis.
 
     >>> diagonal(fnp.arange(9).reshape(3, 3), 1)    # [1, 5]
@@ -43,7 +44,8 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     return lax.getitem(x, (Ellipsis, _const(rows), _const(cols)))
 
 
-def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
+def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: DTypeLike | None = None,
+          out: None = None) -> Array:
     """The sum along a diagonal (see :func:`diagonal`); bools and small ints sum as the default int.
 
     >>> trace(fnp.eye(3))    # 3.0
@@ -58,7 +60,7 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
     return lax.reduce_sum(d, (d.ndim - 1,))
 
 
-def diag(v: Any, k: int = 0) -> Any:
+def diag(v: ArrayLike, k: int = 0) -> Array:
     """A 1-d ``v`` placed on diagonal ``k`` of a square matrix, or diagonal ``k`` of a 2-d ``v``.
 
     >>> diag(fnp.array([1.0, 2.0]))    # [[1., 0.], [0., 2.]]
@@ -76,7 +78,7 @@ def diag(v: Any, k: int = 0) -> Any:
     return _take(padded, _const(src.astype(np.int32)), 0)
 
 
-def diagflat(v: Any, k: int = 0) -> Any:
+def diagflat(v: ArrayLike, k: int = 0) -> Array:
     """The flattened ``v`` placed on diagonal ``k`` of a square matrix.
 
     >>> diagflat(fnp.ones((2, 1))).shape    # (2, 2)
@@ -95,7 +97,7 @@ def diag_indices(n: int, ndim: int = 2) -> tuple:
     return (_const(np.arange(n), _dtypes.int_),) * ndim
 
 
-def diag_indices_from(arr: Any) -> tuple:  # noqa: F811 -- numpy's parameter name
+def diag_indices_from(arr: ArrayLike) -> tuple:  # noqa: F811 -- numpy's parameter name
     """:func:`diag_indices` for ``arr``, whose axes must all have the same length (rank >= 2).
 
     >>> len(diag_indices_from(fnp.ones((2, 2, 2))))    # 3
@@ -139,7 +141,7 @@ def _tri_from(name: str, fn: Callable, arr: Any, k: int) -> tuple:
     return fn(shape[0], k, shape[1])
 
 
-def tril_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
+def tril_indices_from(arr: ArrayLike, k: int = 0) -> tuple:  # noqa: F811
     """:func:`tril_indices` for the shape of a 2-d ``arr``.
 
     >>> tril_indices_from(fnp.ones((2, 3)))    # ([0, 1, 1], [0, 0, 1])
@@ -147,7 +149,7 @@ def tril_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
     return _tri_from("tril_indices_from", tril_indices, arr, k)
 
 
-def triu_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
+def triu_indices_from(arr: ArrayLike, k: int = 0) -> tuple:  # noqa: F811
     """:func:`triu_indices` for the shape of a 2-d ``arr``.
 
     >>> triu_indices_from(fnp.ones((2, 3)))    # ([0, 0, 0, 1, 1], [0, 1, 2, 1, 2])
@@ -171,7 +173,7 @@ def _no_inplace(name: str, inplace: bool) -> None:
                          f"pass inplace=False to get the updated array back")
 
 
-def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True) -> Any:
+def fill_diagonal(a: ArrayLike, val: Any, wrap: bool = False, *, inplace: bool = True) -> Any:
     """``a`` with its main diagonal set to ``val`` (repeated as needed); needs ``inplace=False``, as JAX.
 
     For rank > 2 every axis must have the same length; ``wrap=True`` continues the diagonal below a tall

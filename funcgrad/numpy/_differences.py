@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from funcgrad.numpy._base import arr, index_arg, normalize_axes, normalize_axis,
 from funcgrad.numpy import _reductions as _R
 from funcgrad.numpy._sorting import searchsorted
 from funcgrad.numpy._statistics import _fill, _no_out
+from funcgrad.typing import Array, ArrayLike, DTypeLike
 
 __all__ = ["cumprod", "cumulative_prod", "cumulative_sum", "diff", "ediff1d", "gradient", "interp", "nancumprod",
            "nancumsum", "trapezoid", "unwrap"]
@@ -56,7 +57,8 @@ def _cum_axis(name: str, a: Any, axis: Any) -> tuple[Any, int]:
     return a, normalize_axis(name, axis, a.ndim, a)
 
 
-def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+def cumprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+            out: None = None) -> Array:
     """The running product along ``axis`` (None: over the flattened array).  Its gradient is exact
     with zeros in ``a`` (no division).
 
@@ -67,7 +69,8 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any
     return lax.cumprod(a, axis) if a.size else a
 
 
-def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+def nancumsum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+              out: None = None) -> Array:
     """The running sum treating NaNs as 0.
 
     >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))    # [1., 1., 3.]
@@ -77,7 +80,8 @@ def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> A
     return _cumsum(_cum_dtype(a, None) if dtype is None else a, axis=axis, dtype=dtype)
 
 
-def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+def nancumprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+               out: None = None) -> Array:
     """The running product treating NaNs as 1.
 
     >>> nancumprod(fnp.array([2.0, fnp.nan, 3.0]))    # [2., 2., 6.]
@@ -103,7 +107,8 @@ def _cumulative(name: str, fn: Any, x: Any, axis: Any, dtype: Any, include_initi
     return out
 
 
-def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+def cumulative_sum(x: ArrayLike, /, *, axis: int | None = None, dtype: DTypeLike | None = None,
+                   include_initial: bool = False) -> Any:
     """The running sum along ``axis`` (needed unless ``x`` is 1-d), optionally starting with a 0.
 
     >>> cumulative_sum(fnp.array([1, 2, 3]), include_initial=True)    # [0, 1, 3, 6]
@@ -111,7 +116,8 @@ def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, inc
     return _cumulative("cumulative_sum", _cumsum, x, axis, dtype, include_initial, 0)
 
 
-def cumulative_prod(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
+def cumulative_prod(x: ArrayLike, /, *, axis: int | None = None, dtype: DTypeLike | None = None,
+                    include_initial: bool = False) -> Any:
     """The running product along ``axis`` (needed unless ``x`` is 1-d), optionally starting with a 1.
 
     >>> cumulative_prod(fnp.array([1, 2, 3]), include_initial=True)    # [1, 1, 2, 6]
@@ -134,7 +140,7 @@ def _append_along(name: str, a: Any, value: Any, axis: int) -> Any:
     return v
 
 
-def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Any:
+def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Array:
     """The ``n``-th discrete difference ``a[i+1] - a[i]`` along ``axis`` (``!=`` for bools), after adding
     ``prepend``/``append`` (scalars broadcast along the other axes).
 
@@ -166,7 +172,7 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
     return a
 
 
-def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
+def ediff1d(ary: ArrayLike, to_end: Any = None, to_begin: Any = None) -> Array:
     """The differences of the flattened ``ary``, with ``to_begin`` before and ``to_end`` after (cast to
     ``ary``'s dtype).
 
@@ -186,7 +192,7 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
     return lax.concatenate(parts, 0) if len(parts) > 1 else out
 
 
-def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = None) -> Any:
+def gradient(f: Any, *varargs: Any, axis: int | Sequence[int] | None = None, edge_order: int | None = None) -> Any:
     """The gradient of sampled ``f`` by central differences inside and one-sided ones at the edges
     (``edge_order=1``), for each axis in ``axis``: a list of arrays, or one array for one axis.
     ``varargs``: one spacing for all axes, one per axis, or coordinate arrays (non-uniform spacing).
@@ -242,7 +248,7 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = N
     return out[0] if len(out) == 1 else out
 
 
-def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
+def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: Any = 1.0, axis: int = -1) -> Array:
     """The integral of ``y`` along ``axis`` by the trapezoidal rule, at sample points ``x`` (1-d, or
     ``y``'s shape) or spacing ``dx``.
 
@@ -268,7 +274,7 @@ def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
     return lax.mul(lax.reduce_sum(lax.mul(d, s), (y.ndim - 1,)), 0.5)
 
 
-def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period: Any = None) -> Any:
+def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: Any = None, right: Any = None, period: Any = None) -> Any:
     """Piecewise-linear interpolation of the points ``(xp, fp)`` (``xp`` increasing) at ``x``; ``left``/
     ``right`` (default ``fp[0]``/``fp[-1]``) outside, or ``"extrapolate"`` to extend the end segments
     (JAX's option); ``period`` for periodic ``xp``.  Differentiable in ``x``, ``xp`` and ``fp``.
@@ -314,7 +320,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     return f
 
 
-def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * math.pi) -> Any:
+def unwrap(p: ArrayLike, discont: Any = None, axis: int = -1, period: Any = 2 * math.pi) -> Array:
     """``p`` with jumps larger than ``discont`` (default ``period / 2``) along ``axis`` replaced by their
     ``period``-complement (phase unwrapping).
 

@@ -7,26 +7,27 @@ from typing import Any
 from funcgrad._core import bind
 from funcgrad.numpy._base import operand, promote, promote_inexact
 from funcgrad import lax
+from funcgrad.typing import Array, ArrayLike
 
 _NO_PARAMS: dict = {}
 
 # Arithmetic ---------------------------------------------------------------
 
 
-def add(x: Any, y: Any) -> Any:
+def add(x: ArrayLike, y: ArrayLike) -> Array:
     """Elementwise ``x + y`` with numpy broadcasting."""
     return bind(lax.add_p, promote(x, y), _NO_PARAMS)
 
 
-def subtract(x: Any, y: Any) -> Any:
+def subtract(x: ArrayLike, y: ArrayLike) -> Array:
     return bind(lax.sub_p, promote(x, y), _NO_PARAMS)
 
 
-def multiply(x: Any, y: Any) -> Any:
+def multiply(x: ArrayLike, y: ArrayLike) -> Array:
     return bind(lax.mul_p, promote(x, y), _NO_PARAMS)
 
 
-def divide(x1: Any, x2: Any) -> Any:
+def divide(x1: ArrayLike, x2: ArrayLike) -> Array:
     """True division; integers are divided in the default float dtype.
 
     >>> fnp.divide(fnp.array([1, 3]), 2)                   # [0.5, 1.5]
@@ -37,7 +38,7 @@ def divide(x1: Any, x2: Any) -> Any:
 true_divide = divide
 
 
-def floor_divide(x1: Any, x2: Any) -> Any:
+def floor_divide(x1: ArrayLike, x2: ArrayLike) -> Array:
     """``x1 // x2`` (zero gradient, as in JAX).
 
     >>> fnp.floor_divide(fnp.array([7, -7]), 2)            # [3, -4]
@@ -45,7 +46,7 @@ def floor_divide(x1: Any, x2: Any) -> Any:
     return lax.floor_divide_p.bind(*promote(x1, x2))
 
 
-def mod(x1: Any, x2: Any) -> Any:
+def mod(x1: ArrayLike, x2: ArrayLike) -> Array:
     """``x1 % x2`` with the sign of ``x2`` (numpy's convention).
 
     >>> fnp.mod(fnp.array([5, -5]), 3)                     # [2, 1]
@@ -56,7 +57,7 @@ def mod(x1: Any, x2: Any) -> Any:
 remainder = mod
 
 
-def power(x1: Any, x2: Any) -> Any:
+def power(x1: ArrayLike, x2: ArrayLike) -> Array:
     """``x1 ** x2``, elementwise with broadcasting.
 
     >>> fnp.power(fnp.array([2.0, 3.0]), 2)                # [4, 9]
@@ -64,34 +65,34 @@ def power(x1: Any, x2: Any) -> Any:
     return lax.pow_p.bind(*promote(x1, x2))
 
 
-def negative(x: Any) -> Any:
+def negative(x: ArrayLike) -> Array:
     return lax.neg_p.bind(operand(x))
 
 
-def positive(x: Any) -> Any:
+def positive(x: ArrayLike) -> Array:
     return operand(x)
 
 
-def square(x: Any) -> Any:
+def square(x: ArrayLike) -> Array:
     x = operand(x)
     return lax.mul_p.bind(x, x)
 
 
-def reciprocal(x: Any) -> Any:
+def reciprocal(x: ArrayLike) -> Array:
     (x,) = promote_inexact(x)
     return lax.div_p.bind(1.0, x)
 
 
-def maximum(x: Any, y: Any) -> Any:
+def maximum(x: ArrayLike, y: ArrayLike) -> Array:
     """Elementwise max; at ties each side gets half the gradient (JAX's convention)."""
     return lax.maximum_p.bind(*promote(x, y))
 
 
-def minimum(x: Any, y: Any) -> Any:
+def minimum(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.minimum_p.bind(*promote(x, y))
 
 
-def arctan2(x1: Any, x2: Any) -> Any:
+def arctan2(x1: ArrayLike, x2: ArrayLike) -> Array:
     """The angle of the point ``(x2, x1)``: ``arctan(x1 / x2)`` in the right quadrant.
 
     >>> fnp.arctan2(fnp.array([1.0]), fnp.array([-1.0]))   # [2.3562]
@@ -99,7 +100,7 @@ def arctan2(x1: Any, x2: Any) -> Any:
     return lax.arctan2_p.bind(*promote_inexact(x1, x2))
 
 
-def abs(x: Any) -> Any:  # noqa: A001 - numpy's name
+def abs(x: ArrayLike) -> Array:  # noqa: A001 - numpy's name
     """|x|; the gradient at 0 is 0 (sign(0), JAX's convention)."""
     return lax.abs_p.bind(operand(x))
 
@@ -107,7 +108,7 @@ def abs(x: Any) -> Any:  # noqa: A001 - numpy's name
 absolute = abs
 
 
-def sign(x: Any) -> Any:
+def sign(x: ArrayLike) -> Array:
     return lax.sign_p.bind(operand(x))
 
 
@@ -142,7 +143,7 @@ floor = _inexact_unary(lax.floor_p)
 ceil = _inexact_unary(lax.ceil_p)
 
 
-def round(a: Any, decimals: int = 0, out: Any = None) -> Any:  # noqa: A001 - numpy's name
+def round(a: ArrayLike, decimals: int = 0, out: None = None) -> Array:  # noqa: A001 - numpy's name
     """Round half to even (numpy's rule) to ``decimals`` places; zero gradient.
 
     >>> fnp.round(fnp.array([0.5, 1.5, 2.675]), 2)         # [0.5, 1.5, 2.67]
@@ -165,38 +166,38 @@ def round(a: Any, decimals: int = 0, out: Any = None) -> Any:  # noqa: A001 - nu
 around = round
 
 
-def isfinite(x: Any) -> Any:
+def isfinite(x: ArrayLike) -> Array:
     return lax.isfinite_p.bind(operand(x))
 
 
-def isnan(x: Any) -> Any:
+def isnan(x: ArrayLike) -> Array:
     return lax.isnan_p.bind(operand(x))
 
 
 # Comparisons and logic --------------------------------------------------
 
 
-def equal(x: Any, y: Any) -> Any:
+def equal(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.eq_p.bind(*promote(x, y))
 
 
-def not_equal(x: Any, y: Any) -> Any:
+def not_equal(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.ne_p.bind(*promote(x, y))
 
 
-def less(x: Any, y: Any) -> Any:
+def less(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.lt_p.bind(*promote(x, y))
 
 
-def less_equal(x: Any, y: Any) -> Any:
+def less_equal(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.le_p.bind(*promote(x, y))
 
 
-def greater(x: Any, y: Any) -> Any:
+def greater(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.gt_p.bind(*promote(x, y))
 
 
-def greater_equal(x: Any, y: Any) -> Any:
+def greater_equal(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.ge_p.bind(*promote(x, y))
 
 
@@ -213,24 +214,25 @@ def _truth(x: Any) -> Any:
     return x
 
 
-def logical_and(x: Any, y: Any) -> Any:
+def logical_and(x: ArrayLike, y: ArrayLike) -> Array:
     """Elementwise ``x and y`` on truth values (any dtype; nonzero is true)."""
     return lax.and_p.bind(_truth(x), _truth(y))
 
 
-def logical_or(x: Any, y: Any) -> Any:
+def logical_or(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.or_p.bind(_truth(x), _truth(y))
 
 
-def logical_xor(x: Any, y: Any) -> Any:
+def logical_xor(x: ArrayLike, y: ArrayLike) -> Array:
     return lax.xor_p.bind(_truth(x), _truth(y))
 
 
-def logical_not(x: Any) -> Any:
+def logical_not(x: ArrayLike) -> Array:
     return lax.logical_not_p.bind(_truth(x))
 
 
-def where(condition: Any, x: Any = None, y: Any = None, *, size: Any = None, fill_value: Any = None) -> Any:
+def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None = None, *, size: Any = None,
+          fill_value: ArrayLike | None = None) -> Any:
     """``x`` where ``condition`` else ``y`` (broadcast together).  With ``condition`` alone it is
     ``nonzero(condition, size=, fill_value=)``, as numpy and JAX.
 
@@ -254,7 +256,7 @@ def where(condition: Any, x: Any = None, y: Any = None, *, size: Any = None, fil
     return lax.select_p.bind(_truth(condition), x, y)
 
 
-def clip(arr: Any = None, min: Any = None, max: Any = None) -> Any:  # noqa: A002 - JAX's names
+def clip(arr: ArrayLike | None = None, min: Any = None, max: Any = None) -> Array:  # noqa: A002 - JAX's names
     """``minimum(maximum(arr, min), max)`` (JAX's keywords ``min``/``max``; positional
     ``clip(x, lo, hi)`` as numpy's ``a_min``/``a_max``).  At a bound the gradient is 1/2 (ties).
 
@@ -271,7 +273,7 @@ def clip(arr: Any = None, min: Any = None, max: Any = None) -> Any:  # noqa: A00
     return out
 
 
-def stop_gradient(x: Any) -> Any:
+def stop_gradient(x: ArrayLike) -> Array:
     """The identity, with a zero derivative."""
     from funcgrad.tree_util import tree_map
     return tree_map(lambda v: lax.stop_gradient_p.bind(operand(v)), x)

@@ -16,6 +16,7 @@ from funcgrad.numpy._shape import broadcast_to, concatenate, moveaxis, ravel
 from funcgrad.numpy._arrays import (_concrete, _const, _is_traced, _py_max, _py_slice, _take, _truth, _where,
                                     broadcast_shapes, unstack)
 from funcgrad.numpy._diagonals import _no_inplace
+from funcgrad.typing import ArrayLike, DTypeLike, ShapeLike
 
 __all__ = [
     "choose", "delete", "insert", "piecewise", "place", "put", "put_along_axis", "ravel_multi_index", "select",
@@ -54,7 +55,7 @@ def _index_mode(name: str, idx: Any, n: int, mode: str | None, default: str) -> 
     return _where(bad, size, idx)
 
 
-def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = True) -> Any:
+def put(a: ArrayLike, ind: Any, v: ArrayLike, mode: str | None = None, *, inplace: bool = True) -> Any:
     """``a`` with the flat positions ``ind`` set to ``v`` (repeated as needed); needs ``inplace=False``.
 
     ``mode``: None (JAX's default: negative indices count from the end, then out-of-range ones are
@@ -82,7 +83,7 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
     return lax.reshape(out, a.shape)
 
 
-def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:  # noqa: F811
+def place(arr: ArrayLike, mask: Any, vals: Any, *, inplace: bool = True) -> Any:  # noqa: F811
     """``arr`` with the entries where ``mask`` is true replaced, in order, by ``vals`` (cycled); needs
     ``inplace=False``.  Works under jit (no concrete mask needed).
 
@@ -106,8 +107,8 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:  # no
     return lax.select_p.bind(m, fills, x)
 
 
-def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplace: bool = True, *,  # noqa: F811
-                   mode: str | None = None) -> Any:
+def put_along_axis(arr: ArrayLike, indices: Any, values: ArrayLike, axis: int | None,  # noqa: F811
+                   inplace: bool = True, *, mode: str | None = None) -> Any:
     """``arr`` with ``values`` written at ``indices`` along ``axis`` (the inverse of take_along_axis); needs
     ``inplace=False``.  ``axis=None`` works on the flattened array.
 
@@ -162,7 +163,7 @@ def _out_of_range(x: Any, n: int) -> int | None:
 
 
 def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str = "raise", order: str = "C", *,
-                      dtype: Any = None) -> Any:
+                      dtype: DTypeLike | None = None) -> Any:
     """Flat indices into an array of shape ``dims`` from a tuple of per-axis index arrays.
 
     ``mode``: 'raise' (checked on concrete indices), 'wrap' or 'clip'; ``order``: 'C' or 'F'.
@@ -176,7 +177,7 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
         raise ValueError(f"ravel_multi_index: order must be 'C' or 'F', got {order!r}")
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"ravel_multi_index: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
-    dtype = _dtypes.canonicalize(dtype or _dtypes.int_)
+    dtype = _dtypes.canonicalize(dtype or _dtypes.int_, requested=True)
     idx = [arr(i) for i in multi_index]
     for i in idx:
         if i.dtype.kind not in "iu":
@@ -200,7 +201,7 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
     return out
 
 
-def unravel_index(indices: Any, shape: Any) -> tuple:
+def unravel_index(indices: Any, shape: ShapeLike) -> tuple:
     """Per-axis indices into an array of ``shape`` for flat ``indices`` (C order).  As JAX, negative indices
     count from the end and out-of-range ones are clipped.
 
@@ -227,7 +228,7 @@ def unravel_index(indices: Any, shape: Any) -> tuple:
     return tuple(reversed(out))
 
 
-def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
+def choose(a: ArrayLike, choices: Any, out: None = None, mode: str = "raise") -> Any:
     """``choices[a[i]][i]`` for every position ``i`` (all broadcast together).
 
     ``mode``: 'raise' (checked on concrete ``a``), 'wrap' or 'clip'.
@@ -284,7 +285,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
     return out
 
 
-def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Any:
+def piecewise(x: ArrayLike, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: Any) -> Any:
     """``funclist[i](x)`` where ``condlist[i]`` is true (later conditions win), an extra last function (or
     value) where none is, else 0.  Entries of ``funclist`` may be constants.
 
@@ -328,7 +329,8 @@ def _obj_indices(name: str, obj: Any, n: int) -> np.ndarray:
     return v.astype(np.int64)
 
 
-def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices: bool = False) -> Any:  # noqa: F811
+def delete(arr: ArrayLike, obj: Any, axis: int | None = None, *,  # noqa: F811
+           assume_unique_indices: bool = False) -> Any:
     """``arr`` without the entries ``obj`` (an int, a slice, a sequence of ints or a boolean mask) along
     ``axis`` (None: of the flattened array).  ``obj`` must be concrete.
 
@@ -357,7 +359,7 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices
     return _take(x, _const(np.nonzero(keep)[0].astype(np.int32)), axis)
 
 
-def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:  # noqa: F811
+def insert(arr: ArrayLike, obj: Any, values: ArrayLike, axis: int | None = None) -> Any:  # noqa: F811
     """``arr`` with ``values`` inserted before the positions ``obj`` along ``axis`` (None: flattened), as numpy:
     an int ``obj`` inserts a block, a sequence one value per index.  ``obj`` must be concrete.
 

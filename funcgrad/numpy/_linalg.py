@@ -15,9 +15,10 @@ from funcgrad.numpy._reductions import sum as _sum
 from funcgrad.numpy._shape import ravel
 from funcgrad.lax import reshape
 from funcgrad import lax
+from funcgrad.typing import Array, ArrayLike
 
 
-def matmul(x: Any, y: Any) -> Any:
+def matmul(x: ArrayLike, y: ArrayLike) -> Array:
     """numpy's ``x @ y``: 1-d operands are promoted and the added axis removed.
 
     >>> matmul(ones((2, 3)), ones((3,))).shape
@@ -117,8 +118,8 @@ def _take_diagonals(letters: str, x: Any) -> tuple[str, Any]:
     return letters, x
 
 
-def einsum(subscripts: str, /, *operands: Any, out: Any = None, optimize: Any = "auto", precision: Any = None,
-           preferred_element_type: Any = None, _dot_general: Any = None, out_sharding: Any = None) -> Any:
+def einsum(subscripts: str, /, *operands: Any, out: None = None, optimize: Any = "auto", precision: Any = None,
+           preferred_element_type: Any = None, _dot_general: Any = None, out_sharding: Any = None) -> Array:
     """Einstein summation (numpy's subscripts, ``...`` included, explicit or implicit output).
 
     ``optimize``: 'auto'/True/'greedy'/'optimal' contract pairwise in the order numpy's ``einsum_path``
@@ -199,7 +200,7 @@ def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> t
     return np.einsum_path(subscripts, *dummies, optimize=optimize)
 
 
-def tensordot(x: Any, y: Any, axes: Any = 2) -> Any:
+def tensordot(x: ArrayLike, y: ArrayLike, axes: Any = 2) -> Array:
     x, y = arr(x), arr(y)
     if isinstance(axes, int):
         ax_x = list(range(x.ndim - axes, x.ndim))
@@ -220,7 +221,7 @@ def tensordot(x: Any, y: Any, axes: Any = 2) -> Any:
     return einsum("".join(lx) + "," + "".join(ly) + "->" + "".join(out), x, y)
 
 
-def dot(x: Any, y: Any) -> Any:
+def dot(x: ArrayLike, y: ArrayLike) -> Array:
     """numpy's ``dot``: products for scalars, matmul for 1-d/2-d, tensordot beyond."""
     x, y = arr(x), arr(y)
     if x.ndim == 0 or y.ndim == 0:
@@ -230,26 +231,27 @@ def dot(x: Any, y: Any) -> Any:
     return tensordot(x, y, axes=([x.ndim - 1], [max(y.ndim - 2, 0)]))
 
 
-def vdot(x: Any, y: Any) -> Any:
+def vdot(x: ArrayLike, y: ArrayLike) -> Any:
     x = ravel(x)
     if x.dtype.kind == "c":   # numpy's vdot conjugates its first argument
         x = lax.conj(x)
     return dot(x, ravel(y))
 
 
-def inner(x: Any, y: Any) -> Any:
+def inner(x: ArrayLike, y: ArrayLike) -> Any:
     x, y = arr(x), arr(y)
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
     return tensordot(x, y, axes=([x.ndim - 1], [y.ndim - 1]))
 
 
-def outer(x: Any, y: Any) -> Any:
+def outer(x: ArrayLike, y: ArrayLike) -> Array:
     x, y = ravel(arr(x)), ravel(arr(y))
     return multiply(reshape(x, (x.shape[0], 1)), reshape(y, (1, y.shape[0])))
 
 
-def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
+def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = None,
+           preferred_element_type: Any = None) -> Any:
     """Dot product of vectors along ``axis`` (other axes broadcast): ``sum(x1 * x2, axis)``.
 
     >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
@@ -288,7 +290,7 @@ def _matrix_vector(name: str, m: Any, v: Any, vector_first: bool) -> Any:
     return _shape.squeeze(out, k)
 
 
-def matvec(x1: Any, x2: Any, /) -> Any:
+def matvec(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Matrix-vector product: (..., m, n) and (..., n) -> (..., m), batch dims broadcast.
 
     >>> matvec(fnp.ones((2, 3)), fnp.ones(3))   # [3., 3.]
@@ -296,7 +298,7 @@ def matvec(x1: Any, x2: Any, /) -> Any:
     return _matrix_vector("matvec", x1, x2, vector_first=False)
 
 
-def vecmat(x1: Any, x2: Any, /) -> Any:
+def vecmat(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Vector-matrix product: (..., n) and (..., n, m) -> (..., m), batch dims broadcast.
 
     >>> vecmat(fnp.ones(2), fnp.ones((2, 3)))   # [2., 2., 2.]
@@ -304,7 +306,8 @@ def vecmat(x1: Any, x2: Any, /) -> Any:
     return _matrix_vector("vecmat", x2, x1, vector_first=True)
 
 
-def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
+def cross(a: ArrayLike, b: ArrayLike, axisa: int = -1, axisb: int = -1, axisc: int = -1,
+          axis: int | None = None) -> Any:
     """Cross product of 3-vectors (or 2-vectors, giving the z component) along the given axes.
 
     >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]

@@ -23,6 +23,7 @@ from funcgrad.numpy._creation import (bartlett, blackman, copy, empty, empty_lik
                                       frombuffer, fromfunction, fromiter, fromstring, geomspace, hamming,
                                       hanning, identity, logspace, tri)
 from funcgrad.numpy._reductions import all, any  # noqa: A004 - numpy's names (exported from here)
+from funcgrad.typing import ArrayLike
 
 __all__ = [
     "acos", "acosh", "arccosh", "arcsinh", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "copysign",
@@ -57,7 +58,7 @@ def _float_arrays(*xs: Any) -> list:
 
 # ------------------------------------------------------------------ aliases and simple math
 
-def acos(x: Any, /) -> Any:
+def acos(x: ArrayLike, /) -> Any:
     """Alias of :func:`arccos` (the array API's name).
 
     >>> fnp.acos(fnp.array([1.0]))            # [0]
@@ -65,7 +66,7 @@ def acos(x: Any, /) -> Any:
     return _E.arccos(x)
 
 
-def asin(x: Any, /) -> Any:
+def asin(x: ArrayLike, /) -> Any:
     """Alias of :func:`arcsin`.
 
     >>> fnp.asin(fnp.array([0.0]))            # [0]
@@ -73,7 +74,7 @@ def asin(x: Any, /) -> Any:
     return _E.arcsin(x)
 
 
-def atan(x: Any, /) -> Any:
+def atan(x: ArrayLike, /) -> Any:
     """Alias of :func:`arctan`.
 
     >>> fnp.atan(fnp.array([0.0]))            # [0]
@@ -81,7 +82,7 @@ def atan(x: Any, /) -> Any:
     return _E.arctan(x)
 
 
-def atan2(x1: Any, x2: Any, /) -> Any:
+def atan2(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Alias of :func:`arctan2`: the angle of the point ``(x2, x1)``.
 
     >>> fnp.atan2(fnp.array([1.0]), fnp.array([1.0]))   # [0.7854]
@@ -89,7 +90,7 @@ def atan2(x1: Any, x2: Any, /) -> Any:
     return _E.arctan2(x1, x2)
 
 
-def pow(x1: Any, x2: Any, /) -> Any:  # noqa: A001 - the array API's name
+def pow(x1: ArrayLike, x2: ArrayLike, /) -> Any:  # noqa: A001 - the array API's name
     """Alias of :func:`power`.
 
     >>> fnp.pow(fnp.array([2.0]), 3)          # [8]
@@ -127,7 +128,7 @@ cbrt = _inexact_unary(_M.cbrt_p, "cbrt", """Real cube root, elementwise (negativ
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
 
-def log10(x: Any, /) -> Any:
+def log10(x: ArrayLike, /) -> Any:
     """Base-10 logarithm, elementwise (``log(x) / log(10)``, as JAX).
 
     >>> fnp.log10(fnp.array([1.0, 100.0]))    # [0, 2]
@@ -136,7 +137,7 @@ def log10(x: Any, /) -> Any:
     return lax.div(lax.log(x), _LN10)
 
 
-def deg2rad(x: Any, /) -> Any:
+def deg2rad(x: ArrayLike, /) -> Any:
     """Degrees to radians, elementwise (integers become the default float).
 
     >>> fnp.deg2rad(fnp.array([180.0]))       # [3.14159]
@@ -145,7 +146,7 @@ def deg2rad(x: Any, /) -> Any:
     return lax.mul(x, float(np.pi / 180.0))
 
 
-def rad2deg(x: Any, /) -> Any:
+def rad2deg(x: ArrayLike, /) -> Any:
     """Radians to degrees, elementwise.
 
     >>> fnp.rad2deg(fnp.array([fnp.pi]))      # [180]
@@ -157,7 +158,7 @@ def rad2deg(x: Any, /) -> Any:
 radians, degrees = deg2rad, rad2deg
 
 
-def fabs(x: Any, /) -> Any:
+def fabs(x: ArrayLike, /) -> Any:
     """|x| as a float (integers become the default float, as ``jnp.fabs``).
 
     >>> fnp.fabs(fnp.array([-2, 3]))          # f32 [2, 3]
@@ -166,7 +167,7 @@ def fabs(x: Any, /) -> Any:
     return lax.abs(x)
 
 
-def divmod(x1: Any, x2: Any, /) -> tuple:  # noqa: A001 - numpy's name
+def divmod(x1: ArrayLike, x2: ArrayLike, /) -> tuple:  # noqa: A001 - numpy's name
     """``(floor_divide(x1, x2), mod(x1, x2))``.
 
     >>> fnp.divmod(fnp.array([5, -5]), 3)     # ([1, -2], [2, 1])
@@ -174,7 +175,7 @@ def divmod(x1: Any, x2: Any, /) -> tuple:  # noqa: A001 - numpy's name
     return _E.floor_divide(x1, x2), _E.mod(x1, x2)
 
 
-def float_power(x: Any, y: Any, /) -> Any:
+def float_power(x: ArrayLike, y: ArrayLike, /) -> Any:
     """``x ** y`` computed in floats (the default float for integers; float32 without x64, as JAX --
     numpy's float_power always uses float64).
 
@@ -183,7 +184,7 @@ def float_power(x: Any, y: Any, /) -> Any:
     return lax.pow(*promote_inexact(x, y))
 
 
-def fmax(x1: Any, x2: Any) -> Any:
+def fmax(x1: ArrayLike, x2: ArrayLike) -> Array:
     """Elementwise maximum ignoring NaNs (NaN only where both are NaN).
 
     The gradient goes to the chosen side: ``x1`` where ``x1 > x2`` or ``x2`` is NaN, else ``x2``
@@ -195,7 +196,7 @@ def fmax(x1: Any, x2: Any) -> Any:
     return _E.where(_E.logical_or(_E.greater(x1, x2), _E.isnan(x2)), x1, x2)
 
 
-def fmin(x1: Any, x2: Any) -> Any:
+def fmin(x1: ArrayLike, x2: ArrayLike) -> Array:
     """Elementwise minimum ignoring NaNs (NaN only where both are NaN); gradient as :func:`fmax`.
 
     >>> fnp.fmin(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))   # [1, 2]
@@ -204,7 +205,7 @@ def fmin(x1: Any, x2: Any) -> Any:
     return _E.where(_E.logical_or(_E.less(x1, x2), _E.isnan(x2)), x1, x2)
 
 
-def fmod(x1: Any, x2: Any, /) -> Any:
+def fmod(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """C's remainder ``x1 - trunc(x1 / x2) * x2`` (sign of ``x1``; :func:`mod` has the sign of ``x2``).
 
     Gradients: 1 for ``x1``, ``-trunc(x1 / x2)`` for ``x2``.
@@ -218,7 +219,7 @@ def fmod(x1: Any, x2: Any, /) -> Any:
     return _M.fmod_p.bind(x1, x2)
 
 
-def trunc(x: Any) -> Any:
+def trunc(x: ArrayLike) -> Array:
     """Round towards zero; integers are returned unchanged; zero gradient.
 
     >>> fnp.trunc(fnp.array([-1.5, 1.5]))     # [-1, 1]
@@ -229,7 +230,7 @@ def trunc(x: Any) -> Any:
     return lax.select(lax.lt(x, 0.0), lax.ceil(x), lax.floor(x))
 
 
-def rint(x: Any, /) -> Any:
+def rint(x: ArrayLike, /) -> Any:
     """Round to the nearest integer, halves to even (integers become the default float).
 
     >>> fnp.rint(fnp.array([0.5, 1.5, -2.5]))   # [0, 2, -2]
@@ -238,7 +239,7 @@ def rint(x: Any, /) -> Any:
     return lax.round(x)
 
 
-def modf(x: Any, /, out: None = None) -> tuple:
+def modf(x: ArrayLike, /, out: None = None) -> tuple:
     """``(fractional part, integral part)``, both with the sign of ``x``.
 
     >>> fnp.modf(fnp.array([-2.5, 3.25]))     # ([-0.5, 0.25], [-2, 3])
@@ -250,7 +251,7 @@ def modf(x: Any, /, out: None = None) -> tuple:
     return lax.sub(x, whole), whole
 
 
-def frexp(x: Any, /) -> tuple:
+def frexp(x: ArrayLike, /) -> tuple:
     """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent`` and ``0.5 <= |mantissa| < 1``
     (exponent int32; 0 for 0, inf and NaN).  The mantissa's derivative is ``2**-exponent``.
 
@@ -260,7 +261,7 @@ def frexp(x: Any, /) -> tuple:
     return _M.frexp_mantissa_p.bind(x), _M.frexp_exponent_p.bind(x)
 
 
-def ldexp(x1: Any, x2: Any, /) -> Any:
+def ldexp(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """``x1 * 2**x2`` for an integer exponent ``x2``; the gradient w.r.t. ``x1`` is ``2**x2``.
 
     >>> fnp.ldexp(fnp.array([1.0, 0.75]), fnp.array([3, 2]))   # [8, 3]
@@ -275,7 +276,7 @@ def ldexp(x1: Any, x2: Any, /) -> Any:
     return lax.mul(lax.mul(x1, lax.exp2(half)), lax.exp2(lax.sub(n, half)))
 
 
-def gcd(x1: Any, x2: Any) -> Any:
+def gcd(x1: ArrayLike, x2: ArrayLike) -> Any:
     """Greatest common divisor of integers (non-negative; ``gcd(0, 0) = 0``).
 
     >>> fnp.gcd(fnp.array([12, -8]), fnp.array([18, 12]))    # [6, 4]
@@ -283,7 +284,7 @@ def gcd(x1: Any, x2: Any) -> Any:
     return _M.gcd_p.bind(*promote(x1, x2))
 
 
-def lcm(x1: Any, x2: Any) -> Any:
+def lcm(x1: ArrayLike, x2: ArrayLike) -> Any:
     """Least common multiple of integers (non-negative; 0 if either is 0).
 
     >>> fnp.lcm(fnp.array([4, -6]), fnp.array([6, 4]))       # [12, 12]
@@ -291,7 +292,7 @@ def lcm(x1: Any, x2: Any) -> Any:
     return _M.lcm_p.bind(*promote(x1, x2))
 
 
-def heaviside(x1: Any, x2: Any, /) -> Any:
+def heaviside(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Step function: 0 where ``x1 < 0``, 1 where ``x1 > 0``, ``x2`` where ``x1 == 0``.
 
     >>> fnp.heaviside(fnp.array([-1.0, 0.0, 2.0]), 0.5)   # [0, 0.5, 1]
@@ -301,7 +302,7 @@ def heaviside(x1: Any, x2: Any, /) -> Any:
     return _E.where(_E.less(x1, 0), 0.0, _E.where(_E.greater(x1, 0), 1.0, inner))
 
 
-def hypot(x1: Any, x2: Any, /) -> Any:
+def hypot(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """``sqrt(x1**2 + x2**2)`` without overflow or underflow (as ``jnp.hypot``).
 
     >>> fnp.hypot(fnp.array([3.0]), fnp.array([4.0]))    # [5]
@@ -327,7 +328,7 @@ _I0_BIG = (0.4022452055070544, 0.003369116478255682, 6.889758346910166e-05, 2.89
 _I0_SERIES = tuple(1.0 / float(np.prod(np.arange(1, k + 1, dtype=np.float64))) ** 2 for k in range(27))
 
 
-def i0(x: Any) -> Any:
+def i0(x: ArrayLike) -> Array:
     """The modified Bessel function of the first kind, order 0, elementwise (real ``x``).
 
     Written with elementary operations (a power series for ``|x| <= 8``, a Chebyshev series of
@@ -354,7 +355,7 @@ def i0(x: Any) -> Any:
     return _E.where(small, series, big)
 
 
-def logaddexp(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
+def logaddexp(x1: ArrayLike, x2: ArrayLike, /, *, out: None = None, where: None = None) -> Any:
     """``log(exp(x1) + exp(x2))`` without overflow; its gradient is exact at ``x1 == x2`` (1/2 each).
 
     >>> fnp.logaddexp(fnp.array([0.0]), fnp.array([0.0]))   # [log 2]
@@ -364,7 +365,7 @@ def logaddexp(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> A
     return _M.logaddexp_p.bind(*promote_inexact(x1, x2))
 
 
-def logaddexp2(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> Any:
+def logaddexp2(x1: ArrayLike, x2: ArrayLike, /, *, out: None = None, where: None = None) -> Any:
     """``log2(2**x1 + 2**x2)`` without overflow.
 
     >>> fnp.logaddexp2(fnp.array([1.0]), fnp.array([1.0]))  # [2]
@@ -375,7 +376,7 @@ def logaddexp2(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> 
     return lax.div(_M.logaddexp_p.bind(lax.mul(x1, _LN2), lax.mul(x2, _LN2)), _LN2)
 
 
-def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Any:
+def nan_to_num(x: ArrayLike, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Array:
     """``x`` with NaN replaced by ``nan`` and +-inf by ``posinf``/``neginf`` (default: the dtype's
     largest / lowest finite value).  Integers and bools are returned unchanged.
 
@@ -397,7 +398,7 @@ def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, ne
     return _E.where(isneginf(out), const(neginf), out)
 
 
-def nextafter(x: Any, y: Any, /) -> Any:
+def nextafter(x: ArrayLike, y: ArrayLike, /) -> Any:
     """The next float after ``x`` towards ``y``, elementwise (no derivative: zero gradient).
 
     >>> fnp.nextafter(fnp.array([1.0]), 2.0)             # [1.0000001]
@@ -405,7 +406,7 @@ def nextafter(x: Any, y: Any, /) -> Any:
     return lax.nextafter(*_float_arrays(x, y))    # in the result dtype: float32's next float, not float64's
 
 
-def signbit(x: Any, /) -> Any:
+def signbit(x: ArrayLike, /) -> Any:
     """True where the sign bit is set (``-0.0`` and negative NaNs included; False for unsigned and bools).
 
     >>> fnp.signbit(fnp.array([-0.0, 0.0, -1.0]))     # [True, False, True]
@@ -422,7 +423,7 @@ def signbit(x: Any, /) -> Any:
     raise TypeError(f"signbit: expected a real number array, got {describe(x)}")
 
 
-def copysign(x1: Any, x2: Any, /) -> Any:
+def copysign(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """``|x1|`` with the sign of ``x2`` (its sign bit, so ``-0.0`` counts as negative); the gradient
     w.r.t. ``x1`` is ``sign(x1) * sign(x2)`` (0 at ``x1 == 0``), w.r.t. ``x2`` it is 0.
 
@@ -433,7 +434,7 @@ def copysign(x1: Any, x2: Any, /) -> Any:
     return _E.where(signbit(x2), lax.neg(a), a)
 
 
-def sinc(x: Any) -> Any:
+def sinc(x: ArrayLike) -> Array:
     """``sin(pi x) / (pi x)``, 1 at 0.  Derivatives of every order are finite at 0 (a Taylor
     polynomial is used there, so the first six derivatives at 0 are exact).
 
@@ -448,7 +449,7 @@ def sinc(x: Any) -> Any:
     return _E.where(at_zero, taylor, lax.div(lax.sin(safe), safe))
 
 
-def spacing(x: Any, /) -> Any:
+def spacing(x: ArrayLike, /) -> Any:
     """Distance from ``x`` to the next float away from zero (negative for negative ``x``), as
     ``numpy.spacing``; zero gradient.
 
@@ -464,7 +465,7 @@ def spacing(x: Any, /) -> Any:
     return _E.where(lax.eq(result, 0.0), tiny, result)
 
 
-def isinf(x: Any, /) -> Any:
+def isinf(x: ArrayLike, /) -> Any:
     """True where ``x`` is +inf or -inf (always False for integers and bools).
 
     >>> fnp.isinf(fnp.array([1.0, -fnp.inf, fnp.nan]))   # [False, True, False]
@@ -475,7 +476,7 @@ def isinf(x: Any, /) -> Any:
     return lax.eq(lax.abs(x), np.inf)
 
 
-def isposinf(x: Any, out: None = None) -> Any:
+def isposinf(x: ArrayLike, out: None = None) -> Array:
     """True where ``x`` is +inf.
 
     >>> fnp.isposinf(fnp.array([fnp.inf, -fnp.inf]))     # [True, False]
@@ -486,7 +487,7 @@ def isposinf(x: Any, out: None = None) -> Any:
     return lax.eq(x, np.inf) if x.dtype.kind == "f" else _false_like(x)
 
 
-def isneginf(x: Any, out: None = None) -> Any:
+def isneginf(x: ArrayLike, out: None = None) -> Array:
     """True where ``x`` is -inf.
 
     >>> fnp.isneginf(fnp.array([fnp.inf, -fnp.inf]))     # [False, True]

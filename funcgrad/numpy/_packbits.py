@@ -10,6 +10,7 @@ from funcgrad import lax
 from funcgrad.numpy._base import arr, index_arg, normalize_axis
 from funcgrad.numpy._shape import moveaxis, ravel
 from funcgrad.numpy._arrays import _const, _py_max, _truth
+from funcgrad.typing import ArrayLike
 
 __all__ = [
     "packbits", "unpackbits",
@@ -26,7 +27,7 @@ def _bitorder(name: str, bitorder: str) -> np.ndarray:
     return w[::-1].copy() if bitorder == "big" else w
 
 
-def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
+def packbits(a: ArrayLike, axis: int | None = None, bitorder: str = "big") -> Any:
     """Groups of 8 truth values of an integer or bool array packed into uint8 bytes along ``axis``
     (None: flattened); the last group is padded with zeros.
 
@@ -52,7 +53,7 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
     return moveaxis(lax.convert_element_type(packed, np.uint8), -1, axis)
 
 
-def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Any:
+def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None, bitorder: str = "big") -> Any:
     """The bits of a uint8 array along ``axis`` (None: flattened), 8 per byte, as uint8 0/1; ``count`` keeps
     that many (negative: drops that many from the end; more than there are: pads with zeros).
 

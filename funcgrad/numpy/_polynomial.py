@@ -20,6 +20,7 @@ from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, index_arg, promote, promote_inexact
 from funcgrad.numpy._sorting import concrete
+from funcgrad.typing import ArrayLike
 
 __all__ = ["convolve", "correlate", "poly", "roots", "polyadd", "polyder", "polydiv", "polyfit", "polyint", "polymul",
            "polysub", "polyval", "vander"]
@@ -52,7 +53,8 @@ def _conv(op: str, x: Any, y: Any, mode: str, precision: Any, preferred_element_
     return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
 
 
-def convolve(a: Any, v: Any, mode: str = "full", *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+def convolve(a: ArrayLike, v: ArrayLike, mode: str = "full", *, precision: Any = None,
+             preferred_element_type: Any = None) -> Any:
     """The discrete linear convolution of 1-d ``a`` and ``v``; ``mode``: "full" (length n+m-1),
     "same" (max(n, m)) or "valid" (max - min + 1).  Integers are convolved in the default float.
 
@@ -61,7 +63,8 @@ def convolve(a: Any, v: Any, mode: str = "full", *, precision: Any = None, prefe
     return _conv("convolve", a, v, mode, precision, preferred_element_type)
 
 
-def correlate(a: Any, v: Any, mode: str = "valid", *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+def correlate(a: ArrayLike, v: ArrayLike, mode: str = "valid", *, precision: Any = None,
+              preferred_element_type: Any = None) -> Any:
     """The cross-correlation ``c[k] = sum_n a[n + k] * v[n]`` of 1-d ``a`` and ``v`` (numpy's definition and
     modes; default "valid").
 
@@ -70,7 +73,7 @@ def correlate(a: Any, v: Any, mode: str = "valid", *, precision: Any = None, pre
     return _conv("correlate", a, v, mode, precision, preferred_element_type)
 
 
-def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:
+def vander(x: ArrayLike, N: int | None = None, increasing: bool = False) -> Any:
     """The Vandermonde matrix of 1-d ``x``: columns ``x**(N-1), ..., x, 1`` (reversed with ``increasing``).
 
     >>> vander(fnp.array([1.0, 2.0, 3.0]), 3)    # [[1, 1, 1], [4, 2, 1], [9, 3, 1]]
@@ -99,7 +102,7 @@ def _poly1d(name: str, p: Any) -> Any:
     return p
 
 
-def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
+def polyval(p: ArrayLike, x: ArrayLike, *, unroll: int = 16) -> Any:
     """The polynomial with coefficients ``p`` (highest power first) at ``x``, by Horner's rule (written
     out for up to ``unroll`` coefficients, a ``lax.scan`` beyond).
 
@@ -123,7 +126,7 @@ def _align(a1: Any, a2: Any) -> tuple[Any, Any]:
     return (lax.pad(a1, 0, [(n - a1.shape[0], 0, 0)]), lax.pad(a2, 0, [(n - a2.shape[0], 0, 0)]))
 
 
-def polyadd(a1: Any, a2: Any) -> Any:
+def polyadd(a1: ArrayLike, a2: ArrayLike) -> Any:
     """The sum of two polynomials (the shorter padded with leading zeros).
 
     >>> polyadd(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0, 1.0]))    # [1., 2., 3.]
@@ -131,7 +134,7 @@ def polyadd(a1: Any, a2: Any) -> Any:
     return lax.add(*_align(a1, a2))
 
 
-def polysub(a1: Any, a2: Any) -> Any:
+def polysub(a1: ArrayLike, a2: ArrayLike) -> Any:
     """The difference of two polynomials.
 
     >>> polysub(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0, 1.0]))    # [-1., 0., 1.]
@@ -149,7 +152,7 @@ def _trim_front(name: str, p: Any) -> Any:
     return p[start:] if start < v.size else p[:0]
 
 
-def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
+def polymul(a1: ArrayLike, a2: ArrayLike, *, trim_leading_zeros: bool = False) -> Any:
     """The product of two polynomials (length ``len(a1) + len(a2) - 1``; leading zeros kept unless
     ``trim_leading_zeros``, as JAX).
 
@@ -166,7 +169,7 @@ def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
     return _conv("convolve", a1, a2, "full", None, None)
 
 
-def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, Any]:
+def polydiv(u: Any, v: ArrayLike, *, trim_leading_zeros: bool = False) -> tuple[Any, Any]:
     """Quotient and remainder of ``u / v``: the quotient has ``len(u) - len(v) + 1`` coefficients (at least
     1), the remainder ``len(u)`` (leading zeros kept unless ``trim_leading_zeros``, as JAX).
 
@@ -196,7 +199,7 @@ def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, A
     return quotient, remainder
 
 
-def polyder(p: Any, m: int = 1) -> Any:
+def polyder(p: ArrayLike, m: int = 1) -> Any:
     """The ``m``-th derivative of a polynomial (empty when ``m >= len(p)``).
 
     >>> polyder(fnp.array([1.0, 1.0, 1.0]))    # [2., 1.]
@@ -216,7 +219,7 @@ def polyder(p: Any, m: int = 1) -> Any:
     return lax.mul(p[: n - m], lax.full((n - m,), 0, p.dtype) + np.asarray(coeff).astype(np.dtype(p.dtype)))
 
 
-def polyint(p: Any, m: int = 1, k: Any = None) -> Any:
+def polyint(p: ArrayLike, m: int = 1, k: Any = None) -> Any:
     """The ``m``-th antiderivative of a polynomial, with integration constants ``k`` (a scalar or ``m`` of
     them, the first for the outermost integral; default 0).
 
@@ -319,7 +322,7 @@ def _inverse_gram(r: dict, k: int) -> Any:
     return lax.einsum("ij,kj->ik", rinv, rinv)
 
 
-def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = False, w: Any = None,
+def polyfit(x: ArrayLike, y: ArrayLike, deg: int, rcond: float | None = None, full: bool = False, w: Any = None,
             cov: bool = False) -> Any:
     """The least-squares polynomial of degree ``deg`` through the points ``(x, y)`` (``y`` 1-d, or 2-d with
     one data set per column), coefficients highest power first; ``w`` weights the residuals.
@@ -374,7 +377,7 @@ def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = F
     return coeffs, lax.mul(vbase[:, :, None], fac)
 
 
-def roots(p: Any, *, strip_zeros: bool = True) -> Any:
+def roots(p: ArrayLike, *, strip_zeros: bool = True) -> Any:
     """The roots of the polynomial with coefficients ``p`` (highest degree first), as a complex array.
 
     The eigenvalues of the companion matrix, as numpy and JAX compute them; the result is complex even when

@@ -15,6 +15,7 @@ from funcgrad.numpy import _elementwise as _E
 from funcgrad.numpy._base import arr, promote, promote_inexact
 from funcgrad.numpy._reductions import all
 from funcgrad.numpy._math import _is_value
+from funcgrad.typing import ArrayLike, DTypeLike
 
 __all__ = [
     "allclose", "isclose", "array_equal", "array_equiv", "isscalar", "iterable", "can_cast", "isdtype",
@@ -25,7 +26,7 @@ __all__ = [
 # ------------------------------------------------------------------ predicates
 
 
-def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
+def isclose(a: ArrayLike, b: ArrayLike, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Array:
     """Elementwise ``|a - b| <= atol + rtol * |b|`` (infinities equal only to themselves; NaNs
     equal with ``equal_nan``), computed in ``a`` and ``b``'s float dtype.
 
@@ -44,7 +45,7 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: boo
     return out
 
 
-def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:
+def allclose(a: ArrayLike, b: ArrayLike, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Array:
     """True (a 0-d bool array) where :func:`isclose` holds everywhere.
 
     >>> fnp.allclose(fnp.array([1.0, 2.0]), fnp.array([1.0, 2.0 + 1e-7]))   # True
@@ -52,7 +53,7 @@ def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bo
     return all(isclose(a, b, rtol, atol, equal_nan))
 
 
-def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
+def array_equal(a1: ArrayLike, a2: ArrayLike, equal_nan: bool = False) -> Array:
     """True (a 0-d bool array) where the arrays have the same shape and elements (NaNs equal
     with ``equal_nan``); False for different shapes.
 
@@ -67,7 +68,7 @@ def array_equal(a1: Any, a2: Any, equal_nan: bool = False) -> Any:
     return all(eq)
 
 
-def array_equiv(a1: Any, a2: Any) -> Any:
+def array_equiv(a1: ArrayLike, a2: ArrayLike) -> Array:
     """True (a 0-d bool array) where the arrays are equal after broadcasting; False where their
     shapes do not broadcast.
 
@@ -161,7 +162,7 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
     return bool(np.can_cast(_dtype_arg("can_cast", from_), _dtype_arg("can_cast", to), casting))
 
 
-def isdtype(dtype: Any, kind: Any) -> bool:
+def isdtype(dtype: DTypeLike, kind: Any) -> bool:
     """Whether ``dtype`` is of ``kind`` (the array API's ``isdtype``): a dtype, or one of ``"bool"``,
     ``"signed integer"``, ``"unsigned integer"``, ``"integral"``, ``"real floating"``,
     ``"complex floating"``, ``"numeric"``, or a tuple of these.
@@ -182,7 +183,7 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
     return bool(np.issubdtype(arg1, arg2))
 
 
-def finfo(dtype: Any) -> np.finfo:
+def finfo(dtype: DTypeLike) -> np.finfo:
     """Machine limits of a float dtype (numpy's ``finfo``; an array stands for its dtype).
 
     >>> fnp.finfo(fnp.float32).eps                     # 1.1920929e-07

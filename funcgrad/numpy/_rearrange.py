@@ -13,6 +13,7 @@ from funcgrad.numpy._base import arr, index_arg, normalize_axis, promote, shape_
 from funcgrad.numpy._shape import concatenate, flip, moveaxis, ravel, reshape, transpose
 from funcgrad.numpy._arrays import _const, _iota, _is_traced, _py_max, _take
 from funcgrad.numpy._selection import nonzero
+from funcgrad.typing import ArrayLike, DTypeLike
 
 __all__ = [
     "fliplr", "flipud", "indices", "ix_", "kron", "matrix_transpose", "meshgrid", "permute_dims", "resize", "roll",
@@ -20,7 +21,7 @@ __all__ = [
 ]
 
 
-def fliplr(m: Any) -> Any:
+def fliplr(m: ArrayLike) -> Array:
     """``m`` reversed along axis 1 (rank >= 2).
 
     >>> fliplr(fnp.eye(2))    # [[0., 1.], [1., 0.]]
@@ -31,7 +32,7 @@ def fliplr(m: Any) -> Any:
     return flip(m, 1)
 
 
-def flipud(m: Any) -> Any:
+def flipud(m: ArrayLike) -> Array:
     """``m`` reversed along axis 0 (rank >= 1).
 
     >>> flipud(fnp.arange(3))    # [2, 1, 0]
@@ -42,7 +43,7 @@ def flipud(m: Any) -> Any:
     return flip(m, 0)
 
 
-def permute_dims(a: Any, /, axes: tuple[int, ...]) -> Any:
+def permute_dims(a: ArrayLike, /, axes: tuple[int, ...]) -> Any:
     """The array-API name of :func:`transpose` (``axes`` required).
 
     >>> permute_dims(fnp.ones((2, 3)), (1, 0)).shape    # (3, 2)
@@ -50,7 +51,7 @@ def permute_dims(a: Any, /, axes: tuple[int, ...]) -> Any:
     return transpose(a, axes)
 
 
-def matrix_transpose(x: Any, /) -> Any:
+def matrix_transpose(x: ArrayLike, /) -> Any:
     """``x`` with its last two axes swapped (rank >= 2).
 
     >>> matrix_transpose(fnp.ones((4, 2, 3))).shape    # (4, 3, 2)
@@ -61,7 +62,7 @@ def matrix_transpose(x: Any, /) -> Any:
     return lax.transpose(x, tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2))
 
 
-def rollaxis(a: Any, axis: int, start: int = 0) -> Any:
+def rollaxis(a: ArrayLike, axis: int, start: int = 0) -> Any:
     """Axis ``axis`` moved to before position ``start`` (numpy's older :func:`moveaxis`).
 
     >>> rollaxis(fnp.ones((2, 3, 4)), 2).shape    # (4, 2, 3)
@@ -78,7 +79,7 @@ def rollaxis(a: Any, axis: int, start: int = 0) -> Any:
     return moveaxis(a, axis, start) if axis != start else a
 
 
-def roll(a: Any, shift: Any, axis: Any = None) -> Any:
+def roll(a: ArrayLike, shift: Any, axis: int | Sequence[int] | None = None) -> Array:
     """Elements shifted by ``shift`` along ``axis`` (None: the flattened array), wrapping around.
     ``shift`` may be a traced integer.
 
@@ -120,7 +121,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     return x
 
 
-def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
+def rot90(m: ArrayLike, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Array:
     """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes`` (from the first axis towards the second).
 
     >>> rot90(fnp.array([[1, 2], [3, 4]]))    # [[2, 4], [1, 3]]
@@ -143,7 +144,7 @@ def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
     return flip(lax.transpose(m, tuple(perm)), a1)
 
 
-def resize(a: Any, new_shape: Any) -> Any:
+def resize(a: ArrayLike, new_shape: Any) -> Any:
     """An array of ``new_shape`` filled with ``a``'s flattened elements, repeated as often as needed.
 
     >>> resize(fnp.arange(3), (2, 2))    # [[0, 1], [2, 0]]
@@ -157,7 +158,7 @@ def resize(a: Any, new_shape: Any) -> Any:
     return lax.reshape(_take(flat, _const(np.arange(total, dtype=np.int32) % a.size), 0), shape)
 
 
-def kron(a: Any, b: Any) -> Any:
+def kron(a: ArrayLike, b: ArrayLike) -> Array:
     """The Kronecker product: blocks ``a[i, j] * b`` (shapes aligned from the right).
 
     >>> kron(fnp.eye(2), fnp.ones((2, 2))).shape    # (4, 4)
@@ -196,13 +197,13 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
     return out
 
 
-def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) -> Any:
+def indices(dimensions: Sequence[int], dtype: DTypeLike | None = None, sparse: bool = False) -> Any:
     """An array of index grids, one per dimension (a tuple of broadcastable ones with ``sparse=True``).
 
     >>> indices((2, 3)).shape    # (2, 2, 3)
     """
     dims = shape_tuple(dimensions, "indices", "dimensions")
-    dtype = _dtypes.canonicalize(dtype or _dtypes.int_)
+    dtype = _dtypes.canonicalize(dtype or _dtypes.int_, requested=True)
     grids = np.indices(dims, dtype=dtype, sparse=sparse)
     return tuple(_const(g) for g in grids) if sparse else _const(grids)
 

@@ -1,7 +1,7 @@
 """Reductions: axis as int, tuple or None; keepdims."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import builtins
 
@@ -12,6 +12,7 @@ from funcgrad._core import bind
 from funcgrad.numpy._base import arr, keepdims_shape, normalize_axes, normalize_axis, promote_inexact
 from funcgrad.lax import reshape
 from funcgrad import lax
+from funcgrad.typing import Array, ArrayLike, DTypeLike
 
 
 _ALL_AXES = [tuple(range(n)) for n in range(8)]
@@ -64,8 +65,9 @@ def _promote_integers(x: Any, out: Any, promote_integers: bool) -> Any:
     return out
 
 
-def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,  # noqa: A001
-        initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
+def sum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,  # noqa: A001
+        out: None = None, keepdims: bool = False, initial: ArrayLike | None = None, where: ArrayLike | None = None,
+        promote_integers: bool = True) -> Array:
     """Sum over ``axis`` (int, tuple or None = all), as ``jnp.sum``.
 
     Bools and integers sum in the default integer (unsigned: uint32/uint64) unless
@@ -109,8 +111,9 @@ def _same(out: Any, value: Any) -> tuple:
     return out, lax.convert_element_type(value, out.dtype)
 
 
-def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
-         initial: Any = None, where: Any = None, promote_integers: bool = True) -> Any:
+def prod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+         keepdims: bool = False, initial: ArrayLike | None = None, where: ArrayLike | None = None,
+         promote_integers: bool = True) -> Array:
     """Product over ``axis``; its gradient is the product of the other elements (exact with zeros).
     ``where=`` multiplies only the selected elements; ``initial`` multiplies the result.
 
@@ -151,8 +154,8 @@ def _identity(name: str, dtype: np.dtype) -> Any:
     return lax.convert_element_type(arr(np.asarray(info.min if low else info.max, dtype)), dtype)
 
 
-def max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,  # noqa: A001
-        where: Any = None) -> Any:
+def max(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False,  # noqa: A001
+        initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """Maximum over ``axis``; tied maxima share the gradient equally (JAX's convention).
 
     ``initial`` joins the reduction (and is the result of an empty one); ``where=`` needs
@@ -163,8 +166,8 @@ def max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initi
     return _extreme("max", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
 
 
-def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,  # noqa: A001
-        where: Any = None) -> Any:
+def min(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False,  # noqa: A001
+        initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """Minimum over ``axis`` (as :func:`max`).
 
     >>> fnp.min(fnp.array([3.0, 1.0]), initial=0.0)                  # 0
@@ -172,8 +175,8 @@ def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initi
     return _extreme("min", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
 
 
-def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
-         where: Any = None) -> Any:
+def amax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False,
+         initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """Alias of :func:`max`.
 
     >>> fnp.amax(fnp.array([1.0, 3.0]))                              # 3
@@ -181,8 +184,8 @@ def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, init
     return _extreme("amax", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
 
 
-def amin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
-         where: Any = None) -> Any:
+def amin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False,
+         initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """Alias of :func:`min`.
 
     >>> fnp.amin(fnp.array([1.0, 3.0]))                              # 1
@@ -197,7 +200,7 @@ def _count(x: Any, axis: Any, name: str = "mean") -> int:
 
 def _inexact(x: Any, dtype: Any) -> Any:
     if dtype is not None:
-        dtype = _dtypes.canonicalize(dtype)
+        dtype = _dtypes.canonicalize(dtype, requested=True)
         return lax.convert_element_type(x, dtype if dtype.kind == "f" else _dtypes.float_)
     (x,) = promote_inexact(x)
     return x
@@ -210,8 +213,8 @@ def _where_count(name: str, x: Any, axis: Any, keepdims: bool, where: Any) -> An
     return _reduce(name, lax.reduce_sum_p, mask, axis, keepdims)
 
 
-def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False, *,
-         where: Any = None) -> Any:
+def mean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+         keepdims: bool = False, *, where: ArrayLike | None = None) -> Array:
     """Mean over ``axis`` (integers in the default float); ``where=`` averages the selected
     elements only (NaN where none is selected).
 
@@ -233,8 +236,9 @@ def _ddof(name: str, ddof: Any, correction: Any) -> Any:
     return correction
 
 
-def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
-        where: Any = None, mean: Any = None, correction: Any = None) -> Any:
+def var(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+        ddof: int = 0, keepdims: bool = False, *, where: ArrayLike | None = None, mean: Any = None,
+        correction: Any = None) -> Array:
     """Variance over ``axis``: ``sum(|x - mean|^2) / (N - ddof)`` (``correction`` is the array-API
     name of ``ddof``); ``where=`` uses the selected elements only; ``mean=`` gives a precomputed
     mean (broadcastable as with ``keepdims=True``).
@@ -272,8 +276,9 @@ def _variance(name: str, a: Any, axis: Any, dtype: Any, ddof: Any, keepdims: boo
     return lax.select_p.bind(positive, lax.div_p.bind(total, lax.select_p.bind(positive, denom, 1.0)), np.nan)
 
 
-def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False, *,
-        where: Any = None, mean: Any = None, correction: Any = None) -> Any:
+def std(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+        ddof: int = 0, keepdims: bool = False, *, where: ArrayLike | None = None, mean: Any = None,
+        correction: Any = None) -> Array:
     """Standard deviation: ``sqrt(var(...))`` with the same arguments.
 
     >>> fnp.std(fnp.array([1.0, 3.0]))                               # 1
@@ -295,7 +300,8 @@ def _arg(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
     return reshape(out, keepdims_shape(x.shape, (axis,))) if keepdims else out
 
 
-def argmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = None) -> Any:
+def argmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
+           keepdims: bool | None = None) -> Array:
     """Index of the first maximum (int32; int64 with x64) along ``axis`` (None: of the flattened array).
 
     >>> fnp.argmax(fnp.array([1.0, 3.0, 3.0]))                       # 1
@@ -305,7 +311,8 @@ def argmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = No
     return _arg("argmax", lax.argmax_p, a, axis, bool(keepdims))
 
 
-def argmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = None) -> Any:
+def argmin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
+           keepdims: bool | None = None) -> Array:
     """Index of the first minimum (as :func:`argmax`).
 
     >>> fnp.argmin(fnp.array([2.0, 1.0]))                            # 1
@@ -315,7 +322,8 @@ def argmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = No
     return _arg("argmin", lax.argmin_p, a, axis, bool(keepdims))
 
 
-def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+def cumsum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None,
+           out: None = None) -> Array:
     """Cumulative sum along ``axis`` (None: over the flattened array).
 
     >>> fnp.cumsum(fnp.array([1.0, 2.0, 3.0]))                       # [1, 3, 6]
@@ -329,7 +337,8 @@ def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     return lax.cumsum_p.bind(x, axis=normalize_axis("cumsum", axis, x.ndim, x), reverse=False)
 
 
-def logsumexp(x: Any, axis: Any = None, keepdims: bool = False, *, where: Any = None) -> Any:
+def logsumexp(x: ArrayLike, axis: int | Sequence[int] | None = None, keepdims: bool = False, *,
+              where: ArrayLike | None = None) -> Array:
     """``log(sum(exp(x)))`` computed stably (shifted by the max; -inf rows give -inf); ``where=``
     sums the selected elements only (-inf where none is selected).
 
@@ -365,8 +374,8 @@ def _bool_reduce(name: str, a: Any, axis: Any, out: Any, keepdims: bool, where: 
     return reshape(result, keepdims_shape(x.shape, axes)) if keepdims else result
 
 
-def all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,  # noqa: A001
-        where: Any = None) -> Any:
+def all(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False,  # noqa: A001
+        *, where: ArrayLike | None = None) -> Array:
     """True where every element along ``axis`` is nonzero (True for an empty reduction);
     ``where=`` tests the selected elements only.
 
@@ -375,8 +384,8 @@ def all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,  #
     return _bool_reduce("all", a, axis, out, keepdims, where, True)
 
 
-def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,  # noqa: A001
-        where: Any = None) -> Any:
+def any(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False,  # noqa: A001
+        *, where: ArrayLike | None = None) -> Array:
     """True where some element along ``axis`` is nonzero (False for an empty reduction);
     ``where=`` tests the selected elements only.
 

@@ -3,7 +3,7 @@ eager on concrete arrays, or ``size=`` (and ``fill_value=``) under jit/vmap, as 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from funcgrad.numpy._base import arr, normalize_axes, normalize_axis
 from funcgrad.numpy._shape import ravel, stack
 from funcgrad.numpy._arrays import (_concrete, _count_true, _fill, _index, _is_traced, _py_slice, _size_arg, _take,
                                     _true_positions, _truth, atleast_1d)
+from funcgrad.typing import ArrayLike
 
 __all__ = [
     "argwhere", "compress", "extract", "flatnonzero", "nonzero", "trim_zeros",
@@ -27,7 +28,7 @@ def _resolve_size(name: str, size: Any, mask: Any, what: str) -> int:
     return _count_true(mask, name, what) if size is None else _size_arg(name, size)
 
 
-def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple:
+def nonzero(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = None) -> tuple:
     """The indices of the nonzero entries of ``a``, one int32 array per axis (C order).
 
     Eagerly the length is the number of nonzeros; under jit/vmap pass ``size=`` (the first ``size`` are kept,
@@ -59,7 +60,7 @@ def nonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> tuple
     return tuple(out)
 
 
-def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+def flatnonzero(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """The indices of the nonzero entries of the flattened ``a`` (``size=``/``fill_value=`` as :func:`nonzero`).
 
     >>> flatnonzero(fnp.array([[0, 1], [1, 0]]))    # [1, 2]
@@ -67,7 +68,7 @@ def flatnonzero(a: Any, *, size: int | None = None, fill_value: Any = None) -> A
     return nonzero(ravel(arr(a)), size=size, fill_value=fill_value)[0]
 
 
-def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+def argwhere(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """The indices of the nonzero entries as rows of an ``(count, a.ndim)`` array (see :func:`nonzero`).
 
     >>> argwhere(fnp.array([[0, 1], [1, 0]]))    # [[0, 1], [1, 0]]
@@ -79,8 +80,8 @@ def argwhere(a: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
     return result
 
 
-def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | None = None, fill_value: Any = 0,
-             out: None = None) -> Any:
+def compress(condition: ArrayLike, a: ArrayLike, axis: int | None = None, *, size: int | None = None,
+             fill_value: ArrayLike = 0, out: None = None) -> Any:
     """The slices of ``a`` along ``axis`` (None: flattened) where the 1-d ``condition`` is true.
 
     Under jit/vmap pass ``size=``: the first ``size`` slices are kept, the rest filled with ``fill_value``.
@@ -115,7 +116,8 @@ def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | Non
     return _fill(taken, lax.broadcast_to(valid, taken.shape), fill_value)
 
 
-def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: Any = 0) -> Any:  # noqa: F811
+def extract(condition: ArrayLike, arr: ArrayLike, *, size: int | None = None,  # noqa: F811
+            fill_value: ArrayLike = 0) -> Any:
     """The entries of the flattened ``arr`` where the flattened ``condition`` is true (``size=`` as
     :func:`compress`).
 
@@ -129,7 +131,7 @@ def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: An
     return compress(c, x, size=size, fill_value=fill_value)
 
 
-def trim_zeros(filt: Any, trim: str = "fb", axis: Any = None) -> Any:
+def trim_zeros(filt: Any, trim: str = "fb", axis: int | Sequence[int] | None = None) -> Any:
     """``filt`` without its leading ('f') and/or trailing ('b') zeros (along ``axis``: None = every axis, where
     a slice counts as zero when all its entries are).  Needs a concrete ``filt``.
 
@@ -157,7 +159,7 @@ def trim_zeros(filt: Any, trim: str = "fb", axis: Any = None) -> Any:
 
 
 
-def where_nonzero(condition: Any, x: Any, y: Any, size: Any, fill_value: Any) -> tuple:
+def where_nonzero(condition: ArrayLike, x: ArrayLike, y: ArrayLike, size: Any, fill_value: ArrayLike) -> tuple:
     """``where(condition)`` with one argument: :func:`nonzero` (called by ``funcgrad.numpy.where``)."""
     if x is not None or y is not None:
         if x is None or y is None:

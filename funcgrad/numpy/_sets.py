@@ -11,6 +11,7 @@ from funcgrad.numpy._base import arr, normalize_axis, promote
 from funcgrad.numpy._shape import concatenate, moveaxis, ravel
 from funcgrad.numpy._arrays import _const, _fill, _index, _iota, _py_slice, _size_arg, _take, _true_positions, _where
 from funcgrad.numpy._selection import _resolve_size
+from funcgrad.typing import Array, ArrayLike
 
 __all__ = [
     "intersect1d", "isin", "setdiff1d", "setxor1d", "union1d", "unique", "unique_all", "unique_counts",
@@ -95,9 +96,9 @@ def _unique_1d(name: str, x: Any, keep: Any, size: Any, fill_value: Any, equal_n
     return res
 
 
-def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
-           axis: int | None = None, *, equal_nan: bool = True, size: int | None = None, fill_value: Any = None,
-           sorted: bool = True) -> Any:  # noqa: A002 -- JAX's keyword
+def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = False, return_counts: bool = False,
+           axis: int | None = None, *, equal_nan: bool = True, size: int | None = None,
+           fill_value: ArrayLike | None = None, sorted: bool = True) -> Any:  # noqa: A002 -- JAX's keyword
     """The sorted unique values of ``ar`` (flattened, or the unique slices along ``axis``), and optionally the
     index of each one's first occurrence, the inverse (``values[inverse]`` rebuilds ``ar``) and the counts.
 
@@ -135,7 +136,7 @@ _UniqueCountsResult = _named("UniqueCountsResult", ["values", "counts"])
 _UniqueInverseResult = _named("UniqueInverseResult", ["values", "inverse_indices"])
 
 
-def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+def unique_values(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """The sorted unique values of the flattened ``x`` (NaNs all kept, as the array API); ``size=`` as
     :func:`unique`.
 
@@ -144,7 +145,7 @@ def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None)
     return unique(x, equal_nan=False, size=size, fill_value=fill_value)
 
 
-def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+def unique_counts(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """``(values, counts)`` of the flattened ``x`` as a named tuple (see :func:`unique`).
 
     >>> unique_counts(fnp.array([2, 1, 2])).counts    # [1, 2]
@@ -152,7 +153,7 @@ def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None)
     return _UniqueCountsResult(*unique(x, return_counts=True, equal_nan=False, size=size, fill_value=fill_value))
 
 
-def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+def unique_inverse(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """``(values, inverse_indices)`` as a named tuple; ``inverse_indices`` has ``x``'s shape.
 
     >>> unique_inverse(fnp.array([2, 1, 2])).inverse_indices    # [1, 0, 1]
@@ -160,7 +161,7 @@ def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None
     return _UniqueInverseResult(*unique(x, return_inverse=True, equal_nan=False, size=size, fill_value=fill_value))
 
 
-def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
+def unique_all(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """``(values, indices, inverse_indices, counts)`` as a named tuple (see :func:`unique`).
 
     >>> unique_all(fnp.array([2, 1, 2])).indices    # [1, 0]
@@ -169,8 +170,8 @@ def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) ->
                                     equal_nan=False, size=size, fill_value=fill_value))
 
 
-def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: bool = False, *,
-         method: str = "auto") -> Any:
+def isin(element: ArrayLike, test_elements: ArrayLike, assume_unique: bool = False, invert: bool = False, *,
+         method: str = "auto") -> Array:
     """A bool array of ``element``'s shape: True where the entry occurs in ``test_elements`` (NaN never
     does); ``invert=True`` negates it.  Works under jit: small inputs compare every pair ('compare_all'),
     large ones (or ``method='sort'``/``'binary_search'``) sort both arrays together.
@@ -206,7 +207,7 @@ def _isin_sorted(e: Any, t: Any) -> Any:
     return lax.static_slice(back, 0, m, m + n)
 
 
-def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
+def union1d(ar1: ArrayLike, ar2: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """The sorted unique values found in either array (flattened); ``size=``/``fill_value=`` as :func:`unique`.
 
     >>> union1d(fnp.array([3, 1]), fnp.array([2, 1]))    # [1, 2, 3]
@@ -214,8 +215,8 @@ def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = No
     return unique(concatenate(promote(ravel(arr(ar1)), ravel(arr(ar2))), axis=0), size=size, fill_value=fill_value)
 
 
-def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices: bool = False, *,
-                size: int | None = None, fill_value: Any = None) -> Any:
+def intersect1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, return_indices: bool = False, *,
+                size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """The sorted unique values found in both arrays (flattened); with ``return_indices`` also the index of
     each one's first occurrence in each array (missing ones: the array's length).
 
@@ -235,8 +236,8 @@ def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices:
     return got["values"], _index(firsts(got, a.shape[0])), _index(firsts(got_b, b.shape[0]))
 
 
-def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
-              fill_value: Any = None) -> Any:
+def setdiff1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, *, size: int | None = None,
+              fill_value: ArrayLike | None = None) -> Any:
     """The sorted unique values of ``ar1`` not in ``ar2`` (flattened); with ``size=`` missing ones are
     ``fill_value`` (default 0, as JAX).
 
@@ -246,8 +247,8 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | No
     return _unique_1d("setdiff1d", a, isin(a, b, invert=True), size, fill_value, True, fill_default=0)["values"]
 
 
-def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | None = None,
-             fill_value: Any = None) -> Any:
+def setxor1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, *, size: int | None = None,
+             fill_value: ArrayLike | None = None) -> Any:
     """The sorted unique values found in exactly one of the arrays (flattened); ``size=`` as :func:`unique`.
 
     >>> setxor1d(fnp.array([1, 2]), fnp.array([2, 3]))    # [1, 3]

@@ -11,9 +11,10 @@ from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, as_list, index_arg, normalize_axes, normalize_axis, promote, shape_tuple
 from funcgrad import lax
 from funcgrad._config import config as _config
+from funcgrad.typing import ArrayLike, DTypeLike, ShapeLike
 
 
-def reshape(x: Any, shape: Any, *more: int) -> Any:
+def reshape(x: ArrayLike, shape: ShapeLike, *more: int) -> Array:
     """Reshape (one dimension may be -1)."""
     x = arr(x)
     shape = shape_tuple((shape,) + more if more else shape, "reshape", unknown=True)
@@ -28,12 +29,12 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
     return lax.reshape(x, shape)
 
 
-def ravel(x: Any) -> Any:
+def ravel(x: ArrayLike) -> Array:
     x = arr(x)
     return lax.reshape(x, (x.size,))
 
 
-def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
+def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     x = arr(x)
     if axes is None:
         return lax.transpose(x, tuple(reversed(range(x.ndim))))
@@ -44,7 +45,7 @@ def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
     return lax.transpose(x, perm)
 
 
-def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Array:
     x = arr(x)
     perm = list(range(x.ndim))
     a, b = normalize_axis("swapaxes", axis1, x.ndim, x), normalize_axis("swapaxes", axis2, x.ndim, x)
@@ -52,7 +53,7 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
     return lax.transpose(x, tuple(perm))
 
 
-def moveaxis(x: Any, source: Any, destination: Any) -> Any:
+def moveaxis(x: ArrayLike, source: Any, destination: Any) -> Array:
     x = arr(x)
     src = normalize_axes("moveaxis", source, x.ndim, x, keep_order=True)
     dst = normalize_axes("moveaxis", destination, x.ndim, x, keep_order=True)
@@ -65,7 +66,7 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Any:
     return lax.transpose(x, tuple(order))
 
 
-def expand_dims(x: Any, axis: Any) -> Any:
+def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Array:
     x = arr(x)
     out_ndim = x.ndim + (len(axis) if isinstance(axis, (tuple, list)) else 1)
     axes = normalize_axes("expand_dims", axis, out_ndim, x,
@@ -76,7 +77,7 @@ def expand_dims(x: Any, axis: Any) -> Any:
     return lax.reshape(x, tuple(shape))
 
 
-def squeeze(x: Any, axis: Any = None) -> Any:
+def squeeze(x: ArrayLike, axis: int | Sequence[int] | None = None) -> Array:
     x = arr(x)
     if axis is None:
         axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
@@ -88,7 +89,7 @@ def squeeze(x: Any, axis: Any = None) -> Any:
     return lax.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
 
-def broadcast_to(x: Any, shape: Any) -> Any:
+def broadcast_to(x: ArrayLike, shape: ShapeLike) -> Array:
     x, shape = arr(x), shape_tuple(shape, "broadcast_to")
     if len(shape) < x.ndim or any(a not in (1, b) for a, b in zip(x.shape[::-1], shape[::-1])):
         raise ValueError(f"broadcast_to: cannot broadcast an array {describe(x)} to shape {shape}: aligned from the "
@@ -102,7 +103,7 @@ def broadcast_arrays(*xs: Any) -> list:
     return [lax.broadcast_to(x, shape) for x in xs]
 
 
-def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
+def concatenate(arrays: Sequence[Any], axis: int = 0) -> Array:
     xs = promote(*as_list(arrays))
     if not xs:
         raise ValueError("concatenate: need at least one array")
@@ -116,7 +117,7 @@ def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
     return xs[0] if len(xs) == 1 else lax.concatenate_p.bind(*xs, axis=axis)
 
 
-def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
     xs = as_list(arrays)
     if not xs:
         raise ValueError("stack: need at least one array")
@@ -128,7 +129,7 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
     return concatenate([expand_dims(x, axis) for x in xs], axis=axis)
 
 
-def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
+def split(x: ArrayLike, indices_or_sections: Any, axis: int = 0) -> list:
     x = arr(x)
     axis = normalize_axis("split", axis, x.ndim, x)
     n = x.shape[axis]
@@ -149,7 +150,7 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
     return [lax.static_slice(x, axis, a, max(a, b)) for a, b in pieces]
 
 
-def flip(x: Any, axis: Any = None) -> Any:
+def flip(x: ArrayLike, axis: int | Sequence[int] | None = None) -> Array:
     x = arr(x)
     return lax.flip_p.bind(x, axes=normalize_axes("flip", axis, x.ndim, x))
 
@@ -282,7 +283,7 @@ def _pad_callable(x: Any, widths: tuple, fn: Any, kwargs: dict) -> Any:
     return out
 
 
-def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Any:
+def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Array:
     """``array`` padded by ``pad_width`` (an int, a ``(before, after)`` pair, or one pair per axis), with
     numpy's modes: 'constant' (``constant_values``, per axis and side), 'edge', 'linear_ramp'
     (``end_values``), 'maximum'/'mean'/'median'/'minimum' (``stat_length``), 'reflect'/'symmetric'
@@ -386,7 +387,7 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
     return x
 
 
-def tile(x: Any, reps: Any) -> Any:
+def tile(x: ArrayLike, reps: Any) -> Array:
     x = arr(x)
     reps = shape_tuple(reps, "tile", "reps")
     nd = max(x.ndim, len(reps))
@@ -397,7 +398,7 @@ def tile(x: Any, reps: Any) -> Any:
     return lax.reshape(x, tuple(r * s for r, s in zip(reps, shape)))
 
 
-def repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
+def repeat(x: ArrayLike, repeats: Any, axis: int | None = None) -> Array:
     x = arr(x)
     if axis is None:
         x, axis = ravel(x), 0
@@ -429,8 +430,8 @@ def _take_how(op: str, mode: Any, wrap: bool) -> tuple[str | None, bool]:
     return ("clip" if mode == "promise_in_bounds" else mode), wrap
 
 
-def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: str | None = None,
-         unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: Any = None) -> Any:
+def take(a: ArrayLike, indices: Any, axis: int | None = None, out: None = None, mode: str | None = None,
+         unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: ArrayLike | None = None) -> Array:
     """Gather along ``axis`` (None: from the flattened array), as ``jnp.take``.
 
     Out-of-bounds indices (after a negative index counts once from the end) give ``fill_value``
@@ -457,8 +458,8 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
     return lax.getitem(x, index, how, fill_value, wrap_negative_indices=wrap, op="take")
 
 
-def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | None = None,
-                    fill_value: Any = None, *, wrap_negative_indices: bool | None = None) -> Any:
+def take_along_axis(arr: ArrayLike, indices: Any, axis: int | None = -1, mode: str | None = None,
+                    fill_value: ArrayLike | None = None, *, wrap_negative_indices: bool | None = None) -> Any:
     """Pick ``arr``'s elements at ``indices`` along ``axis`` (same rank; other axes broadcast), as JAX.
 
     Out-of-bounds indices give ``fill_value`` (default NaN for floats) with the default mode
@@ -500,17 +501,17 @@ def _tri_mask(x: Any, k: int, lower: bool) -> np.ndarray:
     return np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
 
 
-def tril(x: Any, k: int = 0) -> Any:
+def tril(x: ArrayLike, k: int = 0) -> Array:
     x = arr(x)
     return lax.select_p.bind(_tri_mask(x, k, True), x, False if x.dtype.kind == "b" else 0)
 
 
-def triu(x: Any, k: int = 0) -> Any:
+def triu(x: ArrayLike, k: int = 0) -> Array:
     x = arr(x)
     return lax.select_p.bind(_tri_mask(x, k, False), x, False if x.dtype.kind == "b" else 0)
 
 
-def astype(x: Any, dtype: Any) -> Any:
+def astype(x: ArrayLike, dtype: DTypeLike) -> Array:
     return lax.convert_element_type(arr(x), dtype)
 
 

@@ -11,7 +11,7 @@ Sorting is written on ``lax.sort`` (a stable argsort primitive, then a gather), 
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, concrete_value, index_arg, normalize_axis, promote, promote_inexact
 from funcgrad.numpy import _reductions as _R, _shape as _S
+from funcgrad.typing import ArrayLike, DTypeLike
 
 __all__ = ["argpartition", "argsort", "bincount", "digitize", "histogram", "histogram2d", "histogram_bin_edges",
            "histogramdd", "lexsort", "partition", "searchsorted", "sort"]
@@ -44,14 +45,14 @@ def _flat_axis(name: str, x: Any, axis: Any) -> tuple[Any, int]:
     return x, normalize_axis(name, axis, x.ndim, x)
 
 
-def concrete(name: str, x: Any, what: str, fix: str) -> np.ndarray:
+def concrete(name: str, x: ArrayLike, what: str, fix: str) -> np.ndarray:
     """The value of ``x`` as numpy, or a clear error when it is traced (under jit/vmap)."""
     return concrete_value(x, f"{name}: {what} depends on the values of {{x}}, which are unknown under jit/vmap; "
                              f"{fix}")
 
 
-def sort(a: Any, axis: Any = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
-         descending: bool = False) -> Any:
+def sort(a: ArrayLike, axis: int | Sequence[int] = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
+         descending: bool = False) -> Array:
     """``a`` sorted along ``axis`` (None: the flattened array); NaNs sort last (first with ``descending``).
 
     Differentiable: the gradient goes back to each element's original position.
@@ -64,8 +65,8 @@ def sort(a: Any, axis: Any = -1, *, kind: Any = None, order: Any = None, stable:
     return lax.rev(out, (axis,)) if descending else out
 
 
-def argsort(a: Any, axis: Any = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
-            descending: bool = False, dtype: Any = None) -> Any:
+def argsort(a: ArrayLike, axis: int | Sequence[int] = -1, *, kind: Any = None, order: Any = None, stable: bool = True,
+            descending: bool = False, dtype: DTypeLike | None = None) -> Array:
     """The indices that sort ``a`` along ``axis`` (ties keep their order; with ``descending`` too).
 
     Integer output (default int, or ``dtype``), no gradient.
@@ -110,7 +111,7 @@ def _kth(name: str, kth: Any, x: Any, axis: int) -> int:
     return k % n
 
 
-def partition(a: Any, kth: int, axis: int = -1) -> Any:
+def partition(a: ArrayLike, kth: int, axis: int = -1) -> Any:
     """``a`` with its ``kth`` smallest element along ``axis`` in place, smaller ones before it and larger
     ones after.  As in JAX, the part before is ascending and the part after DESCENDING (numpy leaves
     both in an unspecified order).  Differentiable.
@@ -128,7 +129,7 @@ def partition(a: Any, kth: int, axis: int = -1) -> Any:
     return lax.concatenate([bottom, top], axis)
 
 
-def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
+def argpartition(a: ArrayLike, kth: int, axis: int = -1) -> Any:
     """Indices that partition ``a`` (see :func:`partition`): the ``kth + 1`` smallest first, ascending,
     then the other indices in increasing index order (JAX's layout).
 
@@ -157,7 +158,7 @@ def _less(x: Any, y: Any) -> Any:
 _METHODS = ("scan", "scan_unrolled", "sort", "compare_all")
 
 
-def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, method: str = "scan") -> Any:
+def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: Any = None, *, method: str = "scan") -> Any:
     """Where to insert ``v`` into the sorted 1-d ``a`` to keep it sorted: the first such index (``side="left"``)
     or the last (``"right"``).  NaN sorts last, as in :func:`sort`.  Default-int output of ``v``'s shape.
 
@@ -199,7 +200,7 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
     return lo
 
 
-def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = None) -> Any:
+def digitize(x: ArrayLike, bins: Any, right: bool = False, *, method: str | None = None) -> Any:
     """The index of the bin each ``x`` falls in: ``bins[i-1] <= x < bins[i]`` (``right=True``:
     ``bins[i-1] < x <= bins[i]``); ``bins`` increasing or decreasing.
 
@@ -218,7 +219,7 @@ def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = Non
     return lax.select(increasing, up, down)
 
 
-def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | None = None,
+def bincount(x: ArrayLike, weights: ArrayLike | None = None, minlength: int = 0, *, length: int | None = None,
              out_sharding: Any = None) -> Any:
     """The number of occurrences of each value ``0..length-1`` in the non-negative int array ``x``
     (the sum of ``weights`` at them, if given).
@@ -258,7 +259,8 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
     return lax.slice_in_dim(out, 0, length, 1, 0)
 
 
-def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any = None) -> Any:  # noqa: A002
+def histogram_bin_edges(a: ArrayLike, bins: Any = 10, range: Any = None,  # noqa: A002
+                        weights: ArrayLike | None = None) -> Array:
     """The ``bins + 1`` equally spaced edges over ``range`` (default: ``a``'s min and max; widened by 0.5
     each way when they are equal), or ``bins`` itself when it is an array of edges.
 
@@ -300,7 +302,7 @@ def _bin_index(name: str, a: Any, edges: Any) -> Any:
     return idx
 
 
-def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
+def histogram(a: ArrayLike, bins: Any = 10, range: Any = None, weights: ArrayLike | None = None,  # noqa: A002
               density: bool | None = None) -> tuple[Any, Any]:
     """Counts (or summed ``weights``) of ``a``'s elements in each bin, and the bin edges.
 
@@ -330,7 +332,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  #
     return counts, edges
 
 
-def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
+def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: ArrayLike | None = None,  # noqa: A002
                 density: bool | None = None) -> tuple[Any, list]:
     """The multidimensional histogram of ``sample`` (N points of D coordinates, shape (N, D)): counts of
     shape ``(bins_1, ..., bins_D)`` (default int, or float with ``weights``/``density``, as JAX) and the
@@ -384,8 +386,8 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = N
     return counts, edges
 
 
-def histogram2d(x: Any, y: Any, bins: Any = 10, range: Any = None, weights: Any = None,  # noqa: A002
-                density: bool | None = None) -> tuple[Any, Any, Any]:
+def histogram2d(x: ArrayLike, y: ArrayLike, bins: Any = 10, range: Any = None,  # noqa: A002
+                weights: ArrayLike | None = None, density: bool | None = None) -> tuple[Any, Any, Any]:
     """The 2-d histogram of the points ``(x[i], y[i])``: counts ``(bins_x, bins_y)``, x edges, y edges.
 
     >>> h, xe, ye = histogram2d(fnp.array([0.0, 1.0]), fnp.array([0.0, 1.0]), bins=2)

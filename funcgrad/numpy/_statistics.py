@@ -11,7 +11,7 @@ zero gradient at the NaN entries, as JAX.
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, keepdims_shape, normalize_axes, normalize_axis, promote_inexact
 from funcgrad.numpy import _reductions as _R
+from funcgrad.typing import Array, ArrayLike, DTypeLike
 
 __all__ = ["average", "corrcoef", "count_nonzero", "cov", "median", "nanargmax", "nanargmin", "nanmax", "nanmean",
            "nanmedian", "nanmin", "nanpercentile", "nanprod", "nanquantile", "nanstd", "nansum", "nanvar",
@@ -161,8 +162,9 @@ def _inverted_cdf(x: Any, w: Any, q: Any, batch: tuple, squash_nans: bool) -> An
     return lax.select(lax.broadcast_to(force, res.shape), np.nan, res)
 
 
-def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-             method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
+def quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
+             overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+             weights: ArrayLike | None = None) -> Any:
     """The ``q``-th quantiles (``q`` in [0, 1], a scalar or 1-d) of ``a`` over ``axis``: shape
     ``q.shape + reduced shape``.  Methods: linear (default), lower, higher, midpoint, nearest
     (nearest picks the lower neighbour at exact halves, as JAX; numpy rounds to even), and
@@ -174,8 +176,9 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     return _quantile("quantile", a, q, axis, out, method, keepdims, weights, False, overwrite_input)
 
 
-def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-                method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
+def nanquantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
+                overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+                weights: ArrayLike | None = None) -> Any:
     """:func:`quantile` ignoring NaNs (an all-NaN slice gives NaN); NaN entries get a zero gradient.
 
     >>> nanquantile(fnp.array([1.0, fnp.nan, 3.0]), 0.5)    # 2.0
@@ -195,9 +198,9 @@ def _check_percent(name: str, q: Any) -> None:
             raise ValueError(f"{name}: percentiles must be in the range [0, 100], got {qv.tolist()!r:.60}")
 
 
-def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-               method: str = "linear", keepdims: bool = False, *, weights: Any = None,
-               out_sharding: Any = None) -> Any:
+def percentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
+               overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+               weights: ArrayLike | None = None, out_sharding: Any = None) -> Any:
     """:func:`quantile` with ``q`` in percent ([0, 100]).
 
     >>> percentile(fnp.array([1.0, 2.0, 3.0, 4.0]), 50)    # 2.5
@@ -208,8 +211,9 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inpu
     return _quantile("percentile", a, _percent(q), axis, out, method, keepdims, weights, False, overwrite_input)
 
 
-def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-                  method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
+def nanpercentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
+                  overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+                  weights: ArrayLike | None = None) -> Any:
     """:func:`percentile` ignoring NaNs.
 
     >>> nanpercentile(fnp.array([1.0, fnp.nan, 3.0]), 50)    # 2.0
@@ -219,7 +223,8 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_i
                      overwrite_input)
 
 
-def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Any:
+def median(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, overwrite_input: bool = False,
+           keepdims: bool = False) -> Array:
     """The median over ``axis`` (the mean of the two middle values for an even count); NaN if a slice has
     a NaN.  Differentiable.
 
@@ -228,8 +233,8 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
     return _quantile("median", a, 0.5, axis, out, "linear", keepdims, None, False, overwrite_input)
 
 
-def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-              keepdims: bool = False) -> Any:
+def nanmedian(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, overwrite_input: bool = False,
+              keepdims: bool = False) -> Array:
     """:func:`median` ignoring NaNs.
 
     >>> nanmedian(fnp.array([1.0, fnp.nan, 4.0]))    # 2.5
@@ -279,8 +284,8 @@ def _cast_out(res: Any, dtype: Any) -> Any:
     return res if dtype is None or np.dtype(dtype).kind == "f" else lax.convert_element_type(res, dtype)
 
 
-def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
-           initial: Any = None, where: Any = None) -> Any:
+def nansum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+           keepdims: bool = False, initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """The sum over ``axis`` treating NaNs as 0 (``where``: only where True; ``initial`` is added).
 
     >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))    # 3.0
@@ -292,8 +297,8 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
     return res if initial is None else lax.add(res, lax.convert_element_type(arr(initial), res.dtype))
 
 
-def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
-            initial: Any = None, where: Any = None) -> Any:
+def nanprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+            keepdims: bool = False, initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """The product over ``axis`` treating NaNs as 1.
 
     >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))    # 6.0
@@ -313,8 +318,8 @@ def _valid_count(a: Any, axis: Any, keepdims: bool, where: Any, dtype: Any) -> A
     return lax.convert_element_type(count, dtype)
 
 
-def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
-            where: Any = None) -> Any:
+def nanmean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+            keepdims: bool = False, where: ArrayLike | None = None) -> Array:
     """The mean over ``axis`` of the non-NaN entries (NaN where there are none).
 
     >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)    # [1., 3.5]
@@ -328,8 +333,8 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     return _cast_out(lax.select(none, np.nan, lax.div(total, lax.select(none, 1.0, count))), dtype)
 
 
-def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
-           where: Any = None, mean: Any = None) -> Any:
+def nanvar(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+           ddof: int = 0, keepdims: bool = False, where: ArrayLike | None = None, mean: Any = None) -> Array:
     """The variance over ``axis`` of the non-NaN entries, divided by ``count - ddof`` (NaN if that is
     <= 0).  ``mean``: a precomputed mean (with ``keepdims=True`` shape).
 
@@ -351,8 +356,8 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     return _cast_out(lax.select(bad, np.nan, lax.div(total, lax.select(bad, 1.0, norm))), dtype)
 
 
-def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
-           where: Any = None, mean: Any = None) -> Any:
+def nanstd(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
+           ddof: int = 0, keepdims: bool = False, where: ArrayLike | None = None, mean: Any = None) -> Array:
     """The square root of :func:`nanvar`.
 
     >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
@@ -389,8 +394,8 @@ def _nan_extreme(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, 
     return res
 
 
-def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
-           where: Any = None) -> Any:
+def nanmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False,
+           initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """The maximum over ``axis`` ignoring NaNs (NaN for an all-NaN slice, as JAX; numpy also warns).
 
     >>> nanmax(fnp.array([1.0, fnp.nan, 3.0]))    # 3.0
@@ -398,8 +403,8 @@ def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, in
     return _nan_extreme("nanmax", _R.max, -np.inf, a, axis, out, keepdims, initial, where)
 
 
-def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initial: Any = None,
-           where: Any = None) -> Any:
+def nanmin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False,
+           initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """The minimum over ``axis`` ignoring NaNs (NaN for an all-NaN slice).
 
     >>> nanmin(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
@@ -429,7 +434,7 @@ def _nanarg(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepd
     return lax.select(allnan, lax.full(res.shape, -1, res.dtype), res)
 
 
-def nanargmax(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -> Any:
+def nanargmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: Any = None) -> Array:
     """The index of the maximum ignoring NaNs; -1 for an all-NaN slice (as JAX; numpy raises).
 
     >>> nanargmax(fnp.array([1.0, fnp.nan, 3.0]))    # 2
@@ -437,7 +442,7 @@ def nanargmax(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -
     return _nanarg("nanargmax", _R.argmax, -np.inf, a, axis, out, keepdims)
 
 
-def nanargmin(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -> Any:
+def nanargmin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: Any = None) -> Array:
     """The index of the minimum ignoring NaNs; -1 for an all-NaN slice.
 
     >>> nanargmin(fnp.array([1.0, fnp.nan, 3.0]))    # 0
@@ -448,7 +453,8 @@ def nanargmin(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -
 # ------------------------------------------------------------------ averages, spread, covariance
 
 
-def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False, keepdims: bool = False) -> Any:
+def average(a: ArrayLike, axis: int | Sequence[int] | None = None, weights: ArrayLike | None = None,
+            returned: bool = False, keepdims: bool = False) -> Any:
     """The (``weights``-weighted) mean over ``axis``; with ``returned`` also the sum of the weights.
     ``weights``: ``a``'s shape, or 1-d along a single ``axis``.
 
@@ -479,7 +485,7 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     return avg
 
 
-def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
+def ptp(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False) -> Array:
     """The range ``max - min`` over ``axis``.
 
     >>> ptp(fnp.array([[1.0, 5.0], [2.0, 3.0]]), axis=1)    # [4., 1.]
@@ -490,7 +496,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
     return lax.sub(_R.max(a, axis=axis, keepdims=keepdims), _R.min(a, axis=axis, keepdims=keepdims))
 
 
-def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+def count_nonzero(a: ArrayLike, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
     """The number of nonzero (True) entries over ``axis`` (default int).
 
     >>> count_nonzero(fnp.array([[0, 1], [2, 3]]), axis=0)    # [1, 2]
@@ -510,8 +516,8 @@ def _rows(name: str, m: Any, rowvar: bool) -> Any:
     return x
 
 
-def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
-        fweights: Any = None, aweights: Any = None, dtype: Any = None) -> Any:
+def cov(m: ArrayLike, y: ArrayLike | None = None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
+        fweights: Any = None, aweights: Any = None, dtype: DTypeLike | None = None) -> Array:
     """The covariance matrix of the variables in the rows of ``m`` (columns unless ``rowvar``), with
     ``y``'s variables appended; normalized by ``N - 1`` (``N`` with ``bias``, ``N - ddof`` given ``ddof``).
     ``fweights`` (integer repeat counts) and ``aweights`` (observation weights) as numpy.  A single
@@ -565,7 +571,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     return lax.reshape(c, ()) if c.shape == (1, 1) else c
 
 
-def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> Any:
+def corrcoef(x: ArrayLike, y: ArrayLike | None = None, rowvar: bool = True, dtype: DTypeLike | None = None) -> Array:
     """The correlation coefficients of the variables (rows of ``x``, unless ``rowvar=False``), clipped to
     [-1, 1].  A single variable gives ``c / c`` (1, or NaN for a constant).
 

@@ -17,6 +17,7 @@ from funcgrad.numpy._creation import _window, as_array
 from funcgrad.numpy._bitwise import bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift
 from funcgrad.numpy._math import (_is_value, copysign, float_power, fmax, fmin, fmod, gcd, heaviside, hypot, i0, lcm,
                                   ldexp, logaddexp, logaddexp2, nextafter)
+from funcgrad.typing import ArrayLike
 
 __all__ = [
     "vectorize", "apply_along_axis", "apply_over_axes", "frompyfunc", "ufunc", "kaiser",
@@ -158,7 +159,7 @@ def vectorize(pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None
     return wrapped
 
 
-def apply_along_axis(func1d: Any, axis: int, arr: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: F811
+def apply_along_axis(func1d: Any, axis: int, arr: ArrayLike, *args: Any, **kwargs: Any) -> Any:  # noqa: F811
     """``func1d`` applied to the 1-d slices of ``arr`` along ``axis`` (via vmap, as JAX); the
     slices' results take the place of that axis.
 
@@ -183,7 +184,7 @@ def _as_array(x: Any) -> Any:
     return _arr(x)
 
 
-def apply_over_axes(func: Any, a: Any, axes: Any) -> Any:
+def apply_over_axes(func: Any, a: ArrayLike, axes: Any) -> Any:
     """``func(a, axis)`` applied for each axis in ``axes`` in turn; a result with one axis fewer
     gets it back as length 1 (so ``fnp.sum`` keeps dims).
 

@@ -19,6 +19,7 @@ import numpy as np
 from funcgrad import _dtypes, lax
 from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, index_arg, normalize_axis
+from funcgrad.typing import Array, ArrayLike, DTypeLike
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn",
            "hfft", "ihfft", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
@@ -154,7 +155,7 @@ def _one_axis(name: str, fft_type: str, a: Any, n: Any, axis: Any, norm: Any) ->
 # ------------------------------------------------------------------ 1-d
 
 
-def fft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+def fft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The 1-d discrete Fourier transform along ``axis`` (cut or zero-padded to ``n``); complex result.
 
     >>> fnp.fft.fft(fnp.array([1.0, 2.0, 3.0, 4.0]))      # [10, -2+2j, -2, -2-2j]
@@ -162,7 +163,7 @@ def fft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -
     return _one_axis("fft", "fft", a, n, axis, norm)
 
 
-def ifft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+def ifft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The inverse of :func:`fft` (scaled by 1/n with the default norm); complex result.
 
     >>> fnp.fft.ifft(fnp.fft.fft(fnp.array([1.0, 2.0])))   # [1, 2] (complex)
@@ -170,7 +171,7 @@ def ifft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
     return _one_axis("ifft", "ifft", a, n, axis, norm)
 
 
-def rfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+def rfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The DFT of real input: the ``n // 2 + 1`` non-negative frequencies along ``axis``.
 
     >>> fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0]))     # [10, -2+2j, -2]
@@ -178,7 +179,7 @@ def rfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
     return _one_axis("rfft", "rfft", a, n, axis, norm)
 
 
-def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The inverse of :func:`rfft`: ``n`` real values (default ``2 * (m - 1)`` for ``m`` input frequencies).
 
     >>> fnp.fft.irfft(fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0])))   # [1, 2, 3, 4]
@@ -186,7 +187,7 @@ def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None)
     return _one_axis("irfft", "irfft", a, n, axis, norm)
 
 
-def hfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+def hfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The FFT of a signal with Hermitian symmetry given by its first half ``a``: ``n`` real values.
 
     ``hfft(a, n) == irfft(conj(a), n) * n`` with the default norm, as numpy.
@@ -201,7 +202,7 @@ def hfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
     return _one_axis("hfft", "irfft", lax.conj(a), n, axis, _SWAP[norm])
 
 
-def ihfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
+def ihfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The inverse of :func:`hfft`: the first ``n // 2 + 1`` entries of the Hermitian spectrum of real ``a``.
 
     >>> fnp.fft.ihfft(fnp.array([1.0, 2.0, 3.0, 4.0]))     # c64[3]
@@ -213,7 +214,8 @@ def ihfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None)
 # ------------------------------------------------------------------ 2-d and n-d
 
 
-def fft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
+def fft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+         norm: str | None = None) -> Array:
     """The 2-d DFT over ``axes`` (default the last two); ``s`` cuts or zero-pads them.
 
     >>> fnp.fft.fft2(fnp.ones((2, 2)))                     # [[4, 0], [0, 0]]
@@ -221,7 +223,8 @@ def fft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
     return _fftn("fft2", "fft", a, s, axes, norm)
 
 
-def ifft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
+def ifft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+          norm: str | None = None) -> Array:
     """The inverse of :func:`fft2`.
 
     >>> fnp.fft.ifft2(fnp.fft.fft2(fnp.ones((2, 2))))      # ones (complex)
@@ -229,7 +232,8 @@ def ifft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1)
     return _fftn("ifft2", "ifft", a, s, axes, norm)
 
 
-def rfft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
+def rfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+          norm: str | None = None) -> Array:
     """The 2-d DFT of real input (the last of ``axes`` keeps ``n // 2 + 1`` frequencies).
 
     >>> fnp.fft.rfft2(fnp.ones((2, 4))).shape
@@ -238,7 +242,8 @@ def rfft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1)
     return _fftn("rfft2", "rfft", a, s, axes, norm)
 
 
-def irfft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
+def irfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+           norm: str | None = None) -> Array:
     """The inverse of :func:`rfft2` (real result).
 
     >>> fnp.fft.irfft2(fnp.fft.rfft2(fnp.ones((2, 4)))).shape
@@ -247,7 +252,8 @@ def irfft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1
     return _fftn("irfft2", "irfft", a, s, axes, norm)
 
 
-def fftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None, norm: str | None = None) -> Any:
+def fftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+         norm: str | None = None) -> Array:
     """The n-d DFT over ``axes`` (default all, or the last ``len(s)``); ``s`` cuts or zero-pads them.
 
     >>> fnp.fft.fftn(fnp.ones((2, 3))).shape
@@ -256,7 +262,8 @@ def fftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = No
     return _fftn("fftn", "fft", a, s, axes, norm)
 
 
-def ifftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None, norm: str | None = None) -> Any:
+def ifftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: str | None = None) -> Array:
     """The inverse of :func:`fftn`.
 
     >>> fnp.fft.ifftn(fnp.fft.fftn(fnp.ones((2, 3)))).shape
@@ -265,7 +272,8 @@ def ifftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = N
     return _fftn("ifftn", "ifft", a, s, axes, norm)
 
 
-def rfftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None, norm: str | None = None) -> Any:
+def rfftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: str | None = None) -> Array:
     """The n-d DFT of real input (the last of ``axes`` keeps ``n // 2 + 1`` frequencies).
 
     >>> fnp.fft.rfftn(fnp.ones((2, 3, 4))).shape
@@ -274,8 +282,8 @@ def rfftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = N
     return _fftn("rfftn", "rfft", a, s, axes, norm)
 
 
-def irfftn(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
-           norm: str | None = None) -> Any:
+def irfftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+           norm: str | None = None) -> Array:
     """The inverse of :func:`rfftn` (real result; the last axis defaults to ``2 * (m - 1)``).
 
     >>> fnp.fft.irfftn(fnp.fft.rfftn(fnp.ones((2, 4)))).shape
@@ -291,7 +299,7 @@ def _freq_dtype(name: str, dtype: Any, device: Any) -> np.dtype:
     if device is not None:
         raise NotImplementedError(f"{name}: device={device!r} is not supported; funcgrad makes the array on the "
                                   "CPU (move it with fg.device_put afterwards)")
-    dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype)
+    dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype, requested=True)
     if dtype.kind not in "fc":
         raise ValueError(f"{name}: dtype must be a float (or complex) dtype, got {dtype}")
     return dtype
@@ -307,7 +315,7 @@ def _freqs(name: str, base: np.ndarray, n: int, d: Any, dtype: np.dtype) -> Any:
     return lax.div(k, lax.mul(lax.convert_element_type(d, dtype), float(n))) if n else k
 
 
-def fftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
+def fftfreq(n: int, d: Any = 1.0, *, dtype: DTypeLike | None = None, device: Any = None) -> Any:
     """The DFT sample frequencies for ``n`` samples spaced ``d`` apart: ``[0, 1, ..., -1] / (d * n)``.
 
     >>> fnp.fft.fftfreq(4)                                  # [0, 0.25, -0.5, -0.25]
@@ -320,7 +328,7 @@ def fftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None) -> A
     return _freqs("fftfreq", base, n, d, dtype)
 
 
-def rfftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
+def rfftfreq(n: int, d: Any = 1.0, *, dtype: DTypeLike | None = None, device: Any = None) -> Any:
     """The sample frequencies of :func:`rfft`: ``[0, 1, ..., n // 2] / (d * n)``.
 
     >>> fnp.fft.rfftfreq(4)                                 # [0, 0.25, 0.5]
@@ -351,7 +359,7 @@ def _roll(name: str, x: Any, axes: Any, inverse: bool) -> Any:
     return x
 
 
-def fftshift(x: Any, axes: None | int | Sequence[int] = None) -> Any:
+def fftshift(x: ArrayLike, axes: None | int | Sequence[int] = None) -> Array:
     """The zero frequency moved to the centre: roll each of ``axes`` (default all) by half its size.
 
     >>> fnp.fft.fftshift(fnp.arange(5))                     # [3, 4, 0, 1, 2]
@@ -359,7 +367,7 @@ def fftshift(x: Any, axes: None | int | Sequence[int] = None) -> Any:
     return _roll("fftshift", x, axes, inverse=False)
 
 
-def ifftshift(x: Any, axes: None | int | Sequence[int] = None) -> Any:
+def ifftshift(x: ArrayLike, axes: None | int | Sequence[int] = None) -> Array:
     """The inverse of :func:`fftshift` (they differ for odd sizes).
 
     >>> fnp.fft.ifftshift(fnp.arange(5))                    # [2, 3, 4, 0, 1]

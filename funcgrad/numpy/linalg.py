@@ -33,6 +33,7 @@ from funcgrad.numpy import _linalg
 from funcgrad.numpy._linalg import cross as _cross, outer as _outer, tensordot as _tensordot, vecdot as _vecdot
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
+from funcgrad.typing import Array, ArrayLike, DTypeLike
 
 __all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq",
            "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
@@ -85,7 +86,7 @@ def _concrete(x: Any) -> bool:
 # ------------------------------------------------------------------ products and shapes
 
 
-def matmul(x1: Any, x2: Any, /, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
+def matmul(x1: ArrayLike, x2: ArrayLike, /, *, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Matrix product (numpy ``@``), see :func:`funcgrad.numpy.matmul`.
 
     >>> matmul(fnp.ones((2, 3)), fnp.ones(3)).shape
@@ -95,8 +96,8 @@ def matmul(x1: Any, x2: Any, /, *, precision: Any = None, preferred_element_type
     return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
 
 
-def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2, precision: Any = None, preferred_element_type: Any = None,
-              out_sharding: Any = None) -> Any:
+def tensordot(x1: ArrayLike, x2: ArrayLike, /, *, axes: Any = 2, precision: Any = None,
+              preferred_element_type: Any = None, out_sharding: Any = None) -> Any:
     """Tensor contraction over ``axes`` (an int or two sequences), see :func:`funcgrad.numpy.tensordot`.
 
     >>> tensordot(fnp.ones((2, 3)), fnp.ones((3, 4)), axes=1).shape
@@ -106,7 +107,8 @@ def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2, precision: Any = None, pref
     return out if preferred_element_type is None else lax.convert_element_type(out, preferred_element_type)
 
 
-def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
+def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = None,
+           preferred_element_type: Any = None) -> Any:
     """Dot product of vectors along ``axis`` (broadcasting the other axes).
 
     >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
@@ -114,7 +116,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     return _vecdot(x1, x2, axis=axis, precision=precision, preferred_element_type=preferred_element_type)
 
 
-def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+def cross(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Any:
     """Cross product of 3-vectors along ``axis`` (other axes broadcast).
 
     >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
@@ -126,7 +128,7 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     return _cross(x1, x2, axis=axis)
 
 
-def outer(x1: Any, x2: Any, /) -> Any:
+def outer(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Outer product of two 1-d arrays: (m,), (n,) -> (m, n).
 
     >>> outer(fnp.arange(2.0), fnp.arange(3.0)).shape
@@ -138,7 +140,7 @@ def outer(x1: Any, x2: Any, /) -> Any:
     return _outer(x1, x2)
 
 
-def matrix_transpose(x: Any, /) -> Any:
+def matrix_transpose(x: ArrayLike, /) -> Any:
     """Swap the last two axes: (..., m, n) -> (..., n, m).
 
     >>> matrix_transpose(fnp.ones((2, 3, 4))).shape
@@ -150,7 +152,7 @@ def matrix_transpose(x: Any, /) -> Any:
     return _mT(x)
 
 
-def diagonal(x: Any, /, *, offset: int = 0) -> Any:
+def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Any:
     """Diagonals of a stack of matrices: (..., m, n) -> (..., k).
 
     >>> diagonal(fnp.eye(3))   # [1., 1., 1.]
@@ -161,7 +163,7 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Any:
     return _diag(x, int(offset))
 
 
-def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
+def trace(x: ArrayLike, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> Any:
     """Sum of the diagonal of each matrix: (..., m, n) -> (...).
 
     >>> trace(fnp.eye(3))   # 3.0
@@ -206,7 +208,7 @@ def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
     return _linalg.einsum(",".join(subs) + "->" + out, *arrays, optimize="optimal")
 
 
-def matrix_power(a: Any, n: int) -> Any:
+def matrix_power(a: ArrayLike, n: int) -> Any:
     """``a`` (..., m, m) to the integer power ``n`` (negative: powers of the inverse) by repeated squaring.
 
     >>> matrix_power(fnp.array([[1.0, 1.0], [0.0, 1.0]]), 3)   # [[1, 3], [0, 1]]
@@ -235,7 +237,7 @@ def matrix_power(a: Any, n: int) -> Any:
 # ------------------------------------------------------------------ decompositions
 
 
-def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> Any:
+def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True) -> Array:
     """Cholesky factor of symmetric positive definite matrices: lower ``L`` with ``a = L @ L.T``
     (``upper``: ``U = L.T``). NaN where ``a`` is not positive definite (numpy raises).
 
@@ -246,7 +248,7 @@ def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> A
     return _mT(L) if upper else L
 
 
-def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
+def eigh(a: ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric matrices: ``EighResult(w, v)``.
 
     >>> w, v = eigh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))   # w = [1., 3.]
@@ -258,7 +260,7 @@ def eigh(a: Any, UPLO: str | None = None, symmetrize_input: bool = True) -> Eigh
     return EighResult(w, v)
 
 
-def eig(a: Any) -> EigResult:
+def eig(a: ArrayLike) -> EigResult:
     """Eigenvalues and right eigenvectors of general square matrices: ``EigResult(w, v)`` with
     ``a @ v[..., :, j] = w[..., j] * v[..., :, j]``; (..., n, n) -> (..., n), (..., n, n), complex
     (unit-norm columns, as LAPACK geev; eigenvalues in LAPACK's order, unsorted). Eigenvalues are
@@ -271,7 +273,7 @@ def eig(a: Any) -> EigResult:
     return EigResult(w, v)
 
 
-def eigvals(a: Any) -> Any:
+def eigvals(a: ArrayLike) -> Array:
     """Eigenvalues of general square matrices, complex: (..., n, n) -> (..., n) (LAPACK's order, unsorted).
     Differentiable (forward and reverse; distinct eigenvalues), as JAX.
 
@@ -282,7 +284,7 @@ def eigvals(a: Any) -> Any:
     return w
 
 
-def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Any:
+def eigvalsh(a: ArrayLike, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Array:
     """Eigenvalues (ascending) of symmetric matrices: (..., n, n) -> (..., n).
 
     >>> eigvalsh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))   # [1., 3.]
@@ -290,7 +292,7 @@ def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -
     return eigh(a, UPLO, symmetrize_input).eigenvalues
 
 
-def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False,
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False,
         subset_by_index: Any = None) -> Any:
     """Singular value decomposition ``SVDResult(U, S, Vh)`` with ``a = U @ diag(S) @ Vh`` (S descending);
     ``compute_uv=False``: ``S`` only. Gradients need ``full_matrices=False`` (or square matrices).
@@ -305,7 +307,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
     return SVDResult(*out)
 
 
-def svdvals(x: Any, /) -> Any:
+def svdvals(x: ArrayLike, /) -> Any:
     """Singular values, descending: (..., m, n) -> (..., min(m, n)).
 
     >>> svdvals(fnp.array([[3.0, 0.0], [0.0, 4.0]]))   # [4., 3.]
@@ -313,7 +315,7 @@ def svdvals(x: Any, /) -> Any:
     return svd(x, full_matrices=False, compute_uv=False)
 
 
-def qr(a: Any, mode: str = "reduced") -> Any:
+def qr(a: ArrayLike, mode: str = "reduced") -> Any:
     """QR decomposition ``QRResult(Q, R)``; ``mode`` 'reduced' (k = min(m, n)), 'complete' (Q is m x m) or
     'r' (R only). Gradients need m >= n with 'reduced', or square matrices.
 
@@ -337,7 +339,7 @@ def _lu_solve(lu: Any, perm: Any, b: Any) -> Any:
     return _L.triangular_solve(lu, y, left_side=True, lower=False)
 
 
-def solve(a: Any, b: Any) -> Any:
+def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """Solve ``a @ x = b``: a (..., n, n); b (n,) (a vector) or (..., n, k) (batch dims broadcast).
     A singular ``a`` gives inf/NaN (numpy raises LinAlgError).
 
@@ -364,7 +366,7 @@ def solve(a: Any, b: Any) -> Any:
     return _lu_solve(lu, perm, b)
 
 
-def inv(a: Any) -> Any:
+def inv(a: ArrayLike) -> Array:
     """Inverse of square matrices (..., n, n); inf/NaN for a singular matrix (numpy raises).
 
     >>> inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))   # [[0.5, 0], [0, 0.25]]
@@ -439,7 +441,7 @@ def _make_det() -> Any:
 _det_with_rule = _make_det()
 
 
-def det(a: Any) -> Any:
+def det(a: ArrayLike) -> Array:
     """Determinant of square matrices: (..., n, n) -> (...), through the LU decomposition. Its derivative
     is ``trace(adj(a) @ da)`` (as JAX: finite at singular matrices of rank n - 1 too).
 
@@ -451,7 +453,7 @@ def det(a: Any) -> Any:
     return _det_with_rule(a)
 
 
-def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
+def slogdet(a: ArrayLike, *, method: str | None = None) -> SlogdetResult:
     """Sign and log of the absolute determinant: ``SlogdetResult(sign, logabsdet)``, each (...).
     A singular matrix gives sign 0 and logabsdet -inf.
 
@@ -466,7 +468,7 @@ def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
     return SlogdetResult(s, sum(log(abs(d)), axis=-1))
 
 
-def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Any:
+def pinv(a: ArrayLike, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None) -> Array:
     """Moore-Penrose pseudo-inverse through the SVD: (..., m, n) -> (..., n, m). Singular values at or
     below ``rtol * largest`` (default ``10 * max(m, n) * eps``) count as zero. Its derivative is the
     pseudo-inverse's own (as JAX), finite for rank-deficient matrices too.
@@ -519,7 +521,7 @@ def _make_pinv() -> Any:
 _pinv_with_rule = _make_pinv()
 
 
-def lstsq(a: Any, b: Any, rcond: Any = None, *, numpy_resid: bool = False) -> tuple[Any, Any, Any, Any]:
+def lstsq(a: ArrayLike, b: ArrayLike, rcond: Any = None, *, numpy_resid: bool = False) -> tuple[Any, Any, Any, Any]:
     """Least-squares solution of ``a @ x = b`` through the SVD: ``(x, residuals, rank, s)``.
     a (m, n); b (m,) or (m, k). Residuals are always computed (``numpy_resid=True``: empty when
     ``rank < n`` or ``m <= n``, as numpy; needs concrete values).
@@ -570,7 +572,7 @@ def lstsq(a: Any, b: Any, rcond: Any = None, *, numpy_resid: bool = False) -> tu
     return x, resid, rank, s
 
 
-def tensorinv(a: Any, ind: int = 2) -> Any:
+def tensorinv(a: ArrayLike, ind: int = 2) -> Any:
     """Inverse of a tensor seen as a matrix: shape ``a.shape[ind:] + a.shape[:ind]``.
 
     >>> tensorinv(fnp.eye(4).reshape(4, 2, 2), ind=1).shape
@@ -588,7 +590,7 @@ def tensorinv(a: Any, ind: int = 2) -> Any:
     return reshape(inv(reshape(a, (r, c))), cols + rows)
 
 
-def tensorsolve(a: Any, b: Any, axes: Any = None) -> Any:
+def tensorsolve(a: ArrayLike, b: ArrayLike, axes: Any = None) -> Any:
     """Solve ``tensordot(a, x, x.ndim) = b`` for x (shape ``a.shape[b.ndim:]``).
 
     >>> tensorsolve(fnp.eye(6).reshape(6, 2, 3), fnp.ones(6)).shape
@@ -610,7 +612,8 @@ def tensorsolve(a: Any, b: Any, axes: Any = None) -> Any:
 # ------------------------------------------------------------------ norms, rank, condition number
 
 
-def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A002
+def norm(x: ArrayLike, ord: Any = None, axis: int | Sequence[int] | None = None,  # noqa: A002
+         keepdims: bool = False) -> Array:
     """Vector norms (``ord`` None/2, 1, inf, -inf, 0, any p) and matrix norms (``'fro'``, ``'nuc'``,
     1, -1, 2, -2, inf, -inf) over ``axis`` (int, 2-tuple or None: all axes of a 1-d/2-d array).
 
@@ -688,7 +691,8 @@ def _to_end(x, row, col):
     return lax.transpose(x, tuple(rest) + (row, col))
 
 
-def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
+def vector_norm(x: ArrayLike, /, *, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+                ord: Any = 2) -> Any:
     """Vector norm over ``axis`` (None: all elements, as one flat vector).
 
     >>> vector_norm(fnp.ones((2, 2)))   # 2.0
@@ -701,7 +705,7 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
     return _vector_norm(x, ord, axes, keepdims)
 
 
-def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
+def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     """Matrix norm of the last two axes (``ord`` as :func:`norm`).
 
     >>> matrix_norm(fnp.eye(2))   # sqrt(2)
@@ -712,7 +716,7 @@ def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
-def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any = None) -> Any:
+def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any = None) -> Array:
     """Number of singular values above ``rtol`` (default ``max(s) * max(m, n) * eps``); int32 (...).
     Its gradient is zero.
 
@@ -734,7 +738,7 @@ def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any =
     return sum(lax.convert_element_type(lax.gt_p.bind(s, rtol), np.int32), axis=-1)
 
 
-def cond(x: Any, p: Any = None) -> Any:
+def cond(x: Any, p: Any = None) -> Array:
     """Condition number: ``p`` None/2 (largest over smallest singular value), -2, or any matrix-norm ``ord``
     (square matrices: ``norm(x, p) * norm(inv(x), p)``). A singular matrix gives inf.
 

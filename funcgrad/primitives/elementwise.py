@@ -576,7 +576,7 @@ add_traits(convert_p, "elementwise")
 
 def convert(x: Any, dtype: Any) -> Any:
     """``x`` as ``dtype`` (canonicalised); a no-op when it already is."""
-    dtype = _dtypes.canonicalize(dtype)
+    dtype = _dtypes.canonicalize(dtype, requested=True)
     if not isinstance(x, (bool, int, float)) and x.dtype == dtype:
         return x
     return convert_p.bind(x, dtype=dtype)

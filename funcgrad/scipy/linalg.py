@@ -24,6 +24,7 @@ from funcgrad.numpy._shape import broadcast_to, concatenate, ravel, reshape
 from funcgrad import lax
 from funcgrad.lax import linalg as _L
 import funcgrad.numpy as _fnp
+from funcgrad.typing import ArrayLike, DTypeLike
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
            "dft", "eigh", "eigh_tridiagonal", "expm", "expm_frechet", "fiedler", "fiedler_companion", "funm",
@@ -62,7 +63,7 @@ def _as_matrix_rhs(name: str, a: Any, b: Any) -> tuple[Any, bool]:
 # ------------------------------------------------------------------ factorizations and solves
 
 
-def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+def cholesky(a: ArrayLike, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """Cholesky factor of symmetric positive definite matrices: upper ``U`` (``a = U.T @ U``) by default,
     lower with ``lower=True``; only that triangle of ``a`` is read (as JAX: no symmetrization, so the
     gradient is not symmetric). NaN where ``a`` is not positive definite.
@@ -75,7 +76,8 @@ def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False, check_finit
     return L if lower else _mT(L)
 
 
-def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Any, bool]:
+def cho_factor(a: ArrayLike, lower: bool = False, overwrite_a: bool = False,
+               check_finite: bool = True) -> tuple[Any, bool]:
     """``(c, lower)`` for :func:`cho_solve`; ``c`` is the triangular Cholesky factor (zeros elsewhere).
 
     >>> c_and_lower = cho_factor(fnp.array([[4.0, 2.0], [2.0, 3.0]]))
@@ -83,7 +85,7 @@ def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False, check_fin
     return cholesky(a, lower=lower), bool(lower)
 
 
-def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False, check_finite: bool = True) -> Any:
+def cho_solve(c_and_lower: tuple[Any, bool], b: ArrayLike, overwrite_b: bool = False, check_finite: bool = True) -> Any:
     """Solve ``a @ x = b`` given ``cho_factor(a)``. b: (n,) or (..., n, k).
 
     >>> cho_solve(cho_factor(fnp.array([[4.0, 2.0], [2.0, 3.0]])), fnp.array([1.0, 2.0]))
@@ -101,7 +103,7 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: Any, overwrite_b: bool = False, 
     return reshape(x, x.shape[:-1]) if vec else x
 
 
-def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False,
+def solve_triangular(a: ArrayLike, b: ArrayLike, trans: Any = 0, lower: bool = False, unit_diagonal: bool = False,
                      overwrite_b: bool = False, debug: Any = None, check_finite: bool = True) -> Any:
     """Solve ``op(a) @ x = b`` with ``a`` triangular (only its ``lower``/upper triangle is read);
     ``trans`` 0/'N', 1/'T' or 2/'C' (conjugate transpose). b: (n,) or (..., n, k).
@@ -124,7 +126,7 @@ def _perm_matrix(perm: Any, dtype: Any) -> Any:
     return _L.permutation_matrix(perm, dtype)
 
 
-def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
+def lu(a: ArrayLike, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> tuple:
     """LU decomposition with partial pivoting of (..., m, n) matrices: ``(p, l, u)`` with ``a = p @ l @ u``,
     p (m, m), l (m, k) unit lower, u (k, n) upper, k = min(m, n) (``permute_l``: ``(p @ l, u)``).
 
@@ -159,7 +161,7 @@ def _nl_triu(x: Any, k: int = 0) -> Any:
     return multiply(x, lax.convert_element_type(1.0 - np.tri(m, n, k - 1), x.dtype))
 
 
-def lu_factor(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Any, Any]:
+def lu_factor(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Any, Any]:
     """``(lu, piv)`` as LAPACK's getrf (0-based row interchanges), for :func:`lu_solve` (square ``a``).
 
     >>> lu_, piv = lu_factor(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # piv = [1, 1]
@@ -187,7 +189,7 @@ def _linalg_take(x: Any, idx: Any) -> Any:
     return take_along_axis(x, idx, axis=-1)
 
 
-def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: bool = False,
+def lu_solve(lu_and_piv: tuple[Any, Any], b: ArrayLike, trans: int = 0, overwrite_b: bool = False,
              check_finite: bool = True) -> Any:
     """Solve ``a @ x = b`` (``trans`` 1: ``a.T @ x = b``, 2: ``a^H @ x = b``) given ``lu_factor(a)``.
     b: (n,) or (..., n, k).
@@ -214,7 +216,7 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: Any, trans: int = 0, overwrite_b: b
     return reshape(x, x.shape[:-1]) if vec else x
 
 
-def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
+def solve(a: ArrayLike, b: ArrayLike, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False,
           debug: bool = False, check_finite: bool = True, assume_a: str = "gen") -> Any:
     """Solve ``a @ x = b``; ``assume_a`` 'gen', 'sym', 'her' (LU) or 'pos' (Cholesky, reading the
     ``lower``/upper triangle). b: (n,) or (..., n, k).
@@ -231,7 +233,7 @@ def solve(a: Any, b: Any, lower: bool = False, overwrite_a: bool = False, overwr
     return cho_solve((_L.cholesky(full, symmetrize_input=False), True), b)
 
 
-def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+def det(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """Determinant of square matrices (..., n, n) -> (...).
 
     >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # -2.0
@@ -239,7 +241,7 @@ def det(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     return _nl.det(a)
 
 
-def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+def inv(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """Inverse of square matrices; inf/NaN for a singular matrix.
 
     >>> inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))
@@ -247,7 +249,7 @@ def inv(a: Any, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     return _nl.inv(a)
 
 
-def eigh(a: Any, b: Any = None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
+def eigh(a: ArrayLike, b: ArrayLike | None = None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
          overwrite_b: bool = False, turbo: bool = True, eigvals: Any = None, type: int = 1,  # noqa: A002
          check_finite: bool = True) -> Any:
     """Eigenvalues (ascending) and eigenvectors ``(w, v)`` of a symmetric matrix (``lower`` triangle read);
@@ -287,7 +289,7 @@ def eigh_tridiagonal(d: Any, e: Any, *, eigvals_only: bool = False, select: str 
     return w if eigvals_only else (w, v)
 
 
-def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
         check_finite: bool = True, lapack_driver: str = "gesdd") -> Any:
     """Singular value decomposition ``(u, s, vh)`` (``compute_uv=False``: ``s``), s descending.
 
@@ -299,7 +301,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, overwrite_a
     return tuple(out) if compute_uv else out
 
 
-def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
+def qr(a: ArrayLike, overwrite_a: bool = False, lwork: Any = None, mode: str = "full", pivoting: bool = False,
        check_finite: bool = True) -> tuple:
     """QR decomposition: ``mode`` 'full' (q is m x m), 'economic' (k = min(m, n)) -> ``(q, r)``;
     'r' -> ``(r,)``. Gradients need m >= n with 'economic', or square matrices.
@@ -319,7 +321,7 @@ def qr(a: Any, overwrite_a: bool = False, lwork: Any = None, mode: str = "full",
     return (r,) if mode == "r" else (q, r)
 
 
-def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
+def qr_multiply(a: ArrayLike, c: Any, mode: str = "right", pivoting: bool = False, conjugate: bool = False,
                 overwrite_a: bool = False, overwrite_c: bool = False) -> tuple[Any, Any]:
     """``(Q @ c, R)`` (``mode='left'``) or ``(c @ Q, R)`` ('right') with ``Q, R`` the economic QR of ``a``
     (Q (m, k), R (k, n), k = min(m, n)); 1-d ``c`` is a column ('left') or a row ('right'). ``conjugate``
@@ -350,7 +352,7 @@ def qr_multiply(a: Any, c: Any, mode: str = "right", pivoting: bool = False, con
     return (ravel(cq) if onedim else cq), r
 
 
-def schur(a: Any, output: str = "real") -> tuple[Any, Any]:
+def schur(a: ArrayLike, output: str = "real") -> tuple[Any, Any]:
     """Schur decomposition ``(t, z)`` with ``a = z @ t @ z^H`` (forward only; no derivatives, as in JAX):
     ``output='real'``: real quasi-triangular ``t`` for real ``a``; ``output='complex'``: complex upper-triangular
     ``t`` (complex64 for float32 input, complex128 for float64). A complex ``a`` always gives the complex form.
@@ -433,7 +435,7 @@ def funm(A: Any, func: Any, disp: bool = True) -> Any:
     return F, err
 
 
-def dft(n: int, scale: str | None = None, *, dtype: Any = None) -> Any:
+def dft(n: int, scale: str | None = None, *, dtype: DTypeLike | None = None) -> Any:
     """The n x n discrete Fourier transform matrix ``W[j, k] = exp(-2 pi i j k / n)`` (``dft(n) @ x ==
     fft(x)``); ``scale``: None, ``'sqrtn'`` (unitary) or ``'n'``. Complex (the default complex dtype:
     complex64, complex128 with x64, or ``dtype``).
@@ -467,7 +469,7 @@ def _operator_index(name: str, n: Any) -> int:
         raise TypeError(f"scipy.linalg.{name}: n must be an integer, got {type(n).__name__} {n!r}") from None
 
 
-def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
+def hessenberg(a: ArrayLike, *, calc_q: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """Upper Hessenberg form ``h`` (``calc_q``: ``(h, q)`` with ``a = q @ h @ q^H``; real or complex); forward only.
 
     >>> h = hessenberg(fnp.ones((3, 3)))
@@ -476,7 +478,7 @@ def hessenberg(a: Any, *, calc_q: bool = False, overwrite_a: bool = False, check
     return (h, q) if calc_q else h
 
 
-def polar(a: Any, side: str = "right", *, method: str = "qdwh", eps: Any = None,
+def polar(a: ArrayLike, side: str = "right", *, method: str = "qdwh", eps: Any = None,
           max_iterations: Any = None) -> tuple[Any, Any]:
     """Polar decomposition ``(u, p)``: ``a = u @ p`` (side 'right') or ``p @ u`` ('left'), through the SVD
     (``method`` 'svd' or 'qdwh': both give the same factors here).
@@ -622,7 +624,7 @@ def circulant(c: Any) -> Any:
     return c[..., idx]
 
 
-def companion(a: Any) -> Any:
+def companion(a: ArrayLike) -> Any:
     """Companion matrix of the polynomial with coefficients ``a`` (n,), highest degree first: (n-1, n-1).
 
     >>> companion(fnp.array([1.0, 2.0, 3.0]))   # [[-2, -3], [1, 0]]
@@ -636,7 +638,7 @@ def companion(a: Any) -> Any:
     return concatenate([first, below], axis=0)
 
 
-def fiedler(a: Any) -> Any:
+def fiedler(a: ArrayLike) -> Any:
     """Fiedler matrix ``|a[i] - a[j]|`` of a 1-d array.
 
     >>> fiedler(fnp.array([1.0, 3.0, 7.0]))
@@ -647,7 +649,7 @@ def fiedler(a: Any) -> Any:
     return abs(subtract(reshape(a, (-1, 1)), reshape(a, (1, -1))))
 
 
-def fiedler_companion(a: Any) -> Any:
+def fiedler_companion(a: ArrayLike) -> Any:
     """Fiedler companion matrix of the polynomial coefficients ``a`` (n,) (``a[0]`` normalised to 1).
 
     >>> fiedler_companion(fnp.array([1.0, 2.0, 3.0, 4.0])).shape
@@ -720,7 +722,7 @@ def invpascal(n: int, kind: str | None = None) -> Any:
     return _float_const(_sl.invpascal(int(n), kind=kind, exact=False))
 
 
-def hadamard(n: int, dtype: Any = int) -> Any:
+def hadamard(n: int, dtype: DTypeLike = int) -> Any:
     """Sylvester's Hadamard matrix (n, n), n a power of 2.
 
     >>> hadamard(2)   # [[1, 1], [1, -1]]
@@ -755,7 +757,7 @@ def leslie(f: Any, s: Any) -> Any:
     return concatenate([reshape(f, (1, n)), below], axis=0)
 
 
-def convolution_matrix(a: Any, n: int, mode: str = "full") -> Any:
+def convolution_matrix(a: ArrayLike, n: int, mode: str = "full") -> Any:
     """Matrix ``M`` with ``M @ v == convolve(a, v, mode)`` for v of length ``n``.
 
     >>> convolution_matrix(fnp.array([1.0, 2.0, 3.0]), 4, "same").shape

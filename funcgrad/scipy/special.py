@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.special as _sc
@@ -30,6 +30,7 @@ import funcgrad.numpy as fnp
 from funcgrad.numpy._base import arr, normalize_axes, promote_inexact
 from funcgrad.lax import _special as _p
 from funcgrad.lax import erf_inv_p, erf_p
+from funcgrad.typing import ArrayLike
 
 __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb", "dawsn", "digamma", "entr",
@@ -96,7 +97,7 @@ def _check_int_dtype(name: str, what: str, n: Any) -> None:
 # --------------------------------------------------------------------------
 
 
-def gammaln(x: Any) -> Any:
+def gammaln(x: ArrayLike) -> Array:
     """``log|Gamma(x)|`` elementwise (derivative: digamma). f32[...] -> f32[...].
 
     >>> gammaln(fnp.array([1.0, 4.0]))   # [0, log 6]
@@ -104,7 +105,7 @@ def gammaln(x: Any) -> Any:
     return _unary(_p.lgamma_p, x)
 
 
-def loggamma(x: Any) -> Any:
+def loggamma(x: ArrayLike) -> Array:
     """``log(Gamma(x))``: for real ``x``, ``gammaln`` for ``x > 0`` and NaN for ``x <= 0`` (as JAX);
     for complex ``x`` the principal branch (one cut along the negative real axis, as scipy and JAX),
     NaN at the poles 0, -1, -2, ... Differentiable to any order (complex: holomorphic, derivative
@@ -128,7 +129,7 @@ def _complex_poles(z: Any) -> tuple:
     return pole, fnp.where(pole, fnp.ones_like(z), z)
 
 
-def gamma(x: Any) -> Any:
+def gamma(x: ArrayLike) -> Array:
     """The gamma function: ``gammasgn(x) * exp(gammaln(x))`` for real ``x`` (NaN at poles -1, -2, ...,
     +inf at 0, as JAX); ``exp(loggamma(x))`` for complex ``x`` (NaN at every pole, as JAX).
 
@@ -141,7 +142,7 @@ def gamma(x: Any) -> Any:
     return lax.mul(_p.gammasgn_p.bind(x), lax.exp(_p.lgamma_p.bind(x)))
 
 
-def gammasgn(x: Any) -> Any:
+def gammasgn(x: ArrayLike) -> Array:
     """The sign of the gamma function (1 or -1; NaN at non-positive integers). Zero gradient.
 
     >>> gammasgn(fnp.array([-1.5, 2.0]))   # [1, 1]
@@ -149,7 +150,7 @@ def gammasgn(x: Any) -> Any:
     return _unary(_p.gammasgn_p, x)
 
 
-def digamma(x: Any) -> Any:
+def digamma(x: ArrayLike) -> Array:
     """``d/dx log Gamma(x)`` (derivative: ``polygamma(1, x)``). f32[...] -> f32[...].
 
     >>> digamma(fnp.array([1.0]))   # [-0.5772...]
@@ -157,7 +158,7 @@ def digamma(x: Any) -> Any:
     return _unary(_p.digamma_p, x)
 
 
-def polygamma(n: Any, x: Any) -> Any:
+def polygamma(n: Any, x: ArrayLike) -> Any:
     """The ``n``-th derivative of digamma at ``x``; ``n`` is an integer array (no gradient).
 
     >>> polygamma(1, fnp.array([1.0]))   # [pi**2 / 6]
@@ -167,7 +168,7 @@ def polygamma(n: Any, x: Any) -> Any:
     return _p.polygamma_p.bind(n, x)
 
 
-def multigammaln(a: Any, d: Any) -> Any:
+def multigammaln(a: ArrayLike, d: Any) -> Any:
     """The log of the multivariate gamma function of dimension ``d`` (a static int).
 
     ``sum_{j<d} gammaln(a - j/2) + d(d-1)/4 log(pi)``.
@@ -195,7 +196,7 @@ def _static_int(name: str, what: str, value: Any) -> int:
     return int(n)
 
 
-def betaln(a: Any, b: Any) -> Any:
+def betaln(a: ArrayLike, b: ArrayLike) -> Array:
     """``log|B(a, b)|`` (the log of the beta function). Differentiable in both.
 
     >>> betaln(fnp.array([1.0]), fnp.array([2.0]))   # [log 0.5]
@@ -204,7 +205,7 @@ def betaln(a: Any, b: Any) -> Any:
     return _p.betaln_p.bind(a, b)
 
 
-def beta(a: Any, b: Any) -> Any:
+def beta(a: ArrayLike, b: ArrayLike) -> Array:
     """The beta function ``Gamma(a) Gamma(b) / Gamma(a + b)``.
 
     >>> beta(fnp.array([2.0]), fnp.array([3.0]))   # [1/12]
@@ -214,7 +215,7 @@ def beta(a: Any, b: Any) -> Any:
     return lax.mul(sign, lax.exp(_p.betaln_p.bind(a, b)))
 
 
-def betainc(a: Any, b: Any, x: Any) -> Any:
+def betainc(a: ArrayLike, b: ArrayLike, x: ArrayLike) -> Any:
     """The regularized incomplete beta function ``I_x(a, b)``; differentiable in ``x`` only (as JAX).
 
     >>> betainc(fnp.array([2.0]), fnp.array([3.0]), fnp.array([0.5]))
@@ -223,7 +224,7 @@ def betainc(a: Any, b: Any, x: Any) -> Any:
     return _p.betainc_p.bind(a, b, x)
 
 
-def gammainc(a: Any, x: Any) -> Any:
+def gammainc(a: ArrayLike, x: ArrayLike) -> Array:
     """The regularized lower incomplete gamma function ``P(a, x)``; differentiable in ``a`` and ``x``.
 
     >>> gammainc(fnp.array([1.0]), fnp.array([2.0]))   # [1 - exp(-2)]
@@ -232,7 +233,7 @@ def gammainc(a: Any, x: Any) -> Any:
     return _p.igamma_p.bind(a, x)
 
 
-def gammaincc(a: Any, x: Any) -> Any:
+def gammaincc(a: ArrayLike, x: ArrayLike) -> Array:
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``.
 
     >>> gammaincc(fnp.array([1.0]), fnp.array([2.0]))   # [exp(-2)]
@@ -254,7 +255,7 @@ def factorial(n: Any, exact: bool = False) -> Any:
     return fnp.where(n < 0, 0.0, gamma(lax.add(n, 1.0)))
 
 
-def poch(z: Any, m: Any) -> Any:
+def poch(z: ArrayLike, m: ArrayLike) -> Array:
     """The Pochhammer symbol ``Gamma(z + m) / Gamma(z)`` (1 where ``m == 0``).
 
     >>> poch(fnp.array([3.0]), fnp.array([2.0]))   # [12]
@@ -300,7 +301,7 @@ def bernoulli(n: int) -> Any:
 # --------------------------------------------------------------------------
 
 
-def erf(x: Any) -> Any:
+def erf(x: ArrayLike) -> Array:
     """The error function ``2/sqrt(pi) int_0^x exp(-t^2) dt``.
 
     >>> erf(fnp.array([0.0, 1.0]))
@@ -308,7 +309,7 @@ def erf(x: Any) -> Any:
     return _unary(erf_p, x)
 
 
-def erfc(x: Any) -> Any:
+def erfc(x: ArrayLike) -> Array:
     """``1 - erf(x)``, accurate for large ``x``.
 
     >>> erfc(fnp.array([0.0, 3.0]))
@@ -316,7 +317,7 @@ def erfc(x: Any) -> Any:
     return _unary(_p.erfc_p, x)
 
 
-def erfcx(x: Any) -> Any:
+def erfcx(x: ArrayLike) -> Array:
     """The scaled complementary error function ``exp(x^2) erfc(x)``.
 
     >>> erfcx(fnp.array([0.0, 10.0]))
@@ -324,7 +325,7 @@ def erfcx(x: Any) -> Any:
     return _unary(_p.erfcx_p, x)
 
 
-def erfinv(x: Any) -> Any:
+def erfinv(x: ArrayLike) -> Array:
     """The inverse of ``erf`` on (-1, 1); +-inf at +-1, NaN outside.
 
     >>> erfinv(fnp.array([0.0, 0.5]))
@@ -332,7 +333,7 @@ def erfinv(x: Any) -> Any:
     return _unary(erf_inv_p, x)
 
 
-def ndtr(x: Any) -> Any:
+def ndtr(x: ArrayLike) -> Array:
     """The standard normal CDF ``(1 + erf(x / sqrt(2))) / 2``, computed with erfc in the tails.
 
     >>> ndtr(fnp.array([0.0]))   # [0.5]
@@ -345,7 +346,7 @@ def ndtr(x: Any) -> Any:
     return fnp.where(fnp.abs(z) < 1.0 / math.sqrt(2.0), small, fnp.where(z > 0, pos, neg))
 
 
-def ndtri(p: Any) -> Any:
+def ndtri(p: ArrayLike) -> Array:
     """The inverse of ``ndtr`` (the standard normal quantile); +-inf at 1 and 0, NaN outside [0, 1].
 
     >>> ndtri(fnp.array([0.5, 0.975]))   # [0, 1.95996...]
@@ -353,7 +354,7 @@ def ndtri(p: Any) -> Any:
     return _unary(_p.ndtri_p, p)
 
 
-def log_ndtr(x: Any, series_order: int = 3) -> Any:
+def log_ndtr(x: ArrayLike, series_order: int = 3) -> Array:
     """``log(ndtr(x))``, accurate far in both tails.
 
     ``series_order`` (0..30) is checked as in JAX but does not change the result: funcgrad
@@ -371,7 +372,7 @@ def log_ndtr(x: Any, series_order: int = 3) -> Any:
     return _unary(_p.log_ndtr_p, x)
 
 
-def dawsn(x: Any) -> Any:
+def dawsn(x: ArrayLike) -> Array:
     """Dawson's integral ``exp(-x^2) int_0^x exp(t^2) dt``.
 
     >>> dawsn(fnp.array([1.0]))
@@ -379,7 +380,7 @@ def dawsn(x: Any) -> Any:
     return _unary(_p.dawsn_p, x)
 
 
-def owens_t(h: Any, a: Any) -> Any:
+def owens_t(h: Any, a: ArrayLike) -> Any:
     """Owen's T function ``T(h, a)``; differentiable in both.
 
     >>> owens_t(fnp.array([0.5]), fnp.array([1.0]))
@@ -393,7 +394,7 @@ def owens_t(h: Any, a: Any) -> Any:
 # --------------------------------------------------------------------------
 
 
-def expit(x: Any) -> Any:
+def expit(x: ArrayLike) -> Array:
     """The logistic sigmoid ``1 / (1 + exp(-x))``.
 
     >>> expit(fnp.array([0.0]))   # [0.5]
@@ -401,7 +402,7 @@ def expit(x: Any) -> Any:
     return _unary(lax.logistic_p, x, complex_ok=True)
 
 
-def logit(x: Any) -> Any:
+def logit(x: ArrayLike) -> Array:
     """The inverse of ``expit``: ``log(x / (1 - x))``; +-inf at 1/0, NaN outside [0, 1].
 
     >>> logit(fnp.array([0.5]))   # [0]
@@ -410,7 +411,7 @@ def logit(x: Any) -> Any:
     return lax.sub(lax.log(x), lax.log1p(lax.neg(x)))
 
 
-def xlogy(x: Any, y: Any) -> Any:
+def xlogy(x: ArrayLike, y: ArrayLike) -> Array:
     """``x * log(y)``, 0 where ``x == 0`` (even at ``y == 0``).
 
     Gradients as JAX: ``d/dx = log(y)`` (-inf at ``y == 0``); ``d/dy = x / y``, which
@@ -422,7 +423,7 @@ def xlogy(x: Any, y: Any) -> Any:
     return _p.xlogy_p.bind(x, y)
 
 
-def xlog1py(x: Any, y: Any) -> Any:
+def xlog1py(x: ArrayLike, y: ArrayLike) -> Array:
     """``x * log1p(y)``, 0 where ``x == 0`` (even at ``y == -1``); gradients as ``xlogy``.
 
     >>> xlog1py(fnp.array([0.0, 2.0]), fnp.array([-1.0, 3.0]))   # [0, 2 log 4]
@@ -431,7 +432,7 @@ def xlog1py(x: Any, y: Any) -> Any:
     return _p.xlog1py_p.bind(x, y)
 
 
-def entr(x: Any) -> Any:
+def entr(x: ArrayLike) -> Array:
     """Elementwise entropy ``-x log(x)``: 0 at 0 (derivative +inf there, as JAX), -inf for ``x < 0``.
 
     >>> entr(fnp.array([0.0, 0.5]))
@@ -442,7 +443,7 @@ def entr(x: Any) -> Any:
     return fnp.where(neg, -np.inf, lax.neg(_p.xlogy_p.bind(safe, safe)))
 
 
-def rel_entr(p: Any, q: Any) -> Any:
+def rel_entr(p: ArrayLike, q: ArrayLike) -> Array:
     """``p log(p / q)`` for ``p, q > 0``; 0 where ``p == 0, q >= 0``; inf elsewhere.
 
     >>> rel_entr(fnp.array([0.5]), fnp.array([0.25]))   # [0.5 log 2]
@@ -454,7 +455,7 @@ def rel_entr(p: Any, q: Any) -> Any:
     return fnp.where(both, val, fnp.where(fnp.logical_and(p == 0, q >= 0), lax.mul(p, 0.0), np.inf))
 
 
-def kl_div(p: Any, q: Any) -> Any:
+def kl_div(p: ArrayLike, q: ArrayLike) -> Array:
     """``rel_entr(p, q) - p + q``: ``p log(p / q) - p + q`` for ``p, q > 0``; ``q`` where ``p == 0, q >= 0``;
     inf elsewhere.
 
@@ -464,7 +465,7 @@ def kl_div(p: Any, q: Any) -> Any:
     return lax.add(lax.sub(rel_entr(p, q), p), q)
 
 
-def boxcox(x: Any, lmbda: Any) -> Any:
+def boxcox(x: ArrayLike, lmbda: Any) -> Any:
     """The Box-Cox transform ``(x**lmbda - 1) / lmbda`` (``log(x)`` at ``lmbda == 0``).
 
     >>> boxcox(fnp.array([2.0]), 0.5)
@@ -473,7 +474,7 @@ def boxcox(x: Any, lmbda: Any) -> Any:
     return _boxcox(lax.log(x), lmbda)
 
 
-def boxcox1p(x: Any, lmbda: Any) -> Any:
+def boxcox1p(x: ArrayLike, lmbda: Any) -> Any:
     """The Box-Cox transform of ``1 + x``: ``((1 + x)**lmbda - 1) / lmbda`` (``log1p(x)`` at ``lmbda == 0``).
 
     >>> boxcox1p(fnp.array([1.0]), 0.5)
@@ -488,8 +489,8 @@ def _boxcox(logx, lmbda):
     return fnp.where(zero, logx + lax.mul(lmbda, 0.0), lax.div(lax.expm1(lax.mul(safe, logx)), safe))
 
 
-def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, return_sign: bool = False,
-              where: Any = None) -> Any:
+def logsumexp(a: ArrayLike, axis: int | Sequence[int] | None = None, b: ArrayLike | None = None, keepdims: bool = False,
+              return_sign: bool = False, where: ArrayLike | None = None) -> Any:
     """``log(sum(b * exp(a), axis))``, computed stably (max-shifted).
 
     With ``return_sign=True`` returns ``(log|s|, sign(s))``; otherwise a negative sum gives NaN.
@@ -533,7 +534,7 @@ def _softmax_axes(name, x, axis):
     return normalize_axes(name, axis, x.ndim, x)
 
 
-def softmax(x: Any, /, *, axis: Any = None) -> Any:
+def softmax(x: ArrayLike, /, *, axis: int | Sequence[int] | None = None) -> Any:
     """``exp(x) / sum(exp(x), axis)`` (max-shifted). ``axis=None`` (JAX's default here) normalises
     over all axes.
 
@@ -546,7 +547,7 @@ def softmax(x: Any, /, *, axis: Any = None) -> Any:
     return lax.div(e, fnp.sum(e, axis=axes, keepdims=True))
 
 
-def log_softmax(x: Any, /, *, axis: Any = None) -> Any:
+def log_softmax(x: ArrayLike, /, *, axis: int | Sequence[int] | None = None) -> Any:
     """``x - logsumexp(x, axis)``. ``axis=None`` (JAX's default here) normalises over all axes.
 
     >>> log_softmax(fnp.array([1.0, 2.0]))
@@ -563,7 +564,7 @@ def log_softmax(x: Any, /, *, axis: Any = None) -> Any:
 # --------------------------------------------------------------------------
 
 
-def i0e(x: Any) -> Any:
+def i0e(x: ArrayLike) -> Array:
     """The exponentially scaled modified Bessel function of order 0, ``exp(-|x|) I0(x)``.
 
     >>> i0e(fnp.array([0.0, 1.0]))
@@ -571,7 +572,7 @@ def i0e(x: Any) -> Any:
     return _unary(_p.i0e_p, x)
 
 
-def i1e(x: Any) -> Any:
+def i1e(x: ArrayLike) -> Array:
     """The exponentially scaled modified Bessel function of order 1, ``exp(-|x|) I1(x)``.
 
     >>> i1e(fnp.array([0.0, 1.0]))
@@ -579,7 +580,7 @@ def i1e(x: Any) -> Any:
     return _unary(_p.i1e_p, x)
 
 
-def i0(x: Any) -> Any:
+def i0(x: ArrayLike) -> Array:
     """The modified Bessel function of order 0, ``I0(x) = exp(|x|) i0e(x)``.
 
     >>> i0(fnp.array([0.0, 1.0]))
@@ -588,7 +589,7 @@ def i0(x: Any) -> Any:
     return lax.mul(lax.exp(lax.abs(x)), _p.i0e_p.bind(x))
 
 
-def i1(x: Any) -> Any:
+def i1(x: ArrayLike) -> Array:
     """The modified Bessel function of order 1, ``I1(x) = exp(|x|) i1e(x)``.
 
     >>> i1(fnp.array([0.0, 1.0]))
@@ -597,7 +598,7 @@ def i1(x: Any) -> Any:
     return lax.mul(lax.exp(lax.abs(x)), _p.i1e_p.bind(x))
 
 
-def bessel_jn(z: Any, *, v: int, n_iter: int = 50) -> Any:
+def bessel_jn(z: ArrayLike, *, v: int, n_iter: int = 50) -> Any:
     """Bessel functions of the first kind ``J_0(z) .. J_v(z)``, stacked: shape ``(v + 1,) + z.shape``.
 
     ``v`` is a static int. ``n_iter`` is checked (a positive int) but does not change the result:
@@ -617,7 +618,7 @@ def bessel_jn(z: Any, *, v: int, n_iter: int = 50) -> Any:
     return fnp.stack([_p.jv_p.bind(lax.convert_element_type(float(k), z.dtype), z) for k in range(v + 1)])
 
 
-def exp1(x: Any) -> Any:
+def exp1(x: ArrayLike) -> Array:
     """The exponential integral ``E1(x) = int_x^inf exp(-t)/t dt``.
 
     >>> exp1(fnp.array([1.0]))
@@ -625,7 +626,7 @@ def exp1(x: Any) -> Any:
     return _unary(_p.exp1_p, x)
 
 
-def expi(x: Any) -> Any:
+def expi(x: ArrayLike) -> Array:
     """The exponential integral ``Ei(x)``.
 
     >>> expi(fnp.array([1.0]))
@@ -633,7 +634,7 @@ def expi(x: Any) -> Any:
     return _unary(_p.expi_p, x)
 
 
-def expn(n: Any, x: Any) -> Any:
+def expn(n: Any, x: ArrayLike) -> Any:
     """The generalised exponential integral ``E_n(x)`` (``n`` integer-valued, no gradient).
 
     >>> expn(2, fnp.array([1.0]))
@@ -642,7 +643,7 @@ def expn(n: Any, x: Any) -> Any:
     return _p.expn_p.bind(n, x)
 
 
-def fresnel(x: Any) -> tuple:
+def fresnel(x: ArrayLike) -> tuple:
     """The Fresnel integrals ``(S(x), C(x))`` (scipy's order).
 
     >>> S, C = fresnel(fnp.array([1.0]))
@@ -651,7 +652,7 @@ def fresnel(x: Any) -> tuple:
     return _p.fresnel_s_p.bind(x), _p.fresnel_c_p.bind(x)
 
 
-def sici(x: Any) -> tuple:
+def sici(x: ArrayLike) -> tuple:
     """The sine and cosine integrals ``(Si(x), Ci(x))``.
 
     For ``x < 0`` Ci is ``Ci(|x|)`` (as JAX; scipy gives NaN); -inf at 0.
@@ -662,7 +663,7 @@ def sici(x: Any) -> tuple:
     return _p.si_p.bind(x), _p.ci_p.bind(x)
 
 
-def spence(x: Any) -> Any:
+def spence(x: ArrayLike) -> Array:
     """Spence's function (dilogarithm) ``int_1^x log(t) / (1 - t) dt``; NaN for ``x < 0``.
 
     >>> spence(fnp.array([1.0]))   # [0]
@@ -670,7 +671,7 @@ def spence(x: Any) -> Any:
     return _unary(_p.spence_p, x)
 
 
-def hyp1f1(a: Any, b: Any, x: Any) -> Any:
+def hyp1f1(a: ArrayLike, b: ArrayLike, x: ArrayLike) -> Any:
     """Kummer's confluent hypergeometric function ``1F1(a; b; x)``.
 
     Differentiable in all arguments: in ``x`` to any order, in ``a`` and ``b`` to first order
@@ -682,7 +683,7 @@ def hyp1f1(a: Any, b: Any, x: Any) -> Any:
     return _p.hyp1f1_p.bind(a, b, x)
 
 
-def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
+def hyp2f1(a: ArrayLike, b: ArrayLike, c: Any, x: ArrayLike) -> Any:
     """The Gauss hypergeometric function ``2F1(a, b; c; x)``.
 
     Differentiable in all arguments: in ``x`` to any order, in ``a``, ``b``, ``c`` to first order
@@ -694,7 +695,7 @@ def hyp2f1(a: Any, b: Any, c: Any, x: Any) -> Any:
     return _p.hyp2f1_p.bind(a, b, c, x)
 
 
-def zeta(x: Any, q: Any = None) -> Any:
+def zeta(x: ArrayLike, q: ArrayLike | None = None) -> Any:
     """The Hurwitz zeta function ``sum_k (k + q)^-x``; differentiable in ``q`` (any order) and ``x``
     (first order, numerically).
 
@@ -722,7 +723,7 @@ def _as_complex(name: str, z: Any) -> Any:
     return z
 
 
-def wofz(z: Any) -> Any:
+def wofz(z: ArrayLike) -> Array:
     """The Faddeeva function ``w(z) = exp(-z**2) erfc(-iz)``, elementwise; always complex
     (real input gives complex64 / complex128 as its precision, as JAX).
 
@@ -762,7 +763,7 @@ def _legendre_table(x: Any, s: Any, n_max: int) -> list:
     return table
 
 
-def sph_harm_y(n: Any, m: Any, theta: Any, phi: Any, diff_n: int | None = None, n_max: int | None = None) -> Any:
+def sph_harm_y(n: Any, m: ArrayLike, theta: Any, phi: Any, diff_n: int | None = None, n_max: int | None = None) -> Any:
     """The spherical harmonics ``Y_n^m(theta, phi)`` (scipy's convention: ``theta`` the polar angle in
     [0, pi], ``phi`` the azimuth; Condon-Shortley phase included), complex.
 

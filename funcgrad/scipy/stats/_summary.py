@@ -1,13 +1,14 @@
 """Summary statistics: ``mode``, ``rankdata``, ``sem`` (``jax.scipy.stats``)."""
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad import _dtypes, lax
 from funcgrad.numpy._base import arr, normalize_axis, promote_inexact
+from funcgrad.typing import ArrayLike
 
 __all__ = ["ModeResult", "mode", "rankdata", "sem"]
 
@@ -45,7 +46,8 @@ def _groups(xs):
     return start, end
 
 
-def mode(a: Any, axis: Any = 0, nan_policy: str = "propagate", keepdims: bool = False) -> ModeResult:
+def mode(a: ArrayLike, axis: int | Sequence[int] = 0, nan_policy: str = "propagate",
+         keepdims: bool = False) -> ModeResult:
     """The most frequent value along ``axis`` (the smallest among ties) and its count.
 
     Returns ``ModeResult(mode, count)``; ``axis=None`` uses the flattened array. NaNs count as equal
@@ -83,7 +85,8 @@ def mode(a: Any, axis: Any = 0, nan_policy: str = "propagate", keepdims: bool = 
 _METHODS = ("average", "min", "max", "dense", "ordinal")
 
 
-def rankdata(a: Any, method: str = "average", *, axis: Any = None, nan_policy: str = "propagate") -> Any:
+def rankdata(a: ArrayLike, method: str = "average", *, axis: int | Sequence[int] | None = None,
+             nan_policy: str = "propagate") -> Any:
     """Ranks of the data, from 1 (ties resolved by ``method``: average, min, max, dense, ordinal).
 
     ``axis=None`` ranks the flattened array. A slice holding a NaN gives NaNs (``nan_policy='propagate'``).
@@ -132,7 +135,8 @@ def rankdata(a: Any, method: str = "average", *, axis: Any = None, nan_policy: s
     return fnp.moveaxis(ranks, -1, ax)
 
 
-def sem(a: Any, axis: Any = 0, ddof: int = 1, nan_policy: str = "propagate", *, keepdims: bool = False) -> Any:
+def sem(a: ArrayLike, axis: int | Sequence[int] = 0, ddof: int = 1, nan_policy: str = "propagate", *,
+        keepdims: bool = False) -> Any:
     """The standard error of the mean, ``std(a, axis, ddof) / sqrt(n)``; ``nan_policy='omit'`` ignores NaNs.
 
     >>> sem(fnp.array([1.0, 2.0, 3.0]))   # [0.5773...]

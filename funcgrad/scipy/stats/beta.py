@@ -6,11 +6,12 @@ from typing import Any
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, NAN, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
 
-def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logpdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """``(a-1) log z + (b-1) log(1-z) - betaln(a, b) - log(scale)`` on [0, 1]; -inf outside;
     NaN for ``a <= 0``, ``b <= 0`` or ``scale <= 0`` (as JAX).
 
@@ -25,7 +26,7 @@ def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return fnp.where((a <= 0) | (b <= 0) | (scale <= 0), NAN, val)
 
 
-def pdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def pdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Density. ``>>> pdf(fnp.array([0.5]), 2.0, 2.0)  # [1.5]``"""
     return fnp.exp(logpdf(x, a, b, loc, scale))
 
@@ -36,7 +37,7 @@ def _z(x, a, b, loc, scale):
     return a, b, z
 
 
-def cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def cdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """CDF ``betainc(a, b, z)`` (differentiable in x, loc, scale; not in a, b: as JAX).
 
     >>> cdf(fnp.array([0.5]), 2.0, 2.0)   # [0.5]
@@ -45,17 +46,17 @@ def cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return special.betainc(a, b, z)
 
 
-def logcdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logcdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log CDF. ``>>> logcdf(fnp.array([0.5]), 2.0, 2.0)``"""
     return fnp.log(cdf(x, a, b, loc, scale))
 
 
-def sf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def sf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Survival function ``betainc(b, a, 1 - z)``. ``>>> sf(fnp.array([0.5]), 2.0, 2.0)  # [0.5]``"""
     a, b, z = _z(x, a, b, loc, scale)
     return special.betainc(b, a, 1.0 - z)
 
 
-def logsf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logsf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log survival function. ``>>> logsf(fnp.array([0.5]), 2.0, 2.0)``"""
     return fnp.log(sf(x, a, b, loc, scale))

@@ -6,11 +6,12 @@ from typing import Any
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, NAN, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpmf", "pmf"]
 
 
-def logpmf(k: Any, n: Any, a: Any, b: Any, loc: Any = 0) -> Any:
+def logpmf(k: Any, n: Any, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0) -> Any:
     """Log mass at ``y = floor(k) - loc`` in [0, n]: ``-log(n + 1) - betaln(n - y + 1, y + 1) + betaln(y + a,
     n - y + b) - betaln(a, b)``; -inf outside; NaN for ``n < 0``, ``a <= 0`` or ``b <= 0``.
 
@@ -26,6 +27,6 @@ def logpmf(k: Any, n: Any, a: Any, b: Any, loc: Any = 0) -> Any:
     return fnp.where(fnp.logical_or(fnp.logical_or(n < 0, a <= 0), b <= 0), NAN, val)
 
 
-def pmf(k: Any, n: Any, a: Any, b: Any, loc: Any = 0) -> Any:
+def pmf(k: Any, n: Any, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0) -> Any:
     """Probability mass. ``>>> pmf(fnp.array([1.0]), 2.0, 1.0, 1.0)  # [1/3]``"""
     return fnp.exp(logpmf(k, n, a, b, loc))

@@ -6,11 +6,12 @@ from typing import Any
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpmf", "pmf"]
 
 
-def logpmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:
+def logpmf(k: Any, n: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """``log C(n, k) + k log p + (n - k) log(1 - p)`` for ``0 <= k - loc < n + 1`` (JAX's support test: ``k``
     need not be an integer); -inf outside.
 
@@ -25,6 +26,6 @@ def logpmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:
     return fnp.where(inside, val, -INF)
 
 
-def pmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:
+def pmf(k: Any, n: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """Probability mass. ``>>> pmf(fnp.array([1.0]), 2.0, 0.5)  # [0.5]``"""
     return fnp.exp(logpmf(k, n, p, loc))

@@ -6,11 +6,12 @@ from typing import Any
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpdf", "pdf"]
 
 
-def logpdf(x: Any, alpha: Any) -> Any:
+def logpdf(x: ArrayLike, alpha: Any) -> Any:
     """Log density at ``x`` of shape ``(K, ...)`` (or ``(K - 1, ...)``: the last component is ``1 - sum``),
     for ``alpha`` of shape ``(K,)``, as scipy; -inf off the simplex (tolerance 1e-6, as JAX).
 
@@ -32,6 +33,6 @@ def logpdf(x: Any, alpha: Any) -> Any:
     return fnp.where(simplex, log_probs, -INF)
 
 
-def pdf(x: Any, alpha: Any) -> Any:
+def pdf(x: ArrayLike, alpha: Any) -> Any:
     """Density. ``>>> pdf(fnp.array([0.2, 0.8]), fnp.array([1.0, 2.0]))  # [1.6]``"""
     return fnp.exp(logpdf(x, alpha))

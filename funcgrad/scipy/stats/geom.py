@@ -6,11 +6,12 @@ from typing import Any
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpmf", "pmf"]
 
 
-def logpmf(k: Any, p: Any, loc: Any = 0) -> Any:
+def logpmf(k: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """``(k - 1) log(1 - p) + log p`` for ``k - loc > 0`` (JAX's support test); -inf from 0 down.
 
     >>> logpmf(fnp.array([1.0, 2.0]), 0.5)   # [log 0.5, log 0.25]
@@ -20,6 +21,6 @@ def logpmf(k: Any, p: Any, loc: Any = 0) -> Any:
     return fnp.where(x <= 0, -INF, special.xlog1py(x - 1.0, -p) + fnp.log(p))
 
 
-def pmf(k: Any, p: Any, loc: Any = 0) -> Any:
+def pmf(k: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """Probability mass. ``>>> pmf(fnp.array([2.0]), 0.5)  # [0.25]``"""
     return fnp.exp(logpmf(k, p, loc))

@@ -5,6 +5,7 @@ from typing import Any
 
 import funcgrad.numpy as fnp
 from funcgrad.scipy.stats._common import NAN, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 
@@ -14,39 +15,39 @@ def _z(x, loc, scale):
     return (x - loc) / fnp.where(scale > 0, scale, NAN), scale   # NaN for scale <= 0, as JAX
 
 
-def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """``z - exp(z) - log(scale)``. ``>>> logpdf(fnp.array([0.0]))  # [-1]``"""
     z, scale = _z(x, loc, scale)
     return z - fnp.exp(z) - fnp.log(scale)
 
 
-def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def pdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Density. ``>>> pdf(fnp.array([0.0]))  # [exp(-1)]``"""
     return fnp.exp(logpdf(x, loc, scale))
 
 
-def logsf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logsf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log survival function ``-exp(z)``. ``>>> logsf(fnp.array([0.0]))  # [-1]``"""
     z, _ = _z(x, loc, scale)
     return -fnp.exp(z)
 
 
-def sf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def sf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Survival function ``exp(-exp(z))``. ``>>> sf(fnp.array([0.0]))``"""
     return fnp.exp(logsf(x, loc, scale))
 
 
-def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def cdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """CDF ``1 - exp(-exp(z))``. ``>>> cdf(fnp.array([0.0]))``"""
     return -fnp.expm1(logsf(x, loc, scale))
 
 
-def logcdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logcdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log CDF. ``>>> logcdf(fnp.array([0.0]))``"""
     return fnp.log(cdf(x, loc, scale))
 
 
-def ppf(p: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def ppf(p: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Quantile ``loc + scale log(-log(1 - p))``; NaN outside (0, 1) (as JAX). ``>>> ppf(fnp.array([0.5]))``"""
     p, loc, scale = promote(p, loc, scale)
     ok = fnp.logical_and(p > 0, p < 1)

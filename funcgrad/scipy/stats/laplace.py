@@ -5,22 +5,23 @@ from typing import Any
 
 import funcgrad.numpy as fnp
 from funcgrad.scipy.stats._common import promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["cdf", "logpdf", "pdf"]
 
 
-def logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """``-|x - loc| / scale - log(2 scale)``. ``>>> logpdf(fnp.array([0.0]))  # [-log 2]``"""
     x, loc, scale = promote(x, loc, scale)
     return -fnp.abs((x - loc) / scale) - fnp.log(2.0 * scale)
 
 
-def pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def pdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Density ``exp(-|x - loc| / scale) / (2 scale)``. ``>>> pdf(fnp.array([0.0]))  # [0.5]``"""
     return fnp.exp(logpdf(x, loc, scale))
 
 
-def cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def cdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """CDF: ``exp(z) / 2`` left of loc, ``1 - exp(-z) / 2`` right. ``>>> cdf(fnp.array([0.0]))  # [0.5]``"""
     x, loc, scale = promote(x, loc, scale)
     z = (x - loc) / scale

@@ -8,11 +8,12 @@ from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, promote
 
 from funcgrad.numpy._base import arr
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpmf", "pmf"]
 
 
-def logpmf(x: Any, n: Any, p: Any) -> Any:
+def logpmf(x: ArrayLike, n: Any, p: ArrayLike) -> Any:
     """Log mass of counts ``x`` (integer, last axis the categories) for ``n`` trials (integer) and
     probabilities ``p``; -inf where ``sum(x) != n``.
 
@@ -29,7 +30,7 @@ def logpmf(x: Any, n: Any, p: Any) -> Any:
     return fnp.where(fnp.sum(x, axis=-1) == n, val, -INF)
 
 
-def pmf(x: Any, n: Any, p: Any) -> Any:
+def pmf(x: ArrayLike, n: Any, p: ArrayLike) -> Any:
     """Probability mass. ``>>> pmf(fnp.array([1, 2]), 3, fnp.array([0.5, 0.5]))  # [0.375]``"""
     return fnp.exp(logpmf(x, n, p))
 

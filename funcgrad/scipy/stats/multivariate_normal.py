@@ -7,11 +7,12 @@ import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad.scipy.stats._common import LOG_2PI, cholesky_solve_logdet, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpdf", "pdf"]
 
 
-def logpdf(x: Any, mean: Any, cov: Any, allow_singular: None = None) -> Any:
+def logpdf(x: ArrayLike, mean: Any, cov: Any, allow_singular: None = None) -> Any:
     """Log density of N(mean, cov) at ``x`` (last axis the dimension; batched over leading axes).
 
     A scalar ``mean`` gives the univariate normal with variance ``cov``; a scalar ``cov`` means
@@ -38,6 +39,6 @@ def logpdf(x: Any, mean: Any, cov: Any, allow_singular: None = None) -> Any:
     return -0.5 * fnp.sum(y * y, axis=-1) - n / 2 * LOG_2PI - logdet
 
 
-def pdf(x: Any, mean: Any, cov: Any) -> Any:
+def pdf(x: ArrayLike, mean: Any, cov: Any) -> Any:
     """Density. ``>>> pdf(fnp.zeros(2), fnp.zeros(2), fnp.eye(2))  # 1 / (2 pi)``"""
     return fnp.exp(logpdf(x, mean, cov))

@@ -6,11 +6,12 @@ from typing import Any
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpmf", "pmf"]
 
 
-def logpmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:
+def logpmf(k: Any, n: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """``gammaln(k + n) - gammaln(n) - gammaln(k + 1) + n log p + k log(1 - p)`` for ``k >= loc``; -inf below.
 
     >>> logpmf(fnp.array([0.0]), 2.0, 0.5)   # [2 log 0.5]
@@ -21,6 +22,6 @@ def logpmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:
     return fnp.where(k < loc, -INF, comb + special.xlogy(n, p) + special.xlogy(y, 1.0 - p))
 
 
-def pmf(k: Any, n: Any, p: Any, loc: Any = 0) -> Any:
+def pmf(k: Any, n: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """Probability mass. ``>>> pmf(fnp.array([0.0]), 2.0, 0.5)  # [0.25]``"""
     return fnp.exp(logpmf(k, n, p, loc))

@@ -8,6 +8,7 @@ from typing import Any
 
 import funcgrad.numpy as fnp
 from funcgrad.scipy.stats._common import INF, NAN, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 
@@ -24,7 +25,7 @@ def _valid(b, scale, value):
     return fnp.where(fnp.logical_and(b > 0, scale > 0), value, NAN)
 
 
-def logpdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logpdf(x: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """``log(b) - (b + 1) log z - log(scale)`` for ``z = (x - loc) / scale >= 1``; -inf below.
 
     >>> logpdf(fnp.array([1.0]), 2.0)   # [log 2]
@@ -34,33 +35,33 @@ def logpdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return _valid(b, scale, val)
 
 
-def pdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def pdf(x: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Density. ``>>> pdf(fnp.array([1.0]), 2.0)  # [2]``"""
     return fnp.exp(logpdf(x, b, loc, scale))
 
 
-def logsf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logsf(x: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log survival function ``-b log z`` (0 below 1). ``>>> logsf(fnp.array([2.0]), 2.0)  # [-log 4]``"""
     b, z, ok, zs, scale = _z(x, b, loc, scale)
     return _valid(b, scale, -b * fnp.log(zs))
 
 
-def sf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def sf(x: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Survival function ``z**-b``. ``>>> sf(fnp.array([2.0]), 2.0)  # [0.25]``"""
     return fnp.exp(logsf(x, b, loc, scale))
 
 
-def cdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def cdf(x: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """CDF ``1 - z**-b``. ``>>> cdf(fnp.array([2.0]), 2.0)  # [0.75]``"""
     return -fnp.expm1(logsf(x, b, loc, scale))
 
 
-def logcdf(x: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logcdf(x: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log CDF ``log1p(-z**-b)``. ``>>> logcdf(fnp.array([2.0]), 2.0)``"""
     return fnp.log1p(-sf(x, b, loc, scale))
 
 
-def ppf(q: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def ppf(q: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Quantile ``loc + scale (1 - q)**(-1/b)``; NaN outside [0, 1]. ``>>> ppf(fnp.array([0.75]), 2.0)  # [2]``"""
     q, b, loc, scale = promote(q, b, loc, scale)
     ok = fnp.logical_and(q >= 0, q <= 1)

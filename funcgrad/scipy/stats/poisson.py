@@ -8,11 +8,12 @@ import numpy as np
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, NAN, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["cdf", "entropy", "logpmf", "pmf"]
 
 
-def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
+def logpmf(k: Any, mu: Any, loc: ArrayLike = 0) -> Any:
     """``k log mu - gammaln(k + 1) - mu`` at integer ``k - loc >= 0``; -inf elsewhere.
 
     >>> logpmf(fnp.array([0.0, 2.0]), 2.0)
@@ -24,19 +25,19 @@ def logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
     return fnp.where(bad, -INF, special.xlogy(xs, mu) - special.gammaln(xs + 1.0) - mu)
 
 
-def pmf(k: Any, mu: Any, loc: Any = 0) -> Any:
+def pmf(k: Any, mu: Any, loc: ArrayLike = 0) -> Any:
     """Probability mass. ``>>> pmf(fnp.array([0.0]), 2.0)  # [exp(-2)]``"""
     return fnp.exp(logpmf(k, mu, loc))
 
 
-def cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
+def cdf(k: Any, mu: Any, loc: ArrayLike = 0) -> Any:
     """CDF ``gammaincc(floor(k - loc) + 1, mu)`` (0 below loc). ``>>> cdf(fnp.array([0.0]), 2.0)  # [exp(-2)]``"""
     k, mu, loc = promote(k, mu, loc)
     x = k - loc
     return fnp.where(x < 0, 0.0 * mu, special.gammaincc(fnp.floor(fnp.where(x < 0, 0.0, x)) + 1.0, mu))
 
 
-def entropy(mu: Any, loc: Any = 0) -> Any:
+def entropy(mu: Any, loc: ArrayLike = 0) -> Any:
     """The entropy of Poisson(mu) (``loc`` does not change it): a sum over ``k`` below 250 for ``mu < 100``
     (static bound, as JAX), the asymptotic expansion
     ``log(2 pi e mu) / 2 - 1 / (12 mu) - 1 / (24 mu**2) - 19 / (360 mu**3)`` above

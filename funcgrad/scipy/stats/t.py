@@ -7,11 +7,12 @@ from typing import Any
 import funcgrad.numpy as fnp
 from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpdf", "pdf"]
 
 
-def logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logpdf(x: ArrayLike, df: Any, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log density of Student's t with ``df`` degrees of freedom (differentiable in all arguments).
 
     >>> logpdf(fnp.array([0.0]), 3.0)
@@ -23,6 +24,6 @@ def logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
             - half * fnp.log1p(z * z / df))
 
 
-def pdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def pdf(x: ArrayLike, df: Any, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Density of Student's t. ``>>> pdf(fnp.array([0.0]), 1.0)  # [1 / pi]``"""
     return fnp.exp(logpdf(x, df, loc, scale))

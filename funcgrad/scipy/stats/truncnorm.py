@@ -8,6 +8,7 @@ from funcgrad.scipy import special
 from funcgrad.scipy.stats._common import INF, NAN, promote
 
 from funcgrad.scipy.stats import norm as _norm
+from funcgrad.typing import ArrayLike
 
 __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
@@ -31,7 +32,7 @@ def _log_gauss_mass(a, b):
     return fnp.where(central, mass_central, mass_tail)
 
 
-def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logpdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Normal log density renormalised to [a, b] (standard units); -inf outside, NaN if ``a >= b``.
 
     >>> logpdf(fnp.array([0.0]), -1.0, 1.0)
@@ -43,12 +44,12 @@ def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return fnp.where(a >= b, NAN, val)
 
 
-def pdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def pdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Density. ``>>> pdf(fnp.array([0.0]), -1.0, 1.0)``"""
     return fnp.exp(logpdf(x, a, b, loc, scale))
 
 
-def logcdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logcdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log CDF. ``>>> logcdf(fnp.array([0.0]), -1.0, 1.0)  # [log 0.5]``"""
     x, a, b, loc, scale = promote(x, a, b, loc, scale)
     x, a, b = fnp.broadcast_arrays(x, a, b)
@@ -62,17 +63,17 @@ def logcdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return fnp.where(a >= b, NAN, out)
 
 
-def cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def cdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """CDF. ``>>> cdf(fnp.array([0.0]), -1.0, 1.0)  # [0.5]``"""
     return fnp.exp(logcdf(x, a, b, loc, scale))
 
 
-def logsf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def logsf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log survival function (the log CDF of the mirrored distribution). ``>>> logsf(fnp.array([0.0]), -1.0, 1.0)``"""
     x, a, b, loc, scale = promote(x, a, b, loc, scale)
     return logcdf(-x, -b, -a, -loc, scale)
 
 
-def sf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
+def sf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Survival function. ``>>> sf(fnp.array([0.0]), -1.0, 1.0)  # [0.5]``"""
     return fnp.exp(logsf(x, a, b, loc, scale))

@@ -5,11 +5,12 @@ from typing import Any
 
 import funcgrad.numpy as fnp
 from funcgrad.scipy.stats._common import INF, LOG_2PI, NAN, promote
+from funcgrad.typing import ArrayLike
 
 __all__ = ["logpdf", "pdf"]
 
 
-def logpdf(x: Any, c: Any) -> Any:
+def logpdf(x: ArrayLike, c: Any) -> Any:
     """``log((1 - c**2) / (2 pi (1 + c**2 - 2 c cos x)))`` on [0, 2 pi]; -inf outside; NaN unless 0 < c < 1.
 
     >>> logpdf(fnp.array([0.0]), 0.5)
@@ -20,6 +21,6 @@ def logpdf(x: Any, c: Any) -> Any:
     return fnp.where(fnp.logical_and(c > 0, c < 1), fnp.where(inside, val, -INF), NAN)
 
 
-def pdf(x: Any, c: Any) -> Any:
+def pdf(x: ArrayLike, c: Any) -> Any:
     """Density. ``>>> pdf(fnp.array([0.0]), 0.5)``"""
     return fnp.exp(logpdf(x, c))
