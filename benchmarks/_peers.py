@@ -154,10 +154,11 @@ def summarize(samples: list[float]) -> dict:
 
 
 def interleave(peers: list[Peer], names: list[str] | None, rounds: int, inner: int = 1,
-               budget_s: float = 60.0) -> dict[str, dict[str, dict]]:
+               budget_s: float = 60.0, settle_s: float = 0.0) -> dict[str, dict[str, dict]]:
     """{peer: {name: stats}}: round-robin over workloads and peers, ``inner`` calls per sample (their mean),
     at least ``min(3, rounds)`` rounds, stopping early once ``budget_s`` is spent. ``names=None`` times
-    every call each peer built."""
+    every call each peer built. ``settle_s``: a pause before each sample, so that the previous peer's
+    spinning worker threads (OpenMP, OpenBLAS) go idle before the next one runs."""
     plan = [(p, n) for n in (names or []) for p in peers] if names else \
         [(p, n) for p in peers for n in p.hello["ready"]]
     samples: dict[str, dict[str, list]] = {}
@@ -166,6 +167,8 @@ def interleave(peers: list[Peer], names: list[str] | None, rounds: int, inner: i
     start = time.perf_counter()
     for r in range(rounds):
         for p, n in plan:
+            if settle_s:
+                time.sleep(settle_s)
             samples[p.name][n].append(statistics.fmean(p.time(n, inner)))
         if r >= 2 and time.perf_counter() - start > budget_s:
             break
@@ -196,7 +199,8 @@ def run_cases(script: str, peer_names: list[str], cases: list[dict], rounds: int
               baseline: str | None = None, env: dict | None = None, budget_s: float = 60.0,
               check=None) -> dict[str, dict]:
     """Time several cases with one worker per peer: ``cases`` are dicts with ``case`` (the builder key),
-    ``label`` (the workload's name in tables), optional ``arg`` and ``inner`` (calls per sample). Peers
+    ``label`` (the workload's name in tables), optional ``arg``, ``inner`` (calls per sample) and ``settle``
+    (seconds of pause before each sample). Peers
     without a builder for a case sit it out. ``check(case, peers)`` can verify the workers' ``checks``
     before timing. Returns {case label: {peer: {call: stats}}} (each stats with the call's
     ``first_call_s``), and adds them to ``record`` as measurements against ``baseline``."""
@@ -211,7 +215,7 @@ def run_cases(script: str, peer_names: list[str], cases: list[dict], rounds: int
             active = [p for p in peers if p.hello["ready"]]
             if check:
                 check(c, active)
-            stats = interleave(active, None, rounds, c.get("inner", 1), budget_s)
+            stats = interleave(active, None, rounds, c.get("inner", 1), budget_s, c.get("settle", 0.0))
             for p in active:
                 for call, s in stats[p.name].items():
                     s["first_call_s"] = p.hello["first_call_s"].get(call)
