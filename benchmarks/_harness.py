@@ -127,7 +127,7 @@ class Record:
         self.name = name
         self.start = time.perf_counter()
         self.mode = "quick" if args.quick else "sweep" if getattr(args, "sweep", False) else "full"
-        argv = [a for a in sys.argv[1:] if not a.startswith(("--json", "--out"))]
+        argv = _without_paths(sys.argv[1:])
         self.payload: dict = {"benchmark": name, "mode": self.mode,
                               "command": " ".join(["python", f"benchmarks/{script or name}.py", *argv]),
                               "environment": environment(), "peers": {}, "measurements": [], "tables": {},
@@ -175,6 +175,19 @@ class Record:
         with open(path, "w") as f:
             json.dump(self.payload, f, indent=1, default=_plain)
         print(f"\nwrote {path}")
+
+
+def _without_paths(argv: list[str]) -> list[str]:
+    """The command line less ``--json``/``--out`` and their values (where a result goes is no part of it)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--json", "--out"):
+            skip = True
+        elif not a.startswith(("--json=", "--out=")):
+            out.append(a)
+    return out
 
 
 def _lookup(stats: dict, baseline: str | None) -> float | None:

@@ -3,7 +3,7 @@ worker process of its own (their thread pools would otherwise slow each other do
 alone), and times them from the parent in interleaved rounds (A B A B ...).
 
 A benchmark script provides ``builders`` ({(case, peer): build}, each build returning ``({name: call},
-checks)``) and re-enters itself with ``--worker PEER CASE ARG``, calling :func:`worker`. A worker can build
+checks)``, checks a dict or a function returning one after the first calls) and re-enters itself with ``--worker PEER CASE ARG``, calling :func:`worker`. A worker can build
 further cases (``build CASE ARG``) so one process per peer serves a whole script. The interpreter of a peer
 is ``FUNCGRAD_BENCH_PYTHON_<PEER>`` when set (JAX or PyTorch installed elsewhere), else this one.
 """
@@ -55,6 +55,8 @@ def _build(builders: dict, peer: str, case: str, arg: Any) -> dict:
         t0 = time.perf_counter()
         result = call()
         first[name] = time.perf_counter() - t0
+    if callable(checks):                         # computed after the first calls, so that they compile
+        checks = checks()
         if not checks and isinstance(result, np.ndarray):
             checks[name] = result.tolist()
     for call in calls.values():                  # warm-up
@@ -197,13 +199,14 @@ def close_all(peers: list[Peer]) -> None:
 
 def run_cases(script: str, peer_names: list[str], cases: list[dict], rounds: int, record=None,
               baseline: str | None = None, env: dict | None = None, budget_s: float = 60.0,
-              check=None) -> dict[str, dict]:
+              check=None, measure: bool = True) -> dict[str, dict]:
     """Time several cases with one worker per peer: ``cases`` are dicts with ``case`` (the builder key),
     ``label`` (the workload's name in tables), optional ``arg``, ``inner`` (calls per sample) and ``settle``
     (seconds of pause before each sample). Peers
     without a builder for a case sit it out. ``check(case, peers)`` can verify the workers' ``checks``
     before timing. Returns {case label: {peer: {call: stats}}} (each stats with the call's
-    ``first_call_s``), and adds them to ``record`` as measurements against ``baseline``."""
+    ``first_call_s``), and adds them to ``record`` as measurements against ``baseline`` (unless
+    ``measure=False``: the caller records them) and the peers' versions and threads."""
     peers, missing = start_peers(script, peer_names, cases[0]["case"], cases[0].get("arg"), env)
     out = {}
     try:
@@ -221,7 +224,7 @@ def run_cases(script: str, peer_names: list[str], cases: list[dict], rounds: int
                     s["first_call_s"] = p.hello["first_call_s"].get(call)
                     s["inner"] = c.get("inner", 1)
             out[c["label"]] = stats
-            if record is not None:
+            if record is not None and measure:
                 record.measure(c["label"], stats, c.get("baseline", baseline))
     finally:
         close_all(peers)

@@ -139,11 +139,11 @@ def tiny_autograd():
     return {"call": lambda: g(x)}, {}
 
 
-def mlp_funcgrad():
+def mlp_funcgrad(arg: dict):
     import funcgrad as fg
     import funcgrad.nn as nn
     import funcgrad.numpy as fnp
-    p, x, y = mlp_data()
+    p, x, y = mlp_data(arg["batch"])
     p, x, y = {k: fnp.array(v) for k, v in p.items()}, fnp.array(x), fnp.array(y)
 
     def loss(p, x, y):
@@ -154,15 +154,15 @@ def mlp_funcgrad():
     return {"eager": lambda: fg.block_until_ready(g(p, x, y))}, {"w1": _rows(g(p, x, y)["w1"])}
 
 
-def mlp_numpy():
-    p, x, y = mlp_data()
+def mlp_numpy(arg: dict):
+    p, x, y = mlp_data(arg["batch"])
     return {"call": lambda: numpy_mlp_grad(p, x, y)}, {}
 
 
-def mlp_jax():
+def mlp_jax(arg: dict):
     import jax
     import jax.numpy as jnp
-    p, x, y = mlp_data()
+    p, x, y = mlp_data(arg["batch"])
     p, x, y = jax.tree_util.tree_map(jnp.asarray, p), jnp.asarray(x), jnp.asarray(y)
 
     def loss(p, x, y):
@@ -175,9 +175,9 @@ def mlp_jax():
             {"w1": _rows(g(p, x, y)["w1"])})
 
 
-def mlp_torch():
+def mlp_torch(arg: dict):
     import torch
-    p, x, y = mlp_data()
+    p, x, y = mlp_data(arg["batch"])
     params = {k: torch.tensor(v, requires_grad=True) for k, v in p.items()}
     xt, yt = torch.tensor(x), torch.tensor(y)
 
@@ -205,7 +205,7 @@ def check_mlp(case: dict, peers: list) -> None:
     """Every peer's gradient against the float64 numpy one."""
     if case["case"] != "mlp":
         return
-    p, x, y = mlp_data()
+    p, x, y = mlp_data(case["arg"]["batch"])
     ref = numpy_mlp_grad({k: v.astype(np.float64) for k, v in p.items()}, x.astype(np.float64), y)["w1"][:4]
     for peer in peers:
         got = peer.hello["checks"].get("w1")
@@ -223,9 +223,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     record = Record(NAME, args)
     quick = args.quick
+    batch = 16 if quick else B
     cases = [{"case": "sin", "label": "sin, 10 elements", "inner": 50 if quick else 2000},
              {"case": "tiny", "label": "grad sum(sin(x) * x), 10 elements", "inner": 10 if quick else 300},
-             {"case": "mlp", "label": f"grad of an MLP loss, B={B}, 784-512-512-10", "inner": 1 if quick else 3}]
+             {"case": "mlp", "label": f"grad of an MLP loss, B={batch}, 784-512-512-10", "arg": {"batch": batch},
+              "inner": 1 if quick else 3}]
     results = run_cases(SCRIPT, chosen(PEERS, args), cases, rounds=2 if quick else 25, record=record,
                         baseline="numpy", check=check_mlp, budget_s=5 if quick else 30)
     record.table("dispatch", "Eager dispatch (each peer in its own process; interleaved medians)",

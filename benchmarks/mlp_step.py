@@ -72,7 +72,7 @@ def step_funcgrad(arg: dict):
     calls = {"jit": lambda: fg.block_until_ready(jstep(p, x, y))}
     if not arg.get("jit_only"):
         calls["eager"] = lambda: fg.block_until_ready(step(p, x, y))
-    return calls, _check(jstep(p, x, y))
+    return calls, lambda: _check(jstep(p, x, y))
 
 
 def step_numpy(arg: dict):
@@ -98,7 +98,7 @@ def step_jax(arg: dict):
     def step(p, x, y):
         g = jax.grad(loss)(p, x, y)
         return jax.tree_util.tree_map(lambda w, gw: w - LR * gw, p, g)
-    return {"jit": lambda: jax.block_until_ready(step(p, x, y))}, _check(step(p, x, y))
+    return {"jit": lambda: jax.block_until_ready(step(p, x, y))}, lambda: _check(step(p, x, y))
 
 
 def step_torch(arg: dict):
@@ -117,8 +117,7 @@ def step_torch(arg: dict):
         with torch.no_grad():
             for w, g in zip(params.values(), grads):
                 w -= LR * g
-    step()
-    return {"call": step}, _check({"w1": params["w1"].detach().numpy()})
+    return {"call": step}, lambda: _check({"w1": params["w1"].detach().numpy()})   # after its first step
 
 
 def step_autograd(arg: dict):
@@ -137,7 +136,7 @@ def step_autograd(arg: dict):
         return anp.mean(lse - logits[anp.arange(len(y)), y])
     grad = autograd.grad(loss)
     step = lambda: {k: p[k] - LR * g for k, g in grad(p, x, y).items()}   # noqa: E731
-    return {"call": step}, _check(step())
+    return {"call": step}, lambda: _check(step())
 
 
 def conv_funcgrad(arg: dict):
@@ -219,6 +218,9 @@ def run_step(args, record) -> None:
                  {"case": "conv", "label": "conv layer", "arg": arg}]
         by_threads[n] = run_cases(SCRIPT, [p for p in ("funcgrad", "numpy", "pytorch") if p in peers], cases,
                                   rounds=15, env=threads_env(n), budget_s=40)
+        for label, stats in by_threads[n].items():
+            for peer, calls in stats.items():
+                record.measure(f"{label}, {n} threads", {peer: calls})
     record.payload["threads"] = by_threads
     rows = []
     for label in ("MLP step", "conv layer"):
@@ -241,7 +243,7 @@ def run_sweep(args, record) -> None:
         cases = [{"case": "step", "label": f"B={b}", "arg": {"batch": b, "jit_only": True}, "inner": 1}
                  for b in batches]
         res = run_cases(SCRIPT, [p for p in peers if p != "autograd"], cases, rounds=2 if quick else 9,
-                        env=threads_env(n), budget_s=5 if quick else 20)
+                        env=threads_env(n), budget_s=5 if quick else 20, record=record, measure=False)
         for b in batches:
             for peer, calls in res[f"B={b}"].items():
                 for call, s in calls.items():

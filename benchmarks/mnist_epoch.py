@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         batches = [8, 16] if quick else SWEEP_BATCHES
         cases = [{"case": "steps", "label": f"CNN step, B={b}", "arg": {"model": "cnn", "batch": b, "chunk": chunk}}
                  for b in batches]
-        res = run_cases(SCRIPT, peers, cases, rounds=2 if quick else 7, budget_s=5 if quick else 30)
+        res = run_cases(SCRIPT, peers, cases, rounds=2 if quick else 7, budget_s=5 if quick else 30,
+                        record=record, measure=False)
         series: dict[str, list] = {}
         for b, case in zip(batches, cases):
             for peer, calls in res[case["label"]].items():
@@ -149,7 +150,8 @@ def main(argv: list[str] | None = None) -> None:
         models = ["mlp"] if quick else args.models
         cases = [{"case": "steps", "label": f"{m} step, B={batch}", "arg": {"model": m, "batch": batch, "chunk": chunk}}
                  for m in models]
-        res = run_cases(SCRIPT, peers, cases, rounds=2 if quick else 15, budget_s=5 if quick else 90)
+        res = run_cases(SCRIPT, peers, cases, rounds=2 if quick else 15, budget_s=5 if quick else 90,
+                        record=record, measure=False)
         rows = []
         for m, case in zip(models, cases):
             stats = {peer: {"step": per_step(calls["steps"], chunk)} for peer, calls in res[case["label"]].items()}

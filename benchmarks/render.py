@@ -72,13 +72,14 @@ def machine_line(payload: dict) -> str:
     """Where and when: CPU, cores, SIMD, thread counts, load, peers' versions."""
     env = payload.get("environment", {})
     simd = [f for f in env.get("simd_flags", []) if f.startswith("avx")]
-    peers = ", ".join(f"{k} {v.get('version')}" for k, v in payload.get("peers", {}).items() if "missing" not in v)
+    peers = [f"{k} {v.get('version')}" for k, v in payload.get("peers", {}).items() if "missing" not in v]
     missing = ", ".join(k for k, v in payload.get("peers", {}).items() if "missing" in v)
     load = env.get("load_average") or ["?"]
-    text = (f"`{payload.get('command', '')}` on {env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} cores"
-            f"{' (' + ', '.join(simd[-2:]) + ')' if simd else ''}, numba {env.get('numba_threads', '?')} threads, "
-            f"load {load[0]} before and {(env.get('load_average_after') or ['?'])[0]} after; "
-            f"{payload.get('timestamp', '?')[:10]}; {peers}")
+    parts = [f"`{payload.get('command', '')}` on {env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} cores"
+             f"{' (' + ', '.join(simd[-2:]) + ')' if simd else ''}, numba {env.get('numba_threads', '?')} threads, "
+             f"load {load[0]} before and {(env.get('load_average_after') or ['?'])[0]} after",
+             payload.get("timestamp", "?")[:10], *peers[:1]]
+    text = "; ".join(parts) + "".join(f", {p}" for p in peers[1:])
     return text + (f"; not installed: {missing}." if missing else ".")
 
 
@@ -111,12 +112,16 @@ def plot(sweep: dict, path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     for label, pts in sweep["series"].items():
         xs, ys = zip(*sorted(pts))
         ax.plot(xs, ys, marker="o", label=label)
     if sweep.get("logx", True):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({x for pts in sweep["series"].values() for x, _ in pts}))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
     if sweep.get("logy", True):
         ax.set_yscale("log")
     ax.set_xlabel(sweep["x"])
@@ -147,6 +152,9 @@ def headline_block(results: dict) -> str:
             continue
         used.append(result)
         got = {col: _find(payload, workload, *pc) for col, pc in cells.items()}
+        if not got.get("funcgrad"):
+            rows.append({"workload": label, "funcgrad": f"not in {result}.json"})
+            continue
         row = {"workload": label}
         for col, m in got.items():
             missing = payload.get("peers", {}).get(cells[col][0], {}).get("missing")
