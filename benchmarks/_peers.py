@@ -50,15 +50,16 @@ def _build(builders: dict, peer: str, case: str, arg: Any) -> dict:
     if build is None:
         return {"ready": [], "setup_s": 0.0, "first_call_s": {}, "checks": {}}, {}
     calls, checks = build(arg) if arg is not None else build()
-    first = {}
+    first, results = {}, {}
     for name, call in calls.items():             # the first call of each: tracing and compiling
         t0 = time.perf_counter()
-        result = call()
+        results[name] = call()
         first[name] = time.perf_counter() - t0
     if callable(checks):                         # computed after the first calls, so that they compile
         checks = checks()
-        if not checks and isinstance(result, np.ndarray):
-            checks[name] = result.tolist()
+    if not checks:                               # no checks of its own: the small results that are arrays
+        checks = {name: r.tolist() for name, r in results.items() if isinstance(r, np.ndarray) and r.size <= 4096}
+    del results
     for call in calls.values():                  # warm-up
         call()
     return ({"ready": list(calls), "setup_s": time.perf_counter() - start, "first_call_s": first,

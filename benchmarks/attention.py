@@ -39,7 +39,7 @@ SCRIPT = os.path.abspath(__file__)
 PEERS = ["funcgrad", "pytorch"]
 MODULES = {"funcgrad": "funcgrad", "pytorch": "torch"}
 NS = (256, 1024, 4096, 8192, 16384)
-TARGET = {"bh": 8, "n": 4096, "d": 64}
+HEADLINE = {"bh": 8, "n": 4096, "d": 64}
 MB = 1e6
 
 
@@ -246,12 +246,12 @@ def main(argv: list[str] | None = None) -> None:
         worker(BUILDERS, MODULES, args.worker[0], args.worker[1], json.loads(args.worker[2]))
         return
     record = Record(NAME + ("_sweep" if args.sweep else ""), args, script=NAME)
-    bh, d = TARGET["bh"], TARGET["d"]
+    bh, d = HEADLINE["bh"], HEADLINE["d"]
     if args.sweep:
         ns = (128, 256) if args.quick else NS
         points = [{"bh": bh, "n": n, "d": 32 if args.quick else d, "causal": c} for c in (False, True) for n in ns]
     else:
-        points = [{"bh": 2 if args.quick else bh, "n": 256 if args.quick else TARGET["n"],
+        points = [{"bh": 2 if args.quick else bh, "n": 256 if args.quick else HEADLINE["n"],
                    "d": 32 if args.quick else d, "causal": c} for c in ((False,) if args.quick else (False, True))]
     done = measure_points(points, args, record, rounds=2 if args.quick else 7)
     record.payload["points"] = [{k: v for k, v in p.items() if k != "results"} for p in done]

@@ -6,7 +6,7 @@ interleaved rounds (medians and spread); each peer's result is first checked aga
 * **MLP gradient through vmap** — JAX's MNIST tutorial: ``predict(params, x)`` on one example with
   ``dot(w, x) + b`` and tanh, layers 784-512-512-10, ``vmap(predict, in_axes=(None, 0))`` over the batch,
   mean squared error, ``jit(grad)``. PyTorch runs the same network batched (``x @ w.T``), which is what
-  a vmap should turn into. Goal: <= 1.5x JAX.
+  a vmap should turn into.
 * **Per-example gradients of a linear layer** — ``jit(vmap(grad(loss_one), in_axes=(None, 0, 0)))`` with
   ``loss_one(w, x, y) = sum((tanh(w @ x) - y) ** 2)``, w f32[512, 784]: one 512 x 784 gradient per
   example (the output alone is 205 MB). PyTorch: ``torch.func.vmap(torch.func.grad(...))``.

@@ -358,6 +358,8 @@ def fori_rows(r: dict) -> list[dict]:
     for n in r["trip_counts"]:
         f = r["first_call_s"][str(n)]
         med = {k: statistics.median(v) if v else None for k, v in f.items()}
+        if med["funcgrad cold"] is None:         # not measured (smoke runs)
+            continue
         rows.append({"workload": f"jit(fori_loop) first call, {n:,} iterations",
                      "funcgrad": f"cold {med['funcgrad cold']:.2f} s, warm {med['funcgrad warm']:.2f} s",
                      "JAX": f"{med['jax']:.2f} s" if med["jax"] else r["missing"].get("jax", ""),
@@ -450,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
     names = chosen(list(MODULES), args)
     rounds = 2 if quick else 9
     print("fori_loop: first calls in fresh processes, then time per iteration ...", flush=True)
-    fori = measure_fori([100] if quick else [100, 1000, 10000], repeats=1 if quick else 3, rounds=rounds,
+    fori = measure_fori([100] if quick else [100, 1000, 10000], repeats=0 if quick else 3, rounds=rounds,
                         names=names)
     print("RNN scan ...", flush=True)
     rnn = measure_rnn(rounds, names, record)

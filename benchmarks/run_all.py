@@ -1,6 +1,6 @@
 """Run every benchmark, each in fresh processes, and write their JSON into one folder.
 
-    python benchmarks/run_all.py             # everything, full size, with the sweeps (hours on 2 cores)
+    python benchmarks/run_all.py             # everything, full size, with the sweeps (about an hour on 2 cores)
     python benchmarks/run_all.py --quick     # a smoke run of each: tiny sizes, 2 rounds (about a minute)
     python benchmarks/run_all.py --only mlp_step,kernels --no-sweeps
 
