@@ -3,9 +3,10 @@ worker process of its own (their thread pools would otherwise slow each other do
 alone), and times them from the parent in interleaved rounds (A B A B ...).
 
 A benchmark script provides ``builders`` ({(case, peer): build}, each build returning ``({name: call},
-checks)``, checks a dict or a function returning one after the first calls) and re-enters itself with ``--worker PEER CASE ARG``, calling :func:`worker`. A worker can build
-further cases (``build CASE ARG``) so one process per peer serves a whole script. The interpreter of a peer
-is ``FUNCGRAD_BENCH_PYTHON_<PEER>`` when set (JAX or PyTorch installed elsewhere), else this one.
+checks)``, checks a dict or a function returning one after the first calls) and re-enters itself with
+``--worker PEER CASE ARG``, calling :func:`worker`. A worker can build further cases (``build CASE ARG``)
+so one process per peer serves a whole script. The interpreter of a peer is ``FUNCGRAD_BENCH_PYTHON_<PEER>``
+when set (JAX or PyTorch installed elsewhere), else this one.
 """
 from __future__ import annotations
 

@@ -31,11 +31,13 @@ def quick_run(tmp_path_factory):
     return r, out
 
 
+@pytest.mark.slow
 def test_run_all_quick_exits_cleanly(quick_run):
     r, _ = quick_run
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [name for _, extra, name in BENCHMARKS if "--sweep" not in extra])
 def test_quick_json_is_well_formed(quick_run, name):
     _, out = quick_run
@@ -67,7 +69,8 @@ def test_docs_tables_are_up_to_date():
 
 
 def _payload() -> dict:
-    return {"benchmark": "demo", "mode": "full", "command": "python benchmarks/demo.py", "timestamp": "2026-01-02T03:04:05Z",
+    return {"benchmark": "demo", "mode": "full", "command": "python benchmarks/demo.py",
+            "timestamp": "2026-01-02T03:04:05Z",
             "environment": {"cpu_model": "Some CPU", "cpu_count": 2, "simd_flags": ["avx2", "avx512f"],
                             "numba_threads": 2, "load_average": [0.1, 0.1, 0.1], "load_average_after": [0.2, 0, 0]},
             "peers": {"funcgrad": {"version": "1.0"}, "jax": {"missing": "not installed"}},
@@ -77,7 +80,8 @@ def _payload() -> dict:
 
 
 def test_render_fills_marked_blocks_and_reports_stale_ones():
-    text = "intro\n<!-- bench:demo/t -->\nold\n<!-- /bench:demo/t -->\n<!-- bench:other/x -->\n<!-- /bench:other/x -->\n"
+    text = ("intro\n<!-- bench:demo/t -->\nold\n<!-- /bench:demo/t -->\n"
+            "<!-- bench:other/x -->\n<!-- /bench:other/x -->\n")
     new, changed = render.render(text, {"demo": _payload()}, write=False)
     assert changed == ["demo/t", "other/x"]
     assert "| w | 1.00 ms ±5% |" in new and "old" not in new
