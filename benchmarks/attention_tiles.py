@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         worker(BUILDERS, MODULES, args.worker[0], args.worker[1], json.loads(args.worker[2]))
         return
     if args.quick:
-        args.bh, args.n, args.d, args.tiles, args.causal = 2, 256, 32, "default,64x64", "no"
+        args.bh, args.n, args.d, args.tiles, args.causal = 2, 256, 32, "default", "no"
     record = Record(NAME, args)
     schedules = {"auto": [None], "onepass": [True], "twopass": [False], "both": [True, False]}[args.schedule]
     cases = [{"case": "tiles", "label": f"B*H={args.bh}, N={args.n}, d={args.d}, "
