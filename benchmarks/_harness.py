@@ -267,6 +267,15 @@ def print_table(title: str, rows: list[dict], columns: list[str]) -> None:
         print("  ".join(str(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
 
 
+def write_json(path: str, payload: dict) -> None:
+    """Write ``payload`` with the environment record and a timestamp (for scripts without a :class:`Record`)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    payload = dict(payload, environment=environment(), timestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=2, default=_plain)
+    print(f"\nwrote {path}")
+
+
 def markdown_table(columns: list[str], rows: list[dict]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     return "\n".join(lines + ["| " + " | ".join(str(r.get(c, "")).replace("|", "\\|") for c in columns) + " |"

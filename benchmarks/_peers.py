@@ -194,6 +194,12 @@ def start_peers(script: str, names: list[str], case: str, arg: Any = None,
     return running, missing
 
 
+def empty_caches(folder: str) -> dict:
+    """Environment variables pointing funcgrad's kernel cache and numba's at ``folder`` (empty for a cold
+    start; the same folder again for a warm one)."""
+    return {"FUNCGRAD_CACHE_DIR": folder, "NUMBA_CACHE_DIR": os.path.join(folder, "numba")}
+
+
 def close_all(peers: list[Peer]) -> None:
     for p in peers:
         p.close()

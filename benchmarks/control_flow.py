@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import numpy as np  # noqa: E402
 
 from _harness import Record, arguments, chosen, fmt_time, json_path  # noqa: E402
-from _peers import Peer, interleave, start_peers, summarize, worker  # noqa: E402
+from _peers import Peer, empty_caches, interleave, start_peers, summarize, worker  # noqa: E402
 
 NAME = "control_flow"
 SCRIPT = os.path.abspath(__file__)
@@ -254,7 +254,7 @@ def measure_fori(trip_counts: list[int], repeats: int, rounds: int, names: list[
             cache = tempfile.mkdtemp(prefix="funcgrad-kernels-")
             try:
                 for label in ("funcgrad cold", "funcgrad warm"):
-                    p = Peer(SCRIPT, "funcgrad", "fori", n, env={"FUNCGRAD_CACHE_DIR": cache})
+                    p = Peer(SCRIPT, "funcgrad", "fori", n, env=empty_caches(cache))
                     check_fori(p, n)
                     first[str(n)][label].append(p.hello["first_call_s"]["fori"])
                     p.close()

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import numpy as np  # noqa: E402
 
 from _harness import Record, arguments, chosen, fmt_ratio, fmt_stat, fmt_time, json_path, median  # noqa: E402
-from _peers import Peer, long_rows, run_cases, worker  # noqa: E402
+from _peers import Peer, empty_caches, long_rows, run_cases, worker  # noqa: E402
 from dispatch import SIZES, mlp_data, numpy_mlp_grad  # noqa: E402
 
 NAME = "mlp_step"
@@ -182,7 +182,7 @@ def first_calls(arg: dict, repeats: int, peers: list[str]) -> dict:
         cache = tempfile.mkdtemp(prefix="funcgrad-kernels-")
         try:
             for label in ("funcgrad cold", "funcgrad warm"):
-                p = Peer(SCRIPT, "funcgrad", "step", dict(arg, jit_only=True), env={"FUNCGRAD_CACHE_DIR": cache})
+                p = Peer(SCRIPT, "funcgrad", "step", dict(arg, jit_only=True), env=empty_caches(cache))
                 out[label].append(p.hello["first_call_s"]["jit"])
                 p.close()
         finally:
