@@ -37,9 +37,10 @@ NOT_YET = "*Not yet measured with the own-process method.*"
 HEADLINE = [
     ("MLP training step 784-512-512-10, B=128, `jit`", "mlp_step", "MLP step, B=128",
      {"funcgrad": ("funcgrad", "jit"), "JAX": ("jax", "jit"), "PyTorch": ("pytorch", "call")}),
-    ("MLP `jit(grad)` through `vmap(dot)`, B=128", "batched_contractions", "MLP 784-512-512-10",
+    ("MLP `jit(grad)` through `vmap(dot)`, B=128", "batched_contractions", "MLP 784-512-512-10, grad through vmap(dot), B=128",
      {"funcgrad": ("funcgrad", "step"), "JAX": ("jax", "step"), "PyTorch": ("pytorch", "step")}),
-    ("per-example grads of a 512x784 linear layer, B=128", "batched_contractions", "per-example",
+    ("per-example grads of a 512x784 linear layer, B=128", "batched_contractions",
+     "per-example grads of a 512x784 linear layer, B=128",
      {"funcgrad": ("funcgrad", "step"), "JAX": ("jax", "step"), "PyTorch": ("pytorch", "step")}),
     ("RNN `scan` forward+backward, T=1,000, B=32, H=128", "control_flow", "RNN scan forward+backward",
      {"funcgrad": ("funcgrad", "forward+backward"), "JAX": ("jax", "forward+backward"),
@@ -71,12 +72,13 @@ def load_results(folder: str = RESULTS) -> dict[str, dict]:
 def machine_line(payload: dict) -> str:
     """Where and when: CPU, cores, SIMD, thread counts, load, peers' versions."""
     env = payload.get("environment", {})
-    simd = [f for f in env.get("simd_flags", []) if f.startswith("avx")]
+    flags = set(env.get("simd_flags", []))
+    simd = ["AVX-512"] if any(f.startswith("avx512") for f in flags) else ["AVX2"] if "avx2" in flags else []
     peers = [f"{k} {v.get('version')}" for k, v in payload.get("peers", {}).items() if "missing" not in v]
     missing = ", ".join(k for k, v in payload.get("peers", {}).items() if "missing" in v)
     load = env.get("load_average") or ["?"]
     parts = [f"`{payload.get('command', '')}` on {env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} cores"
-             f"{' (' + ', '.join(simd[-2:]) + ')' if simd else ''}, numba {env.get('numba_threads', '?')} threads, "
+             f"{' (' + simd[0] + ')' if simd else ''}, numba threads {env.get('numba_threads', '?')}, "
              f"load {load[0]} before and {(env.get('load_average_after') or ['?'])[0]} after",
              payload.get("timestamp", "?")[:10], *peers[:1]]
     text = "; ".join(parts) + "".join(f", {p}" for p in peers[1:])

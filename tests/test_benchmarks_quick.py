@@ -85,7 +85,7 @@ def test_render_fills_marked_blocks_and_reports_stale_ones():
     new, changed = render.render(text, {"demo": _payload()}, write=False)
     assert changed == ["demo/t", "other/x"]
     assert "| w | 1.00 ms ±5% |" in new and "old" not in new
-    assert "Some CPU, 2 cores (avx2, avx512f)" in new and "not installed: jax" in new
+    assert "Some CPU, 2 cores (AVX-512), numba threads 2" in new and "not installed: jax" in new
     assert render.NOT_YET in new.split("<!-- bench:other/x -->")[1]
     again, changed = render.render(new, {"demo": _payload()}, write=False)
     assert again == new and changed == []
