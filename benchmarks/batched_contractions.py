@@ -6,21 +6,18 @@ interleaved rounds (medians and spread); each peer's result is first checked aga
 * **MLP gradient through vmap** — JAX's MNIST tutorial: ``predict(params, x)`` on one example with
   ``dot(w, x) + b`` and tanh, layers 784-512-512-10, ``vmap(predict, in_axes=(None, 0))`` over the batch,
   mean squared error, ``jit(grad)``. PyTorch runs the same network batched (``x @ w.T``), which is what
-  a vmap should turn into. Goal: <= 1.5x JAX.
+  a vmap should turn into.
 * **Per-example gradients of a linear layer** — ``jit(vmap(grad(loss_one), in_axes=(None, 0, 0)))`` with
   ``loss_one(w, x, y) = sum((tanh(w @ x) - y) ** 2)``, w f32[512, 784]: one 512 x 784 gradient per
   example (the output alone is 205 MB). PyTorch: ``torch.func.vmap(torch.func.grad(...))``.
-  Goal: <= 1.5x JAX.
 
-    python benchmarks/batched_contractions.py [--quick] [--json PATH]
+    python benchmarks/batched_contractions.py [--quick] [--peers funcgrad,jax]
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -28,12 +25,12 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
 
-from _harness import fmt_time, print_table, write_json  # noqa: E402
+from _harness import Record, arguments, chosen, fmt_time, json_path  # noqa: E402
 from _peers import interleave, start_peers, worker  # noqa: E402
 
-DEFAULT_JSON = os.path.join(HERE, "results", "batched_contractions.json")
+NAME = "batched_contractions"
 SCRIPT = os.path.abspath(__file__)
-BATCH = 128
+BATCH = int(os.environ.get("FUNCGRAD_BENCH_BATCH", "128"))
 LAYERS = [784, 512, 512, 10]
 LINEAR = (512, 784)
 CHECK_ROWS = 4          # rows of each gradient sent back for the float64 check
@@ -179,8 +176,15 @@ BUILDERS = {("mlp", "funcgrad"): mlp_funcgrad, ("mlp", "jax"): mlp_jax, ("mlp", 
             ("linear", "funcgrad"): linear_funcgrad, ("linear", "jax"): linear_jax,
             ("linear", "pytorch"): linear_torch}
 MODULES = {"funcgrad": "funcgrad", "jax": "jax", "pytorch": "torch"}
-CASES = {"mlp": ("MLP 784-512-512-10, grad through vmap(dot), B=128", mlp_reference),
-         "linear": ("per-example grads of a 512x784 linear layer, B=128", linear_reference)}
+CASES = {"mlp": (f"MLP 784-512-512-10, grad through vmap(dot), B={BATCH}", mlp_reference),
+         "linear": (f"per-example grads of a 512x784 linear layer, B={BATCH}", linear_reference)}
+
+
+def set_batch(batch: int) -> None:
+    global BATCH
+    BATCH = batch
+    for case, (label, ref) in CASES.items():
+        CASES[case] = (label.replace("B=128", f"B={batch}"), ref)
 
 
 def check(case: str, peer: str, got: list, reference) -> float:
@@ -196,11 +200,13 @@ def check(case: str, peer: str, got: list, reference) -> float:
     return err
 
 
-def measure(case: str, rounds: int) -> dict:
-    peers, missing = start_peers(SCRIPT, list(MODULES), case)
+def measure(case: str, rounds: int, names: list[str], record: Record) -> dict:
+    peers, missing = start_peers(SCRIPT, names, case)
+    record.peers_from(peers, missing)
     try:
         errors = {p.name: check(case, p.name, p.hello["checks"]["grads"], CASES[case][1]) for p in peers}
-        stats = interleave(peers, ["step"], rounds)
+        stats = interleave(peers, ["step"], rounds, budget_s=10 if rounds < 3 else 60)
+        record.measure(CASES[case][0], stats, baseline="jax")
         versions = {p.name: p.hello["version"] for p in peers}
     finally:
         for p in peers:
@@ -214,7 +220,7 @@ def rows(payload: dict) -> list[dict]:
     for case, (label, _) in CASES.items():
         r = payload[case]
         s = r["stats"]
-        row = {"workload": label, "goal": "<= 1.5x JAX"}
+        row = {"workload": label}
         for peer, col in (("funcgrad", "funcgrad"), ("jax", "JAX"), ("pytorch", "PyTorch")):
             row[col] = (f"{fmt_time(s[peer]['median_s'])} ±{s[peer]['spread']:.0%}" if peer in s
                         else r["missing"].get(peer, ""))
@@ -226,29 +232,26 @@ def rows(payload: dict) -> list[dict]:
     return out
 
 
-COLUMNS = ["workload", "funcgrad", "JAX", "PyTorch", "funcgrad / JAX", "funcgrad / PyTorch", "goal"]
+COLUMNS = ["workload", "funcgrad", "JAX", "PyTorch", "funcgrad / JAX", "funcgrad / PyTorch"]
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--json", default=DEFAULT_JSON)
-    ap.add_argument("--quick", action="store_true", help="fewer rounds")
-    ap.add_argument("--worker", nargs=3, metavar=("PEER", "CASE", "ARG"), help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    args = arguments(NAME, __doc__).parse_args(argv)
     if args.worker:
         peer, case, arg = args.worker
         worker(BUILDERS, MODULES, peer, case, json.loads(arg))
         return
-    start = time.perf_counter()
-    rounds = 5 if args.quick else 15
-    payload = {"benchmark": "batched_contractions", "quick": args.quick}
+    record = Record(NAME, args)
+    if args.quick:                               # tiny batches; the workers read it from the environment
+        os.environ["FUNCGRAD_BENCH_BATCH"] = "8"
+        set_batch(8)
+    payload = record.payload
     for case in CASES:
         print(f"{case} ...", flush=True)
-        payload[case] = measure(case, rounds)
-    payload["seconds"] = time.perf_counter() - start
-    print_table("Batched contractions (each peer in its own process; interleaved medians ± spread)",
-                rows(payload), COLUMNS)
-    write_json(args.json, payload)
+        payload[case] = measure(case, 2 if args.quick else 15, chosen(list(MODULES), args), record)
+    record.table("main", "Batched contractions (each peer in its own process; interleaved medians ± spread)",
+                 rows(payload), COLUMNS)
+    record.write(json_path(NAME, args))
 
 
 if __name__ == "__main__":

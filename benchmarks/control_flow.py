@@ -11,32 +11,27 @@ skipped.
   first call (tracing, compiling, one run) for 100 / 1,000 / 10,000
   iterations in fresh processes, funcgrad with an empty kernel cache
   (cold, ``FUNCGRAD_CACHE_DIR`` pointing at a new directory) and again with
-  it filled (warm); then the time per iteration at 10,000. Goal: compile
-  <= 2 s, flat in the trip count.
+  it filled (warm); then the time per iteration at 10,000.
 * An RNN ``h = tanh(h @ W + x_t @ U + b)``, B=32, H=128, 1,000 steps,
   loss ``mean over t of sum(h_t ** 2)``: the jitted forward and
   ``value_and_grad``, against JAX's ``jit(scan)`` and PyTorch's eager
   loop. Each peer's loss and gradient are first checked against a float64
-  numpy reference. Goal: forward+backward <= 2x JAX.
+  numpy reference.
 * ``jit(grad)`` through a ``while_loop`` of n steps on a f32[1000] carry
   (funcgrad only: JAX refuses reverse mode through ``while_loop``): time
   and the peak memory (tracemalloc) against n, keeping every carry or
   ``checkpoints=100``.
 
-    python benchmarks/control_flow.py [--quick] [--json PATH]
-    python benchmarks/control_flow.py --markdown [--json PATH]    # the README table from the JSON
+    python benchmarks/control_flow.py [--quick] [--peers funcgrad,jax]
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import textwrap
-import time
 import tracemalloc
 from typing import Any, Callable
 
@@ -46,15 +41,16 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
 
-from _harness import fmt_time, print_table, write_json  # noqa: E402
-from _peers import Peer, interleave, start_peers, worker  # noqa: E402
+from _harness import Record, arguments, chosen, fmt_time, json_path  # noqa: E402
+from _peers import Peer, empty_caches, interleave, start_peers, summarize, worker  # noqa: E402
 
-DEFAULT_JSON = os.path.join(HERE, "results", "control_flow.json")
+NAME = "control_flow"
 SCRIPT = os.path.abspath(__file__)
 FORI_SIZE = 16
-RNN = {"T": 1000, "B": 32, "H": 128}
+RNN = {"T": int(os.environ.get("FUNCGRAD_BENCH_RNN_T", "1000")), "B": 32, "H": 128}
 WHILE_SIZE = 1000
 CHECKPOINTS = 100
+RNN_QUICK_T = "50"
 
 # --------------------------------------------------------------------------
 # Workloads, one builder per (case, peer): each returns {name: callable}
@@ -248,17 +244,17 @@ MODULES = {"funcgrad": "funcgrad", "jax": "jax", "pytorch": "torch"}
 # --------------------------------------------------------------------------
 
 
-def measure_fori(trip_counts: list[int], repeats: int, rounds: int) -> dict:
+def measure_fori(trip_counts: list[int], repeats: int, rounds: int, names: list[str]) -> dict:
     """First-call times in fresh processes (funcgrad cold and warm cache, JAX), then per-iteration time."""
     first: dict[str, dict[str, list]] = {str(n): {"funcgrad cold": [], "funcgrad warm": [], "jax": []}
                                          for n in trip_counts}
-    missing: dict[str, str] = {}
+    missing: dict[str, str] = {} if "jax" in names else {"jax": "not chosen"}
     for _ in range(repeats):
         for n in trip_counts:
             cache = tempfile.mkdtemp(prefix="funcgrad-kernels-")
             try:
                 for label in ("funcgrad cold", "funcgrad warm"):
-                    p = Peer(SCRIPT, "funcgrad", "fori", n, env={"FUNCGRAD_CACHE_DIR": cache})
+                    p = Peer(SCRIPT, "funcgrad", "fori", n, env=empty_caches(cache))
                     check_fori(p, n)
                     first[str(n)][label].append(p.hello["first_call_s"]["fori"])
                     p.close()
@@ -296,8 +292,9 @@ def check_rnn(checks: dict, reference: dict, peer: str) -> dict:
     return errors
 
 
-def measure_rnn(rounds: int) -> dict:
-    peers, missing = start_peers(SCRIPT, ["funcgrad", "jax", "pytorch"], "rnn")
+def measure_rnn(rounds: int, names: list[str], record: Record) -> dict:
+    peers, missing = start_peers(SCRIPT, names, "rnn")
+    record.peers_from(peers, missing)
     try:
         reference = rnn_reference()
         errors = {p.name: check_rnn(p.hello["checks"], reference, p.name) for p in peers}
@@ -361,17 +358,19 @@ def fori_rows(r: dict) -> list[dict]:
     for n in r["trip_counts"]:
         f = r["first_call_s"][str(n)]
         med = {k: statistics.median(v) if v else None for k, v in f.items()}
+        if med["funcgrad cold"] is None:         # not measured (smoke runs)
+            continue
         rows.append({"workload": f"jit(fori_loop) first call, {n:,} iterations",
                      "funcgrad": f"cold {med['funcgrad cold']:.2f} s, warm {med['funcgrad warm']:.2f} s",
                      "JAX": f"{med['jax']:.2f} s" if med["jax"] else r["missing"].get("jax", ""),
                      "funcgrad / JAX": _ratio(med["funcgrad cold"], med["jax"]) and
-                     f"{_ratio(med['funcgrad cold'], med['jax'])} cold", "goal": "<= 2 s, flat"})
+                     f"{_ratio(med['funcgrad cold'], med['jax'])} cold"})
     run = r["run"]
     fg_it, jax_it = run["funcgrad"]["per_iteration_s"], run.get("jax", {}).get("per_iteration_s")
     rows.append({"workload": f"jit(fori_loop) per iteration (f32[{FORI_SIZE}], {r['run_trip_count']:,} iterations)",
                  "funcgrad": f"{_time(fg_it)} ±{run['funcgrad']['spread']:.0%}",
                  "JAX": f"{_time(jax_it)} ±{run['jax']['spread']:.0%}" if jax_it else r["missing"].get("jax", ""),
-                 "funcgrad / JAX": _ratio(fg_it, jax_it), "goal": ""})
+                 "funcgrad / JAX": _ratio(fg_it, jax_it)})
     return rows
 
 
@@ -386,8 +385,7 @@ def rnn_rows(r: dict) -> list[dict]:
                      "JAX": _stat(s["jax"][name]) if "jax" in s else r["missing"].get("jax", ""),
                      "PyTorch": _stat(s["pytorch"][name]) + " (eager)" if "pytorch" in s
                      else r["missing"].get("pytorch", ""),
-                     "funcgrad / JAX": _ratio(fg_t, jax_t),
-                     "goal": "<= 2x JAX" if name == "forward+backward" else ""})
+                     "funcgrad / JAX": _ratio(fg_t, jax_t)})
     return rows
 
 
@@ -405,41 +403,34 @@ def while_rows(r: dict) -> list[dict]:
     return rows
 
 
-FLOW_COLUMNS = ["workload", "funcgrad", "JAX", "PyTorch", "funcgrad / JAX", "goal"]
+FLOW_COLUMNS = ["workload", "funcgrad", "JAX", "PyTorch", "funcgrad / JAX"]
 
 
 def while_columns(w: dict) -> list[str]:
     return ["steps", "every carry", f"checkpoints={w['checkpoints']}", "time, checkpointed / every carry"]
 
 
-def print_report(payload: dict) -> None:
-    print_table("lax loops under jit (interleaved medians ± spread; first calls in fresh processes)",
-                fori_rows(payload["fori"]) + rnn_rows(payload["rnn"]), FLOW_COLUMNS)
-    w = payload["while"]
+def report(payload: dict, record: Record) -> None:
+    """The tables, and every timed call as a measurement."""
+    record.table("loops", "lax loops under jit (each peer in its own process; interleaved medians ± spread; "
+                 "first calls in fresh processes)", fori_rows(payload["fori"]) + rnn_rows(payload["rnn"]),
+                 FLOW_COLUMNS)
+    fori, rnn, w = payload["fori"], payload["rnn"], payload["while"]
+    record.measure(f"jit(fori_loop), {fori['run_trip_count']:,} iterations", {p: {"fori": s} for p, s in
+                                                                             fori["run"].items()}, baseline="jax")
+    for n, by_label in fori["first_call_s"].items():
+        record.measure(f"jit(fori_loop) first call, {n} iterations",
+                       {k: {"first call": summarize(v)} for k, v in by_label.items() if v})
+    for name in ("forward", "forward+backward"):
+        record.measure(f"RNN scan {name}", {p: {name: s[name]} for p, s in rnn["stats"].items()},
+                       baseline=f"jax/{name}")
     if "rows" in w:
-        print_table(f"jit(grad) through while_loop, carry {w['carry']} (funcgrad only; JAX refuses)",
-                    while_rows(w), while_columns(w))
-
-
-def markdown(payload: dict) -> str:
-    """The README's tables, from a JSON payload this script wrote."""
-    def table(rows: list[dict], columns: list[str]) -> list[str]:
-        lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-        return lines + ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
-
-    env = payload.get("environment", {})
-    w = payload["while"]
-    versions = ", ".join(f"{k} {v}" for k, v in payload["rnn"].get("versions", {}).items())
-    quick = "--quick, " if payload.get("quick") else ""
-    header = (f"Measured {payload.get('timestamp', '?')[:10]} ({quick}{env.get('cpu_count', '?')} cores, numba "
-              f"{env.get('numba_threads', '?')} threads; {versions}). Each peer in its own process, interleaved "
-              "rounds, medians ± spread ((max - min) / median); first calls in fresh processes.")
-    out = [textwrap.fill(header, 76), ""]
-    out += table(fori_rows(payload["fori"]) + rnn_rows(payload["rnn"]), FLOW_COLUMNS)
-    if "rows" in w:
-        out += ["", f"`jit(grad)` through a `while_loop` on a {w['carry']} carry (time, tracemalloc peak):", ""]
-        out += table(while_rows(w), while_columns(w))
-    return "\n".join(out)
+        record.table("while", f"jit(grad) through while_loop, carry {w['carry']} (funcgrad only; JAX refuses)",
+                     while_rows(w), while_columns(w))
+        for row in w["rows"]:
+            for label, s in row.items():
+                if isinstance(s, dict):
+                    record.measure(f"grad through while_loop, {row['steps']} steps", {"funcgrad": {label: s}})
 
 
 # --------------------------------------------------------------------------
@@ -448,32 +439,29 @@ def markdown(payload: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--json", default=DEFAULT_JSON)
-    ap.add_argument("--quick", action="store_true", help="fewer rounds and shorter while loops (well under a minute)")
-    ap.add_argument("--markdown", action="store_true", help="print the README tables from --json and exit")
-    ap.add_argument("--worker", nargs=3, metavar=("PEER", "CASE", "ARG"), help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
+    args = arguments(NAME, __doc__).parse_args(argv)
     if args.worker:
         peer, case, arg = args.worker
         worker(BUILDERS, MODULES, peer, case, json.loads(arg))
         return
-    if args.markdown:
-        with open(args.json) as f:
-            print(markdown(json.load(f)))
-        return
-    start = time.perf_counter()
-    rounds = 3 if args.quick else 9
+    record = Record(NAME, args)
+    quick = args.quick
+    if quick:                                    # a short RNN; the workers read it from the environment
+        os.environ["FUNCGRAD_BENCH_RNN_T"] = RNN_QUICK_T
+        RNN["T"] = int(RNN_QUICK_T)
+    names = chosen(list(MODULES), args)
+    rounds = 2 if quick else 9
     print("fori_loop: first calls in fresh processes, then time per iteration ...", flush=True)
-    fori = measure_fori([100, 1000, 10000], repeats=1 if args.quick else 3, rounds=rounds)
+    fori = measure_fori([100] if quick else [100, 1000, 10000], repeats=0 if quick else 3, rounds=rounds,
+                        names=names)
     print("RNN scan ...", flush=True)
-    rnn = measure_rnn(rounds)
+    rnn = measure_rnn(rounds, names, record)
     print("reverse mode through while_loop ...", flush=True)
-    loops = measure_while([1000, 3000] if args.quick else [1000, 10000], rounds=rounds)
-    payload = {"benchmark": "control_flow", "quick": args.quick, "fori": fori, "rnn": rnn, "while": loops,
-               "seconds": time.perf_counter() - start, "python": sys.executable}
-    print_report(payload)
-    write_json(args.json, payload)
+    loops = measure_while([100, 300] if quick else [1000, 10000], rounds=rounds)
+    payload = record.payload
+    payload.update({"fori": fori, "rnn": rnn, "while": loops})
+    report(payload, record)
+    record.write(json_path(NAME, args))
 
 
 if __name__ == "__main__":

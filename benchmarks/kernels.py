@@ -1,82 +1,60 @@
-"""Benchmark funcgrad's CPU kernels (hand-written and jit-fused) against numpy (and PyTorch CPU).
+"""funcgrad's CPU kernels (hand-written and jit-fused) against numpy and PyTorch on the CPU.
 
-    python benchmarks/kernels.py [--repeats 15] [--json PATH] [--quick]
+Workloads: row softmax 4096x4096 f32 (the numba kernel, ``nn.softmax`` and a jit-fused ``fnp`` composite);
+relu(x*w+b) on 8M f32 elements (jit fusion against numpy's plain expression and its best ``out=`` form);
+softmax cross-entropy forward and backward at (128, 10) and (4096, 1000) f32; conv2d layers of an MNIST CNN
+(batch 128, 3x3, padding 1, 28x28: 1->32 forward + weight grad, 32->64 forward + input and weight grads);
+max-pool 2x2 forward and backward; scatter_add_rows against np.add.at; where under a random mask.
 
-Workloads: row softmax 4096x4096 f32 (the numba kernel, ``nn.softmax`` and a
-jit-fused ``fnp`` composite); relu(x*w+b) on 8M f32 elements (jit fusion vs
-numpy's plain expression and its best ``out=`` form; the target is
->= 2.5x the plain expression); softmax cross-entropy fwd+bwd at
-(128, 10) and (4096, 1000) f32; conv2d layers of an MNIST CNN (batch 128,
-3x3, padding 1, 28x28: 1->32 forward + weight grad, 32->64 forward + input
-and weight grads), max-pool 2x2 fwd+bwd; scatter_add_rows vs np.add.at.
-Contenders run interleaved (one call of each per round, after warm-up) and
-the table reports medians, the spread (p90/p10) and speedups vs numpy.
-Every output buffer is allocated once outside the timed region, as the
-library's planned buffers will be; the numpy baselines get the same favour
-(their best ``out=`` form). The machine is shared: rerun when spreads are
-wide. JSON goes to --json with thread counts and GLIBC_TUNABLES.
+funcgrad, numpy and PyTorch each run in a worker process of their own, timed in interleaved rounds (after
+warm-up, with a short pause before each big call so that the previous peer's spinning threads go idle);
+the table gives medians, their spread and the time relative to numpy's first form in the same run. Every
+output buffer is allocated once outside the timed region, and numpy gets the same favour (its best
+``out=`` form).
+
+    python benchmarks/kernels.py [--quick] [--only softmax] [--peers funcgrad,numpy]
 """
-
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 
-from funcgrad.backends.cpu import _threads  # noqa: E402  (before torch/numba)
-from funcgrad.backends.cpu import kernels_conv as kc  # noqa: E402
-from funcgrad.backends.cpu import kernels_scatter as ksc  # noqa: E402
-from funcgrad.backends.cpu import kernels_softmax as ks  # noqa: E402
+from _harness import Record, arguments, chosen, json_path  # noqa: E402
+from _peers import long_rows, run_cases, worker  # noqa: E402
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:  # torch is optional
-    torch = None
+NAME = "kernels"
+SCRIPT = os.path.abspath(__file__)
+PEERS = ["funcgrad", "numpy", "pytorch"]
+MODULES = {"funcgrad": "funcgrad", "numpy": "numpy", "pytorch": "torch"}
+torch = F = ks = kc = ksc = None          # loaded by the worker of the peer that uses them
 
 
-# ---------------------------------------------------------------------------
-# timing
-# ---------------------------------------------------------------------------
+def load(peer: str) -> None:
+    """Import the modules the peer's contenders use (PyTorch only in its own worker)."""
+    global torch, F, ks, kc, ksc
+    if peer == "pytorch":
+        import torch
+        import torch.nn.functional as F
+    elif peer == "funcgrad":
+        from funcgrad.backends.cpu import kernels_conv as kc
+        from funcgrad.backends.cpu import kernels_scatter as ksc
+        from funcgrad.backends.cpu import kernels_softmax as ks
 
-def run_interleaved(contenders: dict, repeats: int, warmup: int = 2,
-                    settle_s: float = 0.02, inner: int = 1):
-    """Median/p10/p90 ms per call per contender, interleaved per round.
 
-    Big workloads: a short untimed sleep before each timed call lets the
-    previous contender's spinning worker threads (OpenMP in torch,
-    OpenBLAS) go idle, so they do not steal the cores from the next one.
-    Tiny workloads (settle_s=0, inner>1): ``inner`` back-to-back calls are
-    timed together, as in a training loop; a sleep would leave caches and
-    branch predictors cold and triple a 20 us op.
-    """
-    for _ in range(warmup):
-        for fn in contenders.values():
-            fn()
-    times = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, fn in contenders.items():
-            if settle_s:
-                time.sleep(settle_s)
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            times[name].append((time.perf_counter() - t0) / inner)
-    out = {}
-    for name, ts in times.items():
-        ts = np.array(ts)
-        out[name] = dict(median_ms=float(np.median(ts) * 1e3),
-                         p10_ms=float(np.percentile(ts, 10) * 1e3),
-                         p90_ms=float(np.percentile(ts, 90) * 1e3))
-    return out
+def owner(contender: str) -> tuple[str, str]:
+    """(peer, call) of a contender's name: "funcgrad jit" -> ("funcgrad", "jit"), "torch" -> ("pytorch", "call")."""
+    first, _, rest = contender.partition(" ")
+    peer = {"funcgrad": "funcgrad", "torch": "pytorch"}.get(first)
+    if peer is None:
+        return "numpy", contender.removeprefix("numpy ")
+    return peer, rest or "call"
 
 
 # ---------------------------------------------------------------------------
@@ -299,78 +277,62 @@ def select_case(rng, scalar_other, shape=(128, 512)):
 
 # ---------------------------------------------------------------------------
 
+QUICK = (2, 9, 10)       # the cases a smoke run times (each numba kernel costs seconds to compile)
+
+
+def cases(quick: bool) -> list[tuple]:
+    """(label, make(rng), calls per sample, pause before each sample); tiny sizes with ``quick``."""
+    q = 16 if quick else 1                      # shrink factor
+    n = 128 // q
+    return [
+        (f"softmax {4096 // q}x{4096 // q} f32", lambda rng: softmax_case(rng, 4096 // q, 4096 // q)),
+        (f"softmax {4096 // q}x{4096 // q} f32 (public API)", lambda rng: softmax_api_case(rng, 4096 // q, 4096 // q)),
+        (f"relu(x*w+b) {8 // q if q == 1 else 0.5}M f32", lambda rng: relu_affine_case(rng, 8 * 1024 * 1024 // q)),
+        ("softmax xent fwd+bwd 128x10", lambda rng: xent_case(rng, 128, 10), 200 // q, 0),
+        (f"softmax xent fwd+bwd {4096 // q}x1000", lambda rng: xent_case(rng, 4096 // q, 1000)),
+        (f"conv 1->32 3x3 B{n} 28x28 fwd+dw", lambda rng: conv_case(rng, 1, 32, False, n=n)),
+        (f"conv 32->64 3x3 B{n} 28x28 fwd+dx+dw", lambda rng: conv_case(rng, 32, 64, True, n=n)),
+        (f"max_pool 2x2 B{n} C32 28x28 fwd+bwd", lambda rng: maxpool_case(rng, n=n)),
+        (f"scatter_add_rows 50000x128 <- {4096 // q}", lambda rng: scatter_case(rng, 50000, 4096 // q, 128),
+         20 // q, 0),
+        (f"scatter_add_rows 1000x1 <- {100000 // q}", lambda rng: scatter_case(rng, 1000, 100000 // q, 1), 20 // q, 0),
+        ("where 128x512 f32, random mask", lambda rng: select_case(rng, False), 50 // q, 0),
+        ("where 128x512 f32, scalar other side", lambda rng: select_case(rng, True), 50 // q, 0),
+    ]
+
+
+def build(peer: str):
+    """The builder of one peer: the case's contenders that belong to it, built from the same seed."""
+    def make(arg):
+        load(peer)
+        label, factory, *_ = cases(arg["quick"])[arg["index"]]
+        contenders = factory(np.random.default_rng(arg["index"]))
+        return {owner(k)[1]: f for k, f in contenders.items() if owner(k)[0] == peer}, {}
+    return make
+
+
+BUILDERS = {("case", peer): build(peer) for peer in PEERS}
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--quick", action="store_true",
-                    help="fewer repeats (smoke test)")
-    ap.add_argument("--json", default=str(Path(__file__).parent / "results"
-                                          / "kernels.json"))
+    ap = arguments(NAME, __doc__)
     ap.add_argument("--only", default="", help="run only the workloads whose name contains this text")
     args = ap.parse_args(argv)
-    repeats = 3 if args.quick else args.repeats
-    rng = np.random.default_rng(0)
-
-    # (name, make contenders, calls per timing, settle sleep before timing)
-    cases = [
-        ("softmax 4096x4096 f32", lambda: softmax_case(rng)),
-        ("softmax 4096x4096 f32 (public API)", lambda: softmax_api_case(rng)),
-        ("relu(x*w+b) 8M f32", lambda: relu_affine_case(rng)),
-        ("softmax xent fwd+bwd 128x10", lambda: xent_case(rng, 128, 10), 200, 0),
-        ("softmax xent fwd+bwd 4096x1000", lambda: xent_case(rng, 4096, 1000)),
-        ("conv 1->32 3x3 B128 28x28 fwd+dw", lambda: conv_case(rng, 1, 32, False)),
-        ("conv 32->64 3x3 B128 28x28 fwd+dx+dw", lambda: conv_case(rng, 32, 64, True)),
-        ("max_pool 2x2 B128 C32 28x28 fwd+bwd", lambda: maxpool_case(rng)),
-        ("scatter_add_rows 50000x128 <- 4096",
-         lambda: scatter_case(rng, 50000, 4096, 128), 20, 0),
-        ("scatter_add_rows 1000x1 <- 100000",
-         lambda: scatter_case(rng, 1000, 100000, 1), 20, 0),
-        ("where 128x512 f32, random mask", lambda: select_case(rng, False), 50, 0),
-        ("where 128x512 f32, scalar other side", lambda: select_case(rng, True), 50, 0),
-    ]
-    results = []
-    print(f"threads: funcgrad/numba {_threads.get_num_threads()}, torch "
-          f"{torch.get_num_threads() if torch else '-'}; GLIBC_TUNABLES="
-          f"{os.environ.get('GLIBC_TUNABLES', '')!r}")
-    header = f"{'workload':40s} {'contender':18s} {'median ms':>10s} " \
-             f"{'p90/p10':>8s} {'speedup vs numpy':>17s}"
-    print(header)
-    print("-" * len(header))
-    for name, make, *opts in cases:
-        if args.only not in name:
-            continue
-        inner, settle = opts if opts else (1, 0.02)
-        cont = make()
-        timing = run_interleaved(cont, repeats, settle_s=settle, inner=inner)
-        base_name = [k for k in cont if not k.startswith(("funcgrad", "torch"))][0]
-        base = timing[base_name]["median_ms"]
-        for cname, t in timing.items():
-            t["speedup_vs_numpy"] = base / t["median_ms"]
-            spread = t["p90_ms"] / t["p10_ms"]
-            print(f"{name:40s} {cname:18s} {t['median_ms']:10.3f} "
-                  f"{spread:8.2f} {t['speedup_vs_numpy']:16.2f}x")
-        results.append(dict(workload=name, baseline=base_name,
-                            calls_per_timing=inner, settle_s=settle,
-                            timings=timing))
-        print()
-
-    meta = dict(
-        funcgrad_threads=_threads.get_num_threads(),
-        numba_threading_layer=_threads.threading_layer(),
-        torch_threads=torch.get_num_threads() if torch else None,
-        torch_version=torch.__version__ if torch else None,
-        numpy_version=np.__version__,
-        cpu_count=os.cpu_count(),
-        glibc_tunables=os.environ.get("GLIBC_TUNABLES", ""),
-        openblas_num_threads=os.environ.get("OPENBLAS_NUM_THREADS", ""),
-        machine=platform.processor() or platform.machine(),
-        python=platform.python_version(),
-        repeats=repeats,
-    )
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(meta=meta, results=results), indent=2))
-    print(f"wrote {path}")
+    if args.worker:
+        worker(BUILDERS, MODULES, args.worker[0], args.worker[1], json.loads(args.worker[2]))
+        return
+    record = Record(NAME, args)
+    todo = []
+    for i, (label, _, *opts) in enumerate(cases(args.quick)):
+        if args.only in label and (i in QUICK or not args.quick):
+            inner, settle = opts if opts else (1, 0.02)
+            todo.append({"case": "case", "label": label, "arg": {"index": i, "quick": args.quick},
+                         "inner": inner, "settle": settle})
+    results = run_cases(SCRIPT, chosen(PEERS, args), todo, rounds=2 if args.quick else 15, record=record,
+                        baseline="numpy", budget_s=5 if args.quick else 60)
+    record.table("kernels", "CPU kernels (each peer in its own process; interleaved medians)",
+                 long_rows(results, "numpy"))
+    record.write(json_path(NAME, args))
 
 
 if __name__ == "__main__":

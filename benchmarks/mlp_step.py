@@ -1,18 +1,19 @@
-"""Full MLP training step: funcgrad eager and jit vs hand-written numpy (and peers).
+"""Full MLP training step: funcgrad eager and jit against hand-written numpy, JAX, PyTorch and HIPS autograd.
 
-Batch 128, 784-512-512-10, ReLU, softmax cross-entropy, SGD.  Targets:
-jit step <= 1.05x the numpy step; eager <= 1.3x.  Also measures
-the jitted step's compile cost in fresh processes (cold and with the kernel
-disk cache warm) and 1-thread vs all-thread scaling.
+Batch 128, 784-512-512-10, ReLU, softmax cross-entropy, SGD; every peer in a worker process of its own,
+timed in interleaved rounds, each step first checked against float64 numpy. Also: the jitted step's first
+call in fresh processes (empty kernel cache, then filled), and the step with 1 thread against all cores.
 
-    python benchmarks/mlp_step.py [--json PATH] [--quick] [--no-subprocess]
+``--sweep`` measures how the cost grows: the step against the batch size (32 to 1024) with 1 thread and
+with all cores, and the jitted step's compile time against the program's size (1 to 16 hidden layers).
+
+    python benchmarks/mlp_step.py [--quick] [--sweep] [--peers funcgrad,numpy]
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
+import shutil
 import sys
 import tempfile
 
@@ -22,26 +23,22 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
 
-from _harness import environment, fmt_time, print_table, time_interleaved, write_json  # noqa: E402
-from dispatch import B, SIZES, mlp_params, numpy_mlp_grad  # noqa: E402
+from _harness import Record, arguments, chosen, fmt_ratio, fmt_stat, fmt_time, json_path, median  # noqa: E402
+from _peers import Peer, empty_caches, long_rows, run_cases, worker  # noqa: E402
+from dispatch import SIZES, mlp_data, numpy_mlp_grad  # noqa: E402
 
+NAME = "mlp_step"
+SCRIPT = os.path.abspath(__file__)
 LR = 0.05
+PEERS = ["funcgrad", "numpy", "jax", "pytorch", "autograd"]
+MODULES = {"funcgrad": "funcgrad", "numpy": "numpy", "jax": "jax", "pytorch": "torch", "autograd": "autograd"}
+SWEEP_BATCHES = [32, 64, 128, 256, 512, 1024]
+SWEEP_DEPTHS = [1, 2, 4, 8, 16]          # hidden layers of 256 in the compile-time sweep
 
 
-def funcgrad_step():
-    import funcgrad as fg
-    import funcgrad.nn as nn
-
-    def loss(p, x, y):
-        h = nn.relu(x @ p["w1"] + p["b1"])
-        h = nn.relu(h @ p["w2"] + p["b2"])
-        return nn.cross_entropy(h @ p["w3"] + p["b3"], y)
-
-    def step(p, x, y):
-        g = fg.grad(loss)(p, x, y)
-        return fg.tree_util.tree_map(lambda w, gw: w - LR * gw, p, g)
-
-    return step
+def _data(arg: dict):
+    sizes = arg.get("sizes", SIZES)
+    return mlp_data(arg.get("batch", 128), sizes)
 
 
 def numpy_step(p, x, y):
@@ -49,196 +46,242 @@ def numpy_step(p, x, y):
     return {k: p[k] - LR * g[k] for k in p}
 
 
-def torch_step_factory(p_np):
-    import torch
-    params = {k: torch.tensor(v, requires_grad=True) for k, v in p_np.items()}
-
-    def step(x, y):
-        h = torch.relu(x @ params["w1"] + params["b1"])
-        h = torch.relu(h @ params["w2"] + params["b2"])
-        loss = torch.nn.functional.cross_entropy(h @ params["w3"] + params["b3"], y)
-        grads = torch.autograd.grad(loss, list(params.values()))
-        with torch.no_grad():
-            for w, g in zip(params.values(), grads):
-                w -= LR * g
-    return step
+def _check(out: dict) -> dict:
+    return {"w1": np.asarray(out["w1"], np.float64)[:4].tolist()}
 
 
-def jax_step_factory():
-    import jax
-    import jax.numpy as jnp
+def step_funcgrad(arg: dict):
+    import funcgrad as fg
+    import funcgrad.nn as nn
+    import funcgrad.numpy as fnp
+    p, x, y = _data(arg)
+    n = len(p) // 2
+    p, x, y = {k: fnp.array(v) for k, v in p.items()}, fnp.array(x), fnp.array(y)
 
     def loss(p, x, y):
-        h = jax.nn.relu(x @ p["w1"] + p["b1"])
-        h = jax.nn.relu(h @ p["w2"] + p["b2"])
-        logits = h @ p["w3"] + p["b3"]
+        h = x
+        for i in range(1, n):
+            h = nn.relu(h @ p[f"w{i}"] + p[f"b{i}"])
+        return nn.cross_entropy(h @ p[f"w{n}"] + p[f"b{n}"], y)
+
+    def step(p, x, y):
+        g = fg.grad(loss)(p, x, y)
+        return fg.tree_util.tree_map(lambda w, gw: w - LR * gw, p, g)
+
+    jstep = fg.jit(step)
+    calls = {"jit": lambda: fg.block_until_ready(jstep(p, x, y))}
+    if not arg.get("jit_only"):
+        calls["eager"] = lambda: fg.block_until_ready(step(p, x, y))
+    return calls, lambda: _check(jstep(p, x, y))
+
+
+def step_numpy(arg: dict):
+    p, x, y = _data(arg)
+    return {"call": lambda: numpy_step(p, x, y)}, _check(numpy_step(p, x, y))
+
+
+def step_jax(arg: dict):
+    import jax
+    import jax.numpy as jnp
+    p, x, y = _data(arg)
+    n = len(p) // 2
+    p, x, y = jax.tree_util.tree_map(jnp.asarray, p), jnp.asarray(x), jnp.asarray(y)
+
+    def loss(p, x, y):
+        h = x
+        for i in range(1, n):
+            h = jax.nn.relu(h @ p[f"w{i}"] + p[f"b{i}"])
+        logits = h @ p[f"w{n}"] + p[f"b{n}"]
         return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
 
     @jax.jit
     def step(p, x, y):
         g = jax.grad(loss)(p, x, y)
         return jax.tree_util.tree_map(lambda w, gw: w - LR * gw, p, g)
-    return step
+    return {"jit": lambda: jax.block_until_ready(step(p, x, y))}, lambda: _check(step(p, x, y))
 
 
-def autograd_step_factory():
+def step_torch(arg: dict):
+    import torch
+    p, x, y = _data(arg)
+    n = len(p) // 2
+    params = {k: torch.tensor(v, requires_grad=True) for k, v in p.items()}
+    xt, yt = torch.tensor(x), torch.tensor(y)
+
+    def step():
+        h = xt
+        for i in range(1, n):
+            h = torch.relu(h @ params[f"w{i}"] + params[f"b{i}"])
+        loss = torch.nn.functional.cross_entropy(h @ params[f"w{n}"] + params[f"b{n}"], yt)
+        grads = torch.autograd.grad(loss, list(params.values()))
+        with torch.no_grad():
+            for w, g in zip(params.values(), grads):
+                w -= LR * g
+    return {"call": step}, lambda: _check({"w1": params["w1"].detach().numpy()})   # after its first step
+
+
+def step_autograd(arg: dict):
     import autograd
     import autograd.numpy as anp
+    p, x, y = _data(arg)
+    n = len(p) // 2
 
     def loss(p, x, y):
-        h = anp.maximum(x @ p["w1"] + p["b1"], 0)
-        h = anp.maximum(h @ p["w2"] + p["b2"], 0)
-        logits = h @ p["w3"] + p["b3"]
+        h = x
+        for i in range(1, n):
+            h = anp.maximum(h @ p[f"w{i}"] + p[f"b{i}"], 0)
+        logits = h @ p[f"w{n}"] + p[f"b{n}"]
         m = anp.max(logits, axis=1, keepdims=True)
         lse = m[:, 0] + anp.log(anp.sum(anp.exp(logits - m), axis=1))
         return anp.mean(lse - logits[anp.arange(len(y)), y])
     grad = autograd.grad(loss)
-    return lambda p, x, y: {k: p[k] - LR * g for k, g in grad(p, x, y).items()}
+    step = lambda: {k: p[k] - LR * g for k, g in grad(p, x, y).items()}   # noqa: E731
+    return {"call": step}, lambda: _check(step())
 
 
-def measure_steps(repeats: int) -> dict:
-    import funcgrad as fg
-    import funcgrad.numpy as fnp
-    rng = np.random.default_rng(0)
-    p_np = mlp_params(rng)
-    x_np = rng.standard_normal((B, SIZES[0])).astype(np.float32)
-    y_np = rng.integers(0, 10, B)
-    p_fg = {k: fnp.array(v) for k, v in p_np.items()}
-    x_fg, y_fg = fnp.array(x_np), fnp.array(y_np)
-    step = funcgrad_step()
-    jstep = fg.jit(step)
-    # Same numbers first: the benchmark is only meaningful if the steps agree.
-    ref = numpy_step(p_np, x_np, y_np)
-    for name, out in (("eager", step(p_fg, x_fg, y_fg)), ("jit", jstep(p_fg, x_fg, y_fg))):
-        err = max(float(np.max(np.abs(np.asarray(out[k]) - ref[k]))) for k in ref)
-        assert err < 1e-4, f"funcgrad {name} step differs from numpy by {err}"
-    cands = {"funcgrad jit": lambda: jstep(p_fg, x_fg, y_fg), "numpy": lambda: numpy_step(p_np, x_np, y_np),
-             "funcgrad eager": lambda: step(p_fg, x_fg, y_fg)}
-    try:
-        import torch
-        tstep = torch_step_factory(p_np)
-        xt, yt = torch.tensor(x_np), torch.tensor(y_np)
-        cands["pytorch"] = lambda: tstep(xt, yt)
-    except ImportError:
-        pass
-    try:
-        import jax
-        jaxstep = jax_step_factory()
-        pj = jax.tree_util.tree_map(jax.numpy.asarray, p_np)
-        xj, yj = jax.numpy.asarray(x_np), jax.numpy.asarray(y_np)
-        cands["jax jit"] = lambda: jax.block_until_ready(jaxstep(pj, xj, yj))
-    except ImportError:
-        pass
-    try:
-        astep = autograd_step_factory()
-        cands["hips autograd"] = lambda: astep(p_np, x_np, y_np)
-    except ImportError:
-        pass
-    return time_interleaved(cands, repeats=repeats, inner=3, warmup=3)
-
-
-def measure_conv(repeats: int) -> float:
-    """Median seconds of a conv layer forward + backward (batch 128, 32->64, 3x3, 28x28, padding 1)."""
+def conv_funcgrad(arg: dict):
+    """A conv layer forward + backward (32 -> 64 channels, 3x3, 28x28, padding 1)."""
     import funcgrad as fg
     import funcgrad.nn as nn
     import funcgrad.numpy as fnp
     rng = np.random.default_rng(1)
-    x = fnp.array(rng.standard_normal((128, 32, 28, 28)).astype(np.float32))
+    x = fnp.array(rng.standard_normal((arg.get("batch", 128), 32, 28, 28)).astype(np.float32))
     w = fnp.array((rng.standard_normal((64, 32, 3, 3)) * 0.05).astype(np.float32))
     step = fg.jit(fg.grad(lambda w, x: fnp.sum(nn.relu(nn.conv2d(x, w, padding=1))), argnums=(0, 1)))
-    return time_interleaved({"conv": lambda: step(w, x)}, repeats=repeats, warmup=2)["conv"]["median_s"]
+    return {"conv layer fwd+bwd (jit)": lambda: fg.block_until_ready(step(w, x))}, {}
 
 
-_COMPILE_CHILD = """
-import sys, time
-t0 = time.perf_counter()
-sys.path.insert(0, {bench!r}); sys.path.insert(0, {repo!r})
-import numpy as np
-import funcgrad as fg, funcgrad.numpy as fnp
-from mlp_step import funcgrad_step
-from dispatch import mlp_params, B, SIZES
-rng = np.random.default_rng(0)
-p = {{k: fnp.array(v) for k, v in mlp_params(rng).items()}}
-x = fnp.array(rng.standard_normal((B, SIZES[0])).astype(np.float32)); y = fnp.array(rng.integers(0, 10, B))
-t_import = time.perf_counter() - t0
-js = fg.jit(funcgrad_step())
-t = time.perf_counter(); js(p, x, y); first = time.perf_counter() - t
-t = time.perf_counter(); js(p, x, y); second = time.perf_counter() - t
-print(t_import, first, second)
-"""
+BUILDERS = {("step", "funcgrad"): step_funcgrad, ("step", "numpy"): step_numpy, ("step", "jax"): step_jax,
+            ("step", "pytorch"): step_torch, ("step", "autograd"): step_autograd, ("conv", "funcgrad"): conv_funcgrad}
 
 
-def measure_compile() -> dict:
-    """First call of the jitted step in fresh processes: empty kernel cache, then warm."""
-    cache = tempfile.mkdtemp(prefix="funcgrad-kernels-")
-    env = dict(os.environ, FUNCGRAD_CACHE_DIR=cache)
-    code = _COMPILE_CHILD.format(bench=HERE, repo=os.path.dirname(HERE))
-    out = {}
-    for label in ("cold", "warm"):
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-        if proc.returncode:
-            raise RuntimeError(proc.stderr)
-        t_import, first, second = map(float, proc.stdout.split())
-        out[label] = {"import_s": t_import, "first_call_s": first, "second_call_s": second}
+def check_step(case: dict, peers: list) -> None:
+    """Each peer's first updated rows of w1 (after one step) against a float64 numpy step."""
+    p, x, y = _data(case["arg"])
+    ref = numpy_step({k: v.astype(np.float64) for k, v in p.items()}, x.astype(np.float64), y)["w1"][:4]
+    for peer in peers:
+        got = peer.hello["checks"].get("w1")
+        if got is not None:
+            err = float(np.max(np.abs(np.asarray(got) - ref)))
+            if err > 1e-4:
+                raise AssertionError(f"{peer.name}'s MLP step differs from float64 numpy by {err:.2e}")
+
+
+def threads_env(n: int) -> dict:
+    return {k: str(n) for k in ("FUNCGRAD_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCH_NUM_THREADS")} | \
+        {"XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={'false' if n == 1 else 'true'} "
+                      f"intra_op_parallelism_threads={n}"}
+
+
+def first_calls(arg: dict, repeats: int, peers: list[str]) -> dict:
+    """{label: [seconds]}: the jitted step's first call (trace, compile, run) in fresh processes; funcgrad
+    with an empty kernel cache (cold) and again with it filled (warm)."""
+    out: dict[str, list] = {"funcgrad cold": [], "funcgrad warm": []}
+    for _ in range(repeats):
+        cache = tempfile.mkdtemp(prefix="funcgrad-kernels-")
+        try:
+            for label in ("funcgrad cold", "funcgrad warm"):
+                p = Peer(SCRIPT, "funcgrad", "step", dict(arg, jit_only=True), env=empty_caches(cache))
+                out[label].append(p.hello["first_call_s"]["jit"])
+                p.close()
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        if "jax" in peers:
+            p = Peer(SCRIPT, "jax", "step", arg)
+            if not p.missing:
+                out.setdefault("jax", []).append(p.hello["first_call_s"]["jit"])
+            p.close()
     return out
 
 
-_THREADS_CHILD = """
-import sys, json
-sys.path.insert(0, {bench!r}); sys.path.insert(0, {repo!r})
-from mlp_step import measure_conv, measure_steps
-r = measure_steps({repeats})
-out = {{k: v["median_s"] for k, v in r.items() if k in ("funcgrad jit", "numpy", "funcgrad eager")}}
-out["conv layer fwd+bwd (jit)"] = measure_conv({repeats})
-print(json.dumps(out))
-"""
+def run_step(args, record) -> None:
+    quick = args.quick
+    peers = chosen(PEERS, args)
+    arg = {"batch": 32 if quick else 128}
+    cases = [{"case": "step", "label": f"MLP step, B={arg['batch']}, 784-512-512-10", "arg": arg,
+              "inner": 1 if quick else 3}]
+    res = run_cases(SCRIPT, peers, cases, rounds=2 if quick else 30, record=record, baseline="numpy",
+                    budget_s=5 if quick else 60, check=check_step)
+    record.table("step", "MLP training step (each peer in its own process; interleaved medians)",
+                 long_rows(res, "numpy"))
+    if quick:
+        return
+    comp = first_calls(arg, 3, peers)
+    record.payload["compile"] = comp
+    record.table("compile", "First call of the jitted step in a fresh process (trace, compile, run; median of 3)",
+                 [{"implementation": k, "first call": fmt_time(median(v))} for k, v in comp.items()])
+    ncpu = os.cpu_count() or 1
+    by_threads = {}
+    for n in sorted({1, ncpu}):
+        cases = [{"case": "step", "label": "MLP step", "arg": arg, "inner": 3},
+                 {"case": "conv", "label": "conv layer", "arg": arg}]
+        by_threads[n] = run_cases(SCRIPT, [p for p in ("funcgrad", "numpy", "pytorch") if p in peers], cases,
+                                  rounds=15, env=threads_env(n), budget_s=40)
+        for label, stats in by_threads[n].items():
+            for peer, calls in stats.items():
+                record.measure(f"{label}, {n} threads", {peer: calls})
+    record.payload["threads"] = by_threads
+    rows = []
+    for label in ("MLP step", "conv layer"):
+        for peer, calls in by_threads[1][label].items():
+            for call, one in calls.items():
+                many = by_threads[ncpu][label].get(peer, {}).get(call)
+                rows.append({"workload": label, "contender": f"{peer} {call}".replace(" call", ""),
+                             "1 thread": fmt_stat(one), f"{ncpu} threads": fmt_stat(many),
+                             "speed-up": fmt_ratio(one["median_s"], many and many["median_s"])})
+    record.table("threads", f"1 thread against {ncpu} (numba, BLAS, PyTorch and XLA threads)", rows)
 
 
-def measure_threads(repeats: int) -> dict:
-    out = {}
-    for n in (1, os.cpu_count() or 1):
-        env = dict(os.environ, FUNCGRAD_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n),
-                   MKL_NUM_THREADS=str(n))
-        code = _THREADS_CHILD.format(bench=HERE, repo=os.path.dirname(HERE), repeats=repeats)
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
-        if proc.returncode:
-            raise RuntimeError(proc.stderr)
-        out[n] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out
+def run_sweep(args, record) -> None:
+    quick = args.quick
+    peers = chosen(PEERS, args)
+    batches = [16, 32] if quick else SWEEP_BATCHES
+    ncpu = os.cpu_count() or 1
+    series: dict[str, list] = {}
+    for n in sorted({1, ncpu}):
+        cases = [{"case": "step", "label": f"B={b}", "arg": {"batch": b, "jit_only": True}, "inner": 1}
+                 for b in batches]
+        res = run_cases(SCRIPT, [p for p in peers if p != "autograd"], cases, rounds=2 if quick else 9,
+                        env=threads_env(n), budget_s=5 if quick else 20, record=record, measure=False)
+        for b in batches:
+            for peer, calls in res[f"B={b}"].items():
+                for call, s in calls.items():
+                    label = f"{peer} {call}".replace(" call", "") + f", {n} thread{'s' if n > 1 else ''}"
+                    series.setdefault(label, []).append([b, s["median_s"] * 1e3])
+                    record.measure(f"MLP step B={b}, {n} threads", {peer: {call: s}})
+    record.sweep("batch", "MLP step (784-512-512-10) against the batch size", "batch size", "ms per step", series)
+    depths = [1, 2] if quick else SWEEP_DEPTHS
+    comp: dict[str, list] = {}
+    for d in depths:
+        arg = {"batch": 32, "sizes": [256] + [256] * d + [10]}
+        for label, times in first_calls(arg, 1 if quick else 2, peers).items():
+            comp.setdefault(label, []).append([d, median(times)])
+            record.measure(f"jit step first call, {d} hidden layers", {label: {"first call": _stats(times)}})
+    record.sweep("compile", "First call of the jitted MLP step against the number of layers", "hidden layers",
+                 "seconds", comp, logy=False)
+    rows = [{"hidden layers": d, **{k: fmt_time(v[i][1]) for k, v in comp.items()}} for i, d in enumerate(depths)]
+    record.table("compile_sweep", "First call of the jitted step (trace, compile, run) against the program's size",
+                 rows)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--json", default="benchmarks/results/mlp_step.json")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--no-subprocess", action="store_true", help="skip compile-cost and thread-scaling runs")
-    args = ap.parse_args()
-    repeats = 5 if args.quick else 30
-    steps = measure_steps(repeats)
-    base = steps["numpy"]["median_s"]
-    rows = [{"implementation": k, "median": fmt_time(v["median_s"]), "ratio vs numpy": f"{v['median_s'] / base:.2f}x",
-             "spread": f"{v['spread']:.0%}",
-             "target": {"funcgrad jit": "<= 1.05x", "funcgrad eager": "<= 1.3x"}.get(k, "")} for k, v in steps.items()]
-    print_table("MLP training step, B=128, 784-512-512-10 (interleaved medians)", rows,
-                ["implementation", "median", "ratio vs numpy", "spread", "target"])
-    payload = {"benchmark": "mlp_step", "steps": steps}
-    if not args.no_subprocess:
-        comp = measure_compile()
-        print_table("jit compile cost of the step (fresh processes)",
-                    [{"kernel cache": k, "import": fmt_time(v["import_s"]), "first call": fmt_time(v["first_call_s"]),
-                      "second call": fmt_time(v["second_call_s"]), "target": "<= 5 s" if k == "cold" else "<= 1 s"}
-                     for k, v in comp.items()], ["kernel cache", "import", "first call", "second call", "target"])
-        threads = measure_threads(max(3, repeats // 3))
-        rows = []
-        for name in ("funcgrad jit", "funcgrad eager", "numpy", "conv layer fwd+bwd (jit)"):
-            one, many = threads[1][name], threads[max(threads)][name]
-            rows.append({"implementation": name, "1 thread": fmt_time(one), f"{max(threads)} threads": fmt_time(many),
-                         "speed-up": f"{one / many:.2f}x"})
-        print_table("Thread scaling (numba and BLAS threads)", rows,
-                    ["implementation", "1 thread", f"{max(threads)} threads", "speed-up"])
-        payload.update(compile=comp, threads=threads)
-    payload["environment_at_start"] = environment()
-    write_json(args.json, payload)
+def _stats(times: list[float]) -> dict:
+    from _peers import summarize
+    return summarize(times)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(NAME, __doc__, sweep="how the cost grows with the batch size, the threads and the "
+                                          "program's size").parse_args(argv)
+    if args.worker:
+        worker(BUILDERS, MODULES, args.worker[0], args.worker[1], json.loads(args.worker[2]))
+        return
+    record = Record(NAME + ("_sweep" if args.sweep else ""), args, script=NAME)
+    if args.sweep:
+        run_sweep(args, record)
+    else:
+        run_step(args, record)
+    record.write(json_path(record.name, args))
 
 
 if __name__ == "__main__":

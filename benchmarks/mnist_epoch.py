@@ -1,86 +1,83 @@
-"""Time one MNIST training epoch per model: funcgrad's jitted step next to PyTorch CPU.
+"""MNIST training: the time per training step and per epoch of examples/mnist.py's models, funcgrad's jitted
+step next to PyTorch on the CPU.
 
-    python benchmarks/mnist_epoch.py                         # mlp and cnn, batch 128, full epoch
-    python benchmarks/mnist_epoch.py --models mlp --limit-train 12800 --no-torch
+Both train the same architecture (``mlp``: 784-512-512-10; ``cnn``: two 3x3 conv + ReLU + 2x2 max-pool
+blocks, then 128 and 10 units) with Adam (lr 1e-3) on the same batches of 28x28 images (seeded random
+pixels of MNIST's shape and scale: the time of a step does not depend on the pixel values, and the
+benchmark needs no download). Each framework runs in a worker process of its own; the parent times chunks
+of 10 steps from each in interleaved rounds. Reported: the median time per step and its spread, and the
+epoch (60,000 images) that this step time makes.
 
-Both frameworks train the same architecture (examples/mnist.py's ``mlp`` or
-``cnn``) with Adam (lr 1e-3) on the same shuffled batches in the same
-process. A few warm-up steps run first (jit tracing, numba compilation,
-PyTorch's first-call setup) and are not timed. Reported per framework: the
-epoch's wall time, images/s, and the median and minimum step time (the
-machine may be shared: the median resists another process taking a core).
+``--sweep`` times the CNN step against the batch size (16 to 512).
 
-The JSON (``--json``) records the thread counts of numba and PyTorch, the
-threading layer, ``GLIBC_TUNABLES`` (glibc's allocator settings change the
-step time of allocation-heavy code by up to 1.7x here) and the load average.
+    python benchmarks/mnist_epoch.py [--quick] [--sweep] [--models mlp cnn] [--peers funcgrad,pytorch]
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
-import platform
 import sys
-import time
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
 
-ROOT = Path(__file__).resolve().parents[1]
+import numpy as np  # noqa: E402
+
+from _harness import Record, arguments, chosen, fmt_ratio, fmt_stat, fmt_time, json_path  # noqa: E402
+from _peers import run_cases, worker  # noqa: E402
+
+NAME = "mnist_epoch"
+SCRIPT = os.path.abspath(__file__)
+PEERS = ["funcgrad", "pytorch"]
+MODULES = {"funcgrad": "funcgrad", "pytorch": "torch"}
+CHUNK = 10                                   # steps per timed sample
+EPOCH = 60000
+POOL = 2048                                  # distinct images the steps cycle through
+SWEEP_BATCHES = [16, 32, 64, 128, 256, 512]
+INPUT_SHAPES = {"mlp": (784,), "cnn": (1, 28, 28)}
+
+
+def data(model: str, batch: int, chunk: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Normalised float32 images in the model's layout, int32 labels, and ``chunk`` index batches."""
+    rng = np.random.default_rng(0)
+    n = max(POOL, batch * chunk)
+    x = ((rng.integers(0, 256, (n, 28, 28)).astype(np.float32) / 255.0 - 0.1307) / 0.3081)
+    y = rng.integers(0, 10, n).astype(np.int32)
+    order = rng.permutation(n)
+    idx = [order[(i * batch) % (n - batch + 1):][:batch] for i in range(chunk)]
+    return x.reshape((n,) + INPUT_SHAPES[model]), y, idx
 
 
 def _load_example() -> Any:
-    """examples/mnist.py as a module: the models and data pipeline are the example's own."""
-    spec = importlib.util.spec_from_file_location("mnist_example", ROOT / "examples" / "mnist.py")
+    """examples/mnist.py as a module: the models and the training step are the example's own."""
+    spec = importlib.util.spec_from_file_location("mnist_example", os.path.join(ROOT, "examples", "mnist.py"))
     module = importlib.util.module_from_spec(spec)
     sys.modules["mnist_example"] = module
     spec.loader.exec_module(module)
     return module
 
 
-def _time_steps(step: Callable[[np.ndarray], float], index_batches: list, warmup: int) -> dict:
-    """Run ``warmup`` untimed steps, then one timed pass over ``index_batches``."""
-    for idx in index_batches[:warmup]:
-        step(idx)
-    times, losses = [], []
-    start = time.perf_counter()
-    for idx in index_batches:
-        t0 = time.perf_counter()
-        losses.append(step(idx))
-        times.append(time.perf_counter() - t0)
-    total = time.perf_counter() - start
-    images = len(index_batches) * len(index_batches[0])
-    return {"epoch_seconds": total, "images_per_second": images / total, "step_ms_median": 1e3 * float(np.median(times)),
-            "step_ms_min": 1e3 * float(np.min(times)), "steps": len(times), "first_loss": losses[0],
-            "last_loss": float(np.mean(losses[-20:]))}
-
-
-# --------------------------------------------------------------------------
-# funcgrad
-# --------------------------------------------------------------------------
-
-
-def funcgrad_epoch(example: Any, model_name: str, x: np.ndarray, y: np.ndarray, index_batches: list,
-                   warmup: int) -> dict:
+def steps_funcgrad(arg: dict):
+    import funcgrad as fg
     from funcgrad import optim, random
-    model, input_shape = example.build_model(model_name)
+    example = _load_example()
+    x, y, idx = data(arg["model"], arg["batch"], arg.get("chunk", CHUNK))
+    model, input_shape = example.build_model(arg["model"])
     params, _ = model.init(random.key(0), input_shape)
     opt = optim.adam(1e-3)
     state = {"params": params, "opt": opt.init(params)}
     train_step, _ = example.make_steps(model, opt)
+    batches = [(x[i], y[i]) for i in idx]
 
-    def step(idx: np.ndarray) -> float:
-        state["params"], state["opt"], loss = train_step(state["params"], state["opt"], x[idx], y[idx])
-        return float(loss)
-
-    return _time_steps(step, index_batches, warmup)
-
-
-# --------------------------------------------------------------------------
-# PyTorch
-# --------------------------------------------------------------------------
+    def chunk():
+        for xb, yb in batches:
+            state["params"], state["opt"], loss = train_step(state["params"], state["opt"], xb, yb)
+        return float(fg.block_until_ready(loss))
+    return {"steps": chunk}, {}
 
 
 def torch_model(name: str) -> Any:
@@ -93,110 +90,82 @@ def torch_model(name: str) -> Any:
         tnn.Flatten(), tnn.Linear(64 * 7 * 7, 128), tnn.ReLU(), tnn.Linear(128, 10))
 
 
-def torch_epoch(model_name: str, x: np.ndarray, y: np.ndarray, index_batches: list, warmup: int) -> dict:
+def steps_torch(arg: dict):
     import torch
     torch.manual_seed(0)
-    model = torch_model(model_name)
+    model = torch_model(arg["model"])
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+    x, y, idx = data(arg["model"], arg["batch"], arg.get("chunk", CHUNK))
+    batches = [(torch.from_numpy(x[i]), torch.from_numpy(y[i].astype(np.int64))) for i in idx]
 
-    def step(idx: np.ndarray) -> float:
-        index = torch.from_numpy(idx)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xt[index]), yt[index])
-        loss.backward()
-        opt.step()
+    def chunk():
+        for xb, yb in batches:
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
         return float(loss.detach())
-
-    return _time_steps(step, index_batches, warmup)
-
-
-def _torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-        return True
-    except ImportError:
-        return False
+    return {"steps": chunk}, {}
 
 
-# --------------------------------------------------------------------------
-# Environment record and report
-# --------------------------------------------------------------------------
+BUILDERS = {("steps", "funcgrad"): steps_funcgrad, ("steps", "pytorch"): steps_torch}
 
 
-def environment(use_torch: bool) -> dict:
-    from funcgrad.backends.cpu import _threads
-    import numba
-    env = {
-        "python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
-        "machine": platform.machine(), "cpu_count": os.cpu_count(),
-        "numba_threads": _threads.get_num_threads(), "numba_threading_layer": _threads.threading_layer(),
-        "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES"),
-        "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                                      "FUNCGRAD_NUM_THREADS")},
-        "load_average_before": os.getloadavg(),
-    }
-    if use_torch:
-        import torch
-        env.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
-                   torch_interop_threads=torch.get_num_interop_threads())
-    return env
+def per_step(s: dict, chunk: int) -> dict:
+    """Stats of a chunk of steps as stats per step."""
+    return {k: (v / chunk if k.endswith("_s") and isinstance(v, float) else v) for k, v in s.items()
+            if k != "samples_s"}
 
 
-def print_table(rows: list[dict]) -> None:
-    header = f"{'model':6s} {'framework':10s} {'epoch s':>9s} {'images/s':>10s} {'step ms (median)':>17s} " \
-             f"{'step ms (min)':>14s} {'vs torch':>9s}"
-    print(header)
-    print("-" * len(header))
-    for row in rows:
-        ratio = row.get("ratio_to_torch")
-        print(f"{row['model']:6s} {row['framework']:10s} {row['epoch_seconds']:9.2f} {row['images_per_second']:10,.0f} "
-              f"{row['step_ms_median']:17.2f} {row['step_ms_min']:14.2f} "
-              f"{'' if ratio is None else f'{ratio:.2f}x':>9s}")
-    print("(vs torch: funcgrad epoch time / PyTorch epoch time; below 1 is faster)")
-
-
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", choices=["mlp", "cnn"], default=["mlp", "cnn"])
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--limit-train", type=int, default=None, help="time a shorter 'epoch' of N images")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
-    parser.add_argument("--no-torch", action="store_true", help="skip PyTorch even when it is importable")
-    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "mnist_epoch.json"))
-    args = parser.parse_args(argv)
-
-    use_torch = not args.no_torch and _torch_available()
-    example = _load_example()
-    env = environment(use_torch)
-    rows = []
-    for model_name in args.models:
-        _, input_shape = example.build_model(model_name)
-        (x, y), _ = example.load_data(input_shape, args.limit_train, 1)
-        index_batches = example.batches(np.random.default_rng(0), len(x), args.batch_size)
-        fg_row = dict(model=model_name, framework="funcgrad",
-                      **funcgrad_epoch(example, model_name, x, y, index_batches, args.warmup))
-        rows.append(fg_row)
-        if use_torch:
-            torch_row = dict(model=model_name, framework="pytorch",
-                             **torch_epoch(model_name, x, y, index_batches, args.warmup))
-            fg_row["ratio_to_torch"] = fg_row["epoch_seconds"] / torch_row["epoch_seconds"]
-            fg_row["ratio_to_torch_median_step"] = fg_row["step_ms_median"] / torch_row["step_ms_median"]
-            rows.append(torch_row)
-    env["load_average_after"] = os.getloadavg()
-    if use_torch:
-        from numba.np.ufunc import parallel
-        env["numba_threading_layer"] = parallel.threading_layer() if getattr(parallel, "_is_initialized", False) \
-            else None
-    print_table(rows)
-    result = {"batch_size": args.batch_size, "limit_train": args.limit_train, "warmup_steps": args.warmup,
-              "optimizer": "adam(1e-3)", "environment": env, "results": rows}
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2))
-    print(f"wrote {path}")
-    return result
+def main(argv: list[str] | None = None) -> None:
+    ap = arguments(NAME, __doc__, sweep="the CNN step against the batch size")
+    ap.add_argument("--models", nargs="+", choices=["mlp", "cnn"], default=["mlp", "cnn"])
+    ap.add_argument("--batch-size", type=int, default=128)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(BUILDERS, MODULES, args.worker[0], args.worker[1], json.loads(args.worker[2]))
+        return
+    record = Record(NAME + ("_sweep" if args.sweep else ""), args, script=NAME)
+    quick, peers = args.quick, chosen(PEERS, args)
+    chunk = 2 if quick else CHUNK
+    if args.sweep:
+        batches = [8, 16] if quick else SWEEP_BATCHES
+        cases = [{"case": "steps", "label": f"CNN step, B={b}", "arg": {"model": "cnn", "batch": b, "chunk": chunk}}
+                 for b in batches]
+        res = run_cases(SCRIPT, peers, cases, rounds=2 if quick else 7, budget_s=5 if quick else 30,
+                        record=record, measure=False)
+        series: dict[str, list] = {}
+        for b, case in zip(batches, cases):
+            for peer, calls in res[case["label"]].items():
+                s = per_step(calls["steps"], chunk)
+                series.setdefault(peer, []).append([b, s["median_s"] * 1e3])
+                record.measure(case["label"], {peer: {"step": s}}, baseline="pytorch/step")
+        record.sweep("cnn_batch", "MNIST CNN training step against the batch size", "batch size", "ms per step",
+                     series)
+        rows = [{"batch": b, **{p: f"{v[i][1]:.2f} ms" for p, v in series.items()}} for i, b in enumerate(batches)]
+        record.table("cnn_batch", "MNIST CNN training step against the batch size (median ms per step)", rows)
+    else:
+        batch = 16 if quick else args.batch_size
+        models = ["mlp"] if quick else args.models
+        cases = [{"case": "steps", "label": f"{m} step, B={batch}", "arg": {"model": m, "batch": batch, "chunk": chunk}}
+                 for m in models]
+        res = run_cases(SCRIPT, peers, cases, rounds=2 if quick else 15, budget_s=5 if quick else 90,
+                        record=record, measure=False)
+        rows = []
+        for m, case in zip(models, cases):
+            stats = {peer: {"step": per_step(calls["steps"], chunk)} for peer, calls in res[case["label"]].items()}
+            record.measure(case["label"], stats, baseline="pytorch/step")
+            torch_step = stats.get("pytorch", {}).get("step")
+            for peer, s in stats.items():
+                epoch = s["step"]["median_s"] * EPOCH / batch
+                rows.append({"model": m, "framework": peer, "step (median ± spread)": fmt_stat(s["step"]),
+                             "epoch of 60,000 images": fmt_time(epoch),
+                             "images/s": f"{batch / s['step']['median_s']:,.0f}",
+                             "time / PyTorch": fmt_ratio(s["step"]["median_s"], torch_step and torch_step["median_s"])})
+        record.table("epoch", f"MNIST training step and epoch, batch {batch}, Adam (each framework in its own "
+                              "process; interleaved chunks of steps)", rows)
+    record.write(json_path(record.name, args))
 
 
 if __name__ == "__main__":
