@@ -150,6 +150,7 @@ class custom_jvp(_CustomRules):
     ...     x_dot, = tangents
     ...     return log1pexp(x), x_dot * (1 - 1 / (1 + fnp.exp(x)))
     >>> grad(log1pexp)(fnp.asarray(100.0))    # 1.0, where plain autodiff of log1p(exp(x)) gives nan
+    Array(1., dtype=float32)
 
     ``defjvp(rule)``: ``rule(primals, tangents) -> (out, tangent_out)``, with
     ``primals`` and ``tangents`` tuples (one entry per argument, pytrees as the

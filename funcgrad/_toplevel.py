@@ -37,6 +37,7 @@ def default_backend() -> str:
     """The platform name of the default device (``"cpu"`` or ``"gpu"``), as ``jax.default_backend``.
 
     >>> default_backend()      # 'cpu'
+    'cpu'
     """
     from funcgrad.devices import default_device
     return default_device()
@@ -47,6 +48,7 @@ def device_count(backend: Any = None) -> int:
     backend, so 1.
 
     >>> device_count()     # 1
+    1
     """
     _backend(backend, "device_count")
     return 1
@@ -56,6 +58,7 @@ def local_device_count(backend: Any = None) -> int:
     """The number of devices this process drives (1; funcgrad runs one process).
 
     >>> local_device_count()     # 1
+    1
     """
     return device_count(backend)
 
@@ -65,6 +68,7 @@ def local_devices(process_index: int | None = None, backend: Any = None, host_id
     ``jax.local_devices`` (funcgrad's devices are named by strings: ``"cpu"``, ``"gpu"``).
 
     >>> local_devices()     # ['cpu']
+    ['cpu']
     """
     index = process_index if process_index is not None else host_id
     if index not in (None, 0):
@@ -76,6 +80,7 @@ def process_count(backend: Any = None) -> int:
     """The number of processes (1: funcgrad has no multi-process runtime).
 
     >>> process_count()     # 1
+    1
     """
     _backend(backend, "process_count")
     return 1
@@ -85,6 +90,7 @@ def process_index(backend: Any = None) -> int:
     """This process's index (0: funcgrad has no multi-process runtime).
 
     >>> process_index()     # 0
+    0
     """
     _backend(backend, "process_index")
     return 0
@@ -94,6 +100,7 @@ def process_indices(backend: Any = None) -> list[int]:
     """The indices of all processes (``[0]``).
 
     >>> process_indices()     # [0]
+    [0]
     """
     _backend(backend, "process_indices")
     return [0]
@@ -107,6 +114,7 @@ def print_environment_info(return_string: bool = False) -> str | None:
     ``jax.print_environment_info``.
 
     >>> print_environment_info(return_string=True).splitlines()[0]     # 'funcgrad:    0.1.0'
+    'funcgrad:    0.1.0'
     """
     from funcgrad.devices import devices
     try:
@@ -130,6 +138,8 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     ``sharding`` is accepted for one device only (funcgrad has no multi-device shardings).
 
     >>> make_array_from_callback((2, 3), None, lambda idx: np.ones((2, 3))[idx])
+    Array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
     """
     from funcgrad import numpy as fnp
     shape = tuple(int(n) for n in shape)
@@ -155,6 +165,7 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, ar
     on one device: ``arrays`` holds the one array of the whole ``shape``.
 
     >>> make_array_from_single_device_arrays((2,), None, [np.ones(2)])     # [1, 1]
+    Array([1., 1.], dtype=float32)
     """
     from funcgrad import numpy as fnp
     _one_device("make_array_from_single_device_arrays", sharding)
@@ -176,6 +187,7 @@ def make_array_from_process_local_data(sharding: Any, local_data: Any, global_sh
     data is the global array).
 
     >>> make_array_from_process_local_data(None, np.ones(2))     # [1, 1]
+    Array([1., 1.], dtype=float32)
     """
     from funcgrad import numpy as fnp
     _one_device("make_array_from_process_local_data", sharding)

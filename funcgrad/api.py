@@ -208,6 +208,7 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
 
     >>> y, pullback = vjp(fnp.sin, fnp.zeros(3))
     >>> pullback(fnp.ones(3))     # (Array([1., 1., 1.]),)
+    (Array([1., 1., 1.], dtype=float32),)
     """
     leaves, in_tree = tree_flatten(primals)
     leaves = [as_leaf(x, "vjp") for x in leaves]
@@ -260,6 +261,7 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: b
     ``(output, J @ tangents, aux)``; ``aux`` is not differentiated.
 
     >>> jvp(fnp.sin, (fnp.zeros(2),), (fnp.ones(2),))   # (sin(0), cos(0) * 1)
+    (Array([0., 0.], dtype=float32), Array([1., 1.], dtype=float32))
     """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primals and tangents must be tuples (one entry per argument of f)")
@@ -355,6 +357,8 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     ``(jacobian, aux)``. Complex inputs need ``holomorphic=True`` (as in JAX).
 
     >>> jacfwd(lambda x: fnp.sin(x) * 2)(fnp.zeros(2))   # [[2., 0.], [0., 2.]]
+    Array([[2., 0.],
+           [0., 2.]], dtype=float32)
     """
     spec = _argnums_spec(f, argnums, "jacfwd")
 
@@ -402,6 +406,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     Complex outputs need ``holomorphic=True`` (as in JAX).
 
     >>> jacrev(lambda x: fnp.sum(x ** 2))(fnp.ones(3))   # [2., 2., 2.]
+    Array([2., 2., 2.], dtype=float32)
     """
     spec = _argnums_spec(f, argnums, "jacrev")
 
@@ -531,6 +536,7 @@ def stop_gradient(x: Any) -> Any:
     """``x`` (a pytree), with a zero derivative: a constant to every transform.
 
     >>> grad(lambda v: fnp.sum(v * stop_gradient(v)))(fnp.ones(2))    # [1., 1.], not [2., 2.]
+    Array([1., 1.], dtype=float32)
     """
     return tree_map(lambda v: lax.stop_gradient(v if isinstance(v, (Array, Tracer, bool, int, float))
                                                 else as_array(v)), x)
@@ -716,6 +722,7 @@ def device_get(x: Any) -> Any:
     ``jax.device_get``.
 
     >>> device_get({"w": fnp.ones(2)})     # {'w': array([1., 1.], dtype=float32)}
+    {'w': array([1., 1.], dtype=float32)}
     """
     def get(v: Any) -> Any:
         if isinstance(v, Tracer):

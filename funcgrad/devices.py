@@ -6,6 +6,7 @@ on one). Arrays are created on the CPU; moving them is explicit:
 
 >>> import funcgrad as fg, funcgrad.numpy as fnp
 >>> fg.devices()                     # ['cpu'] here; ['cpu', 'gpu'] with a usable GPU
+['cpu']
 >>> x = fnp.ones((2, 3))             # f32[2,3] on 'cpu'
 >>> x.device
 'cpu'

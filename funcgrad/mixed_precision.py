@@ -20,6 +20,7 @@ nor CuPy can compute in anyway (CuPy has no bf16 dtype either).
 >>> import funcgrad.numpy as fnp
 >>> bits = to_bfloat16(fnp.array([1.0, 3.14159]))   # u16[2]: [0x3F80, 0x4049]
 >>> from_bfloat16(bits)                              # f32[2]: [1.0, 3.140625]
+Array([1.      , 3.1406], dtype=float32)
 >>> policy = Policy("float32", "float16", "float32")
 >>> half = policy.cast_to_compute({"w": fnp.ones((2, 2))})   # float16 leaves
 
@@ -68,6 +69,7 @@ def to_bfloat16(x: Any) -> Any:
     (its output is integer).
 
     >>> to_bfloat16(fnp.array([1.0, -2.5, 1e-3]))   # u16[3]
+    Array([16256, 49184, 14979], dtype=uint16)
     """
     x = convert(_arr(x), _F32)
     bits = bitcast_convert_type(x, _U32)
@@ -86,6 +88,7 @@ def from_bfloat16(bits: Any) -> Any:
     """bfloat16 bits (``uint16``) -> float32, exactly.
 
     >>> from_bfloat16(to_bfloat16(fnp.array([3.14159])))   # f32[1]: [3.140625]
+    Array([3.1406], dtype=float32)
     """
     bits = _arr(bits)
     if bits.dtype != _U16:
@@ -100,6 +103,7 @@ def round_to_bfloat16(x: Any) -> Any:
     how a bf16 compute dtype is emulated on the CPU.
 
     >>> round_to_bfloat16(fnp.array([1.00390625]))   # f32[1]: [1.0] (tie -> even)
+    Array([1.], dtype=float32)
     """
     x = convert(_arr(x), _F32)
     rounded = from_bfloat16(to_bfloat16(lax.stop_gradient(x)))
@@ -181,6 +185,7 @@ def all_finite(tree: Any) -> Any:
     """A bool scalar array: True iff no floating leaf holds an inf or NaN.
 
     >>> all_finite({"w": fnp.array([1.0, fnp.inf])})   # Array(False)
+    Array(False, dtype=bool)
     """
     ok = fnp.asarray(True)
     for leaf in tree_leaves(tree):

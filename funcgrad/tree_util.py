@@ -256,6 +256,7 @@ class Partial(functools.partial):
 
     >>> add_one = Partial(fnp.add, 1.0)
     >>> jit(lambda f, x: f(x))(add_one, fnp.ones(2))
+    Array([2., 2.], dtype=float32)
     """
 
     def __new__(klass, func: Callable, *args: Any, **kw: Any) -> "Partial":

@@ -10,6 +10,7 @@ user API on it too.
 >>> import funcgrad.lax as lax, funcgrad.numpy as fnp
 >>> x = fnp.arange(6.0).reshape(2, 3)          # f32[2,3]
 >>> lax.reduce_sum(lax.mul(x, x), axes=(1,))   # f32[2]: [5, 50]
+Array([ 5., 50.], dtype=float32)
 >>> lax.broadcast_in_dim(fnp.ones(3), (2, 3), (1,)).shape
 (2, 3)
 
@@ -132,6 +133,7 @@ def stop_gradient(x: Any) -> Any:
     bool leaves have no derivative and come back as they are.
 
     >>> stop_gradient({"w": fnp.ones(2), "step": 3})    # {"w": f32[2] (a constant), "step": 3}
+    {'step': 3, 'w': Array([1., 1.], dtype=float32)}
     """
     def stop(leaf: Any) -> Any:
         dtype = getattr(leaf, "dtype", None)
@@ -179,6 +181,7 @@ def broadcast_in_dim(x: Array, shape: Sequence[int], broadcast_dimensions: Seque
     """``x`` broadcast to ``shape``, its axis ``i`` becoming output axis ``broadcast_dimensions[i]``.
 
     >>> broadcast_in_dim(fnp.ones(3), (2, 3), (1,)).shape    # (2, 3)
+    (2, 3)
     """
     shape = tuple(int(s) for s in shape)
     dims = tuple(int(d) for d in broadcast_dimensions)
@@ -355,6 +358,7 @@ def fft(x: Array, fft_type: Any, fft_lengths: Sequence[int]) -> Array:
     or ``"irfft"`` (its inverse, real output); JAX's ``FftType`` names are accepted too.
 
     >>> fft(fnp.ones(4, fnp.complex64), "fft", (4,))     # [4, 0, 0, 0]
+    Array([4.+0.j, 0.+0.j, 0.+0.j, 0.+0.j], dtype=complex64)
     """
     name = getattr(fft_type, "name", fft_type)
     name = str(name).lower().replace("ffttype.", "")

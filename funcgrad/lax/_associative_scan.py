@@ -34,7 +34,9 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
     from the end. ``fn`` need not be commutative (operands keep their order).
 
     >>> associative_scan(fnp.add, fnp.arange(4))                 # [0, 1, 3, 6]
+    Array([0, 1, 3, 6], dtype=int32)
     >>> associative_scan(fnp.add, fnp.arange(4), reverse=True)   # [6, 6, 5, 3]
+    Array([6, 6, 5, 3], dtype=int32)
     >>> associative_scan(fnp.matmul, mats)                       # running matrix products
     """
     if not callable(fn):

@@ -42,6 +42,7 @@ def conv_general_permutations(dimension_numbers: Any) -> tuple:
     """The permutations ``(lhs, rhs, out)`` of the string form ``("NHWC", "HWIO", "NHWC")``, as JAX's.
 
     >>> conv_general_permutations(("NHWC", "HWIO", "NHWC"))    # ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+    ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
     """
     specs = tuple(dimension_numbers)
     if len(specs) != 3 or not all(isinstance(s, str) for s in specs):
@@ -83,6 +84,7 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int], window
     ``jax.lax.padtype_to_pads``.
 
     >>> padtype_to_pads((5,), (3,), (2,), "SAME")     # [(1, 1)]
+    [(1, 1)]
     """
     name = str(getattr(padding, "name", padding)).upper()
     if name not in ("SAME", "SAME_LOWER", "VALID"):
@@ -107,6 +109,7 @@ def conv_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], strides
     ``jax.lax.conv_shape_tuple``.
 
     >>> conv_shape_tuple((2, 3, 7, 7), (4, 3, 3, 3), (2, 2), "SAME")     # (2, 4, 4, 4)
+    (2, 4, 4, 4)
     """
     if isinstance(pads, str):
         pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
@@ -152,6 +155,7 @@ def conv_transpose_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int
     """The output shape of ``conv_transpose`` for string layouts, as JAX's.
 
     >>> conv_transpose_shape_tuple((1, 3, 2), (2, 2, 4), (2,), "SAME", ("NHC", "HIO", "NHC"))  # (1, 6, 4)
+    (1, 6, 4)
     """
     lp, rp, op = conv_general_permutations(dimension_numbers)
     lt, rt = [lhs_shape[i] for i in lp], [rhs_shape[i] for i in rp]
@@ -170,6 +174,7 @@ def reduce_window_shape_tuple(operand_shape: Sequence[int], window_dimensions: S
     """The output shape of ``reduce_window``, as ``jax.lax.reduce_window_shape_tuple``.
 
     >>> reduce_window_shape_tuple((4, 6), (2, 3), (2, 1), [(0, 0), (1, 1)])     # (2, 6)
+    (2, 6)
     """
     def dilate(shape: Sequence[int], d: Sequence[int]) -> list:
         return [0 if n == 0 else 1 + int(k) * (int(n) - 1) for n, k in zip(shape, d)]
@@ -188,6 +193,7 @@ def conv_with_general_padding(lhs: Array, rhs: Array, window_strides: Sequence[i
 
     >>> conv_with_general_padding(fnp.ones((1, 1, 4, 4)), fnp.ones((2, 1, 3, 3)), (1, 1), [(1, 1), (0, 0)],
     ...                           None, None).shape     # (1, 2, 4, 2)
+    (1, 2, 4, 2)
     """
     return _more.conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
                                       rhs_dilation=rhs_dilation, precision=precision,
@@ -205,6 +211,7 @@ def conv_transpose(lhs: Array, rhs: Array, strides: Sequence[int], padding: Any,
     strided conv).
 
     >>> conv_transpose(fnp.ones((1, 3, 1)), fnp.ones((2, 1, 1)), (2,), "VALID").shape   # (1, 6, 1)
+    (1, 6, 1)
     """
     if use_consistent_padding:
         raise NotImplementedError("lax.conv_transpose: use_consistent_padding=True is not supported")
@@ -253,6 +260,7 @@ def conv_general_dilated_patches(lhs: Array, filter_shape: Sequence[int], window
     ``C * prod(filter_shape)`` (channel-major), the rest is a convolution's output layout.
 
     >>> conv_general_dilated_patches(fnp.ones((1, 2, 4, 4)), (2, 2), (1, 1), "VALID").shape   # (1, 8, 3, 3)
+    (1, 8, 3, 3)
     """
     from funcgrad._core import Array as _Concrete, _freeze
     filter_shape = _ints(filter_shape)

@@ -55,6 +55,7 @@ class GatherScatterMode(enum.Enum):
     strings ``"clip"``, ``"fill"``, ``"promise_in_bounds"``). ``ONE_HOT`` is not supported.
 
     >>> GatherScatterMode.from_any("clip")      # GatherScatterMode.CLIP
+    <GatherScatterMode.CLIP: 0>
     """
     CLIP = 0
     FILL_OR_DROP = 1
@@ -121,6 +122,8 @@ def gather(operand: Array, start_indices: Array, dimension_numbers: GatherDimens
 
     >>> dn = GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
     >>> gather(fnp.arange(6.).reshape(3, 2), fnp.array([[2], [0]]), dn, (1, 2))    # rows 2 and 0
+    Array([[4., 5.],
+           [0., 1.]], dtype=float32)
     """
     from funcgrad._core import Array as _Concrete, _freeze
     op = "lax.gather"
@@ -364,6 +367,7 @@ def scatter_apply(operand: Array, scatter_indices: Array, func: Callable, dimens
 
     >>> dn = ScatterDimensionNumbers((), (0,), (0,))
     >>> scatter_apply(fnp.arange(3.), fnp.array([[1]]), lambda v: v * 10, dn, update_shape=(1,))  # [0, 10, 2]
+    Array([ 0., 10.,  2.], dtype=float32)
     """
     if not callable(func):
         raise TypeError(f"lax.scatter_apply: func must be callable, got {type(func).__name__}")
@@ -378,6 +382,7 @@ def index_take(src: Array, idxs: Sequence[Array], axes: Sequence[int]) -> Array:
     index is taken modulo its axis' length, as JAX.
 
     >>> index_take(fnp.arange(12.).reshape(3, 4), (fnp.array([0, 2]), fnp.array([1, 3])), (0, 1))  # [1, 11]
+    Array([ 1., 11.], dtype=float32)
     """
     axes = _ints(axes)
     nd = len(shape_of(src))

@@ -8,8 +8,11 @@ anything at the bounds).
 
 >>> import funcgrad.lax as lax, funcgrad.numpy as fnp
 >>> lax.slice(fnp.arange(10.0), (2,), (8,), (3,))           # [2., 5.]
+Array([2., 5.], dtype=float32)
 >>> lax.pad(fnp.ones(2), 0.0, [(1, 0, 1)])                  # [0., 1., 0., 1.]
+Array([0., 1., 0., 1.], dtype=float32)
 >>> lax.top_k(fnp.array([3.0, 1.0, 4.0, 1.5]), 2)           # ([4., 3.], [2, 0])
+(Array([4., 3.], dtype=float32), Array([2, 0], dtype=int32))
 """
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ def batch_matmul(lhs: Array, rhs: Array, precision: Any = None) -> Array:
     ``jax.lax.batch_matmul``.
 
     >>> batch_matmul(fnp.ones((2, 3, 4)), fnp.ones((2, 4, 5))).shape     # (2, 3, 5)
+    (2, 3, 5)
     """
     ls, rs = shape_of(lhs), shape_of(rhs)
     if len(ls) < 2 or len(ls) != len(rs) or ls[:-2] != rs[:-2] or ls[-1] != rs[-2]:
@@ -44,6 +45,7 @@ def broadcast_like(arr: Array, like_arr: Array) -> Array:
     """``arr`` broadcast to the shape of ``like_arr`` (numpy's rules), as ``jax.lax.broadcast_like``.
 
     >>> broadcast_like(fnp.arange(3.), fnp.ones((2, 3))).shape     # (2, 3)
+    (2, 3)
     """
     return _S.broadcast_to(arr, tuple(shape_of(like_arr)))
 
@@ -53,6 +55,7 @@ def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Arra
     are zeros.
 
     >>> empty((2, 3), fnp.float32).shape     # (2, 3)
+    (2, 3)
     """
     if out_sharding is not None:
         raise NotImplementedError("lax.empty: out_sharding is not supported (funcgrad has no shardings)")
@@ -64,6 +67,7 @@ def tile(operand: Array, reps: Sequence[int]) -> Array:
     ``operand.ndim``).
 
     >>> tile(fnp.arange(3), (2,))    # [0, 1, 2, 0, 1, 2]
+    Array([0, 1, 2, 0, 1, 2], dtype=int32)
     """
     shape = tuple(shape_of(operand))
     reps = _ints(reps)
@@ -81,6 +85,7 @@ def stack(operands: Sequence[Array], axis: int = 0) -> Array:
     """The operands (equal shapes) joined along a new axis ``axis``, as ``jax.lax.stack``.
 
     >>> stack([fnp.ones(2), fnp.zeros(2)], axis=1).shape     # (2, 2)
+    (2, 2)
     """
     if not operands:
         raise ValueError("lax.stack: needs at least one operand")
@@ -101,6 +106,7 @@ def unstack(x: Array, axis: int = 0) -> tuple:
     """The slices of ``x`` along ``axis``, as a tuple, as ``jax.lax.unstack``.
 
     >>> [a.shape for a in unstack(fnp.ones((2, 3)), axis=1)]     # [(2,), (2,), (2,)]
+    [(2,), (2,), (2,)]
     """
     nd = len(shape_of(x))
     if not -nd <= axis < nd:
@@ -136,6 +142,7 @@ def approx_max_k(operand: Array, k: int, reduction_dimension: int = -1, recall_t
     (computed exactly: recall 1, which meets any ``recall_target``; returns ``[values, indices]``).
 
     >>> approx_max_k(fnp.array([[1., 5., 3.]]), 2)     # [values [[5, 3]], indices [[1, 2]]]
+    [Array([[5., 3.]], dtype=float32), Array([[1, 2]], dtype=int32)]
     """
     if not aggregate_to_topk:
         raise NotImplementedError("lax.approx_max_k: aggregate_to_topk=False is not supported")
@@ -148,6 +155,7 @@ def approx_min_k(operand: Array, k: int, reduction_dimension: int = -1, recall_t
     (computed exactly; returns ``[values, indices]``).
 
     >>> approx_min_k(fnp.array([[1., 5., 3.]]), 2)     # [values [[1, 3]], indices [[0, 2]]]
+    [Array([[1., 3.]], dtype=float32), Array([[0, 2]], dtype=int32)]
     """
     if not aggregate_to_topk:
         raise NotImplementedError("lax.approx_min_k: aggregate_to_topk=False is not supported")
@@ -166,6 +174,7 @@ def clz(x: Array) -> Array:
     """The number of leading zero bits of each integer (its dtype's width for 0), as ``jax.lax.clz``.
 
     >>> clz(fnp.array([0, 1, 255], fnp.int32))     # [32, 31, 24]
+    Array([32, 31, 24], dtype=int32)
     """
     dt = _int_kind("lax.clz", x)
     bits = dt.itemsize * 8
@@ -188,6 +197,7 @@ def mulhi(x: Array, y: Array, /) -> Array:
     (8, 16 and 32 bits).
 
     >>> mulhi(fnp.uint32(3000000000), fnp.uint32(3000000000))    # 2095475792
+    Array(2095475792, dtype=uint32)
     """
     dt = _int_kind("lax.mulhi", x, y)
     if _more.dtype(y) != dt:
@@ -232,6 +242,7 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Ar
     through float16's values.
 
     >>> reduce_precision(fnp.float32(1.1234567), exponent_bits=5, mantissa_bits=10)    # 1.1230469
+    Array(1.1230, dtype=float32)
     """
     dt = np.dtype(_more.dtype(operand))
     if not np.issubdtype(dt, np.floating):
@@ -310,6 +321,9 @@ def ragged_dot(lhs: Array, rhs: Array, group_sizes: Array, precision: Any = None
     ``sum(group_sizes)`` give zeros. Computed densely (g products of (m, k) @ (k, n)).
 
     >>> ragged_dot(fnp.ones((3, 2)), fnp.stack([fnp.eye(2), 2 * fnp.eye(2)]), fnp.array([1, 2]))  # rows 1, 2, 2
+    Array([[1., 1.],
+           [2., 2.],
+           [2., 2.]], dtype=float32)
     """
     if group_offset is not None:
         raise NotImplementedError("lax.ragged_dot: group_offset is not supported")
@@ -339,6 +353,7 @@ def shape_as_value(shape: Sequence[int]) -> Array:
     """A shape as an int32 array, as ``jax.lax.shape_as_value`` (funcgrad's shapes are always static).
 
     >>> shape_as_value((2, 3))     # int32 [2, 3]
+    Array([2, 3], dtype=int32)
     """
     from funcgrad._core import Array as _Concrete, _freeze
     return _Concrete(_freeze(np.asarray(_ints(shape), dtype=np.int32).reshape(len(tuple(shape)))))

@@ -6,7 +6,9 @@ have derivative 0 at both corners, ``hard_tanh`` 1 at +-1, ``sparse_plus`` 1 at
 
 >>> import funcgrad.nn as nn, funcgrad.numpy as fnp
 >>> nn.relu6(fnp.array([-1.0, 3.0, 7.0]))        # f32[3]: [0, 3, 6]
+Array([0., 3., 6.], dtype=float32)
 >>> nn.glu(fnp.arange(4.0))                      # f32[2]: [0 * sigmoid(2), 1 * sigmoid(3)]
+Array([0.        , 0.9526], dtype=float32)
 """
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ computed in the default float dtype.
 >>> import funcgrad.nn as nn, funcgrad.numpy as fnp
 >>> x = fnp.array([[-1.0, 0.0, 2.0]])          # f32[1,3]
 >>> nn.relu(x)                                 # f32[1,3]: [[0, 0, 2]]
+Array([[0., 0., 2.]], dtype=float32)
 >>> nn.softmax(x, axis=-1).sum(-1)             # f32[1]:   [1.]
+Array([1.0000], dtype=float32)
 """
 from __future__ import annotations
 
@@ -151,6 +153,7 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     (an empty reduction gives -inf). As in JAX, a +inf entry gives +inf, an all -inf row -inf.
 
     >>> logsumexp(fnp.array([[0., 0.], [1., 1.]]), axis=1)   # Array([0.693..., 1.693...])
+    Array([0.6931, 1.6931], dtype=float32)
     """
     x = _float(a)
     if b is None and where is None and not return_sign:
@@ -192,6 +195,8 @@ def one_hot(labels: Any, num_classes: int, dtype: Any = np.float32) -> Any:
     Labels outside ``[0, num_classes)`` give an all-zero row (as in JAX).
 
     >>> one_hot(fnp.array([0, 2]), 3)       # f32[2,3]: [[1, 0, 0], [0, 0, 1]]
+    Array([[1., 0., 0.],
+           [0., 0., 1.]], dtype=float32)
     """
     labels = fnp.asarray(labels)
     if labels.dtype.kind not in "iu":

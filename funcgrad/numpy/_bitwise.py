@@ -76,6 +76,7 @@ def bitwise_not(x: Any, /) -> Any:
     """Elementwise ``~x``: two's complement for integers, logical not for bools.
 
     >>> fnp.bitwise_not(fnp.array([0, 5]))           # [-1, -6]
+    Array([-1, -6], dtype=int32)
     """
     (x,) = _int_args("bitwise_not", x)
     return lax.bitwise_not(x)
@@ -88,6 +89,7 @@ def bitwise_count(x: Any, /) -> Any:
     """The number of 1 bits in ``|x|`` (uint8), as ``numpy.bitwise_count``.
 
     >>> fnp.bitwise_count(fnp.array([3, -1, 255]))   # [2, 1, 8]
+    Array([2, 1, 8], dtype=uint8)
     """
     (x,) = _int_args("bitwise_count", x)
     if x.dtype.kind == "i":
@@ -109,6 +111,7 @@ def left_shift(x: Any, y: Any, /) -> Any:
     """Elementwise ``x << y`` for integers (shifts of the bit width or more give 0).
 
     >>> fnp.left_shift(fnp.array([1, 3]), 2)         # [4, 12]
+    Array([ 4, 12], dtype=int32)
     """
     x, y, dtype = _shift_args("left_shift", x, y)
     if dtype.kind == "u":
@@ -122,6 +125,7 @@ def right_shift(x1: Any, x2: Any, /) -> Any:
     shifts of the bit width or more give 0 (or -1 for negative signed values).
 
     >>> fnp.right_shift(fnp.array([16, -16]), 2)     # [4, -4]
+    Array([ 4, -4], dtype=int32)
     """
     x, y, dtype = _shift_args("right_shift", x1, x2)
     if dtype.kind == "u":

@@ -30,6 +30,7 @@ def real(val: Any) -> Any:
     ``c64`` -> ``f32``, ``c128`` -> ``f64``; other dtypes keep theirs.
 
     >>> fnp.real(fnp.array([1 + 2j, 3 - 1j]))     # Array([1., 3.], dtype=float32)
+    Array([1., 3.], dtype=float32)
     """
     val = arr(val)
     return lax.real(val) if _is_complex(val) else val
@@ -39,6 +40,7 @@ def imag(val: Any) -> Any:
     """The imaginary part, elementwise (zeros of the same dtype for a real array).
 
     >>> fnp.imag(fnp.array([1 + 2j, 3 - 1j]))     # Array([ 2., -1.], dtype=float32)
+    Array([ 2., -1.], dtype=float32)
     """
     val = arr(val)
     if _is_complex(val):
@@ -50,6 +52,7 @@ def conj(x: Any) -> Any:
     """The complex conjugate, elementwise (a real array is returned as it is).
 
     >>> fnp.conj(fnp.array([1 + 2j]))             # Array([1.-2.j], dtype=complex64)
+    Array([1.-2.j], dtype=complex64)
     """
     x = arr(x)
     return lax.conj(x) if _is_complex(x) else x
@@ -59,6 +62,7 @@ def conjugate(x: Any) -> Any:
     """Another name for :func:`conj`.
 
     >>> fnp.conjugate(fnp.array([1j]))            # Array([0.-1.j], dtype=complex64)
+    Array([0.-1.j], dtype=complex64)
     """
     return conj(x)
 
@@ -69,6 +73,7 @@ def angle(z: Any, deg: bool = False) -> Any:
     Float result (``f32`` for ``c64`` and for integer input); a negative real number has angle pi.
 
     >>> fnp.angle(fnp.array([1j, -1.0]))          # Array([1.5707964, 3.1415927], dtype=float32)
+    Array([1.5708, 3.1416], dtype=float32)
     """
     (z,) = promote_inexact(arr(z))
     if _is_complex(z):
@@ -83,6 +88,7 @@ def iscomplex(x: Any) -> Any:
     """Bool array: True where the element has a nonzero imaginary part (always False for real dtypes).
 
     >>> fnp.iscomplex(fnp.array([1 + 0j, 2j]))    # Array([False,  True])
+    Array([False,  True], dtype=bool)
     """
     i = imag(x)
     return lax.ne(i, lax.full_like(i, 0))
@@ -92,6 +98,7 @@ def isreal(x: Any) -> Any:
     """Bool array: True where the element's imaginary part is zero (always True for real dtypes).
 
     >>> fnp.isreal(fnp.array([1 + 0j, 2j]))       # Array([ True, False])
+    Array([ True, False], dtype=bool)
     """
     i = imag(x)
     return lax.eq(i, lax.full_like(i, 0))
@@ -142,6 +149,7 @@ def sort_complex(a: Any) -> Any:
     the gradient is un-permuted, as for ``sort``.
 
     >>> fnp.sort_complex(fnp.array([1 + 2j, 1 - 1j, 5j]))   # Array([0.+5.j, 1.-1.j, 1.+2.j])
+    Array([0.+5.j, 1.-1.j, 1.+2.j], dtype=complex64)
     """
     a = arr(a)
     if a.ndim == 0:

@@ -25,6 +25,7 @@ def array(object: Any, dtype: Any = None, *args: Any, copy: bool = True, order: 
     length-1 axes.
 
     >>> fnp.array([[1.0, 2.0]], ndmin=3).shape             # (1, 1, 2)
+    (1, 1, 2)
     """
     if args:
         raise TypeError(f"array() takes at most 2 positional arguments (object, dtype), got {2 + len(args)}")
@@ -57,6 +58,7 @@ def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None, d
     """``a`` as a funcgrad array (the array itself when it already is one of ``dtype``).
 
     >>> fnp.asarray([1, 2]).dtype                          # int32
+    dtype('int32')
     """
     if order not in (None, "K", "C", "A"):
         raise NotImplementedError(f"asarray: order={order!r} is not supported (funcgrad arrays have no memory "
@@ -86,6 +88,7 @@ def zeros(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: An
     """Zeros of ``shape`` (the default float unless ``dtype``).
 
     >>> fnp.zeros((2, 3)).shape                            # (2, 3)
+    (2, 3)
     """
     _no_sharding("zeros", out_sharding)
     return _place(_filled("zeros", shape, 0, dtype or _dtypes.float_), device)
@@ -95,6 +98,7 @@ def ones(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: Any
     """Ones of ``shape`` (the default float unless ``dtype``).
 
     >>> fnp.ones(3, fnp.int32)                             # [1, 1, 1]
+    Array([1, 1, 1], dtype=int32)
     """
     _no_sharding("ones", out_sharding)
     return _place(_filled("ones", shape, 1, dtype or _dtypes.float_), device)
@@ -104,6 +108,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, *, device: Any = None, 
     """``fill_value`` (a scalar, or an array broadcast to ``shape``) repeated over ``shape``.
 
     >>> fnp.full((2,), 7)                                  # [7, 7] (int32)
+    Array([7, 7], dtype=int32)
     """
     _no_sharding("full", out_sharding)
     return _place(_full(shape, fill_value, dtype), device)
@@ -124,6 +129,8 @@ def zeros_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = No
     """Zeros with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
     >>> fnp.zeros_like(fnp.ones((2, 2)))                   # [[0, 0], [0, 0]]
+    Array([[0., 0.],
+           [0., 0.]], dtype=float32)
     """
     _no_sharding("zeros_like", out_sharding)
     out = _filled("zeros_like", _shape_of(a) if shape is None else shape, 0, dtype or _dtype_of(a))
@@ -134,6 +141,7 @@ def ones_like(a: Any, dtype: Any = None, shape: Any = None, *, device: Any = Non
     """Ones with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
     >>> fnp.ones_like(fnp.zeros(2))                        # [1, 1]
+    Array([1., 1.], dtype=float32)
     """
     _no_sharding("ones_like", out_sharding)
     out = _filled("ones_like", _shape_of(a) if shape is None else shape, 1, dtype or _dtype_of(a))
@@ -145,6 +153,7 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, shape: Any = None, *, 
     """``fill_value`` with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
     >>> fnp.full_like(fnp.zeros(2), 2.5)                   # [2.5, 2.5]
+    Array([2.5, 2.5], dtype=float32)
     """
     _no_sharding("full_like", out_sharding)
     out = _full(_shape_of(a) if shape is None else shape, fill_value, dtype or _dtype_of(a))
@@ -178,6 +187,7 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
     """Evenly spaced values in ``[start, stop)`` by ``step`` (concrete bounds), as ``jnp.arange``.
 
     >>> fnp.arange(2, 11, 3)                               # [2, 5, 8]
+    Array([2, 5, 8], dtype=int32)
     """
     _no_sharding("arange", out_sharding)
     return _place(_arange(start, stop, step, dtype), device)
@@ -223,7 +233,10 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     ``retstep=True`` also returns the step.  Integer dtypes take the floor of the float values.
 
     >>> fnp.linspace(0.0, 1.0, 5)                            # [0, 0.25, 0.5, 0.75, 1]
+    Array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float32)
     >>> fnp.linspace(fnp.array([0.0, 1.0]), 2.0, 3, axis=1)  # [[0, 1, 2], [1, 1.5, 2]]
+    Array([[0. , 1. , 2. ],
+           [1. , 1.5, 2. ]], dtype=float32)
     """
     num = index_arg("linspace", "num", num)
     if num < 0:
@@ -280,6 +293,7 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
     """``base ** linspace(start, stop, num)``, as ``jnp.logspace`` (arrays and traced values allowed).
 
     >>> fnp.logspace(0.0, 2.0, 3)                          # [1, 10, 100]
+    Array([  1.,  10., 100.], dtype=float32)
     """
     from funcgrad import lax
     from funcgrad.numpy._base import promote_inexact
@@ -298,6 +312,7 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
     """A geometric progression from ``start`` to ``stop`` (same sign, nonzero), as ``jnp.geomspace``.
 
     >>> fnp.geomspace(1.0, 1000.0, 4)                      # [1, 10, 100, 1000]
+    Array([   1.,   10.,  100., 1000.], dtype=float32)
     """
     from funcgrad import lax
     from funcgrad.numpy._base import promote_inexact
@@ -321,6 +336,8 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, *, device: 
     """The ``N x M`` matrix with ones on the ``k``-th diagonal.
 
     >>> fnp.eye(2, 3, k=1)                                 # [[0, 1, 0], [0, 0, 1]]
+    Array([[0., 1., 0.],
+           [0., 0., 1.]], dtype=float32)
     """
     return _place(_eye(N, M, k, dtype), device)
 
@@ -349,6 +366,7 @@ def empty(shape: Any, dtype: Any = None, *, device: Any = None, out_sharding: An
     uninitialised memory to hand out).
 
     >>> fnp.empty((2, 3)).shape                            # (2, 3)
+    (2, 3)
     """
     _no_sharding("empty", out_sharding)
     return _place(_filled("empty", shape, 0, dtype or _dtypes.float_), device)
@@ -358,6 +376,7 @@ def empty_like(prototype: Any, dtype: Any = None, shape: Any = None, *, device: 
     """Zeros with ``prototype``'s shape (or ``shape``) and dtype (or ``dtype``), as in JAX.
 
     >>> fnp.empty_like(fnp.ones((2, 2), fnp.int32)).dtype  # int32
+    dtype('int32')
     """
     out = _filled("empty_like", _shape_of(prototype) if shape is None else shape, 0,
                   dtype or _dtype_of(prototype))
@@ -368,6 +387,8 @@ def identity(n: Any, dtype: Any = None) -> Array:
     """The ``n x n`` identity matrix.
 
     >>> fnp.identity(2)                                    # [[1, 0], [0, 1]]
+    Array([[1., 0.],
+           [0., 1.]], dtype=float32)
     """
     n = index_arg("identity", "n", n)
     return _eye(n, dtype=dtype)
@@ -377,6 +398,9 @@ def tri(N: Any, M: Any = None, k: int = 0, dtype: Any = None) -> Array:
     """The ``N x M`` matrix with ones at and below the ``k``-th diagonal.
 
     >>> fnp.tri(3, 2, 1)                                   # [[1, 1], [1, 1], [1, 1]]
+    Array([[1., 1.],
+           [1., 1.],
+           [1., 1.]], dtype=float32)
     """
     N, M = shape_tuple((N, N if M is None else M), "tri", "(N, M)")
     k = index_arg("tri", "k", k)
@@ -387,6 +411,7 @@ def copy(a: Any, order: Any = None) -> Any:
     """A copy of ``a`` (funcgrad arrays are immutable, so this is ``a`` itself as an array).
 
     >>> fnp.copy(fnp.ones(2))                              # [1, 1]
+    Array([1., 1.], dtype=float32)
     """
     if order not in (None, "K", "C", "A"):
         raise NotImplementedError(f"copy: order={order!r} is not supported (funcgrad arrays have no memory "
@@ -413,6 +438,7 @@ def fromstring(string: str, dtype: Any = float, count: int = -1, *, sep: str) ->
     ``fromstring``).
 
     >>> fnp.fromstring("1 2 3", sep=" ")                   # [1, 2, 3]
+    Array([1., 2., 3.], dtype=float32)
     """
     value = np.fromstring(string, dtype=dtype, count=count, sep=sep)
     return _const(value, _default_dtype(value.dtype))
@@ -433,6 +459,7 @@ def fromiter(*args: Any, **kwargs: Any) -> Array:
     ``fnp.asarray(np.fromiter(...))``.
 
     >>> fnp.asarray(np.fromiter(range(3), dtype=np.int32))        # instead of fnp.fromiter
+    Array([0, 1, 2], dtype=int32)
     """
     raise NotImplementedError("fromiter is not implemented because it may be non-pure and thus unsafe under jit "
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromiter(...))")
@@ -443,6 +470,8 @@ def fromfunction(function: Any, shape: Any, *, dtype: Any = float, **kwargs: Any
     with scalar indices (numpy calls it once with index grids: the same for elementwise functions).
 
     >>> fnp.fromfunction(lambda i, j: i + j, (2, 3), dtype=int)   # [[0, 1, 2], [1, 2, 3]]
+    Array([[0, 1, 2],
+           [1, 2, 3]], dtype=int32)
     """
     from funcgrad.api import vmap
     shape = shape_tuple(shape, "fromfunction")
@@ -462,6 +491,7 @@ def bartlett(M: int) -> Array:
     """The Bartlett (triangular) window of ``M`` points.
 
     >>> fnp.bartlett(5)                                    # [0, 0.5, 1, 0.5, 0]
+    Array([0. , 0.5, 1. , 0.5, 0. ], dtype=float32)
     """
     return _window("bartlett", M, np.bartlett)
 
@@ -470,6 +500,7 @@ def blackman(M: int) -> Array:
     """The Blackman window of ``M`` points.
 
     >>> fnp.blackman(3)                                    # [0, 1, 0] (to rounding)
+    Array([-1.3877788e-17,  1.0000000e+00, -1.3877788e-17], dtype=float32)
     """
     return _window("blackman", M, np.blackman)
 
@@ -478,6 +509,7 @@ def hamming(M: int) -> Array:
     """The Hamming window of ``M`` points.
 
     >>> fnp.hamming(3)                                     # [0.08, 1, 0.08]
+    Array([0.08, 1.  , 0.08], dtype=float32)
     """
     return _window("hamming", M, np.hamming)
 
@@ -486,6 +518,7 @@ def hanning(M: int) -> Array:
     """The Hann window of ``M`` points.
 
     >>> fnp.hanning(3)                                     # [0, 1, 0]
+    Array([0., 1., 0.], dtype=float32)
     """
     return _window("hanning", M, np.hanning)
 
@@ -495,6 +528,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     ``funcgrad.from_dlpack``. ``device=`` moves the result there (``"cpu"``, ``"gpu"``).
 
     >>> from_dlpack(np.arange(3.0))      # f32[3] (f64 with x64)
+    Array([0., 1., 2.], dtype=float32)
     """
     # funcgrad.devices (the transforms layer, below this one), found by module name: the package's
     # attribute ``devices`` is the function fg.devices().

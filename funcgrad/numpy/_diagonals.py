@@ -26,6 +26,7 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     """The diagonal of ``a`` in the plane of ``axis1``/``axis2`` (``offset`` > 0: above it), as the last axis.
 
     >>> diagonal(fnp.arange(9).reshape(3, 3), 1)    # [1, 5]
+    Array([1, 5], dtype=int32)
     """
     a = arr(a)
     if a.ndim < 2:
@@ -47,6 +48,7 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
     """The sum along a diagonal (see :func:`diagonal`); bools and small ints sum as the default int.
 
     >>> trace(fnp.eye(3))    # 3.0
+    Array(3., dtype=float32)
     """
     if out is not None:
         raise NotImplementedError("trace: the out argument is not supported (funcgrad arrays are immutable)")
@@ -62,6 +64,8 @@ def diag(v: Any, k: int = 0) -> Any:
     """A 1-d ``v`` placed on diagonal ``k`` of a square matrix, or diagonal ``k`` of a 2-d ``v``.
 
     >>> diag(fnp.array([1.0, 2.0]))    # [[1., 0.], [0., 2.]]
+    Array([[1., 0.],
+           [0., 2.]], dtype=float32)
     """
     v = arr(v)
     k = index_arg("diag", "k", k)
@@ -80,6 +84,7 @@ def diagflat(v: Any, k: int = 0) -> Any:
     """The flattened ``v`` placed on diagonal ``k`` of a square matrix.
 
     >>> diagflat(fnp.ones((2, 1))).shape    # (2, 2)
+    (2, 2)
     """
     return diag(ravel(v), k)
 
@@ -88,6 +93,7 @@ def diag_indices(n: int, ndim: int = 2) -> tuple:
     """The indices of the main diagonal of an ``(n,) * ndim`` array: ``ndim`` copies of ``arange(n)``.
 
     >>> diag_indices(3)[0]    # [0, 1, 2]
+    Array([0, 1, 2], dtype=int32)
     """
     n, ndim = index_arg("diag_indices", "n", n), index_arg("diag_indices", "ndim", ndim)
     if n < 0 or ndim < 0:
@@ -99,6 +105,7 @@ def diag_indices_from(arr: Any) -> tuple:  # noqa: F811 -- numpy's parameter nam
     """:func:`diag_indices` for ``arr``, whose axes must all have the same length (rank >= 2).
 
     >>> len(diag_indices_from(fnp.ones((2, 2, 2))))    # 3
+    3
     """
     shape = np.shape(arr) if not hasattr(arr, "shape") else tuple(arr.shape)
     if len(shape) < 2 or len(set(shape)) != 1:
@@ -120,6 +127,7 @@ def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     """Row and column indices of the lower triangle (on and below diagonal ``k``) of an ``n x m`` matrix.
 
     >>> tril_indices(2)    # ([0, 1, 1], [0, 0, 1])
+    (Array([0, 1, 1], dtype=int32), Array([0, 0, 1], dtype=int32))
     """
     return _tri_indices("tril_indices", np.tril_indices, n, k, m)
 
@@ -128,6 +136,7 @@ def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     """Row and column indices of the upper triangle (on and above diagonal ``k``) of an ``n x m`` matrix.
 
     >>> triu_indices(2)    # ([0, 0, 1], [0, 1, 1])
+    (Array([0, 0, 1], dtype=int32), Array([0, 1, 1], dtype=int32))
     """
     return _tri_indices("triu_indices", np.triu_indices, n, k, m)
 
@@ -143,6 +152,7 @@ def tril_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
     """:func:`tril_indices` for the shape of a 2-d ``arr``.
 
     >>> tril_indices_from(fnp.ones((2, 3)))    # ([0, 1, 1], [0, 0, 1])
+    (Array([0, 1, 1], dtype=int32), Array([0, 0, 1], dtype=int32))
     """
     return _tri_from("tril_indices_from", tril_indices, arr, k)
 
@@ -151,6 +161,7 @@ def triu_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
     """:func:`triu_indices` for the shape of a 2-d ``arr``.
 
     >>> triu_indices_from(fnp.ones((2, 3)))    # ([0, 0, 0, 1, 1], [0, 1, 2, 1, 2])
+    (Array([0, 0, 0, 1, 1], dtype=int32), Array([0, 1, 2, 1, 2], dtype=int32))
     """
     return _tri_from("triu_indices_from", triu_indices, arr, k)
 
@@ -159,6 +170,7 @@ def mask_indices(n: int, mask_func: Callable, k: int = 0, *, size: int | None = 
     """The indices where ``mask_func(ones((n, n)), k)`` is nonzero (e.g. ``mask_indices(3, fnp.triu)``).
 
     >>> mask_indices(2, fnp.triu)    # ([0, 0, 1], [0, 1, 1])
+    (Array([0, 0, 1], dtype=int32), Array([0, 1, 1], dtype=int32))
     """
     from funcgrad.numpy._creation import ones
     n = index_arg("mask_indices", "n", n)
@@ -178,6 +190,8 @@ def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True)
     matrix every ``m + 1`` rows, as numpy.
 
     >>> fill_diagonal(fnp.zeros((2, 2)), 5.0, inplace=False)    # [[5., 0.], [0., 5.]]
+    Array([[5., 0.],
+           [0., 5.]], dtype=float32)
     """
     _no_inplace("fill_diagonal", inplace)
     a = arr(a)

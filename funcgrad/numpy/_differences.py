@@ -6,7 +6,9 @@ zeros in the input.
 
 >>> import funcgrad.numpy as fnp
 >>> fnp.diff(fnp.array([1.0, 4.0, 9.0]))                                  # [3., 5.]
+Array([3., 5.], dtype=float32)
 >>> fnp.interp(0.5, fnp.array([0.0, 1.0]), fnp.array([0.0, 2.0]))        # 1.0
+Array(1., dtype=float32)
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any
     with zeros in ``a`` (no division).
 
     >>> cumprod(fnp.array([1.0, 2.0, 0.0, 4.0]))    # [1., 2., 0., 0.]
+    Array([1., 2., 0., 0.], dtype=float32)
     """
     _no_out("cumprod", out)
     a, axis = _cum_axis("cumprod", _cum_dtype(arr(a), dtype), axis)
@@ -71,6 +74,7 @@ def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> A
     """The running sum treating NaNs as 0.
 
     >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))    # [1., 1., 3.]
+    Array([1., 1., 3.], dtype=float32)
     """
     _no_out("nancumsum", out)
     a, axis = _cum_axis("nancumsum", _fill(arr(a), 0.0), axis)   # NaNs out before any cast
@@ -81,6 +85,7 @@ def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> 
     """The running product treating NaNs as 1.
 
     >>> nancumprod(fnp.array([2.0, fnp.nan, 3.0]))    # [2., 2., 6.]
+    Array([2., 2., 6.], dtype=float32)
     """
     return cumprod(_fill(arr(a), 1.0), axis, dtype, out)
 
@@ -107,6 +112,7 @@ def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, inc
     """The running sum along ``axis`` (needed unless ``x`` is 1-d), optionally starting with a 0.
 
     >>> cumulative_sum(fnp.array([1, 2, 3]), include_initial=True)    # [0, 1, 3, 6]
+    Array([0, 1, 3, 6], dtype=int32)
     """
     return _cumulative("cumulative_sum", _cumsum, x, axis, dtype, include_initial, 0)
 
@@ -115,6 +121,7 @@ def cumulative_prod(x: Any, /, *, axis: int | None = None, dtype: Any = None, in
     """The running product along ``axis`` (needed unless ``x`` is 1-d), optionally starting with a 1.
 
     >>> cumulative_prod(fnp.array([1, 2, 3]), include_initial=True)    # [1, 1, 2, 6]
+    Array([1, 1, 2, 6], dtype=int32)
     """
     return _cumulative("cumulative_prod", cumprod, x, axis, dtype, include_initial, 1)
 
@@ -139,6 +146,7 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
     ``prepend``/``append`` (scalars broadcast along the other axes).
 
     >>> diff(fnp.array([1.0, 4.0, 9.0, 16.0]), n=2)    # [2., 2.]
+    Array([2., 2.], dtype=float32)
     """
     a = arr(a)
     n = index_arg("diff", "n", n)
@@ -171,6 +179,7 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
     ``ary``'s dtype).
 
     >>> ediff1d(fnp.array([1, 4, 9]), to_begin=0)    # [0, 3, 5]
+    Array([0, 3, 5], dtype=int32)
     """
     a = arr(ary)
     a = lax.reshape(a, (a.size,))
@@ -192,6 +201,7 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = N
     ``varargs``: one spacing for all axes, one per axis, or coordinate arrays (non-uniform spacing).
 
     >>> gradient(fnp.array([1.0, 4.0, 9.0, 16.0]))    # [3., 4., 6., 7.]
+    Array([3., 4., 6., 7.], dtype=float32)
     """
     if edge_order is not None and edge_order != 1:
         raise NotImplementedError(f"gradient: edge_order={edge_order} is not supported (only 1, as JAX)")
@@ -247,6 +257,7 @@ def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
     ``y``'s shape) or spacing ``dx``.
 
     >>> trapezoid(fnp.array([1.0, 2.0, 4.0]))    # 4.5
+    Array(4.5, dtype=float32)
     """
     (y,) = promote_inexact(arr(y))
     axis = normalize_axis("trapezoid", axis, y.ndim, y)
@@ -274,6 +285,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     (JAX's option); ``period`` for periodic ``xp``.  Differentiable in ``x``, ``xp`` and ``fp``.
 
     >>> interp(fnp.array([0.5, 1.5]), fnp.array([0.0, 1.0, 2.0]), fnp.array([0.0, 2.0, 6.0]))    # [1., 4.]
+    Array([1., 4.], dtype=float32)
     """
     x, xp, fp = promote_inexact(arr(x), arr(xp), arr(fp))
     if xp.ndim != 1 or fp.ndim != 1 or xp.shape != fp.shape:
@@ -319,6 +331,7 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * math.p
     ``period``-complement (phase unwrapping).
 
     >>> unwrap(fnp.array([0.0, 3.0, 6.5]))    # [0., 3., 0.2168...]
+    Array([0.      , 3.      , 0.2168], dtype=float32)
     """
     (p,) = promote_inexact(arr(p))
     if p.ndim == 0:

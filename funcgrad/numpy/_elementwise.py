@@ -30,6 +30,7 @@ def divide(x1: Any, x2: Any) -> Any:
     """True division; integers are divided in the default float dtype.
 
     >>> fnp.divide(fnp.array([1, 3]), 2)                   # [0.5, 1.5]
+    Array([0.5, 1.5], dtype=float32)
     """
     return lax.div_p.bind(*promote_inexact(x1, x2))
 
@@ -41,6 +42,7 @@ def floor_divide(x1: Any, x2: Any) -> Any:
     """``x1 // x2`` (zero gradient, as in JAX).
 
     >>> fnp.floor_divide(fnp.array([7, -7]), 2)            # [3, -4]
+    Array([ 3, -4], dtype=int32)
     """
     return lax.floor_divide_p.bind(*promote(x1, x2))
 
@@ -49,6 +51,7 @@ def mod(x1: Any, x2: Any) -> Any:
     """``x1 % x2`` with the sign of ``x2`` (numpy's convention).
 
     >>> fnp.mod(fnp.array([5, -5]), 3)                     # [2, 1]
+    Array([2, 1], dtype=int32)
     """
     return lax.mod_p.bind(*promote(x1, x2))
 
@@ -60,6 +63,7 @@ def power(x1: Any, x2: Any) -> Any:
     """``x1 ** x2``, elementwise with broadcasting.
 
     >>> fnp.power(fnp.array([2.0, 3.0]), 2)                # [4, 9]
+    Array([4., 9.], dtype=float32)
     """
     return lax.pow_p.bind(*promote(x1, x2))
 
@@ -95,6 +99,7 @@ def arctan2(x1: Any, x2: Any) -> Any:
     """The angle of the point ``(x2, x1)``: ``arctan(x1 / x2)`` in the right quadrant.
 
     >>> fnp.arctan2(fnp.array([1.0]), fnp.array([-1.0]))   # [2.3562]
+    Array([2.3562], dtype=float32)
     """
     return lax.arctan2_p.bind(*promote_inexact(x1, x2))
 
@@ -146,6 +151,7 @@ def round(a: Any, decimals: int = 0, out: Any = None) -> Any:  # noqa: A001 - nu
     """Round half to even (numpy's rule) to ``decimals`` places; zero gradient.
 
     >>> fnp.round(fnp.array([0.5, 1.5, 2.675]), 2)         # [0.5, 1.5, 2.67]
+    Array([0.5 , 1.5 , 2.68], dtype=float32)
     """
     if out is not None:
         raise NotImplementedError("round: out= is not supported (funcgrad arrays are immutable)")
@@ -240,6 +246,7 @@ def where(condition: Any, x: Any = None, y: Any = None, *, size: Any = None, fil
     double-where pattern ``where(x > 0, sqrt(where(x > 0, x, 1)), 0)``.
 
     >>> fnp.where(fnp.array([True, False]), 1.0, 2.0)      # [1, 2]
+    Array([1., 2.], dtype=float32)
     """
     if x is None and y is None:
         fnp = sys.modules["funcgrad.numpy"]   # the package (an import here would be a cycle)
@@ -259,7 +266,9 @@ def clip(arr: Any = None, min: Any = None, max: Any = None) -> Any:  # noqa: A00
     ``clip(x, lo, hi)`` as numpy's ``a_min``/``a_max``).  At a bound the gradient is 1/2 (ties).
 
     >>> fnp.clip(fnp.array([-1.0, 0.5, 2.0]), 0.0, 1.0)      # [0, 0.5, 1]
+    Array([0. , 0.5, 1. ], dtype=float32)
     >>> fnp.clip(fnp.array([-1.0, 2.0]), max=1.0)            # [-1, 1]
+    Array([-1.,  1.], dtype=float32)
     """
     if arr is None:
         raise ValueError("clip: no input was provided (clip(x, min, max))")

@@ -253,6 +253,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     """Dot product of vectors along ``axis`` (other axes broadcast): ``sum(x1 * x2, axis)``.
 
     >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
+    Array([3., 3.], dtype=float32)
     """
     x1, x2 = promote(arr(x1), arr(x2))
     try:
@@ -292,6 +293,7 @@ def matvec(x1: Any, x2: Any, /) -> Any:
     """Matrix-vector product: (..., m, n) and (..., n) -> (..., m), batch dims broadcast.
 
     >>> matvec(fnp.ones((2, 3)), fnp.ones(3))   # [3., 3.]
+    Array([3., 3.], dtype=float32)
     """
     return _matrix_vector("matvec", x1, x2, vector_first=False)
 
@@ -300,6 +302,7 @@ def vecmat(x1: Any, x2: Any, /) -> Any:
     """Vector-matrix product: (..., n) and (..., n, m) -> (..., m), batch dims broadcast.
 
     >>> vecmat(fnp.ones(2), fnp.ones((2, 3)))   # [2., 2., 2.]
+    Array([2., 2., 2.], dtype=float32)
     """
     return _matrix_vector("vecmat", x2, x1, vector_first=True)
 
@@ -308,6 +311,7 @@ def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axi
     """Cross product of 3-vectors (or 2-vectors, giving the z component) along the given axes.
 
     >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    Array([0., 0., 1.], dtype=float32)
     """
     a, b = promote(arr(a), arr(b))
     if axis is not None:

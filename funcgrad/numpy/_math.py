@@ -61,6 +61,7 @@ def acos(x: Any, /) -> Any:
     """Alias of :func:`arccos` (the array API's name).
 
     >>> fnp.acos(fnp.array([1.0]))            # [0]
+    Array([0.], dtype=float32)
     """
     return _E.arccos(x)
 
@@ -69,6 +70,7 @@ def asin(x: Any, /) -> Any:
     """Alias of :func:`arcsin`.
 
     >>> fnp.asin(fnp.array([0.0]))            # [0]
+    Array([0.], dtype=float32)
     """
     return _E.arcsin(x)
 
@@ -77,6 +79,7 @@ def atan(x: Any, /) -> Any:
     """Alias of :func:`arctan`.
 
     >>> fnp.atan(fnp.array([0.0]))            # [0]
+    Array([0.], dtype=float32)
     """
     return _E.arctan(x)
 
@@ -85,6 +88,7 @@ def atan2(x1: Any, x2: Any, /) -> Any:
     """Alias of :func:`arctan2`: the angle of the point ``(x2, x1)``.
 
     >>> fnp.atan2(fnp.array([1.0]), fnp.array([1.0]))   # [0.7854]
+    Array([0.7854], dtype=float32)
     """
     return _E.arctan2(x1, x2)
 
@@ -93,6 +97,7 @@ def pow(x1: Any, x2: Any, /) -> Any:  # noqa: A001 - the array API's name
     """Alias of :func:`power`.
 
     >>> fnp.pow(fnp.array([2.0]), 3)          # [8]
+    Array([8.], dtype=float32)
     """
     return _E.power(x1, x2)
 
@@ -131,6 +136,7 @@ def log10(x: Any, /) -> Any:
     """Base-10 logarithm, elementwise (``log(x) / log(10)``, as JAX).
 
     >>> fnp.log10(fnp.array([1.0, 100.0]))    # [0, 2]
+    Array([0., 2.], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.div(lax.log(x), _LN10)
@@ -140,6 +146,7 @@ def deg2rad(x: Any, /) -> Any:
     """Degrees to radians, elementwise (integers become the default float).
 
     >>> fnp.deg2rad(fnp.array([180.0]))       # [3.14159]
+    Array([3.1416], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.mul(x, float(np.pi / 180.0))
@@ -149,6 +156,7 @@ def rad2deg(x: Any, /) -> Any:
     """Radians to degrees, elementwise.
 
     >>> fnp.rad2deg(fnp.array([fnp.pi]))      # [180]
+    Array([180.], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.mul(x, float(180.0 / np.pi))
@@ -161,6 +169,7 @@ def fabs(x: Any, /) -> Any:
     """|x| as a float (integers become the default float, as ``jnp.fabs``).
 
     >>> fnp.fabs(fnp.array([-2, 3]))          # f32 [2, 3]
+    Array([2., 3.], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.abs(x)
@@ -170,6 +179,7 @@ def divmod(x1: Any, x2: Any, /) -> tuple:  # noqa: A001 - numpy's name
     """``(floor_divide(x1, x2), mod(x1, x2))``.
 
     >>> fnp.divmod(fnp.array([5, -5]), 3)     # ([1, -2], [2, 1])
+    (Array([ 1, -2], dtype=int32), Array([2, 1], dtype=int32))
     """
     return _E.floor_divide(x1, x2), _E.mod(x1, x2)
 
@@ -179,6 +189,7 @@ def float_power(x: Any, y: Any, /) -> Any:
     numpy's float_power always uses float64).
 
     >>> fnp.float_power(fnp.array([2, 3]), 2)   # f32 [4, 9]
+    Array([4., 9.], dtype=float32)
     """
     return lax.pow(*promote_inexact(x, y))
 
@@ -190,6 +201,7 @@ def fmax(x1: Any, x2: Any) -> Any:
     (at ties ``x2``, as JAX).
 
     >>> fnp.fmax(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))   # [1, 2]
+    Array([1., 2.], dtype=float32)
     """
     x1, x2 = promote(x1, x2)
     return _E.where(_E.logical_or(_E.greater(x1, x2), _E.isnan(x2)), x1, x2)
@@ -199,6 +211,7 @@ def fmin(x1: Any, x2: Any) -> Any:
     """Elementwise minimum ignoring NaNs (NaN only where both are NaN); gradient as :func:`fmax`.
 
     >>> fnp.fmin(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))   # [1, 2]
+    Array([1., 2.], dtype=float32)
     """
     x1, x2 = promote(x1, x2)
     return _E.where(_E.logical_or(_E.less(x1, x2), _E.isnan(x2)), x1, x2)
@@ -210,6 +223,7 @@ def fmod(x1: Any, x2: Any, /) -> Any:
     Gradients: 1 for ``x1``, ``-trunc(x1 / x2)`` for ``x2``.
 
     >>> fnp.fmod(fnp.array([5, -5]), 3)       # [2, -2]
+    Array([ 2, -2], dtype=int32)
     """
     x1, x2 = promote(x1, x2)
     if _dtypes.result_type(x1, x2).kind == "b":
@@ -222,6 +236,7 @@ def trunc(x: Any) -> Any:
     """Round towards zero; integers are returned unchanged; zero gradient.
 
     >>> fnp.trunc(fnp.array([-1.5, 1.5]))     # [-1, 1]
+    Array([-1.,  1.], dtype=float32)
     """
     x = operand(x)
     if _dtype(x).kind in "iub":
@@ -233,6 +248,7 @@ def rint(x: Any, /) -> Any:
     """Round to the nearest integer, halves to even (integers become the default float).
 
     >>> fnp.rint(fnp.array([0.5, 1.5, -2.5]))   # [0, 2, -2]
+    Array([ 0.,  2., -2.], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.round(x)
@@ -242,6 +258,7 @@ def modf(x: Any, /, out: None = None) -> tuple:
     """``(fractional part, integral part)``, both with the sign of ``x``.
 
     >>> fnp.modf(fnp.array([-2.5, 3.25]))     # ([-0.5, 0.25], [-2, 3])
+    (Array([-0.5 ,  0.25], dtype=float32), Array([-2.,  3.], dtype=float32))
     """
     if out is not None:
         raise NotImplementedError("modf: out= is not supported (funcgrad arrays are immutable)")
@@ -255,6 +272,7 @@ def frexp(x: Any, /) -> tuple:
     (exponent int32; 0 for 0, inf and NaN).  The mantissa's derivative is ``2**-exponent``.
 
     >>> fnp.frexp(fnp.array([3.0, 0.0]))      # ([0.75, 0], [2, 0])
+    (Array([0.75, 0.  ], dtype=float32), Array([2, 0], dtype=int32))
     """
     (x,) = promote_inexact(x)
     return _M.frexp_mantissa_p.bind(x), _M.frexp_exponent_p.bind(x)
@@ -264,6 +282,7 @@ def ldexp(x1: Any, x2: Any, /) -> Any:
     """``x1 * 2**x2`` for an integer exponent ``x2``; the gradient w.r.t. ``x1`` is ``2**x2``.
 
     >>> fnp.ldexp(fnp.array([1.0, 0.75]), fnp.array([3, 2]))   # [8, 3]
+    Array([8., 3.], dtype=float32)
     """
     x2 = operand(x2)
     if _dtype(x2).kind not in "iu":
@@ -279,6 +298,7 @@ def gcd(x1: Any, x2: Any) -> Any:
     """Greatest common divisor of integers (non-negative; ``gcd(0, 0) = 0``).
 
     >>> fnp.gcd(fnp.array([12, -8]), fnp.array([18, 12]))    # [6, 4]
+    Array([6, 4], dtype=int32)
     """
     return _M.gcd_p.bind(*promote(x1, x2))
 
@@ -287,6 +307,7 @@ def lcm(x1: Any, x2: Any) -> Any:
     """Least common multiple of integers (non-negative; 0 if either is 0).
 
     >>> fnp.lcm(fnp.array([4, -6]), fnp.array([6, 4]))       # [12, 12]
+    Array([12, 12], dtype=int32)
     """
     return _M.lcm_p.bind(*promote(x1, x2))
 
@@ -295,6 +316,7 @@ def heaviside(x1: Any, x2: Any, /) -> Any:
     """Step function: 0 where ``x1 < 0``, 1 where ``x1 > 0``, ``x2`` where ``x1 == 0``.
 
     >>> fnp.heaviside(fnp.array([-1.0, 0.0, 2.0]), 0.5)   # [0, 0.5, 1]
+    Array([0. , 0.5, 1. ], dtype=float32)
     """
     x1, x2 = _float_arrays(x1, x2)
     inner = _E.where(_E.isnan(x1), x1, x2)
@@ -305,6 +327,7 @@ def hypot(x1: Any, x2: Any, /) -> Any:
     """``sqrt(x1**2 + x2**2)`` without overflow or underflow (as ``jnp.hypot``).
 
     >>> fnp.hypot(fnp.array([3.0]), fnp.array([4.0]))    # [5]
+    Array([5.], dtype=float32)
     """
     x1, x2 = _float_arrays(x1, x2)
     x1, x2 = lax.abs(x1), lax.abs(x2)
@@ -335,6 +358,7 @@ def i0(x: Any) -> Any:
     smooth at 0.
 
     >>> fnp.i0(fnp.array([0.0, 1.0]))         # [1, 1.2661]
+    Array([1.       , 1.2661], dtype=float32)
     """
     (x,) = promote_inexact(x)
     ax = lax.abs(x)
@@ -358,6 +382,7 @@ def logaddexp(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> A
     """``log(exp(x1) + exp(x2))`` without overflow; its gradient is exact at ``x1 == x2`` (1/2 each).
 
     >>> fnp.logaddexp(fnp.array([0.0]), fnp.array([0.0]))   # [log 2]
+    Array([0.6931], dtype=float32)
     """
     if out is not None or where is not None:
         raise NotImplementedError("logaddexp: out= and where= are not supported (as in JAX)")
@@ -368,6 +393,7 @@ def logaddexp2(x1: Any, x2: Any, /, *, out: None = None, where: None = None) -> 
     """``log2(2**x1 + 2**x2)`` without overflow.
 
     >>> fnp.logaddexp2(fnp.array([1.0]), fnp.array([1.0]))  # [2]
+    Array([2.], dtype=float32)
     """
     if out is not None or where is not None:
         raise NotImplementedError("logaddexp2: out= and where= are not supported (as in JAX)")
@@ -380,6 +406,7 @@ def nan_to_num(x: Any, copy: bool = True, nan: Any = 0.0, posinf: Any = None, ne
     largest / lowest finite value).  Integers and bools are returned unchanged.
 
     >>> fnp.nan_to_num(fnp.array([fnp.nan, fnp.inf]))     # [0, 3.4028235e38]
+    Array([0.0000000e+00, 3.4028235e+38], dtype=float32)
     """
     del copy
     x = arr(x)
@@ -401,6 +428,7 @@ def nextafter(x: Any, y: Any, /) -> Any:
     """The next float after ``x`` towards ``y``, elementwise (no derivative: zero gradient).
 
     >>> fnp.nextafter(fnp.array([1.0]), 2.0)             # [1.0000001]
+    Array([1.0000], dtype=float32)
     """
     return lax.nextafter(*_float_arrays(x, y))    # in the result dtype: float32's next float, not float64's
 
@@ -409,6 +437,7 @@ def signbit(x: Any, /) -> Any:
     """True where the sign bit is set (``-0.0`` and negative NaNs included; False for unsigned and bools).
 
     >>> fnp.signbit(fnp.array([-0.0, 0.0, -1.0]))     # [True, False, True]
+    Array([ True, False,  True], dtype=bool)
     """
     x = arr(x)
     kind = x.dtype.kind
@@ -427,6 +456,7 @@ def copysign(x1: Any, x2: Any, /) -> Any:
     w.r.t. ``x1`` is ``sign(x1) * sign(x2)`` (0 at ``x1 == 0``), w.r.t. ``x2`` it is 0.
 
     >>> fnp.copysign(fnp.array([1.0, -2.0]), fnp.array([-0.0, 3.0]))   # [-1, 2]
+    Array([-1.,  2.], dtype=float32)
     """
     x1, x2 = _float_arrays(x1, x2)
     a = lax.abs(x1)
@@ -438,6 +468,7 @@ def sinc(x: Any) -> Any:
     polynomial is used there, so the first six derivatives at 0 are exact).
 
     >>> fnp.sinc(fnp.array([0.0, 0.5]))       # [1, 0.6366]
+    Array([1.        , 0.6366], dtype=float32)
     """
     (x,) = promote_inexact(x)
     at_zero = lax.eq(x, 0.0)
@@ -453,6 +484,7 @@ def spacing(x: Any, /) -> Any:
     ``numpy.spacing``; zero gradient.
 
     >>> fnp.spacing(fnp.array([1.0]))         # [1.1920929e-07]
+    Array([1.1920929e-07], dtype=float32)
     """
     (x,) = _float_arrays(x)
     x = lax.stop_gradient(x)
@@ -468,6 +500,7 @@ def isinf(x: Any, /) -> Any:
     """True where ``x`` is +inf or -inf (always False for integers and bools).
 
     >>> fnp.isinf(fnp.array([1.0, -fnp.inf, fnp.nan]))   # [False, True, False]
+    Array([False,  True, False], dtype=bool)
     """
     x = arr(x)
     if x.dtype.kind != "f":
@@ -479,6 +512,7 @@ def isposinf(x: Any, out: None = None) -> Any:
     """True where ``x`` is +inf.
 
     >>> fnp.isposinf(fnp.array([fnp.inf, -fnp.inf]))     # [True, False]
+    Array([ True, False], dtype=bool)
     """
     if out is not None:
         raise NotImplementedError("isposinf: out= is not supported (funcgrad arrays are immutable)")
@@ -490,6 +524,7 @@ def isneginf(x: Any, out: None = None) -> Any:
     """True where ``x`` is -inf.
 
     >>> fnp.isneginf(fnp.array([fnp.inf, -fnp.inf]))     # [False, True]
+    Array([False,  True], dtype=bool)
     """
     if out is not None:
         raise NotImplementedError("isneginf: out= is not supported (funcgrad arrays are immutable)")

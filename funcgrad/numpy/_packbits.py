@@ -31,6 +31,7 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
     (None: flattened); the last group is padded with zeros.
 
     >>> packbits(fnp.array([1, 0, 1]))    # [160]
+    Array([160], dtype=uint8)
     """
     x = arr(a)
     if x.dtype.kind not in "biu":
@@ -57,6 +58,7 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None, bitord
     that many (negative: drops that many from the end; more than there are: pads with zeros).
 
     >>> unpackbits(fnp.array([160], dtype=fnp.uint8))    # [1, 0, 1, 0, 0, 0, 0, 0]
+    Array([1, 0, 1, 0, 0, 0, 0, 0], dtype=uint8)
     """
     x = arr(a)
     if x.dtype != np.uint8:

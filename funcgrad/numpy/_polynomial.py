@@ -5,7 +5,9 @@ As in JAX, results keep static shapes: ``polymul``/``polydiv`` do not trim leadi
 
 >>> import funcgrad.numpy as fnp
 >>> fnp.polyval(fnp.array([1.0, 0.0, -1.0]), 3.0)        # 8.0
+Array(8., dtype=float32)
 >>> fnp.convolve(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0]))   # [1., 3., 2.]
+Array([1., 3., 2.], dtype=float32)
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ def convolve(a: Any, v: Any, mode: str = "full", *, precision: Any = None, prefe
     "same" (max(n, m)) or "valid" (max - min + 1).  Integers are convolved in the default float.
 
     >>> convolve(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.0, 1.0, 0.5]), mode="same")    # [1., 2.5, 4.]
+    Array([1. , 2.5, 4. ], dtype=float32)
     """
     return _conv("convolve", a, v, mode, precision, preferred_element_type)
 
@@ -66,6 +69,7 @@ def correlate(a: Any, v: Any, mode: str = "valid", *, precision: Any = None, pre
     modes; default "valid").
 
     >>> correlate(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.0, 1.0, 0.5]), mode="full")    # [.5, 2., 3.5, 3., 0.]
+    Array([0.5, 2. , 3.5, 3. , 0. ], dtype=float32)
     """
     return _conv("correlate", a, v, mode, precision, preferred_element_type)
 
@@ -74,6 +78,9 @@ def vander(x: Any, N: int | None = None, increasing: bool = False) -> Any:
     """The Vandermonde matrix of 1-d ``x``: columns ``x**(N-1), ..., x, 1`` (reversed with ``increasing``).
 
     >>> vander(fnp.array([1.0, 2.0, 3.0]), 3)    # [[1, 1, 1], [4, 2, 1], [9, 3, 1]]
+    Array([[1., 1., 1.],
+           [4., 2., 1.],
+           [9., 3., 1.]], dtype=float32)
     """
     x = arr(x)
     if x.ndim != 1:
@@ -104,6 +111,7 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
     out for up to ``unroll`` coefficients, a ``lax.scan`` beyond).
 
     >>> polyval(fnp.array([3.0, 0.0, 1.0]), fnp.array([1.0, 2.0]))    # [4., 13.]
+    Array([ 4., 13.], dtype=float32)
     """
     p = _poly1d("polyval", p)
     p, x = promote(p, arr(x))
@@ -127,6 +135,7 @@ def polyadd(a1: Any, a2: Any) -> Any:
     """The sum of two polynomials (the shorter padded with leading zeros).
 
     >>> polyadd(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0, 1.0]))    # [1., 2., 3.]
+    Array([1., 2., 3.], dtype=float32)
     """
     return lax.add(*_align(a1, a2))
 
@@ -135,6 +144,7 @@ def polysub(a1: Any, a2: Any) -> Any:
     """The difference of two polynomials.
 
     >>> polysub(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0, 1.0]))    # [-1., 0., 1.]
+    Array([-1.,  0.,  1.], dtype=float32)
     """
     return lax.sub(*_align(a1, a2))
 
@@ -154,6 +164,7 @@ def polymul(a1: Any, a2: Any, *, trim_leading_zeros: bool = False) -> Any:
     ``trim_leading_zeros``, as JAX).
 
     >>> polymul(fnp.array([1.0, 1.0]), fnp.array([1.0, -1.0]))    # [1., 0., -1.]
+    Array([ 1.,  0., -1.], dtype=float32)
     """
     a1, a2 = _poly1d("polymul", a1), _poly1d("polymul", a2)
     if trim_leading_zeros and (a1.shape[0] > 1 or a2.shape[0] > 1):
@@ -171,6 +182,7 @@ def polydiv(u: Any, v: Any, *, trim_leading_zeros: bool = False) -> tuple[Any, A
     1), the remainder ``len(u)`` (leading zeros kept unless ``trim_leading_zeros``, as JAX).
 
     >>> polydiv(fnp.array([1.0, 3.0, 2.0]), fnp.array([1.0, 1.0]))    # ([1., 2.], [0., 0., 0.])
+    (Array([1., 2.], dtype=float32), Array([0., 0., 0.], dtype=float32))
     """
     u, v = promote_inexact(_poly1d("polydiv", u), _poly1d("polydiv", v))
     m, n = u.shape[0] - 1, v.shape[0] - 1
@@ -200,6 +212,7 @@ def polyder(p: Any, m: int = 1) -> Any:
     """The ``m``-th derivative of a polynomial (empty when ``m >= len(p)``).
 
     >>> polyder(fnp.array([1.0, 1.0, 1.0]))    # [2., 1.]
+    Array([2., 1.], dtype=float32)
     """
     p = _poly1d("polyder", p)
     m = index_arg("polyder", "m", m)
@@ -221,6 +234,7 @@ def polyint(p: Any, m: int = 1, k: Any = None) -> Any:
     them, the first for the outermost integral; default 0).
 
     >>> polyint(fnp.array([3.0, 2.0, 1.0]))    # [1., 1., 1., 0.]
+    Array([1., 1., 1., 0.], dtype=float32)
     """
     m = index_arg("polyint", "m", m)
     if m < 0:
@@ -248,6 +262,7 @@ def poly(seq_of_zeros: Any) -> Any:
     polynomial ``det(x I - A)`` of a square matrix (2-d; real coefficients, where JAX gives complex).
 
     >>> poly(fnp.array([1.0, 2.0]))    # [1., -3., 2.]
+    Array([ 1., -3.,  2.], dtype=float32)
     """
     (z,) = promote_inexact(arr(seq_of_zeros))
     if z.ndim == 2 and z.shape[0] == z.shape[1] and z.shape[0] > 0:
@@ -329,6 +344,7 @@ def polyfit(x: Any, y: Any, deg: int, rcond: float | None = None, full: bool = F
     ``full=True`` is not supported (NotImplementedError).
 
     >>> polyfit(fnp.array([0.0, 1.0, 2.0]), fnp.array([1.0, 3.0, 5.0]), 1)    # [2., 1.]
+    Array([2.0000, 1.0000], dtype=float32)
     """
     if rcond is not None:
         raise NotImplementedError("polyfit: rcond= (a singular-value cutoff) is not supported: funcgrad fits by QR "
@@ -382,6 +398,7 @@ def roots(p: Any, *, strip_zeros: bool = True) -> Any:
     ``strip_zeros=False`` (usable under jit) the roots they stand for are NaN and come last.
 
     >>> roots(fnp.array([1.0, -3.0, 2.0]))     # [2, 1] (complex64)
+    Array([2.+0.j, 1.+0.j], dtype=complex64)
     """
     fnp = sys.modules["funcgrad.numpy"]        # the package: linalg.eigvals, roll, ... (a module import would cycle)
     (p,) = promote_inexact(arr(p))

@@ -24,6 +24,8 @@ def fliplr(m: Any) -> Any:
     """``m`` reversed along axis 1 (rank >= 2).
 
     >>> fliplr(fnp.eye(2))    # [[0., 1.], [1., 0.]]
+    Array([[0., 1.],
+           [1., 0.]], dtype=float32)
     """
     m = arr(m)
     if m.ndim < 2:
@@ -35,6 +37,7 @@ def flipud(m: Any) -> Any:
     """``m`` reversed along axis 0 (rank >= 1).
 
     >>> flipud(fnp.arange(3))    # [2, 1, 0]
+    Array([2, 1, 0], dtype=int32)
     """
     m = arr(m)
     if m.ndim < 1:
@@ -46,6 +49,7 @@ def permute_dims(a: Any, /, axes: tuple[int, ...]) -> Any:
     """The array-API name of :func:`transpose` (``axes`` required).
 
     >>> permute_dims(fnp.ones((2, 3)), (1, 0)).shape    # (3, 2)
+    (3, 2)
     """
     return transpose(a, axes)
 
@@ -54,6 +58,7 @@ def matrix_transpose(x: Any, /) -> Any:
     """``x`` with its last two axes swapped (rank >= 2).
 
     >>> matrix_transpose(fnp.ones((4, 2, 3))).shape    # (4, 3, 2)
+    (4, 3, 2)
     """
     x = arr(x)
     if x.ndim < 2:
@@ -65,6 +70,7 @@ def rollaxis(a: Any, axis: int, start: int = 0) -> Any:
     """Axis ``axis`` moved to before position ``start`` (numpy's older :func:`moveaxis`).
 
     >>> rollaxis(fnp.ones((2, 3, 4)), 2).shape    # (4, 2, 3)
+    (4, 2, 3)
     """
     a = arr(a)
     axis = normalize_axis("rollaxis", axis, a.ndim, a)
@@ -83,6 +89,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     ``shift`` may be a traced integer.
 
     >>> roll(fnp.arange(4), 1)    # [3, 0, 1, 2]
+    Array([3, 0, 1, 2], dtype=int32)
     """
     x = arr(a)
     if axis is None:
@@ -124,6 +131,8 @@ def rot90(m: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Any:
     """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes`` (from the first axis towards the second).
 
     >>> rot90(fnp.array([[1, 2], [3, 4]]))    # [[2, 4], [1, 3]]
+    Array([[2, 4],
+           [1, 3]], dtype=int32)
     """
     m = arr(m)
     if len(tuple(axes)) != 2:
@@ -147,6 +156,8 @@ def resize(a: Any, new_shape: Any) -> Any:
     """An array of ``new_shape`` filled with ``a``'s flattened elements, repeated as often as needed.
 
     >>> resize(fnp.arange(3), (2, 2))    # [[0, 1], [2, 0]]
+    Array([[0, 1],
+           [2, 0]], dtype=int32)
     """
     a = arr(a)
     shape = shape_tuple(new_shape, "resize", "new_shape")
@@ -161,6 +172,7 @@ def kron(a: Any, b: Any) -> Any:
     """The Kronecker product: blocks ``a[i, j] * b`` (shapes aligned from the right).
 
     >>> kron(fnp.eye(2), fnp.ones((2, 2))).shape    # (4, 4)
+    (4, 4)
     """
     a, b = promote(arr(a), arr(b))
     nd = _py_max(a.ndim, b.ndim)
@@ -175,6 +187,7 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
     """Coordinate arrays from 1-d coordinate vectors (``indexing='xy'``: the first two axes swapped).
 
     >>> [g.shape for g in meshgrid(fnp.arange(3), fnp.arange(2))]    # [(2, 3), (2, 3)]
+    [(2, 3), (2, 3)]
     """
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
@@ -200,6 +213,7 @@ def indices(dimensions: Sequence[int], dtype: Any = None, sparse: bool = False) 
     """An array of index grids, one per dimension (a tuple of broadcastable ones with ``sparse=True``).
 
     >>> indices((2, 3)).shape    # (2, 2, 3)
+    (2, 2, 3)
     """
     dims = shape_tuple(dimensions, "indices", "dimensions")
     dtype = _dtypes.canonicalize(dtype or _dtypes.int_)
@@ -212,6 +226,7 @@ def ix_(*args: Any) -> tuple:
     ``x[ix_(rows, cols)]``.  Other dtypes pass through unchanged, as in JAX.
 
     >>> [i.shape for i in ix_(fnp.array([0, 1]), fnp.array([2, 0, 1]))]    # [(2, 1), (1, 3)]
+    [(2, 1), (1, 3)]
     """
     out = []
     n = len(args)

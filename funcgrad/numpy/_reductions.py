@@ -73,7 +73,9 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     selected elements; ``initial`` is added to the result.
 
     >>> fnp.sum(fnp.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)        # [4, 6]
+    Array([4., 6.], dtype=float32)
     >>> fnp.sum(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, False, True]))   # 4
+    Array(4., dtype=float32)
     """
     return _sum_or_prod("sum", lax.reduce_sum_p, lax.add_p, 0, a, axis, dtype, out, keepdims, initial, where,
                         promote_integers)
@@ -115,6 +117,7 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     ``where=`` multiplies only the selected elements; ``initial`` multiplies the result.
 
     >>> fnp.prod(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, True, False]))   # 2
+    Array(2., dtype=float32)
     """
     return _sum_or_prod("prod", lax.reduce_prod_p, lax.mul_p, 1, a, axis, dtype, out, keepdims, initial, where,
                         promote_integers)
@@ -159,6 +162,7 @@ def max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initi
     ``initial``, as in JAX.
 
     >>> fnp.max(fnp.array([[1.0, 5.0], [3.0, 2.0]]), axis=1)        # [5, 3]
+    Array([5., 3.], dtype=float32)
     """
     return _extreme("max", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
 
@@ -168,6 +172,7 @@ def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initi
     """Minimum over ``axis`` (as :func:`max`).
 
     >>> fnp.min(fnp.array([3.0, 1.0]), initial=0.0)                  # 0
+    Array(0., dtype=float32)
     """
     return _extreme("min", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
 
@@ -177,6 +182,7 @@ def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, init
     """Alias of :func:`max`.
 
     >>> fnp.amax(fnp.array([1.0, 3.0]))                              # 3
+    Array(3., dtype=float32)
     """
     return _extreme("amax", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
 
@@ -186,6 +192,7 @@ def amin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, init
     """Alias of :func:`min`.
 
     >>> fnp.amin(fnp.array([1.0, 3.0]))                              # 1
+    Array(1., dtype=float32)
     """
     return _extreme("amin", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
 
@@ -216,6 +223,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     elements only (NaN where none is selected).
 
     >>> fnp.mean(fnp.array([1.0, 2.0, 4.0]), where=fnp.array([True, False, True]))   # 2.5
+    Array(2.5, dtype=float32)
     """
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
     _no_out("mean", out)
@@ -240,6 +248,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     mean (broadcastable as with ``keepdims=True``).
 
     >>> fnp.var(fnp.array([1.0, 2.0, 4.0]), ddof=1)                  # 2.3333
+    Array(2.3333, dtype=float32)
     """
     if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
         dtype, keepdims, out, ddof = None, bool(dtype), None, out   # the older (x, axis, keepdims, ddof)
@@ -277,6 +286,7 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     """Standard deviation: ``sqrt(var(...))`` with the same arguments.
 
     >>> fnp.std(fnp.array([1.0, 3.0]))                               # 1
+    Array(1., dtype=float32)
     """
     if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
         dtype, keepdims, out, ddof = None, bool(dtype), None, out   # the older (x, axis, keepdims, ddof)
@@ -299,6 +309,7 @@ def argmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = No
     """Index of the first maximum (int32; int64 with x64) along ``axis`` (None: of the flattened array).
 
     >>> fnp.argmax(fnp.array([1.0, 3.0, 3.0]))                       # 1
+    Array(1, dtype=int32)
     """
     out, keepdims = _legacy_keepdims(out, keepdims)
     _no_out("argmax", out)
@@ -309,6 +320,7 @@ def argmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = No
     """Index of the first minimum (as :func:`argmax`).
 
     >>> fnp.argmin(fnp.array([2.0, 1.0]))                            # 1
+    Array(1, dtype=int32)
     """
     out, keepdims = _legacy_keepdims(out, keepdims)
     _no_out("argmin", out)
@@ -319,6 +331,7 @@ def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative sum along ``axis`` (None: over the flattened array).
 
     >>> fnp.cumsum(fnp.array([1.0, 2.0, 3.0]))                       # [1, 3, 6]
+    Array([1., 3., 6.], dtype=float32)
     """
     _no_out("cumsum", out)
     x = arr(a)
@@ -334,6 +347,7 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False, *, where: Any = 
     sums the selected elements only (-inf where none is selected).
 
     >>> fnp.logsumexp(fnp.array([0.0, 0.0]))                         # log 2
+    Array(0.6931, dtype=float32)
     """
     (x,) = promote_inexact(arr(x))
     axes = normalize_axes("logsumexp", axis, x.ndim, x)
@@ -371,6 +385,7 @@ def all(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,  #
     ``where=`` tests the selected elements only.
 
     >>> fnp.all(fnp.array([[1, 0], [1, 1]]), axis=1)                 # [False, True]
+    Array([False,  True], dtype=bool)
     """
     return _bool_reduce("all", a, axis, out, keepdims, where, True)
 
@@ -381,5 +396,6 @@ def any(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, *,  #
     ``where=`` tests the selected elements only.
 
     >>> fnp.any(fnp.array([0.0, 2.0]))                               # True
+    Array(True, dtype=bool)
     """
     return _bool_reduce("any", a, axis, out, keepdims, where, False)

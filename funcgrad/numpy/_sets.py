@@ -106,6 +106,7 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     slices are compared whole, in lexicographic order.  The values are differentiable (a gather from ``ar``).
 
     >>> unique(fnp.array([3, 1, 3]), return_counts=True)    # ([1, 3], [1, 2])
+    (Array([1, 3], dtype=int32), Array([1, 2], dtype=int32))
     """
     x = arr(ar)
     extras = [f for f, on in (("index", return_index), ("inverse", return_inverse), ("counts", return_counts)) if on]
@@ -140,6 +141,7 @@ def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None)
     :func:`unique`.
 
     >>> unique_values(fnp.array([2, 1, 2]))    # [1, 2]
+    Array([1, 2], dtype=int32)
     """
     return unique(x, equal_nan=False, size=size, fill_value=fill_value)
 
@@ -148,6 +150,7 @@ def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None)
     """``(values, counts)`` of the flattened ``x`` as a named tuple (see :func:`unique`).
 
     >>> unique_counts(fnp.array([2, 1, 2])).counts    # [1, 2]
+    Array([1, 2], dtype=int32)
     """
     return _UniqueCountsResult(*unique(x, return_counts=True, equal_nan=False, size=size, fill_value=fill_value))
 
@@ -156,6 +159,7 @@ def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None
     """``(values, inverse_indices)`` as a named tuple; ``inverse_indices`` has ``x``'s shape.
 
     >>> unique_inverse(fnp.array([2, 1, 2])).inverse_indices    # [1, 0, 1]
+    Array([1, 0, 1], dtype=int32)
     """
     return _UniqueInverseResult(*unique(x, return_inverse=True, equal_nan=False, size=size, fill_value=fill_value))
 
@@ -164,6 +168,7 @@ def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) ->
     """``(values, indices, inverse_indices, counts)`` as a named tuple (see :func:`unique`).
 
     >>> unique_all(fnp.array([2, 1, 2])).indices    # [1, 0]
+    Array([1, 0], dtype=int32)
     """
     return _UniqueAllResult(*unique(x, return_index=True, return_inverse=True, return_counts=True,
                                     equal_nan=False, size=size, fill_value=fill_value))
@@ -176,6 +181,7 @@ def isin(element: Any, test_elements: Any, assume_unique: bool = False, invert: 
     large ones (or ``method='sort'``/``'binary_search'``) sort both arrays together.
 
     >>> isin(fnp.array([1, 2, 3]), fnp.array([2, 5]))    # [False, True, False]
+    Array([False,  True, False], dtype=bool)
     """
     if method not in ("auto", "compare_all", "binary_search", "sort"):
         raise ValueError(f"isin: method={method!r} is not implemented; options are 'compare_all', "
@@ -210,6 +216,7 @@ def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = No
     """The sorted unique values found in either array (flattened); ``size=``/``fill_value=`` as :func:`unique`.
 
     >>> union1d(fnp.array([3, 1]), fnp.array([2, 1]))    # [1, 2, 3]
+    Array([1, 2, 3], dtype=int32)
     """
     return unique(concatenate(promote(ravel(arr(ar1)), ravel(arr(ar2))), axis=0), size=size, fill_value=fill_value)
 
@@ -220,6 +227,7 @@ def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices:
     each one's first occurrence in each array (missing ones: the array's length).
 
     >>> intersect1d(fnp.array([1, 2, 2, 5]), fnp.array([2, 5, 9]))    # [2, 5]
+    Array([2, 5], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))
     got = _unique_1d("intersect1d", a, isin(a, b), size, fill_value, True)
@@ -241,6 +249,7 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | No
     ``fill_value`` (default 0, as JAX).
 
     >>> setdiff1d(fnp.array([3, 1, 2]), fnp.array([2]))    # [1, 3]
+    Array([1, 3], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))
     return _unique_1d("setdiff1d", a, isin(a, b, invert=True), size, fill_value, True, fill_default=0)["values"]
@@ -251,6 +260,7 @@ def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | Non
     """The sorted unique values found in exactly one of the arrays (flattened); ``size=`` as :func:`unique`.
 
     >>> setxor1d(fnp.array([1, 2]), fnp.array([2, 3]))    # [1, 3]
+    Array([1, 3], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))
     keep = concatenate([isin(a, b, invert=True), isin(b, a, invert=True)], axis=0)

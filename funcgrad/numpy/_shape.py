@@ -292,6 +292,7 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
     ``constant_values`` / ``end_values``.
 
     >>> pad(fnp.array([1.0, 2.0, 3.0]), 2, mode="reflect")    # [3., 2., 1., 2., 3., 2., 1.]
+    Array([3., 2., 1., 2., 3., 2., 1.], dtype=float32)
     """
     x = arr(array)
     widths = _pad_widths(pad_width, x)
@@ -439,6 +440,7 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None, mode: 
     ``"wrap"`` takes indices modulo ``n``.
 
     >>> fnp.take(fnp.array([1., 2., 3.]), fnp.array([0, 2, 5]))   # Array([1., 3., nan])
+    Array([ 1.,  3., nan], dtype=float32)
     """
     if out is not None:
         raise NotImplementedError("take: the out= argument is not supported (funcgrad arrays are immutable); "
@@ -465,6 +467,8 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | N
     ``"fill"``; ``"clip"`` clamps them. ``axis=None`` works on the flattened array.
 
     >>> fnp.take_along_axis(fnp.array([[3., 1.], [0., 2.]]), fnp.array([[1], [0]]), axis=1)   # [[1.], [0.]]
+    Array([[1.],
+           [0.]], dtype=float32)
     """
     x, indices = _arr(arr), _arr(indices)
     if indices.dtype.kind not in "iu":
@@ -526,6 +530,7 @@ def size(a: Any, axis: int | tuple[int, ...] | None = None) -> int:
     """The number of elements of ``a`` (along ``axis``, an int or a tuple of ints, if given), as a Python int.
 
     >>> size(fnp.zeros((2, 3)), axis=1)    # 3
+    3
     """
     dims = shape(a)
     if axis is None:

@@ -6,7 +6,9 @@ Sorting is written on ``lax.sort`` (a stable argsort primitive, then a gather), 
 
 >>> import funcgrad.numpy as fnp
 >>> fnp.sort(fnp.array([3.0, 1.0, 2.0]))                  # [1., 2., 3.]
+Array([1., 2., 3.], dtype=float32)
 >>> fnp.searchsorted(fnp.array([1.0, 2.0, 3.0]), 2.5)     # 2
+Array(2, dtype=int32)
 """
 from __future__ import annotations
 
@@ -57,6 +59,8 @@ def sort(a: Any, axis: Any = -1, *, kind: Any = None, order: Any = None, stable:
     Differentiable: the gradient goes back to each element's original position.
 
     >>> sort(fnp.array([[3, 1], [0, 2]]), axis=0)    # [[0, 1], [3, 2]]
+    Array([[0, 1],
+           [3, 2]], dtype=int32)
     """
     _no_kind_order("sort", kind, order)
     x, axis = _flat_axis("sort", arr(a), axis)
@@ -71,6 +75,7 @@ def argsort(a: Any, axis: Any = -1, *, kind: Any = None, order: Any = None, stab
     Integer output (default int, or ``dtype``), no gradient.
 
     >>> argsort(fnp.array([3.0, 1.0, 2.0]))     # [1, 2, 0]
+    Array([1, 2, 0], dtype=int32)
     """
     _no_kind_order("argsort", kind, order)
     x, axis = _flat_axis("argsort", arr(a), axis)
@@ -88,6 +93,7 @@ def lexsort(keys: Any, axis: int = -1) -> Any:
     """Indices that sort by several keys, the LAST key primary (numpy's order).
 
     >>> lexsort([fnp.array([1, 0, 1]), fnp.array([0, 0, 1])])    # [1, 0, 2]
+    Array([1, 0, 2], dtype=int32)
     """
     keys = [arr(k) for k in (keys if isinstance(keys, (tuple, list)) else
                              [keys[i] for i in _range(np.shape(keys)[0])])]
@@ -116,6 +122,7 @@ def partition(a: Any, kth: int, axis: int = -1) -> Any:
     both in an unspecified order).  Differentiable.
 
     >>> partition(fnp.array([5.0, 1.0, 4.0, 2.0, 3.0]), 1)    # [1., 2., 5., 4., 3.]
+    Array([1., 2., 5., 4., 3.], dtype=float32)
     """
     x = arr(a)
     if x.ndim == 0:
@@ -133,6 +140,7 @@ def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
     then the other indices in increasing index order (JAX's layout).
 
     >>> argpartition(fnp.array([5.0, 1.0, 4.0, 2.0]), 1)    # [1, 3, 0, 2]
+    Array([1, 3, 0, 2], dtype=int32)
     """
     x = arr(a)
     if x.ndim == 0:
@@ -165,6 +173,7 @@ def searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None, *, meth
     comparisons); the others run an unrolled binary search (``log2(len(a))`` steps).
 
     >>> searchsorted(fnp.array([1.0, 2.0, 2.0, 3.0]), fnp.array([2.0, 0.0]), side="right")    # [3, 0]
+    Array([3, 0], dtype=int32)
     """
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
@@ -204,6 +213,7 @@ def digitize(x: Any, bins: Any, right: bool = False, *, method: str | None = Non
     ``bins[i-1] < x <= bins[i]``); ``bins`` increasing or decreasing.
 
     >>> digitize(fnp.array([0.5, 1.0, 2.5]), fnp.array([1.0, 2.0, 3.0]))    # [0, 1, 2]
+    Array([0, 1, 2], dtype=int32)
     """
     x, bins = arr(x), arr(bins)
     if bins.ndim != 1:
@@ -228,6 +238,7 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *, length: int | N
     (negative ones count in bin 0, as JAX clips them).
 
     >>> bincount(fnp.array([0, 1, 1, 3]))    # [1, 2, 0, 1]
+    Array([1, 2, 0, 1], dtype=int32)
     """
     if out_sharding is not None:
         raise NotImplementedError("bincount: out_sharding is not supported (funcgrad runs on one device)")
@@ -263,6 +274,7 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None, weights: Any 
     each way when they are equal), or ``bins`` itself when it is an array of edges.
 
     >>> histogram_bin_edges(fnp.array([0.0, 1.0]), bins=2)    # [0., 0.5, 1.]
+    Array([0. , 0.5, 1. ], dtype=float32)
     """
     (a,) = promote_inexact(arr(a))
     if isinstance(bins, str):
@@ -309,6 +321,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, weights: Any = None,  #
     when ``weights`` or ``density`` are given, else the default float too (as JAX).
 
     >>> histogram(fnp.array([0.0, 0.2, 0.9, 1.0]), bins=2)    # ([2., 2.], [0., 0.5, 1.])
+    (Array([2., 2.], dtype=float32), Array([0. , 0.5, 1. ], dtype=float32))
     """
     (a,) = promote_inexact(arr(a))
     edges = histogram_bin_edges(a, bins, range, weights)

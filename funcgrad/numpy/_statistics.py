@@ -6,7 +6,9 @@ zero gradient at the NaN entries, as JAX.
 
 >>> import funcgrad.numpy as fnp
 >>> fnp.median(fnp.array([3.0, 1.0, 2.0, 10.0]))      # 2.5
+Array(2.5, dtype=float32)
 >>> fnp.nanmean(fnp.array([1.0, fnp.nan, 3.0]))       # 2.0
+Array(2., dtype=float32)
 """
 from __future__ import annotations
 
@@ -170,6 +172,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     with a NaN gives NaN.  Differentiable in ``a`` (and in ``q`` for linear and midpoint).
 
     >>> quantile(fnp.array([1.0, 2.0, 3.0, 4.0]), 0.25)    # 1.75
+    Array(1.75, dtype=float32)
     """
     return _quantile("quantile", a, q, axis, out, method, keepdims, weights, False, overwrite_input)
 
@@ -179,6 +182,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
     """:func:`quantile` ignoring NaNs (an all-NaN slice gives NaN); NaN entries get a zero gradient.
 
     >>> nanquantile(fnp.array([1.0, fnp.nan, 3.0]), 0.5)    # 2.0
+    Array(2., dtype=float32)
     """
     return _quantile("nanquantile", a, q, axis, out, method, keepdims, weights, True, overwrite_input)
 
@@ -201,6 +205,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inpu
     """:func:`quantile` with ``q`` in percent ([0, 100]).
 
     >>> percentile(fnp.array([1.0, 2.0, 3.0, 4.0]), 50)    # 2.5
+    Array(2.5, dtype=float32)
     """
     if out_sharding is not None:
         raise NotImplementedError("percentile: out_sharding is not supported (funcgrad runs on one device)")
@@ -213,6 +218,7 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_i
     """:func:`percentile` ignoring NaNs.
 
     >>> nanpercentile(fnp.array([1.0, fnp.nan, 3.0]), 50)    # 2.0
+    Array(2., dtype=float32)
     """
     _check_percent("nanpercentile", q)
     return _quantile("nanpercentile", a, _percent(q), axis, out, method, keepdims, weights, True,
@@ -224,6 +230,7 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
     a NaN.  Differentiable.
 
     >>> median(fnp.array([[1.0, 3.0], [2.0, 5.0]]), axis=0)    # [1.5, 4.]
+    Array([1.5, 4. ], dtype=float32)
     """
     return _quantile("median", a, 0.5, axis, out, "linear", keepdims, None, False, overwrite_input)
 
@@ -233,6 +240,7 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
     """:func:`median` ignoring NaNs.
 
     >>> nanmedian(fnp.array([1.0, fnp.nan, 4.0]))    # 2.5
+    Array(2.5, dtype=float32)
     """
     return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, None, True, overwrite_input)
 
@@ -284,6 +292,7 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
     """The sum over ``axis`` treating NaNs as 0 (``where``: only where True; ``initial`` is added).
 
     >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))    # 3.0
+    Array(3., dtype=float32)
     """
     _no_out("nansum", out)
     _axes("nansum", a, axis)
@@ -297,6 +306,7 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     """The product over ``axis`` treating NaNs as 1.
 
     >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))    # 6.0
+    Array(6., dtype=float32)
     """
     _no_out("nanprod", out)
     _axes("nanprod", a, axis)
@@ -318,6 +328,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
     """The mean over ``axis`` of the non-NaN entries (NaN where there are none).
 
     >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)    # [1., 3.5]
+    Array([1. , 3.5], dtype=float32)
     """
     _no_out("nanmean", out)
     _axes("nanmean", a, axis)
@@ -334,6 +345,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     <= 0).  ``mean``: a precomputed mean (with ``keepdims=True`` shape).
 
     >>> nanvar(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    Array(1., dtype=float32)
     """
     _no_out("nanvar", out)
     _axes("nanvar", a, axis)
@@ -356,6 +368,7 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     """The square root of :func:`nanvar`.
 
     >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    Array(1., dtype=float32)
     """
     var = nanvar(a, axis, None if dtype is None or np.dtype(dtype).kind != "f" else dtype, out, ddof, keepdims,
                  where, mean)
@@ -394,6 +407,7 @@ def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, in
     """The maximum over ``axis`` ignoring NaNs (NaN for an all-NaN slice, as JAX; numpy also warns).
 
     >>> nanmax(fnp.array([1.0, fnp.nan, 3.0]))    # 3.0
+    Array(3., dtype=float32)
     """
     return _nan_extreme("nanmax", _R.max, -np.inf, a, axis, out, keepdims, initial, where)
 
@@ -403,6 +417,7 @@ def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, in
     """The minimum over ``axis`` ignoring NaNs (NaN for an all-NaN slice).
 
     >>> nanmin(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    Array(1., dtype=float32)
     """
     return _nan_extreme("nanmin", _R.min, np.inf, a, axis, out, keepdims, initial, where)
 
@@ -433,6 +448,7 @@ def nanargmax(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -
     """The index of the maximum ignoring NaNs; -1 for an all-NaN slice (as JAX; numpy raises).
 
     >>> nanargmax(fnp.array([1.0, fnp.nan, 3.0]))    # 2
+    Array(2, dtype=int32)
     """
     return _nanarg("nanargmax", _R.argmax, -np.inf, a, axis, out, keepdims)
 
@@ -441,6 +457,7 @@ def nanargmin(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -
     """The index of the minimum ignoring NaNs; -1 for an all-NaN slice.
 
     >>> nanargmin(fnp.array([1.0, fnp.nan, 3.0]))    # 0
+    Array(0, dtype=int32)
     """
     return _nanarg("nanargmin", _R.argmin, np.inf, a, axis, out, keepdims)
 
@@ -453,6 +470,7 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     ``weights``: ``a``'s shape, or 1-d along a single ``axis``.
 
     >>> average(fnp.array([1.0, 2.0, 4.0]), weights=fnp.array([1.0, 1.0, 2.0]))    # 2.75
+    Array(2.75, dtype=float32)
     """
     (a,) = promote_inexact(arr(a))
     axes = normalize_axes("average", axis, a.ndim, a)
@@ -483,6 +501,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
     """The range ``max - min`` over ``axis``.
 
     >>> ptp(fnp.array([[1.0, 5.0], [2.0, 3.0]]), axis=1)    # [4., 1.]
+    Array([4., 1.], dtype=float32)
     """
     _no_out("ptp", out)
     a = arr(a)
@@ -494,6 +513,7 @@ def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """The number of nonzero (True) entries over ``axis`` (default int).
 
     >>> count_nonzero(fnp.array([[0, 1], [2, 3]]), axis=0)    # [1, 2]
+    Array([1, 2], dtype=int32)
     """
     a = arr(a)
     _axes("count_nonzero", a, axis)
@@ -518,6 +538,8 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     variable gives a 0-d result.
 
     >>> cov(fnp.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))    # [[1., -1.], [-1., 1.]]
+    Array([[ 1., -1.],
+           [-1.,  1.]], dtype=float32)
     """
     m = arr(m)
     if dtype is not None:
@@ -570,6 +592,8 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
     [-1, 1].  A single variable gives ``c / c`` (1, or NaN for a constant).
 
     >>> corrcoef(fnp.array([1.0, 2.0, 4.0]), fnp.array([1.0, 0.0, 3.0]))    # [[1., 0.7857], [0.7857, 1.]]
+    Array([[1.       , 0.7857],
+           [0.7857, 1.       ]], dtype=float32)
     """
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:

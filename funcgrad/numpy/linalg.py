@@ -110,6 +110,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
     """Dot product of vectors along ``axis`` (broadcasting the other axes).
 
     >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
+    Array([3., 3.], dtype=float32)
     """
     return _vecdot(x1, x2, axis=axis, precision=precision, preferred_element_type=preferred_element_type)
 
@@ -118,6 +119,7 @@ def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     """Cross product of 3-vectors along ``axis`` (other axes broadcast).
 
     >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    Array([0., 0., 1.], dtype=float32)
     """
     x1, x2 = arr(x1), arr(x2)
     if x1.ndim == 0 or x2.ndim == 0 or x1.shape[axis] != 3 or x2.shape[axis] != 3:
@@ -154,6 +156,7 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Any:
     """Diagonals of a stack of matrices: (..., m, n) -> (..., k).
 
     >>> diagonal(fnp.eye(3))   # [1., 1., 1.]
+    Array([1., 1., 1.], dtype=float32)
     """
     x = arr(x)
     if x.ndim < 2:
@@ -165,6 +168,7 @@ def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
     """Sum of the diagonal of each matrix: (..., m, n) -> (...).
 
     >>> trace(fnp.eye(3))   # 3.0
+    Array(3., dtype=float32)
     """
     x = arr(x)
     if x.ndim < 2:
@@ -210,6 +214,8 @@ def matrix_power(a: Any, n: int) -> Any:
     """``a`` (..., m, m) to the integer power ``n`` (negative: powers of the inverse) by repeated squaring.
 
     >>> matrix_power(fnp.array([[1.0, 1.0], [0.0, 1.0]]), 3)   # [[1, 3], [0, 1]]
+    Array([[1., 3.],
+           [0., 1.]], dtype=float32)
     """
     a = arr(a)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
@@ -240,6 +246,8 @@ def cholesky(a: Any, *, upper: bool = False, symmetrize_input: bool = True) -> A
     (``upper``: ``U = L.T``). NaN where ``a`` is not positive definite (numpy raises).
 
     >>> cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))
+    Array([[2.       , 0.       ],
+           [1.       , 1.4142]], dtype=float32)
     """
     a = _matrix("cholesky", a, square=True)
     L = _L.cholesky(a, symmetrize_input=symmetrize_input)
@@ -276,6 +284,7 @@ def eigvals(a: Any) -> Any:
     Differentiable (forward and reverse; distinct eigenvalues), as JAX.
 
     >>> eigvals(fnp.array([[0.0, 1.0], [-1.0, 0.0]]))   # [0+1j, 0-1j]
+    Array([0.+1.j, 0.-1.j], dtype=complex64)
     """
     a = _matrix("eigvals", a, square=True)
     (w,) = _L.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)
@@ -286,6 +295,7 @@ def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -
     """Eigenvalues (ascending) of symmetric matrices: (..., n, n) -> (..., n).
 
     >>> eigvalsh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))   # [1., 3.]
+    Array([1., 3.], dtype=float32)
     """
     return eigh(a, UPLO, symmetrize_input).eigenvalues
 
@@ -309,6 +319,7 @@ def svdvals(x: Any, /) -> Any:
     """Singular values, descending: (..., m, n) -> (..., min(m, n)).
 
     >>> svdvals(fnp.array([[3.0, 0.0], [0.0, 4.0]]))   # [4., 3.]
+    Array([4., 3.], dtype=float32)
     """
     return svd(x, full_matrices=False, compute_uv=False)
 
@@ -342,6 +353,7 @@ def solve(a: Any, b: Any) -> Any:
     A singular ``a`` gives inf/NaN (numpy raises LinAlgError).
 
     >>> solve(fnp.array([[2.0, 0.0], [0.0, 4.0]]), fnp.array([2.0, 2.0]))   # [1., 0.5]
+    Array([1. , 0.5], dtype=float32)
     """
     a, b = promote_inexact(arr(a), arr(b))
     a = _matrix("solve", a, square=True)
@@ -368,6 +380,8 @@ def inv(a: Any) -> Any:
     """Inverse of square matrices (..., n, n); inf/NaN for a singular matrix (numpy raises).
 
     >>> inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))   # [[0.5, 0], [0, 0.25]]
+    Array([[0.5 , 0.  ],
+           [0.  , 0.25]], dtype=float32)
     """
     a = _matrix("inv", a, square=True)
     lu, _, perm = _L.lu(a)
@@ -444,6 +458,7 @@ def det(a: Any) -> Any:
     is ``trace(adj(a) @ da)`` (as JAX: finite at singular matrices of rank n - 1 too).
 
     >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # -2.0
+    Array(-2.0000, dtype=float32)
     """
     a = _matrix("det", a, square=True)
     if a.shape[-1] < 2:
@@ -456,6 +471,7 @@ def slogdet(a: Any, *, method: str | None = None) -> SlogdetResult:
     A singular matrix gives sign 0 and logabsdet -inf.
 
     >>> slogdet(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # sign -1, logabsdet log(2)
+    SlogdetResult(sign=Array(-1., dtype=float32), logabsdet=Array(0.6931, dtype=float32))
     """
     if method not in (None, "lu"):
         raise NotImplementedError(f"linalg.slogdet: method={method!r} is not supported; use method='lu' "
@@ -615,6 +631,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     1, -1, 2, -2, inf, -inf) over ``axis`` (int, 2-tuple or None: all axes of a 1-d/2-d array).
 
     >>> norm(fnp.array([3.0, 4.0]))   # 5.0
+    Array(5., dtype=float32)
     """
     (x,) = promote_inexact(arr(x))
     if axis is None and ord is None:
@@ -692,6 +709,7 @@ def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any
     """Vector norm over ``axis`` (None: all elements, as one flat vector).
 
     >>> vector_norm(fnp.ones((2, 2)))   # 2.0
+    Array(2., dtype=float32)
     """
     (x,) = promote_inexact(arr(x))
     if axis is None:
@@ -705,6 +723,7 @@ def matrix_norm(x: Any, /, *, keepdims: bool = False, ord: Any = "fro") -> Any:
     """Matrix norm of the last two axes (``ord`` as :func:`norm`).
 
     >>> matrix_norm(fnp.eye(2))   # sqrt(2)
+    Array(1.4142, dtype=float32)
     """
     x = arr(x)
     if x.ndim < 2:
@@ -717,6 +736,7 @@ def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any =
     Its gradient is zero.
 
     >>> matrix_rank(fnp.array([[1.0, 0.0], [0.0, 0.0]]))   # 1
+    Array(1, dtype=int32)
     """
     if tol is not None:
         if rtol is not None:
@@ -739,6 +759,7 @@ def cond(x: Any, p: Any = None) -> Any:
     (square matrices: ``norm(x, p) * norm(inv(x), p)``). A singular matrix gives inf.
 
     >>> cond(fnp.array([[1.0, 0.0], [0.0, 2.0]]))   # 2.0
+    Array(2., dtype=float32)
     """
     x = _matrix("cond", x)
     if x.shape[-1] == 0 or x.shape[-2] == 0:

@@ -314,5 +314,6 @@ def random_gamma_grad(a: Any, x: Any) -> Any:
     """The derivative of a ``Gamma(a)`` sample ``x`` w.r.t. ``a`` at a fixed uniform (``jax.lax.random_gamma_grad``).
 
     >>> random_gamma_grad(fnp.array(2.0), fnp.array(1.5))     # f32[]
+    Array(0.9366, dtype=float32)
     """
     return random_gamma_grad_p.bind(a, x)

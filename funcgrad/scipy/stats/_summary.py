@@ -54,6 +54,7 @@ def mode(a: Any, axis: Any = 0, nan_policy: str = "propagate", keepdims: bool = 
     axis gives mode NaN and count 0.0 in the default float dtype (as JAX and scipy).
 
     >>> mode(fnp.array([1.0, 2.0, 2.0, 3.0]))   # ModeResult(mode=2.0, count=2)
+    ModeResult(mode=Array(2., dtype=float32), count=Array(2, dtype=int32))
     """
     _check_nan_policy("mode", nan_policy)
     x = arr(a)
@@ -91,6 +92,7 @@ def rankdata(a: Any, method: str = "average", *, axis: Any = None, nan_policy: s
     (a stable sort, so ``ordinal`` ranks ties in their order of appearance).
 
     >>> rankdata(fnp.array([3.0, 1.0, 3.0, 2.0]))   # [3.5, 1, 3.5, 2]
+    Array([3.5, 1. , 3.5, 2. ], dtype=float32)
     """
     _check_nan_policy("rankdata", nan_policy)
     if method not in _METHODS:
@@ -136,6 +138,7 @@ def sem(a: Any, axis: Any = 0, ddof: int = 1, nan_policy: str = "propagate", *, 
     """The standard error of the mean, ``std(a, axis, ddof) / sqrt(n)``; ``nan_policy='omit'`` ignores NaNs.
 
     >>> sem(fnp.array([1.0, 2.0, 3.0]))   # [0.5773...]
+    Array(0.5774, dtype=float32)
     """
     (b,) = promote_inexact(arr(a))
     if nan_policy == "propagate":

@@ -15,6 +15,7 @@ def logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     NaN for ``a <= 0``, ``b <= 0`` or ``scale <= 0`` (as JAX).
 
     >>> logpdf(fnp.array([0.5]), 2.0, 2.0)   # [log 1.5]
+    Array([0.4055], dtype=float32)
     """
     x, a, b, loc, scale = promote(x, a, b, loc, scale)
     z = (x - loc) / scale
@@ -40,6 +41,7 @@ def cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """CDF ``betainc(a, b, z)`` (differentiable in x, loc, scale; not in a, b: as JAX).
 
     >>> cdf(fnp.array([0.5]), 2.0, 2.0)   # [0.5]
+    Array([0.5], dtype=float32)
     """
     a, b, z = _z(x, a, b, loc, scale)
     return special.betainc(a, b, z)

@@ -15,6 +15,7 @@ def logpdf(x: Any, df: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """Log density of Student's t with ``df`` degrees of freedom (differentiable in all arguments).
 
     >>> logpdf(fnp.array([0.0]), 3.0)
+    Array([-1.0009], dtype=float32)
     """
     x, df, loc, scale = promote(x, df, loc, scale)
     z = (x - loc) / scale
