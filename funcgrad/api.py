@@ -455,7 +455,10 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None
     output is repeated ``axis_size`` times); when given with mapped arguments it must
     match them. ``axis_name``/``spmd_axis_name`` (collectives) are not supported.
 
-    >>> per_example = vmap(grad(loss), in_axes=(None, 0))(params, xs)
+    >>> loss = lambda w, x: fnp.sum((x * w) ** 2)
+    >>> vmap(grad(loss), in_axes=(None, 0))(fnp.ones(2), fnp.arange(4.0).reshape(2, 2))   # per-example
+    Array([[ 0.,  2.],
+           [ 8., 18.]], dtype=float32)
     """
     name = _fun_name(f)
     if axis_name is not None or spmd_axis_name is not None:
@@ -619,8 +622,11 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
     (e.g. a flag the function branches on). ``prevent_cse`` is accepted (funcgrad never merges
     the recomputation away).
 
-    >>> layer = checkpoint(lambda w, x: fnp.tanh(x @ w))
-    >>> g = grad(lambda w: fnp.sum(layer(w, x)))(w)
+    >>> layer = fg.checkpoint(lambda w, x: fnp.tanh(x @ w))
+    >>> x, w = fnp.ones((1, 2)), fnp.zeros((2, 3))
+    >>> grad(lambda w: fnp.sum(layer(w, x)))(w)     # recomputes tanh in the backward pass
+    Array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
     """
     if fun is None:
         return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums,
@@ -743,7 +749,9 @@ def pure_callback(callback: Callable, result_shape_dtypes: Any, *args: Any, shar
     per element, ``"expand_dims"``/``"broadcast_all"`` once on the batch. No derivative (wrap it in
     ``custom_jvp``/``custom_vjp``).
 
-    >>> out = pure_callback(lambda x: np.sort(x), ShapeDtypeStruct((3,), fnp.float32), x)
+    >>> x = fnp.array([3.0, 1.0, 2.0])
+    >>> fg.pure_callback(lambda x: np.sort(x), fg.ShapeDtypeStruct((3,), fnp.float32), x)
+    Array([1., 2., 3.], dtype=float32)
     """
     from funcgrad.primitives.debug import Callback, pure_callback_p
     if sharding is not None:
@@ -824,8 +832,10 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Any = ()) -> Cal
     are not used). ``fun`` must be linear: funcgrad does not check it (JAX raises for a
     nonlinear function); a nonlinear one gets the transpose of its derivative at zero.
 
-    >>> f_t = linear_transpose(lambda x: x @ w, fnp.ones(2))
+    >>> w = fnp.arange(6.0).reshape(2, 3)
+    >>> f_t = fg.linear_transpose(lambda x: x @ w, fnp.ones(2))
     >>> f_t(fnp.arange(3.))     # (w @ arange(3),)
+    (Array([ 5., 14.], dtype=float32),)
     """
     if reduce_axes:
         raise NotImplementedError("linear_transpose: reduce_axes is not supported; leave it ()")

@@ -5,13 +5,14 @@ funcgrad has two devices: ``"cpu"`` (numpy buffers, always present) and
 on one). Arrays are created on the CPU; moving them is explicit:
 
 >>> import funcgrad as fg, funcgrad.numpy as fnp
->>> fg.devices()                     # ['cpu'] here; ['cpu', 'gpu'] with a usable GPU
-['cpu']
+>>> "cpu" in fg.devices()            # ['cpu'], or ['cpu', 'gpu'] with a usable GPU
+True
 >>> x = fnp.ones((2, 3))             # f32[2,3] on 'cpu'
 >>> x.device
 'cpu'
->>> g = fg.device_put(x, "gpu")      # RuntimeError("no usable GPU: ...") without one
+>>> g = fg.device_put(x, "gpu")      # doctest: +SKIP
 
+(without a usable GPU that raises ``RuntimeError("no usable GPU: ...")``).
 Primitives run where their array arguments live; arrays of two devices in
 one primitive raise a ValueError naming the primitive and both devices.
 Python scalars and 0-d host arrays travel along (gradient seeds are such
@@ -123,7 +124,7 @@ def device_put(x: Any, device: str | None = None) -> Any:
     """Copy every array leaf of the pytree ``x`` to ``device`` (default:
     :func:`default_device`). Leaves already there are returned unchanged.
 
-    >>> g = device_put({"w": fnp.ones((3, 2))}, "gpu")   # {"w": f32[3,2] on 'gpu'}
+    >>> g = fg.device_put({"w": fnp.ones((3, 2))}, fg.default_device())   # "gpu" with a usable GPU
     >>> device_put(g, "cpu")["w"].device
     'cpu'
 

@@ -466,7 +466,10 @@ def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] | None
     >>> @jit
     ... def step(params, x):
     ...     return fnp.tanh(x @ params["w"])
-    >>> step(params, x); step.cache_info()["misses"]
+    >>> params, x = {"w": fnp.ones((2, 2))}, fnp.ones((1, 2))
+    >>> step(params, x)
+    Array([[0.9640, 0.9640]], dtype=float32)
+    >>> step.cache_info()["misses"]
     1
 
     Python control flow on traced arguments raises ConcretizationError:
@@ -505,8 +508,10 @@ def disable_jit(disable: bool = True) -> Any:
     """Context manager: inside it, jitted functions run eagerly (op by op, Python control flow
     on concrete values allowed), as ``jax.disable_jit``; for debugging with print and pdb.
 
+    >>> step = jit(lambda x: x * 2 if x.sum() > 0 else x)    # Python control flow on values
     >>> with fg.disable_jit():
-    ...     step(params, x)
+    ...     step(fnp.ones(2))
+    Array([2., 2.], dtype=float32)
     """
     before = config.disable_jit
     config.update("disable_jit", disable)

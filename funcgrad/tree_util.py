@@ -63,8 +63,13 @@ def register_pytree_with_keys(nodetype: type, flatten_with_keys: Callable, unfla
                               flatten_func: Callable | None = None) -> None:
     """Register ``nodetype`` with named children: ``flatten_with_keys(obj) -> ([(key, child), ...], aux)``.
 
+    >>> from funcgrad.tree_util import GetAttrKey, register_pytree_with_keys, tree_leaves
+    >>> class Pair:
+    ...     def __init__(self, a, b): self.a, self.b = a, b
     >>> register_pytree_with_keys(Pair, lambda p: (((GetAttrKey("a"), p.a), (GetAttrKey("b"), p.b)), None),
     ...                           lambda aux, c: Pair(*c))
+    >>> tree_leaves(Pair(1, 2))
+    [1, 2]
     """
     if flatten_func is None:
         def flatten_func(obj):

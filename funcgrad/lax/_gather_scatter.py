@@ -274,14 +274,19 @@ _SCATTER_DOC = """{what}, as ``jax.lax.{name}``.
     window not wholly in bounds is dropped (``mode`` None, as JAX) or its start clamped (``"clip"``);
     negative indices are out of bounds. {grad}
 
-    >>> dn = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
-    ...                              scatter_dims_to_operand_dims=(0,))
-    >>> {name}(fnp.zeros(3), fnp.array([[0], [2], [0]]), fnp.array([1., 2., 3.]), dn)
+    >>> dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+    ...                                  scatter_dims_to_operand_dims=(0,))
+    >>> lax.{name}(fnp.zeros(3), fnp.array([[0], [2], [0]]), fnp.array([1., 2., 3.]), dn)
+    {out}
 """
+_SCATTER_EXAMPLE_OUT = {"scatter_max": "Array([3., 0., 2.], dtype=float32)",
+                        "scatter_min": "Array([0., 0., 0.], dtype=float32)",
+                        "scatter_sub": "Array([-4., 0., -2.], dtype=float32)",
+                        "scatter_mul": "Array([0., 0., 0.], dtype=float32)"}
 
 
 def _doc(fn: Callable, what: str, grad: str) -> Callable:
-    fn.__doc__ = _SCATTER_DOC.format(what=what, name=fn.__name__, grad=grad)
+    fn.__doc__ = _SCATTER_DOC.format(what=what, name=fn.__name__, grad=grad, out=_SCATTER_EXAMPLE_OUT[fn.__name__])
     return fn
 
 
@@ -324,16 +329,18 @@ scatter_add = _jax_or_numpy_form("scatter_add", _I.scatter_add, """``operand`` w
     or its start clamped (``"clip"``); negative indices are out of bounds. Without it:
     funcgrad's numpy-index form, ``scatter_add(x, index, value)`` = ``x.at[index].add(value)``.
 
-    >>> dn = ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
-    ...                              scatter_dims_to_operand_dims=(0,))
-    >>> scatter_add(fnp.zeros(3), fnp.array([[0], [2], [0]]), fnp.array([1., 2., 3.]), dn)    # [4, 0, 2]
+    >>> dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+    ...                                  scatter_dims_to_operand_dims=(0,))
+    >>> lax.scatter_add(fnp.zeros(3), fnp.array([[0], [2], [0]]), fnp.array([1., 2., 3.]), dn)
+    Array([4., 0., 2.], dtype=float32)
     """)
 scatter = _jax_or_numpy_form("scatter", _I.scatter_set, """``operand`` with the updates written at their indices
     (for a duplicated index, one of the writes wins), as ``jax.lax.scatter``; the two forms as
     :func:`scatter_add` (numpy-index form: ``scatter(x, index, value)`` = ``x.at[index].set(value)``).
 
     >>> dn = ScatterDimensionNumbers((), (0,), (0,))
-    >>> scatter(fnp.zeros(3), fnp.array([[2]]), fnp.array([5.]), dn)    # [0, 0, 5]
+    >>> lax.scatter(fnp.zeros(3), fnp.array([[2]]), fnp.array([5.]), dn)
+    Array([0., 0., 5.], dtype=float32)
     """)
 
 

@@ -119,7 +119,8 @@ def optimization_barrier(operand: Any, /) -> Any:
     """``operand`` itself (any pytree), as ``jax.lax.optimization_barrier``: XLA uses it to stop reordering;
     funcgrad's compiler has nothing to stop, so it is the identity (derivatives pass through).
 
-    >>> optimization_barrier((x, y))     # (x, y)
+    >>> lax.optimization_barrier((fnp.ones(2), 3))     # the operand itself
+    (Array([1., 1.], dtype=float32), 3)
     """
     return operand
 
@@ -295,7 +296,10 @@ def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Array:
     """Not supported: ``jax.lax.rng_uniform`` is XLA's stateful generator (its results depend on the
     backend). Use ``funcgrad.random.uniform(key, shape, minval=a, maxval=b)``.
 
-    >>> rng_uniform(0., 1., (2,))     # NotImplementedError: use funcgrad.random.uniform
+    >>> lax.rng_uniform(0., 1., (2,))
+    Traceback (most recent call last):
+    ...
+    NotImplementedError: lax.rng_uniform (XLA's stateful generator) is not supported: use funcgrad.random.uniform...
     """
     raise NotImplementedError("lax.rng_uniform (XLA's stateful generator) is not supported: use "
                               "funcgrad.random.uniform(key, shape, minval=a, maxval=b)")
@@ -306,7 +310,10 @@ def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32, al
     """Not supported: ``jax.lax.rng_bit_generator``'s bits are XLA's (per-backend) algorithms. Use
     ``funcgrad.random.bits(key, shape, dtype)``.
 
-    >>> rng_bit_generator(key, (2,))     # NotImplementedError: use funcgrad.random.bits
+    >>> lax.rng_bit_generator(random.key(0), (2,))
+    Traceback (most recent call last):
+    ...
+    NotImplementedError: lax.rng_bit_generator (XLA's per-backend bit generators) is not supported: use funcgrad.random.bits...
     """
     raise NotImplementedError("lax.rng_bit_generator (XLA's per-backend bit generators) is not supported: use "
                               "funcgrad.random.bits(key, shape, dtype) and funcgrad.random.split")
@@ -363,7 +370,9 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
     """``x`` itself (any pytree), as ``jax.lax.with_sharding_constraint`` on one device: a sharding constraint
     never changes values, and funcgrad runs each computation on one device, so there is nothing to lay out.
 
-    >>> with_sharding_constraint(x, sharding) is x     # True
+    >>> x = fnp.ones(2)
+    >>> lax.with_sharding_constraint(x, None) is x
+    True
     """
     return x
 

@@ -15,11 +15,14 @@ The layer object holds only static settings (sizes, strides, initializers),
 never arrays, so ``params`` is the one thing to differentiate, jit and
 checkpoint:
 
->>> import funcgrad as fg, funcgrad.nn as nn
+>>> import funcgrad as fg, funcgrad.nn as nn, funcgrad.numpy as fnp
 >>> from funcgrad import random
 >>> model = nn.Sequential(nn.Linear(512), nn.ReLU(), nn.Dropout(0.1), nn.Linear(10))
 >>> params, out_shape = model.init(random.key(0), (-1, 784))      # out_shape (-1, 10)
->>> logits = model.apply(params, x)                               # x f32[128,784] -> f32[128,10]
+>>> x = fnp.ones((128, 784))
+>>> logits = model.apply(params, x)                               # f32[128,784] -> f32[128,10]
+>>> logits.shape
+(128, 10)
 >>> logits = model.apply(params, x, key=random.key(1), train=True)   # with dropout
 """
 from __future__ import annotations
@@ -390,7 +393,10 @@ class Dropout(_Stateless):
     With ``train=False`` (or ``rate=0``) it is the identity. In training a
     ``key`` is required; the same key gives the same mask.
 
-    >>> y = Dropout(0.5).apply((), x, key=random.key(0), train=True)
+    >>> x = fnp.ones(1000)
+    >>> y = nn.Dropout(0.5).apply((), x, key=random.key(0), train=True)
+    >>> bool(fnp.all((y == 0) | (y == 2)))     # kept entries scaled by 1 / (1 - rate)
+    True
     """
 
     def __init__(self, rate: float):

@@ -60,15 +60,18 @@ bitwise_or = _bitwise("bitwise_or", lax.bitwise_or, lax.logical_or)
 bitwise_xor = _bitwise("bitwise_xor", _xor_unsigned, lax.logical_xor)
 bitwise_and.__doc__ = """Elementwise ``x1 & x2`` for integers and bools (two's complement for signed).
 
-    >>> fnp.bitwise_and(fnp.array([12, -1]), 10)     # [8, 10]
+    >>> fnp.bitwise_and(fnp.array([12, -1]), 10)
+    Array([ 8, 10], dtype=int32)
     """
 bitwise_or.__doc__ = """Elementwise ``x1 | x2`` for integers and bools.
 
-    >>> fnp.bitwise_or(fnp.array([12, 1]), 2)        # [14, 3]
+    >>> fnp.bitwise_or(fnp.array([12, 1]), 2)
+    Array([14,  3], dtype=int32)
     """
 bitwise_xor.__doc__ = """Elementwise ``x1 ^ x2`` for integers and bools.
 
-    >>> fnp.bitwise_xor(fnp.array([12, -1]), 10)     # [6, -11]
+    >>> fnp.bitwise_xor(fnp.array([12, -1]), 10)
+    Array([  6, -11], dtype=int32)
     """
 
 

@@ -427,7 +427,8 @@ def frombuffer(buffer: Any, dtype: Any = float, count: int = -1, offset: int = 0
     """An array from the bytes of ``buffer`` read as ``dtype`` (numpy's ``frombuffer``; float64 data is
     stored as float32 without x64).
 
-    >>> fnp.frombuffer(b"\\x01\\x02", dtype=fnp.uint8)      # [1, 2]
+    >>> fnp.frombuffer(b"\\x01\\x02", dtype=fnp.uint8)
+    Array([1, 2], dtype=uint8)
     """
     value = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
     return _const(value, _default_dtype(value.dtype))
@@ -448,7 +449,11 @@ def fromfile(*args: Any, **kwargs: Any) -> Array:
     """Not implemented, as in JAX: reading a file is a side effect (unsafe under jit). Use
     ``fnp.asarray(np.fromfile(...))``.
 
-    >>> fnp.asarray(np.fromfile("data.bin", dtype=np.float32))    # instead of fnp.fromfile
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
+    >>> np.arange(3, dtype=np.float32).tofile(path)
+    >>> fnp.asarray(np.fromfile(path, dtype=np.float32))    # instead of fnp.fromfile
+    Array([0., 1., 2.], dtype=float32)
     """
     raise NotImplementedError("fromfile is not implemented because it may be non-pure and thus unsafe under jit "
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromfile(...))")

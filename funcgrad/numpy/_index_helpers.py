@@ -271,7 +271,9 @@ def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
 def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
     """For each position, the entry of the first choice whose condition is true, else ``default``.
 
-    >>> select([x < 0, x > 0], [-x, x], 0.0)    # abs(x)
+    >>> x = fnp.array([-2.0, 0.0, 3.0])
+    >>> fnp.select([x < 0, x > 0], [-x, x], 0.0)    # abs(x)
+    Array([2., 0., 3.], dtype=float32)
     """
     condlist, choicelist = list(condlist), list(choicelist)
     if len(condlist) != len(choicelist):
@@ -298,7 +300,9 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
     Every function is evaluated on the whole of ``x`` and the results selected, so a function that is NaN
     off its piece still gives a NaN gradient there (the ``where`` caveat).
 
-    >>> piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v])    # abs(x)
+    >>> x = fnp.array([-2.0, 0.0, 3.0])
+    >>> fnp.piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v])    # abs(x)
+    Array([2., 0., 3.], dtype=float32)
     """
     x = arr(x)
     if isinstance(condlist, (Array, Tracer, np.ndarray, bool, np.bool_)) and np.ndim(condlist) <= x.ndim:

@@ -20,7 +20,7 @@ from funcgrad import lax
 def matmul(x: Any, y: Any) -> Any:
     """numpy's ``x @ y``: 1-d operands are promoted and the added axis removed.
 
-    >>> matmul(ones((2, 3)), ones((3,))).shape
+    >>> fnp.matmul(fnp.ones((2, 3)), fnp.ones((3,))).shape
     (2,)
     """
     x, y = promote(arr(x), arr(y))
@@ -125,8 +125,12 @@ def einsum(subscripts: str, /, *operands: Any, out: Any = None, optimize: Any = 
     picks, False as one contraction, or an explicit path (a list of index tuples, optionally after
     ``'einsum_path'``).
 
-    >>> einsum("bhqd,bhkd->bhqk", q, k)   # attention scores
-    >>> einsum("...ij,...jk", a, b)       # batched matmul
+    >>> q = k = fnp.ones((1, 2, 3, 4))
+    >>> fnp.einsum("bhqd,bhkd->bhqk", q, k).shape     # attention scores
+    (1, 2, 3, 3)
+    >>> a, b = fnp.ones((5, 2, 3)), fnp.ones((3, 4))
+    >>> fnp.einsum("...ij,...jk", a, b).shape         # batched matmul
+    (5, 2, 4)
     """
     if out is not None:
         raise NotImplementedError("einsum: out= is not supported (funcgrad arrays are immutable); use the result")
@@ -189,8 +193,9 @@ def _contract_along(path: list, ins: list[str], out: str, xs: list) -> Any:
 def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> tuple[list, str]:
     """The contraction order numpy's ``einsum_path`` picks for these operands' shapes: ``(path, report)``.
 
-    >>> einsum_path("ij,jk,kl->il", a, b, c, optimize="greedy")[0]
-    ['einsum_path', (0, 1), (0, 1)]
+    >>> a, b, c = fnp.ones((2, 3)), fnp.ones((3, 4)), fnp.ones((4, 5))
+    >>> fnp.einsum_path("ij,jk,kl->il", a, b, c, optimize="greedy")[0]
+    ['einsum_path', (1, 2), (0, 1)]
     """
     shapes = [tuple(np.shape(o)) if not hasattr(o, "shape") else tuple(o.shape) for o in operands]
     if optimize is True or optimize == "auto":

@@ -114,20 +114,24 @@ def _inexact_unary(p: Any, name: str, doc: str) -> Any:
 arcsinh = _inexact_unary(_M.arcsinh_p, "arcsinh", """Inverse hyperbolic sine, elementwise (integers compute in the
     default float).
 
-    >>> fnp.arcsinh(fnp.array([0.0, 1.0]))    # [0, 0.8814]
+    >>> fnp.arcsinh(fnp.array([0.0, 1.0]))
+    Array([0.    , 0.8814], dtype=float32)
     """)
 arccosh = _inexact_unary(_M.arccosh_p, "arccosh", """Inverse hyperbolic cosine (NaN below 1), elementwise.
 
-    >>> fnp.arccosh(fnp.array([1.0, 2.0]))    # [0, 1.317]
+    >>> fnp.arccosh(fnp.array([1.0, 2.0]))
+    Array([0.   , 1.317], dtype=float32)
     """)
 arctanh = _inexact_unary(_M.arctanh_p, "arctanh", """Inverse hyperbolic tangent (+-inf at +-1), elementwise.
 
-    >>> fnp.arctanh(fnp.array([0.0, 0.5]))    # [0, 0.5493]
+    >>> fnp.arctanh(fnp.array([0.0, 0.5]))
+    Array([0.    , 0.5493], dtype=float32)
     """)
 cbrt = _inexact_unary(_M.cbrt_p, "cbrt", """Real cube root, elementwise (negative for negative x; the derivative
     is inf at 0).
 
-    >>> fnp.cbrt(fnp.array([-8.0, 27.0]))     # [-2, 3]
+    >>> fnp.cbrt(fnp.array([-8.0, 27.0]))
+    Array([-2.,  3.], dtype=float32)
     """)
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 

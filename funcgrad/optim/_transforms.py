@@ -236,8 +236,11 @@ def adam(learning_rate: ScalarOrSchedule, b1: float = 0.9, b2: float = 0.999, ep
          ) -> GradientTransformation:
     """Adam (Kingma & Ba): ``p -= lr * m_hat / (sqrt(v_hat) + eps)``.
 
-    >>> opt = adam(1e-3)
-    >>> state = opt.init(params)     # (ScaleByAdamState(count=i32[], mu=..., nu=...), EmptyState())
+    >>> opt = optim.adam(1e-3)
+    >>> state = opt.init({"w": fnp.zeros(2)})     # (ScaleByAdamState(count, mu, nu), EmptyState())
+    >>> updates, state = opt.update({"w": fnp.array([1.0, -1.0])}, state)
+    >>> updates["w"]                              # the first step is -lr * sign(g)
+    Array([-0.0010,  0.0010], dtype=float32)
     """
     learning_rate = _learning_rate("adam", learning_rate)
     return chain(scale_by_adam(b1, b2, eps), scale_by_learning_rate(learning_rate), name="adam")

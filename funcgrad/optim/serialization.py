@@ -7,9 +7,16 @@ structure is described with dicts (str/int keys), lists, tuples, None and
 NamedTuples (by type name and field names), so loading a file never runs
 code from it.
 
+>>> import os, tempfile
+>>> from funcgrad import optim
 >>> from funcgrad.optim import serialization
->>> serialization.save("ckpt.npz", {"params": params, "opt_state": state})
->>> restored = serialization.load("ckpt.npz", like={"params": params, "opt_state": state})
+>>> params = {"w": fnp.ones(2)}
+>>> state = optim.adam(1e-3).init(params)
+>>> path = os.path.join(tempfile.mkdtemp(), "ckpt.npz")
+>>> _ = serialization.save(path, {"params": params, "opt_state": state})      # returns the path
+>>> restored = serialization.load(path, like={"params": params, "opt_state": state})
+>>> restored["params"]["w"]
+Array([1., 1.], dtype=float32)
 
 With ``like=`` (a tree of the same structure, e.g. freshly initialised
 parameters) the file is checked against it first and the result uses the

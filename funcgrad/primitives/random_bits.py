@@ -61,7 +61,10 @@ threefry2x32_p.batch = _threefry_batch
 def threefry2x32(k0: Any, k1: Any, x0: Any, x1: Any) -> list:
     """Hash uint32 counters ``(x0, x1)`` under the key words ``(k0, k1)`` (broadcast together).
 
-    >>> y0, y1 = threefry2x32(k[0], k[1], fnp.arange(4, dtype=fnp.uint32), zeros_u32)   # u32[4] each
+    >>> k = fnp.array([0, 42], dtype=fnp.uint32)
+    >>> y0, y1 = threefry2x32(k[0], k[1], fnp.arange(4, dtype=fnp.uint32), fnp.zeros(4, fnp.uint32))
+    >>> y0.shape, y0.dtype
+    ((4,), dtype('uint32'))
     """
     return threefry2x32_p.bind(k0, k1, x0, x1)
 
