@@ -10,7 +10,11 @@ from __future__ import annotations
 
 
 class FuncgradWarning(UserWarning):
-    """Base class of funcgrad's warnings."""
+    """Base class of funcgrad's warnings.
+
+    >>> issubclass(fg.FuncgradWarning, UserWarning)
+    True
+    """
 
 
 class CacheWarning(FuncgradWarning):
@@ -19,8 +23,15 @@ class CacheWarning(FuncgradWarning):
     A damaged cache entry was discarded and recompiled, or an unwritable cache
     directory was replaced by a private temporary one.  Results are unaffected;
     only compile time is.
+
+    >>> issubclass(fg.CacheWarning, fg.FuncgradWarning)
+    True
     """
 
 
 class RetraceWarning(FuncgradWarning):
-    """A jitted function keeps tracing and compiling again, one argument changing each time."""
+    """A jitted function keeps tracing and compiling again, one argument changing each time.
+
+    >>> issubclass(fg.RetraceWarning, fg.FuncgradWarning)
+    True
+    """

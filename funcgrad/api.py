@@ -96,7 +96,11 @@ def _check_real_outputs(outs: list, name: str) -> None:
 
 def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
                    holomorphic: bool = False) -> Callable:
-    """Like :func:`grad`, returning ``(value, grads)`` (``((value, aux), grads)`` with ``has_aux``)."""
+    """Like :func:`grad`, returning ``(value, grads)`` (``((value, aux), grads)`` with ``has_aux``).
+
+    >>> fg.value_and_grad(lambda x: fnp.sum(x ** 2))(fnp.array([1.0, 2.0]))
+    (Array(5., dtype=float32), Array([2., 4.], dtype=float32))
+    """
     return _value_and_grad(f, argnums, has_aux, with_value=True, holomorphic=holomorphic)
 
 
@@ -313,6 +317,10 @@ def linearize(f: Callable, *primals: Any) -> tuple:
     """``(f(*primals), f_jvp)`` with ``f_jvp(*tangents)`` the jvp at ``primals``.
 
     This version re-runs the forward pass for each call of ``f_jvp``.
+
+    >>> y, f_jvp = fg.linearize(fnp.sin, fnp.asarray(0.0))
+    >>> f_jvp(fnp.asarray(2.0))          # cos(0) * 2
+    Array(2., dtype=float32)
     """
     out = f(*primals)
     return out, lambda *tangents: jvp(f, primals, tangents)[1]
@@ -436,7 +444,12 @@ jacobian = jacrev
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
             holomorphic: bool = False) -> Callable:
-    """Hessian of scalar ``f``: forward-over-reverse, ``jacfwd(jacrev(f))``."""
+    """Hessian of scalar ``f``: forward-over-reverse, ``jacfwd(jacrev(f))``.
+
+    >>> fg.hessian(lambda x: fnp.sum(x ** 3))(fnp.array([1.0, 2.0]))     # diag(6 x)
+    Array([[ 6.,  0.],
+           [ 0., 12.]], dtype=float32)
+    """
     argnums = _argnums_spec(f, argnums, "hessian").spec
     return jacfwd(jacrev(f, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums, has_aux=has_aux,
                   holomorphic=holomorphic)
@@ -784,24 +797,41 @@ def pure_callback(callback: Callable, result_shape_dtypes: Any, *args: Any, shar
 
 
 def named_call(fun: Callable, *, name: str | None = None) -> Callable:
-    """``fun`` itself (``jax.named_call`` names a scope in XLA's profile; funcgrad has none)."""
+    """``fun`` itself (``jax.named_call`` names a scope in XLA's profile; funcgrad has none).
+
+    >>> double = fg.named_call(lambda x: x * 2, name="double")
+    >>> double(fnp.ones(2))
+    Array([2., 2.], dtype=float32)
+    """
     return fun
 
 
 @contextlib.contextmanager
 def named_scope(name: str) -> Any:
-    """A no-op context manager (``jax.named_scope`` names operations for XLA's profiler)."""
+    """A no-op context manager (``jax.named_scope`` names operations for XLA's profiler).
+
+    >>> with fg.named_scope("layer1"):
+    ...     fnp.ones(2) * 2
+    Array([2., 2.], dtype=float32)
+    """
     if not isinstance(name, str):
         raise TypeError(f"named_scope: name must be a str, got {type(name).__name__}")
     yield
 
 
 def effects_barrier() -> None:
-    """Wait for pending effects (``jax.effects_barrier``): funcgrad runs callbacks synchronously."""
+    """Wait for pending effects (``jax.effects_barrier``): funcgrad runs callbacks synchronously.
+
+    >>> fg.effects_barrier()      # returns once every pending callback ran
+    """
 
 
 def typeof(x: Any) -> Any:
-    """The abstract value (shape and dtype) of an array or tracer, as ``jax.typeof``."""
+    """The abstract value (shape and dtype) of an array or tracer, as ``jax.typeof``.
+
+    >>> fg.typeof(fnp.ones((2, 3)))
+    f32[2,3]
+    """
     return _core.get_aval(x)
 
 
@@ -817,12 +847,22 @@ def _option(name: str, value: Any) -> Any:
 
 
 def enable_x64(new_val: bool = True) -> Any:
-    """Context manager: ``with fg.enable_x64():`` float64 inside (``jax.enable_x64``)."""
+    """Context manager: ``with fg.enable_x64():`` float64 inside (``jax.enable_x64``).
+
+    >>> with fg.enable_x64():
+    ...     fnp.array([1.0], dtype=fnp.float64).dtype
+    dtype('float64')
+    """
     return _option("enable_x64", new_val)
 
 
 def debug_nans(new_val: bool = True) -> Any:
-    """Context manager: ``with fg.debug_nans():`` NaN checks inside (``jax.debug_nans``)."""
+    """Context manager: ``with fg.debug_nans():`` NaN checks inside (``jax.debug_nans``).
+
+    >>> with fg.debug_nans():
+    ...     fnp.sqrt(fnp.array([4.0]))
+    Array([2.], dtype=float32)
+    """
     return _option("debug_nans", new_val)
 
 
@@ -851,10 +891,19 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Any = ()) -> Cal
 
 def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
     """``(fun, [])``: ``jax.closure_convert`` hoists the arrays ``fun`` closes over into explicit
-    arguments for custom_vjp; funcgrad's custom rules take closures directly, so none are hoisted."""
+    arguments for custom_vjp; funcgrad's custom rules take closures directly, so none are hoisted.
+
+    >>> w = fnp.array([2.0, 3.0])
+    >>> f, consts = fg.closure_convert(lambda x: x * w, fnp.ones(2))
+    >>> f(fnp.ones(2), *consts)
+    Array([2., 3.], dtype=float32)
+    """
     return fun, []
 
 
 def clear_caches() -> None:
     """Accepted for ``jax.clear_caches``: each jitted function keeps its own cache (``f.clear_cache()``);
-    there is no global one to clear."""
+    there is no global one to clear.
+
+    >>> fg.clear_caches()        # later calls of jitted functions trace again
+    """

@@ -76,6 +76,9 @@ def devices() -> list[str]:
     """The usable devices: ``["cpu"]``, plus ``"gpu"`` when CuPy can compute on one.
 
     Never raises (GPU detection swallows every error and is cached).
+
+    >>> fg.devices()[0]
+    'cpu'
     """
     return [name for name, backend in _backends().items() if backend.available()]
 
@@ -92,6 +95,12 @@ def set_default_device(device: str) -> None:
     """Make ``device`` the target of ``device_put(x)`` without a device.
 
     Raises RuntimeError("no usable GPU: ...") for ``"gpu"`` without one.
+
+    >>> old = fg.default_device()
+    >>> fg.set_default_device("cpu")
+    >>> fg.default_device()
+    'cpu'
+    >>> fg.set_default_device(old)
     """
     name = _check_name(device)
     _require(name)
@@ -103,6 +112,9 @@ def default_device() -> str:
 
     A ``FUNCGRAD_DEVICE=gpu`` on a machine without a usable GPU raises here
     (at first use, not at import), naming the reason.
+
+    >>> fg.default_device() in fg.devices()
+    True
     """
     if _default[0] is not None:
         return _default[0]

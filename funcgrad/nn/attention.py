@@ -71,6 +71,10 @@ def dot_product_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale
     second-order derivatives raise NotImplementedError pointing here.
     ``"naive"`` -- the materialised softmax (any derivative order).
     ``"auto"`` -- flash when Nq * Nk >= 16384 and d <= 256, else naive.
+
+    >>> q = k = v = fnp.ones((2, 4, 8))            # f32[..., N, d]
+    >>> nn.dot_product_attention(q, k, v, causal=True).shape
+    (2, 4, 8)
     """
     q, k, v = (fnp.asarray(x) for x in (q, k, v))
     if q.ndim < 2 or k.ndim != q.ndim or v.shape != k.shape or q.shape[:-2] != k.shape[:-2] \

@@ -14,15 +14,29 @@ _NO_PARAMS: dict = {}
 
 
 def add(x: Any, y: Any) -> Any:
-    """Elementwise ``x + y`` with numpy broadcasting."""
+    """Elementwise ``x + y`` with numpy broadcasting.
+
+    >>> fnp.add(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array([4., 6.], dtype=float32)
+    """
     return bind(lax.add_p, promote(x, y), _NO_PARAMS)
 
 
 def subtract(x: Any, y: Any) -> Any:
+    """Elementwise ``x - y`` (broadcast, dtypes promoted).
+
+    >>> fnp.subtract(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array([-2., -2.], dtype=float32)
+    """
     return bind(lax.sub_p, promote(x, y), _NO_PARAMS)
 
 
 def multiply(x: Any, y: Any) -> Any:
+    """Elementwise ``x * y`` (broadcast, dtypes promoted).
+
+    >>> fnp.multiply(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array([3., 8.], dtype=float32)
+    """
     return bind(lax.mul_p, promote(x, y), _NO_PARAMS)
 
 
@@ -69,29 +83,58 @@ def power(x1: Any, x2: Any) -> Any:
 
 
 def negative(x: Any) -> Any:
+    """Elementwise ``-x``.
+
+    >>> fnp.negative(fnp.array([1.0, -2.0]))
+    Array([-1.,  2.], dtype=float32)
+    """
     return lax.neg_p.bind(operand(x))
 
 
 def positive(x: Any) -> Any:
+    """Elementwise ``+x`` (a copy of ``x``).
+
+    >>> fnp.positive(fnp.array([1.0, -2.0]))
+    Array([ 1., -2.], dtype=float32)
+    """
     return operand(x)
 
 
 def square(x: Any) -> Any:
+    """Elementwise ``x * x``.
+
+    >>> fnp.square(fnp.array([3.0, -2.0]))
+    Array([9., 4.], dtype=float32)
+    """
     x = operand(x)
     return lax.mul_p.bind(x, x)
 
 
 def reciprocal(x: Any) -> Any:
+    """Elementwise ``1 / x``.
+
+    >>> fnp.reciprocal(fnp.array([2.0, 4.0]))
+    Array([0.5 , 0.25], dtype=float32)
+    """
     (x,) = promote_inexact(x)
     return lax.div_p.bind(1.0, x)
 
 
 def maximum(x: Any, y: Any) -> Any:
-    """Elementwise max; at ties each side gets half the gradient (JAX's convention)."""
+    """Elementwise max; at ties each side gets half the gradient (JAX's convention).
+
+    >>> fnp.maximum(fnp.array([1.0, 5.0]), fnp.array([3.0, 4.0]))
+    Array([3., 5.], dtype=float32)
+    """
     return lax.maximum_p.bind(*promote(x, y))
 
 
 def minimum(x: Any, y: Any) -> Any:
+    """Elementwise minimum (NaN propagates).
+
+    >>> fnp.minimum(fnp.array([1.0, 5.0]), fnp.array([3.0, 4.0]))
+    Array([1., 4.], dtype=float32)
+    """
     return lax.minimum_p.bind(*promote(x, y))
 
 
@@ -105,7 +148,11 @@ def arctan2(x1: Any, x2: Any) -> Any:
 
 
 def abs(x: Any) -> Any:  # noqa: A001 - numpy's name
-    """|x|; the gradient at 0 is 0 (sign(0), JAX's convention)."""
+    """|x|; the gradient at 0 is 0 (sign(0), JAX's convention).
+
+    >>> fnp.abs(fnp.array([-1.5, 2.0]))
+    Array([1.5, 2. ], dtype=float32)
+    """
     return lax.abs_p.bind(operand(x))
 
 
@@ -113,17 +160,47 @@ absolute = abs
 
 
 def sign(x: Any) -> Any:
+    """Elementwise sign: -1, 0 or 1 (in ``x``'s dtype); zero gradient.
+
+    >>> fnp.sign(fnp.array([-3.0, 0.0, 2.0]))
+    Array([-1.,  0.,  1.], dtype=float32)
+    """
     return lax.sign_p.bind(operand(x))
 
 
 # Transcendental (integers promote to the default float) --------------------
 
 
+# One checked example per function below: (input, printed result).
+_UNARY_EXAMPLES = {
+    "exp": ("[0.0, 1.0]", "Array([1. , 2.7183], dtype=float32)"),
+    "exp2": ("[0.0, 3.0]", "Array([1., 8.], dtype=float32)"),
+    "log": ("[1.0, 2.0]", "Array([0. , 0.6931], dtype=float32)"),
+    "log2": ("[1.0, 8.0]", "Array([0., 3.], dtype=float32)"),
+    "log1p": ("[0.0, 1.0]", "Array([0. , 0.6931], dtype=float32)"),
+    "expm1": ("[0.0, 1.0]", "Array([0. , 1.7183], dtype=float32)"),
+    "sqrt": ("[4.0, 2.0]", "Array([2. , 1.4142], dtype=float32)"),
+    "sin": ("[0.0, 1.0]", "Array([0. , 0.8415], dtype=float32)"),
+    "cos": ("[0.0, 1.0]", "Array([1. , 0.5403], dtype=float32)"),
+    "tan": ("[0.0, 1.0]", "Array([0. , 1.5574], dtype=float32)"),
+    "tanh": ("[0.0, 1.0]", "Array([0. , 0.7616], dtype=float32)"),
+    "arcsin": ("[0.0, 0.5]", "Array([0. , 0.5236], dtype=float32)"),
+    "arccos": ("[0.0, 0.5]", "Array([1.5708, 1.0472], dtype=float32)"),
+    "arctan": ("[0.0, 1.0]", "Array([0. , 0.7854], dtype=float32)"),
+    "sinh": ("[0.0, 1.0]", "Array([0. , 1.1752], dtype=float32)"),
+    "cosh": ("[0.0, 1.0]", "Array([1. , 1.5431], dtype=float32)"),
+    "floor": ("[-1.5, 1.2]", "Array([-2., 1.], dtype=float32)"),
+    "ceil": ("[-1.5, 1.2]", "Array([-1., 2.], dtype=float32)"),
+}
+
+
 def _inexact_unary(p):
     def f(x: Any) -> Any:
         return bind(p, promote_inexact(x), _NO_PARAMS)
     f.__name__ = p.name
-    f.__doc__ = f"Elementwise ``{p.name}``; integer inputs are computed in the default float dtype."
+    example, result = _UNARY_EXAMPLES[p.name]
+    f.__doc__ = (f"Elementwise ``{p.name}``; integer inputs are computed in the default float dtype.\n\n"
+                 f"    >>> fnp.{p.name}(fnp.array({example}))\n    {result}\n")
     return f
 
 
@@ -150,7 +227,7 @@ ceil = _inexact_unary(lax.ceil_p)
 def round(a: Any, decimals: int = 0, out: Any = None) -> Any:  # noqa: A001 - numpy's name
     """Round half to even (numpy's rule) to ``decimals`` places; zero gradient.
 
-    >>> fnp.round(fnp.array([0.5, 1.5, 2.675]), 2)         # [0.5, 1.5, 2.67]
+    >>> fnp.round(fnp.array([0.5, 1.5, 2.675]), 2)         # float32 2.675 * 100 rounds to 268, as numpy
     Array([0.5 , 1.5 , 2.68], dtype=float32)
     """
     if out is not None:
@@ -172,10 +249,20 @@ around = round
 
 
 def isfinite(x: Any) -> Any:
+    """Elementwise test: neither inf nor NaN (bool).
+
+    >>> fnp.isfinite(fnp.array([1.0, np.inf, np.nan]))
+    Array([ True, False, False], dtype=bool)
+    """
     return lax.isfinite_p.bind(operand(x))
 
 
 def isnan(x: Any) -> Any:
+    """Elementwise test for NaN (bool).
+
+    >>> fnp.isnan(fnp.array([1.0, np.inf, np.nan]))
+    Array([False, False,  True], dtype=bool)
+    """
     return lax.isnan_p.bind(operand(x))
 
 
@@ -183,26 +270,56 @@ def isnan(x: Any) -> Any:
 
 
 def equal(x: Any, y: Any) -> Any:
+    """Elementwise ``x == y`` (bool).
+
+    >>> fnp.equal(fnp.array([1, 2, 3]), fnp.array([1, 0, 3]))
+    Array([ True, False,  True], dtype=bool)
+    """
     return lax.eq_p.bind(*promote(x, y))
 
 
 def not_equal(x: Any, y: Any) -> Any:
+    """Elementwise ``x != y`` (bool).
+
+    >>> fnp.not_equal(fnp.array([1, 2, 3]), fnp.array([1, 0, 3]))
+    Array([False,  True, False], dtype=bool)
+    """
     return lax.ne_p.bind(*promote(x, y))
 
 
 def less(x: Any, y: Any) -> Any:
+    """Elementwise ``x < y`` (bool).
+
+    >>> fnp.less(fnp.array([1, 2, 3]), fnp.array([2, 2, 2]))
+    Array([ True, False, False], dtype=bool)
+    """
     return lax.lt_p.bind(*promote(x, y))
 
 
 def less_equal(x: Any, y: Any) -> Any:
+    """Elementwise ``x <= y`` (bool).
+
+    >>> fnp.less_equal(fnp.array([1, 2, 3]), fnp.array([2, 2, 2]))
+    Array([ True,  True, False], dtype=bool)
+    """
     return lax.le_p.bind(*promote(x, y))
 
 
 def greater(x: Any, y: Any) -> Any:
+    """Elementwise ``x > y`` (bool).
+
+    >>> fnp.greater(fnp.array([1, 2, 3]), fnp.array([2, 2, 2]))
+    Array([False, False,  True], dtype=bool)
+    """
     return lax.gt_p.bind(*promote(x, y))
 
 
 def greater_equal(x: Any, y: Any) -> Any:
+    """Elementwise ``x >= y`` (bool).
+
+    >>> fnp.greater_equal(fnp.array([1, 2, 3]), fnp.array([2, 2, 2]))
+    Array([False,  True,  True], dtype=bool)
+    """
     return lax.ge_p.bind(*promote(x, y))
 
 
@@ -220,19 +337,38 @@ def _truth(x: Any) -> Any:
 
 
 def logical_and(x: Any, y: Any) -> Any:
-    """Elementwise ``x and y`` on truth values (any dtype; nonzero is true)."""
+    """Elementwise ``x and y`` on truth values (any dtype; nonzero is true).
+
+    >>> fnp.logical_and(fnp.array([True, True, False]), fnp.array([True, False, False]))
+    Array([ True, False, False], dtype=bool)
+    """
     return lax.and_p.bind(_truth(x), _truth(y))
 
 
 def logical_or(x: Any, y: Any) -> Any:
+    """Elementwise ``x or y`` (bool).
+
+    >>> fnp.logical_or(fnp.array([True, True, False]), fnp.array([True, False, False]))
+    Array([ True,  True, False], dtype=bool)
+    """
     return lax.or_p.bind(_truth(x), _truth(y))
 
 
 def logical_xor(x: Any, y: Any) -> Any:
+    """Elementwise ``x xor y`` (bool).
+
+    >>> fnp.logical_xor(fnp.array([True, True, False]), fnp.array([True, False, False]))
+    Array([False,  True, False], dtype=bool)
+    """
     return lax.xor_p.bind(_truth(x), _truth(y))
 
 
 def logical_not(x: Any) -> Any:
+    """Elementwise ``not x`` (bool).
+
+    >>> fnp.logical_not(fnp.array([True, False]))
+    Array([False,  True], dtype=bool)
+    """
     return lax.logical_not_p.bind(_truth(x))
 
 
@@ -281,6 +417,10 @@ def clip(arr: Any = None, min: Any = None, max: Any = None) -> Any:  # noqa: A00
 
 
 def stop_gradient(x: Any) -> Any:
-    """The identity, with a zero derivative."""
+    """The identity, with a zero derivative.
+
+    >>> fg.grad(lambda x: fnp.sum(x * fnp.stop_gradient(x)))(fnp.array([1.0, 2.0]))   # only the first factor
+    Array([1., 2.], dtype=float32)
+    """
     from funcgrad.tree_util import tree_map
     return tree_map(lambda v: lax.stop_gradient_p.bind(operand(v)), x)

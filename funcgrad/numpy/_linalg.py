@@ -205,6 +205,11 @@ def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> t
 
 
 def tensordot(x: Any, y: Any, axes: Any = 2) -> Any:
+    """Sum of products over the given axes (``axes=n``: the last n of ``a`` and the first n of ``b``).
+
+    >>> fnp.tensordot(fnp.ones((2, 3)), fnp.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
     x, y = arr(x), arr(y)
     if isinstance(axes, int):
         ax_x = list(range(x.ndim - axes, x.ndim))
@@ -226,7 +231,11 @@ def tensordot(x: Any, y: Any, axes: Any = 2) -> Any:
 
 
 def dot(x: Any, y: Any) -> Any:
-    """numpy's ``dot``: products for scalars, matmul for 1-d/2-d, tensordot beyond."""
+    """numpy's ``dot``: products for scalars, matmul for 1-d/2-d, tensordot beyond.
+
+    >>> fnp.dot(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array(11., dtype=float32)
+    """
     x, y = arr(x), arr(y)
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
@@ -236,6 +245,11 @@ def dot(x: Any, y: Any) -> Any:
 
 
 def vdot(x: Any, y: Any) -> Any:
+    """Dot product of the flattened arrays (the first conjugated).
+
+    >>> fnp.vdot(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array(11., dtype=float32)
+    """
     x = ravel(x)
     if x.dtype.kind == "c":   # numpy's vdot conjugates its first argument
         x = lax.conj(x)
@@ -243,6 +257,11 @@ def vdot(x: Any, y: Any) -> Any:
 
 
 def inner(x: Any, y: Any) -> Any:
+    """Inner product over the last axes of ``a`` and ``b``.
+
+    >>> fnp.inner(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array(11., dtype=float32)
+    """
     x, y = arr(x), arr(y)
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
@@ -250,6 +269,12 @@ def inner(x: Any, y: Any) -> Any:
 
 
 def outer(x: Any, y: Any) -> Any:
+    """Outer product of the flattened arrays: f32[m], f32[n] -> f32[m,n].
+
+    >>> fnp.outer(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array([[3., 4.],
+           [6., 8.]], dtype=float32)
+    """
     x, y = ravel(arr(x)), ravel(arr(y))
     return multiply(reshape(x, (x.shape[0], 1)), reshape(y, (1, y.shape[0])))
 

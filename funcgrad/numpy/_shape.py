@@ -14,7 +14,12 @@ from funcgrad._config import config as _config
 
 
 def reshape(x: Any, shape: Any, *more: int) -> Any:
-    """Reshape (one dimension may be -1)."""
+    """Reshape (one dimension may be -1).
+
+    >>> fnp.reshape(fnp.arange(6), (2, -1))
+    Array([[0, 1, 2],
+           [3, 4, 5]], dtype=int32)
+    """
     x = arr(x)
     shape = shape_tuple((shape,) + more if more else shape, "reshape", unknown=True)
     if shape.count(-1) > 1:
@@ -29,11 +34,21 @@ def reshape(x: Any, shape: Any, *more: int) -> Any:
 
 
 def ravel(x: Any) -> Any:
+    """``a`` flattened to 1-d (C order).
+
+    >>> fnp.ravel(fnp.array([[1, 2], [3, 4]]))
+    Array([1, 2, 3, 4], dtype=int32)
+    """
     x = arr(x)
     return lax.reshape(x, (x.size,))
 
 
 def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
+    """``a`` with its axes permuted (reversed by default).
+
+    >>> fnp.transpose(fnp.ones((2, 3, 4))).shape
+    (4, 3, 2)
+    """
     x = arr(x)
     if axes is None:
         return lax.transpose(x, tuple(reversed(range(x.ndim))))
@@ -45,6 +60,11 @@ def transpose(x: Any, axes: Sequence[int] | None = None) -> Any:
 
 
 def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
+    """``a`` with ``axis1`` and ``axis2`` exchanged.
+
+    >>> fnp.swapaxes(fnp.ones((2, 3, 4)), 0, 2).shape
+    (4, 3, 2)
+    """
     x = arr(x)
     perm = list(range(x.ndim))
     a, b = normalize_axis("swapaxes", axis1, x.ndim, x), normalize_axis("swapaxes", axis2, x.ndim, x)
@@ -53,6 +73,11 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
 
 
 def moveaxis(x: Any, source: Any, destination: Any) -> Any:
+    """``a`` with axis ``source`` moved to ``destination``.
+
+    >>> fnp.moveaxis(fnp.ones((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
     x = arr(x)
     src = normalize_axes("moveaxis", source, x.ndim, x, keep_order=True)
     dst = normalize_axes("moveaxis", destination, x.ndim, x, keep_order=True)
@@ -66,6 +91,11 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Any:
 
 
 def expand_dims(x: Any, axis: Any) -> Any:
+    """``a`` with a length-1 axis inserted at ``axis``.
+
+    >>> fnp.expand_dims(fnp.ones((2, 3)), 0).shape
+    (1, 2, 3)
+    """
     x = arr(x)
     out_ndim = x.ndim + (len(axis) if isinstance(axis, (tuple, list)) else 1)
     axes = normalize_axes("expand_dims", axis, out_ndim, x,
@@ -77,6 +107,11 @@ def expand_dims(x: Any, axis: Any) -> Any:
 
 
 def squeeze(x: Any, axis: Any = None) -> Any:
+    """``a`` without its length-1 axes (or only those in ``axis``).
+
+    >>> fnp.squeeze(fnp.ones((1, 3, 1))).shape
+    (3,)
+    """
     x = arr(x)
     if axis is None:
         axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
@@ -89,6 +124,12 @@ def squeeze(x: Any, axis: Any = None) -> Any:
 
 
 def broadcast_to(x: Any, shape: Any) -> Any:
+    """``x`` broadcast to ``shape``.
+
+    >>> fnp.broadcast_to(fnp.array([1, 2]), (2, 2))
+    Array([[1, 2],
+           [1, 2]], dtype=int32)
+    """
     x, shape = arr(x), shape_tuple(shape, "broadcast_to")
     if len(shape) < x.ndim or any(a not in (1, b) for a, b in zip(x.shape[::-1], shape[::-1])):
         raise ValueError(f"broadcast_to: cannot broadcast an array {describe(x)} to shape {shape}: aligned from the "
@@ -97,12 +138,23 @@ def broadcast_to(x: Any, shape: Any) -> Any:
 
 
 def broadcast_arrays(*xs: Any) -> list:
+    """The arrays broadcast to their common shape.
+
+    >>> a, b = fnp.broadcast_arrays(fnp.ones((2, 1)), fnp.ones(3))
+    >>> a.shape, b.shape
+    ((2, 3), (2, 3))
+    """
     xs = as_list(xs)
     shape = tuple(np.broadcast_shapes(*[x.shape for x in xs]))
     return [lax.broadcast_to(x, shape) for x in xs]
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
+    """The arrays joined along an existing ``axis``.
+
+    >>> fnp.concatenate([fnp.array([1, 2]), fnp.array([3])])
+    Array([1, 2, 3], dtype=int32)
+    """
     xs = promote(*as_list(arrays))
     if not xs:
         raise ValueError("concatenate: need at least one array")
@@ -117,6 +169,12 @@ def concatenate(arrays: Sequence[Any], axis: int = 0) -> Any:
 
 
 def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
+    """The arrays joined along a new ``axis``.
+
+    >>> fnp.stack([fnp.array([1, 2]), fnp.array([3, 4])], axis=1)
+    Array([[1, 3],
+           [2, 4]], dtype=int32)
+    """
     xs = as_list(arrays)
     if not xs:
         raise ValueError("stack: need at least one array")
@@ -129,6 +187,11 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Any:
 
 
 def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
+    """``ary`` split into equal sections (or at the given indices) along ``axis``.
+
+    >>> fnp.split(fnp.arange(4), 2)
+    [Array([0, 1], dtype=int32), Array([2, 3], dtype=int32)]
+    """
     x = arr(x)
     axis = normalize_axis("split", axis, x.ndim, x)
     n = x.shape[axis]
@@ -150,6 +213,11 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list:
 
 
 def flip(x: Any, axis: Any = None) -> Any:
+    """``m`` reversed along ``axis`` (every axis by default).
+
+    >>> fnp.flip(fnp.array([1, 2, 3]))
+    Array([3, 2, 1], dtype=int32)
+    """
     x = arr(x)
     return lax.flip_p.bind(x, axes=normalize_axes("flip", axis, x.ndim, x))
 
@@ -388,6 +456,11 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
 
 
 def tile(x: Any, reps: Any) -> Any:
+    """``A`` repeated ``reps`` times along each axis.
+
+    >>> fnp.tile(fnp.array([1, 2]), 2)
+    Array([1, 2, 1, 2], dtype=int32)
+    """
     x = arr(x)
     reps = shape_tuple(reps, "tile", "reps")
     nd = max(x.ndim, len(reps))
@@ -399,6 +472,11 @@ def tile(x: Any, reps: Any) -> Any:
 
 
 def repeat(x: Any, repeats: Any, axis: int | None = None) -> Any:
+    """Each element repeated ``repeats`` times (along ``axis``; flattened by default).
+
+    >>> fnp.repeat(fnp.array([1, 2]), 2)
+    Array([1, 1, 2, 2], dtype=int32)
+    """
     x = arr(x)
     if axis is None:
         x, axis = ravel(x), 0
@@ -505,24 +583,53 @@ def _tri_mask(x: Any, k: int, lower: bool) -> np.ndarray:
 
 
 def tril(x: Any, k: int = 0) -> Any:
+    """``m`` with the entries above the ``k``-th diagonal zeroed.
+
+    >>> fnp.tril(fnp.ones((3, 3)))
+    Array([[1., 0., 0.],
+           [1., 1., 0.],
+           [1., 1., 1.]], dtype=float32)
+    """
     x = arr(x)
     return lax.select_p.bind(_tri_mask(x, k, True), x, False if x.dtype.kind == "b" else 0)
 
 
 def triu(x: Any, k: int = 0) -> Any:
+    """``m`` with the entries below the ``k``-th diagonal zeroed.
+
+    >>> fnp.triu(fnp.ones((3, 3)), k=1)
+    Array([[0., 1., 1.],
+           [0., 0., 1.],
+           [0., 0., 0.]], dtype=float32)
+    """
     x = arr(x)
     return lax.select_p.bind(_tri_mask(x, k, False), x, False if x.dtype.kind == "b" else 0)
 
 
 def astype(x: Any, dtype: Any) -> Any:
+    """``x`` converted to ``dtype`` (floats to integers truncate towards zero).
+
+    >>> fnp.astype(fnp.array([1.7, -1.7]), fnp.int32)
+    Array([ 1, -1], dtype=int32)
+    """
     return lax.convert_element_type(arr(x), dtype)
 
 
 def shape(x: Any) -> tuple[int, ...]:
+    """The shape of ``a`` (a tuple).
+
+    >>> fnp.shape(fnp.ones((2, 3)))
+    (2, 3)
+    """
     return tuple(np.shape(x)) if not hasattr(x, "shape") else tuple(x.shape)
 
 
 def ndim(x: Any) -> int:
+    """The number of axes of ``a``.
+
+    >>> fnp.ndim(fnp.ones((2, 3)))
+    2
+    """
     return len(shape(x))
 
 

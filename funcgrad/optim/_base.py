@@ -39,7 +39,11 @@ class GradientTransformation(NamedTuple):
 
 
 class EmptyState(NamedTuple):
-    """The state of a transformation that keeps none."""
+    """The state of a transformation that keeps none.
+
+    >>> optim.sgd(0.1).init({"w": fnp.zeros(2)})
+    (EmptyState(), EmptyState())
+    """
 
 
 def apply_updates(params: Params, updates: Updates) -> Params:
