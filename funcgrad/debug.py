@@ -78,6 +78,11 @@ def print(fmt: str, *args: Any, ordered: bool = False, partitioned: bool = False
 
 
 def breakpoint(*args: Any, **kwargs: Any) -> None:   # noqa: A001
-    """Not supported: run the function eagerly (``with fg.disable_jit():``) and use Python's ``breakpoint()``."""
+    """Not supported: run the function eagerly (``with fg.disable_jit():``) and use Python's ``breakpoint()``.
+
+    >>> def f(x):
+    ...     fg.debug.breakpoint()        # opens pdb here (under jit: at each call) with x's value
+    ...     return x * 2
+    """
     raise NotImplementedError("debug.breakpoint is not supported; run eagerly under fg.disable_jit() and use "
                               "Python's breakpoint() (funcgrad evaluates concrete values eagerly)")

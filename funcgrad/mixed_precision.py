@@ -153,6 +153,11 @@ class Policy:
     Only floating leaves are cast; integer leaves (labels) pass unchanged.
     ``"bfloat16"`` as a compute dtype rounds values to bf16 precision and
     keeps them in float32 (numpy has no bf16 arithmetic).
+
+    >>> from funcgrad import mixed_precision as mp
+    >>> policy = mp.Policy("float32", "float16", "float32")
+    >>> policy.cast_to_compute({"w": fnp.ones(2)})["w"].dtype
+    dtype('float16')
     """
 
     param_dtype: Any = "float32"
@@ -206,6 +211,10 @@ def select_tree(pred: Any, on_true: Any, on_false: Any) -> Any:
         finite = all_finite(grads)
         params = select_tree(finite, new_params, params)
         opt_state = select_tree(finite, new_opt_state, opt_state)
+
+    >>> from funcgrad import mixed_precision as mp
+    >>> mp.select_tree(fnp.asarray(False), {"w": fnp.ones(2)}, {"w": fnp.zeros(2)})
+    {'w': Array([0., 0.], dtype=float32)}
     """
     return tree_map(lambda a, b: lax.select(pred, _arr(a), _arr(b)), on_true, on_false)
 
