@@ -148,32 +148,56 @@ def _axes(axes: Any) -> tuple[int, ...]:
 
 
 def reduce_max(x: Array, axes: Sequence[int]) -> Array:
-    """Maximum over ``axes`` (ties share the gradient equally)."""
+    """Maximum over ``axes`` (ties share the gradient equally).
+
+    >>> lax.reduce_max(fnp.array([[1.0, 5.0], [3.0, 2.0]]), (1,))
+    Array([5., 3.], dtype=float32)
+    """
     return bind(_R.reduce_max_p, (x,), {"axes": _axes(axes)})
 
 
 def reduce_min(x: Array, axes: Sequence[int]) -> Array:
-    """Minimum over ``axes`` (ties share the gradient equally)."""
+    """Minimum over ``axes`` (ties share the gradient equally).
+
+    >>> lax.reduce_min(fnp.array([[1.0, 5.0], [3.0, 2.0]]), (1,))
+    Array([1., 2.], dtype=float32)
+    """
     return bind(_R.reduce_min_p, (x,), {"axes": _axes(axes)})
 
 
 def reduce_prod(x: Array, axes: Sequence[int]) -> Array:
-    """Product over ``axes`` (gradient exact with zeros among the factors)."""
+    """Product over ``axes`` (gradient exact with zeros among the factors).
+
+    >>> lax.reduce_prod(fnp.array([[1.0, 5.0], [3.0, 2.0]]), (1,))
+    Array([5., 6.], dtype=float32)
+    """
     return bind(_R.reduce_prod_p, (x,), {"axes": _axes(axes)})
 
 
 def argmax(x: Array, axis: int) -> Array:
-    """Index of the first maximum along ``axis`` (int32, or int64 with x64)."""
+    """Index of the first maximum along ``axis`` (int32, or int64 with x64).
+
+    >>> lax.argmax(fnp.array([[1.0, 3.0, 2.0]]), 1)
+    Array([1], dtype=int32)
+    """
     return bind(_R.argmax_p, (x,), {"axis": int(axis)})
 
 
 def argmin(x: Array, axis: int) -> Array:
-    """Index of the first minimum along ``axis``."""
+    """Index of the first minimum along ``axis``.
+
+    >>> lax.argmin(fnp.array([[1.0, 3.0, 0.5]]), 1)
+    Array([2], dtype=int32)
+    """
     return bind(_R.argmin_p, (x,), {"axis": int(axis)})
 
 
 def cumsum(x: Array, axis: int = 0, reverse: bool = False) -> Array:
-    """Inclusive cumulative sum along ``axis`` (from the end with ``reverse``)."""
+    """Inclusive cumulative sum along ``axis`` (from the end with ``reverse``).
+
+    >>> lax.cumsum(fnp.array([1.0, 2.0, 3.0]))
+    Array([1., 3., 6.], dtype=float32)
+    """
     return bind(_R.cumsum_p, (x,), {"axis": int(axis), "reverse": bool(reverse)})
 
 
@@ -196,7 +220,11 @@ def broadcast_in_dim(x: Array, shape: Sequence[int], broadcast_dimensions: Seque
 
 
 def expand_dims(x: Array, dimensions: Sequence[int]) -> Array:
-    """``x`` with length-1 axes inserted at ``dimensions`` (of the result)."""
+    """``x`` with length-1 axes inserted at ``dimensions`` (of the result).
+
+    >>> lax.expand_dims(fnp.ones((2, 3)), (0,)).shape
+    (1, 2, 3)
+    """
     shape = list(_S.shape_of(x))
     ndim = len(shape) + len(dimensions)
     for d in sorted(int(d) % ndim for d in dimensions):
@@ -205,7 +233,11 @@ def expand_dims(x: Array, dimensions: Sequence[int]) -> Array:
 
 
 def squeeze(x: Array, dimensions: Sequence[int]) -> Array:
-    """``x`` without the length-1 axes ``dimensions``."""
+    """``x`` without the length-1 axes ``dimensions``.
+
+    >>> lax.squeeze(fnp.ones((1, 3, 1)), (0, 2)).shape
+    (3,)
+    """
     shape = tuple(_S.shape_of(x))
     drop = {int(d) % len(shape) for d in dimensions} if shape else set()
     bad = [d for d in drop if shape[d] != 1]
@@ -215,12 +247,20 @@ def squeeze(x: Array, dimensions: Sequence[int]) -> Array:
 
 
 def rev(x: Array, dimensions: Sequence[int]) -> Array:
-    """``x`` reversed along ``dimensions``."""
+    """``x`` reversed along ``dimensions``.
+
+    >>> lax.rev(fnp.array([1, 2, 3]), (0,))
+    Array([3, 2, 1], dtype=int32)
+    """
     return bind(_I.flip_p, (x,), {"axes": _axes(dimensions)})
 
 
 def concatenate(operands: Sequence[Array], dimension: int) -> Array:
-    """The operands joined along ``dimension`` (shapes equal elsewhere)."""
+    """The operands joined along ``dimension`` (shapes equal elsewhere).
+
+    >>> lax.concatenate([fnp.array([1, 2]), fnp.array([3])], 0)
+    Array([1, 2, 3], dtype=int32)
+    """
     return bind(_I.concatenate_p, tuple(operands), {"axis": int(dimension)})
 
 
@@ -228,6 +268,9 @@ def dot_general(x: Array, y: Array, dimension_numbers: Any) -> Array:
     """Contract ``x`` and ``y``: ``((x_contract, y_contract), (x_batch, y_batch))``, as ``jax.lax.dot_general``.
 
     Output axes: batch axes, then ``x``'s free axes, then ``y``'s.
+
+    >>> lax.dot_general(fnp.ones((4, 2, 3)), fnp.ones((4, 3, 5)), (((2,), (1,)), ((0,), (0,)))).shape
+    (4, 2, 5)
     """
     (xc, yc), (xb, yb) = dimension_numbers
     letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -242,19 +285,31 @@ def dot_general(x: Array, y: Array, dimension_numbers: Any) -> Array:
 
 
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Array:
-    """A constant array (an ordinary value in every transform)."""
+    """A constant array (an ordinary value in every transform).
+
+    >>> lax.full((2,), 7.0)
+    Array([7., 7.], dtype=float32)
+    """
     from funcgrad._core import Array as _Array, _freeze
     dtype = _dtypes.canonicalize(np.result_type(fill_value) if dtype is None else dtype)
     return _Array(_freeze(np.full(tuple(shape), fill_value, dtype)))
 
 
 def full_like(x: Array, fill_value: Any, dtype: Any = None) -> Array:
-    """A constant array of ``x``'s shape (and dtype, unless given)."""
+    """A constant array of ``x``'s shape (and dtype, unless given).
+
+    >>> lax.full_like(fnp.ones((2,), fnp.int32), 5)
+    Array([5, 5], dtype=int32)
+    """
     return full(_S.shape_of(x), fill_value, x.dtype if dtype is None else dtype)
 
 
 def zeros_like_array(x: Array) -> Array:
-    """Zeros of ``x``'s shape and dtype."""
+    """Zeros of ``x``'s shape and dtype.
+
+    >>> lax.zeros_like_array(fnp.ones((2,), fnp.int32))
+    Array([0, 0], dtype=int32)
+    """
     return full_like(x, 0)
 
 

@@ -344,7 +344,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
 
 def map(f: Callable, xs: Any) -> Any:  # noqa: A001 -- jax.lax.map's name
     """``f`` applied to each slice of ``xs`` along its leading axis, stacked: a ``scan`` without carry
-    (one slice at a time: less memory than ``vmap``, no batching of ``f``)."""
+    (one slice at a time: less memory than ``vmap``, no batching of ``f``).
+
+    >>> lax.map(lambda row: row.sum(), fnp.arange(6.0).reshape(3, 2))
+    Array([1., 5., 9.], dtype=float32)
+    """
     if not callable(f):
         raise TypeError(f"map: f must be callable, got {type(f).__name__} {f!r:.40}")
     return scan(lambda _, x: ((), f(x)), (), xs)[1]

@@ -330,14 +330,22 @@ def _conv_params(stride: Any, padding: Any, dilation: Any, groups: Any) -> dict:
 
 def conv2d_input_grad(dy: Any, w: Any, in_hw: tuple[int, int], stride: Any = 1, padding: Any = 0,
                       dilation: Any = 1, groups: int = 1) -> Any:
-    """The vjp of conv2d with respect to x (a transposed convolution). -> f32[N, C, *in_hw]."""
+    """The vjp of conv2d with respect to x (a transposed convolution). -> f32[N, C, *in_hw].
+
+    >>> lax.conv2d_input_grad(fnp.ones((1, 2, 2, 2)), fnp.ones((2, 3, 3, 3)), (4, 4)).shape
+    (1, 3, 4, 4)
+    """
     return conv2d_input_grad_p.bind(dy, w, in_hw=tuple(int(s) for s in in_hw),
                                     **_conv_params(stride, padding, dilation, groups))
 
 
 def conv2d_weight_grad(dy: Any, x: Any, kernel_hw: tuple[int, int], stride: Any = 1, padding: Any = 0,
                        dilation: Any = 1, groups: int = 1) -> Any:
-    """The vjp of conv2d with respect to w. -> f32[O, C/groups, *kernel_hw]."""
+    """The vjp of conv2d with respect to w. -> f32[O, C/groups, *kernel_hw].
+
+    >>> lax.conv2d_weight_grad(fnp.ones((1, 2, 2, 2)), fnp.ones((1, 3, 4, 4)), (3, 3)).shape
+    (2, 3, 3, 3)
+    """
     return conv2d_weight_grad_p.bind(dy, x, kernel_hw=tuple(int(s) for s in kernel_hw),
                                      **_conv_params(stride, padding, dilation, groups))
 

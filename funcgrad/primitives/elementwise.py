@@ -189,22 +189,47 @@ neg_p = _declare("neg", np.negative, _no_bool("neg", "use fnp.logical_not"))
 
 
 def add(x: Any, y: Any) -> Any:
+    """Elementwise ``x + y`` (same dtypes; scalars broadcast).
+
+    >>> lax.add(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([ 3., -1.], dtype=float32)
+    """
     return bind(add_p, (x, y), _NO_PARAMS)
 
 
 def sub(x: Any, y: Any) -> Any:
+    """Elementwise ``x - y`` (same dtypes; scalars broadcast).
+
+    >>> lax.sub(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([-1., -5.], dtype=float32)
+    """
     return bind(sub_p, (x, y), _NO_PARAMS)
 
 
 def mul(x: Any, y: Any) -> Any:
+    """Elementwise ``x * y`` (same dtypes; scalars broadcast).
+
+    >>> lax.mul(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([ 2., -6.], dtype=float32)
+    """
     return bind(mul_p, (x, y), _NO_PARAMS)
 
 
 def div(x: Any, y: Any) -> Any:
+    """Elementwise ``x / y``; integers divide rounding towards zero (as C).
+
+    >>> lax.div(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([ 0.5, -1.5], dtype=float32)
+    """
     return bind(div_p, (x, y), _NO_PARAMS)
 
 
 def neg(x: Any) -> Any:
+    """Elementwise ``-x``.
+
+    >>> lax.neg(fnp.array([1.0, -3.0]))
+    Array([-1.,  3.], dtype=float32)
+    """
     return bind(neg_p, (x,), _NO_PARAMS)
 
 
@@ -575,7 +600,11 @@ add_traits(convert_p, "elementwise")
 
 
 def convert(x: Any, dtype: Any) -> Any:
-    """``x`` as ``dtype`` (canonicalised); a no-op when it already is."""
+    """``x`` as ``dtype`` (canonicalised); a no-op when it already is.
+
+    >>> lax.convert_element_type(fnp.array([1.7, -1.7]), fnp.int32)
+    Array([ 1, -1], dtype=int32)
+    """
     dtype = _dtypes.canonicalize(dtype)
     if not isinstance(x, (bool, int, float)) and x.dtype == dtype:
         return x
