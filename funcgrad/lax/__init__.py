@@ -126,6 +126,55 @@ logical_or = _binary(_E.or_p, "logical_or", "Boolean or.")
 logical_xor = _binary(_E.xor_p, "logical_xor", "Boolean exclusive or.")
 
 
+# One checked example for each function above made by _unary/_binary: (call, printed result).
+_EXAMPLES = {
+    'log2': ('lax.log2(fnp.array([0.5, 2.0]))',
+        'Array([-1., 1.], dtype=float32)'),
+    'round': ('lax.round(fnp.array([-0.5, 1.5]))',
+        'Array([-0., 2.], dtype=float32)'),
+    'tan': ('lax.tan(fnp.array([0.5, 2.0]))',
+        'Array([ 0.5463, -2.1850], dtype=float32)'),
+    'is_finite': ('lax.is_finite(fnp.array([0.5, 2.0]))',
+        'Array([ True, True], dtype=bool)'),
+    'isnan': ('lax.isnan(fnp.array([0.5, 2.0]))',
+        'Array([False, False], dtype=bool)'),
+    'atan2': ('lax.atan2(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ 0.4636 , -0.9828], dtype=float32)'),
+    'pow': ('lax.pow(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([1., 9.], dtype=float32)'),
+    'rem': ('lax.rem(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([1., 1.], dtype=float32)'),
+    'floor_divide': ('lax.floor_divide(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ 0., -2.], dtype=float32)'),
+    'max': ('lax.max(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([2., 2.], dtype=float32)'),
+    'min': ('lax.min(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ 1., -3.], dtype=float32)'),
+    'eq': ('lax.eq(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([False, False], dtype=bool)'),
+    'ne': ('lax.ne(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ True, True], dtype=bool)'),
+    'lt': ('lax.lt(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ True, True], dtype=bool)'),
+    'le': ('lax.le(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ True, True], dtype=bool)'),
+    'gt': ('lax.gt(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([False, False], dtype=bool)'),
+    'ge': ('lax.ge(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([False, False], dtype=bool)'),
+    'logical_and': ('lax.logical_and(fnp.array([True, True, False]), fnp.array([True, False, False]))',
+        'Array([ True, False, False], dtype=bool)'),
+    'logical_or': ('lax.logical_or(fnp.array([True, True, False]), fnp.array([True, False, False]))',
+        'Array([ True, True, False], dtype=bool)'),
+    'logical_xor': ('lax.logical_xor(fnp.array([True, True, False]), fnp.array([True, False, False]))',
+        'Array([False, True, False], dtype=bool)'),
+    'logical_not': ('lax.logical_not(fnp.array([True, False]))',
+        'Array([False, True], dtype=bool)'),
+}
+for _name, (_call, _result) in _EXAMPLES.items():
+    globals()[_name].__doc__ += f"\n\n    >>> {_call}\n    {_result}\n"
+
+
 def stop_gradient(x: Any) -> Any:
     """``x`` (an array or a pytree), as a constant for every derivative (forward and reverse).
 
@@ -399,6 +448,18 @@ imag = _unary(_E.imag_p, "The imaginary part of a complex array (float of the sa
 conj = _unary(_E.conj_p, "The complex conjugate of a complex array.")
 complex = _binary(_E.complex_p, "complex", "x + 1j * y, elementwise, from two float arrays.")  # noqa: A001
 __all__ = sorted(set(__all__) | {"real", "real_p", "imag", "imag_p", "conj", "conj_p", "complex", "complex_p"})
+_COMPLEX_EXAMPLES = {
+    'complex': ('lax.complex(fnp.array([1.0]), fnp.array([2.0]))',
+        'Array([1.+2.j], dtype=complex64)'),
+    'conj': ('lax.conj(fnp.array([1 + 2j]))',
+        'Array([1.-2.j], dtype=complex64)'),
+    'real': ('lax.real(fnp.array([1 + 2j]))',
+        'Array([1.], dtype=float32)'),
+    'imag': ('lax.imag(fnp.array([1 + 2j]))',
+        'Array([2.], dtype=float32)'),
+}
+for _name, (_call, _result) in _COMPLEX_EXAMPLES.items():
+    globals()[_name].__doc__ += f"\n\n    >>> {_call}\n    {_result}\n"
 
 # The discrete Fourier transform (as jax.lax.fft): fft_type "fft" | "ifft" | "rfft" | "irfft" on the trailing
 # len(fft_lengths) axes.
