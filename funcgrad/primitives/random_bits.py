@@ -239,6 +239,11 @@ nextafter_p = binary("nextafter", np.nextafter, None, None)
 
 
 def erf(x: Any) -> Any:
+    """The error function ``2/sqrt(pi) * integral_0^x exp(-t**2) dt``, elementwise.
+
+    >>> lax.erf(fnp.array([0.0, 1.0]))
+    Array([0. , 0.8427], dtype=float32)
+    """
     return erf_p.bind(x)
 
 
