@@ -44,6 +44,31 @@ EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
 SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
+EigResult.__doc__ = """``eig``'s result: ``(eigenvalues, eigenvectors)`` (complex).
+
+    >>> fnp.linalg.eig(fnp.diag(fnp.array([1.0, 2.0]))).eigenvalues
+    Array([1.+0.j, 2.+0.j], dtype=complex64)
+    """
+EighResult.__doc__ = """``eigh``'s result: ``(eigenvalues, eigenvectors)``, eigenvalues ascending.
+
+    >>> fnp.linalg.eigh(fnp.diag(fnp.array([2.0, 1.0]))).eigenvalues
+    Array([1., 2.], dtype=float32)
+    """
+QRResult.__doc__ = """``qr``'s result: ``(Q, R)``.
+
+    >>> fnp.linalg.qr(fnp.eye(2)).R.shape
+    (2, 2)
+    """
+SlogdetResult.__doc__ = """``slogdet``'s result: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``.
+
+    >>> fnp.linalg.slogdet(fnp.diag(fnp.array([-2.0, 3.0])))
+    SlogdetResult(sign=Array(-1., dtype=float32), logabsdet=Array(1.7918, dtype=float32))
+    """
+SVDResult.__doc__ = """``svd``'s result: ``(U, S, Vh)`` with ``a = U @ diag(S) @ Vh``, S descending.
+
+    >>> fnp.linalg.svd(fnp.diag(fnp.array([3.0, 2.0]))).S
+    Array([3., 2.], dtype=float32)
+    """
 
 # ------------------------------------------------------------------ helpers
 
