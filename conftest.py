@@ -22,6 +22,11 @@ def _doctest_names(request):
     from funcgrad import lax, nn, optim, random, scipy
 
     namespace = request.getfixturevalue("doctest_namespace")
-    namespace.update(np=np, fg=fg, fnp=fnp, jnp=fnp, lax=lax, nn=nn, optim=optim, random=random, scipy=scipy,
+    namespace.update(np=np, fg=fg, fnp=fnp, lax=lax, nn=nn, optim=optim, random=random, scipy=scipy,
                      jit=fg.jit, grad=fg.grad, vmap=fg.vmap, jvp=fg.jvp, vjp=fg.vjp)
-    yield
+    x64 = fg.config.enable_x64          # the examples show the default (float32) results, whatever the environment
+    fg.config.update("enable_x64", False)
+    try:
+        yield
+    finally:
+        fg.config.update("enable_x64", x64)

@@ -502,15 +502,17 @@ cumprod = _cumulative(lax.mul, "Running product along ``axis``.")
 cummax = _cumulative(lax.max, "Running maximum along ``axis``.")
 cummin = _cumulative(lax.min, "Running minimum along ``axis``.")
 cumlogsumexp = _cumulative(_logaddexp, "Running ``log(sum(exp(x)))`` along ``axis``, computed stably.")
-_CUMULATIVE_EXAMPLES = {
-    'cumprod': ('lax.cumprod(fnp.array([1.0, 2.0, 3.0]))', 'Array([1., 2., 6.], dtype=float32)'),
-    'cummax': ('lax.cummax(fnp.array([1.0, 3.0, 2.0]))', 'Array([1., 3., 3.], dtype=float32)'),
-    'cummin': ('lax.cummin(fnp.array([3.0, 1.0, 2.0]))', 'Array([3., 1., 1.], dtype=float32)'),
-    'cumlogsumexp': ('lax.cumlogsumexp(fnp.array([0.0, 0.0, 0.0]))', 'Array([0. , 0.6931, 1.0986], dtype=float32)'),
-}
 for _f, _n in ((cumprod, "cumprod"), (cummax, "cummax"), (cummin, "cummin"), (cumlogsumexp, "cumlogsumexp")):
     _f.__name__ = _f.__qualname__ = _n
-    _call, _result = _CUMULATIVE_EXAMPLES[_n]
+
+# One checked example for each cumulative function: (function, call, printed result).
+_CUMULATIVE_EXAMPLES = (
+    (cumprod, 'lax.cumprod(fnp.array([1.0, 2.0, 3.0]))', 'Array([1., 2., 6.], dtype=float32)'),
+    (cummax, 'lax.cummax(fnp.array([1.0, 3.0, 2.0]))', 'Array([1., 3., 3.], dtype=float32)'),
+    (cummin, 'lax.cummin(fnp.array([3.0, 1.0, 2.0]))', 'Array([3., 1., 1.], dtype=float32)'),
+    (cumlogsumexp, 'lax.cumlogsumexp(fnp.array([0.0, 0.0, 0.0]))', 'Array([0. , 0.6931, 1.0986], dtype=float32)'),
+)
+for _f, _call, _result in _CUMULATIVE_EXAMPLES:
     _f.__doc__ += f"\n\n    >>> {_call}\n    {_result}\n"
 
 

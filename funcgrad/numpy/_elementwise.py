@@ -171,36 +171,13 @@ def sign(x: Any) -> Any:
 # Transcendental (integers promote to the default float) --------------------
 
 
-# One checked example per function below: (input, printed result).
-_UNARY_EXAMPLES = {
-    "exp": ("[0.0, 1.0]", "Array([1. , 2.7183], dtype=float32)"),
-    "exp2": ("[0.0, 3.0]", "Array([1., 8.], dtype=float32)"),
-    "log": ("[1.0, 2.0]", "Array([0. , 0.6931], dtype=float32)"),
-    "log2": ("[1.0, 8.0]", "Array([0., 3.], dtype=float32)"),
-    "log1p": ("[0.0, 1.0]", "Array([0. , 0.6931], dtype=float32)"),
-    "expm1": ("[0.0, 1.0]", "Array([0. , 1.7183], dtype=float32)"),
-    "sqrt": ("[4.0, 2.0]", "Array([2. , 1.4142], dtype=float32)"),
-    "sin": ("[0.0, 1.0]", "Array([0. , 0.8415], dtype=float32)"),
-    "cos": ("[0.0, 1.0]", "Array([1. , 0.5403], dtype=float32)"),
-    "tan": ("[0.0, 1.0]", "Array([0. , 1.5574], dtype=float32)"),
-    "tanh": ("[0.0, 1.0]", "Array([0. , 0.7616], dtype=float32)"),
-    "arcsin": ("[0.0, 0.5]", "Array([0. , 0.5236], dtype=float32)"),
-    "arccos": ("[0.0, 0.5]", "Array([1.5708, 1.0472], dtype=float32)"),
-    "arctan": ("[0.0, 1.0]", "Array([0. , 0.7854], dtype=float32)"),
-    "sinh": ("[0.0, 1.0]", "Array([0. , 1.1752], dtype=float32)"),
-    "cosh": ("[0.0, 1.0]", "Array([1. , 1.5431], dtype=float32)"),
-    "floor": ("[-1.5, 1.2]", "Array([-2., 1.], dtype=float32)"),
-    "ceil": ("[-1.5, 1.2]", "Array([-1., 2.], dtype=float32)"),
-}
 
 
 def _inexact_unary(p):
     def f(x: Any) -> Any:
         return bind(p, promote_inexact(x), _NO_PARAMS)
     f.__name__ = p.name
-    example, result = _UNARY_EXAMPLES[p.name]
-    f.__doc__ = (f"Elementwise ``{p.name}``; integer inputs are computed in the default float dtype.\n\n"
-                 f"    >>> fnp.{p.name}(fnp.array({example}))\n    {result}\n")
+    f.__doc__ = f"Elementwise ``{p.name}``; integer inputs are computed in the default float dtype."
     return f
 
 
@@ -222,6 +199,31 @@ sinh = _inexact_unary(lax.sinh_p)
 cosh = _inexact_unary(lax.cosh_p)
 floor = _inexact_unary(lax.floor_p)
 ceil = _inexact_unary(lax.ceil_p)
+
+
+# One checked example for each function above made by _inexact_unary: (function, input, printed result).
+_UNARY_EXAMPLES = (
+    (exp, "[0.0, 1.0]", "Array([1. , 2.7183], dtype=float32)"),
+    (exp2, "[0.0, 3.0]", "Array([1., 8.], dtype=float32)"),
+    (log, "[1.0, 2.0]", "Array([0. , 0.6931], dtype=float32)"),
+    (log2, "[1.0, 8.0]", "Array([0., 3.], dtype=float32)"),
+    (log1p, "[0.0, 1.0]", "Array([0. , 0.6931], dtype=float32)"),
+    (expm1, "[0.0, 1.0]", "Array([0. , 1.7183], dtype=float32)"),
+    (sqrt, "[4.0, 2.0]", "Array([2. , 1.4142], dtype=float32)"),
+    (sin, "[0.0, 1.0]", "Array([0. , 0.8415], dtype=float32)"),
+    (cos, "[0.0, 1.0]", "Array([1. , 0.5403], dtype=float32)"),
+    (tan, "[0.0, 1.0]", "Array([0. , 1.5574], dtype=float32)"),
+    (tanh, "[0.0, 1.0]", "Array([0. , 0.7616], dtype=float32)"),
+    (arcsin, "[0.0, 0.5]", "Array([0. , 0.5236], dtype=float32)"),
+    (arccos, "[0.0, 0.5]", "Array([1.5708, 1.0472], dtype=float32)"),
+    (arctan, "[0.0, 1.0]", "Array([0. , 0.7854], dtype=float32)"),
+    (sinh, "[0.0, 1.0]", "Array([0. , 1.1752], dtype=float32)"),
+    (cosh, "[0.0, 1.0]", "Array([1. , 1.5431], dtype=float32)"),
+    (floor, "[-1.5, 1.2]", "Array([-2., 1.], dtype=float32)"),
+    (ceil, "[-1.5, 1.2]", "Array([-1., 2.], dtype=float32)"),
+)
+for _fn, _example, _result in _UNARY_EXAMPLES:
+    _fn.__doc__ += f"\n\n    >>> fnp.{_fn.__name__}(fnp.array({_example}))\n    {_result}\n"
 
 
 def round(a: Any, decimals: int = 0, out: Any = None) -> Any:  # noqa: A001 - numpy's name

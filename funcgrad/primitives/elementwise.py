@@ -634,29 +634,29 @@ add_traits(stop_gradient_p, "elementwise")
 
 
 # Docstrings of the one-line wrappers above: (summary, checked example, printed result).
-_WRAPPER_DOCS = {
-    'cos': ('Cosine, elementwise.',
+_WRAPPER_DOCS = (
+    (cos, 'Cosine, elementwise.',
         'lax.cos(fnp.array([0.0, 1.0]))', 'Array([1. , 0.5403], dtype=float32)'),
-    'cosh': ('Hyperbolic cosine, elementwise.',
+    (cosh, 'Hyperbolic cosine, elementwise.',
         'lax.cosh(fnp.array([0.0, 1.0]))', 'Array([1. , 1.5431], dtype=float32)'),
-    'exp': ('``e ** x``, elementwise.',
+    (exp, '``e ** x``, elementwise.',
         'lax.exp(fnp.array([0.0, 1.0]))', 'Array([1. , 2.7183], dtype=float32)'),
-    'log': ('Natural logarithm, elementwise (NaN below 0, -inf at 0).',
+    (log, 'Natural logarithm, elementwise (NaN below 0, -inf at 0).',
         'lax.log(fnp.array([1.0, 2.0]))', 'Array([0. , 0.6931], dtype=float32)'),
-    'logistic': ('The logistic sigmoid ``1 / (1 + exp(-x))``, elementwise.',
+    (logistic, 'The logistic sigmoid ``1 / (1 + exp(-x))``, elementwise.',
         'lax.logistic(fnp.array([0.0, 2.0]))', 'Array([0.5 , 0.8808], dtype=float32)'),
-    'sign': ("-1, 0 or 1 by the sign of ``x`` (in ``x``'s dtype); zero gradient.",
+    (sign, "-1, 0 or 1 by the sign of ``x`` (in ``x``'s dtype); zero gradient.",
         'lax.sign(fnp.array([-2.0, 0.0, 3.0]))', 'Array([-1., 0., 1.], dtype=float32)'),
-    'sin': ('Sine, elementwise.',
+    (sin, 'Sine, elementwise.',
         'lax.sin(fnp.array([0.0, 1.0]))', 'Array([0. , 0.8415], dtype=float32)'),
-    'sinh': ('Hyperbolic sine, elementwise.',
+    (sinh, 'Hyperbolic sine, elementwise.',
         'lax.sinh(fnp.array([0.0, 1.0]))', 'Array([0. , 1.1752], dtype=float32)'),
-    'sqrt': ('Square root, elementwise (NaN below 0).',
+    (sqrt, 'Square root, elementwise (NaN below 0).',
         'lax.sqrt(fnp.array([4.0, 2.0]))', 'Array([2. , 1.4142], dtype=float32)'),
-    'tanh': ('Hyperbolic tangent, elementwise.',
+    (tanh, 'Hyperbolic tangent, elementwise.',
         'lax.tanh(fnp.array([0.0, 1.0]))', 'Array([0. , 0.7616], dtype=float32)'),
-    'select': ('``x`` where ``c`` is True, else ``y`` (elementwise, same shapes).',
+    (select, '``x`` where ``c`` is True, else ``y`` (elementwise, same shapes).',
         'lax.select(fnp.array([True, False]), fnp.array([1.0, 2.0]), fnp.array([10.0, 20.0]))', 'Array([ 1., 20.], dtype=float32)'),
-}
-for _name, (_summary, _call, _result) in _WRAPPER_DOCS.items():
-    globals()[_name].__doc__ = f"{_summary}\n\n    >>> {_call}\n    {_result}\n"
+)
+for _fn, _summary, _call, _result in _WRAPPER_DOCS:
+    _fn.__doc__ = f"{_summary}\n\n    >>> {_call}\n    {_result}\n"
