@@ -28,7 +28,11 @@ Array = Any
 
 class ConvDimensionNumbers(NamedTuple):
     """A convolution's layouts as index permutations, as ``jax.lax.ConvDimensionNumbers``: ``lhs_spec``
-    (batch, feature, spatial...), ``rhs_spec`` (out feature, in feature, spatial...), ``out_spec``."""
+    (batch, feature, spatial...), ``rhs_spec`` (out feature, in feature, spatial...), ``out_spec``.
+
+    >>> lax.conv_dimension_numbers((1, 3, 8, 8), (4, 3, 3, 3), ("NCHW", "OIHW", "NCHW"))
+    ConvDimensionNumbers(lhs_spec=(0, 1, 2, 3), rhs_spec=(0, 1, 2, 3), out_spec=(0, 1, 2, 3))
+    """
     lhs_spec: tuple[int, ...]
     rhs_spec: tuple[int, ...]
     out_spec: tuple[int, ...]

@@ -33,7 +33,12 @@ def _bitcast(x: Any, dtype: Any) -> Any:
 
 
 class GatherDimensionNumbers(NamedTuple):
-    """How ``gather`` reads ``operand`` (XLA's Gather): as ``jax.lax.GatherDimensionNumbers``."""
+    """How ``gather`` reads ``operand`` (XLA's Gather): as ``jax.lax.GatherDimensionNumbers``.
+
+    >>> dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,))
+    >>> lax.gather(fnp.arange(5.0), fnp.array([[3], [1]]), dn, slice_sizes=(1,))
+    Array([3., 1.], dtype=float32)
+    """
     offset_dims: tuple[int, ...]
     collapsed_slice_dims: tuple[int, ...]
     start_index_map: tuple[int, ...]
@@ -42,7 +47,13 @@ class GatherDimensionNumbers(NamedTuple):
 
 
 class ScatterDimensionNumbers(NamedTuple):
-    """How the ``scatter_*`` functions write ``operand`` (XLA's Scatter): as ``jax.lax.ScatterDimensionNumbers``."""
+    """How the ``scatter_*`` functions write ``operand`` (XLA's Scatter): as ``jax.lax.ScatterDimensionNumbers``.
+
+    >>> dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+    ...                                 scatter_dims_to_operand_dims=(0,))
+    >>> lax.scatter_add(fnp.zeros(3), fnp.array([[1]]), fnp.array([5.0]), dn)
+    Array([0., 5., 0.], dtype=float32)
+    """
     update_window_dims: Sequence[int]
     inserted_window_dims: Sequence[int]
     scatter_dims_to_operand_dims: Sequence[int]

@@ -13,6 +13,11 @@ __all__ = ["ModeResult", "mode", "rankdata", "sem"]
 
 
 class ModeResult(NamedTuple):
+    """``mode``'s result: the most common value and how often it occurs (``scipy.stats.mode``'s fields).
+
+    >>> scipy.stats.mode(fnp.array([1.0, 2.0, 2.0, 3.0])).count
+    Array(2, dtype=int32)
+    """
     mode: Any
     count: Any
 
