@@ -47,7 +47,7 @@ def device_count(backend: Any = None) -> int:
     """The number of devices of ``backend`` (default: the default device's): funcgrad uses one per
     backend, so 1.
 
-    >>> device_count()     # 1
+    >>> device_count()
     1
     """
     _backend(backend, "device_count")
@@ -57,7 +57,7 @@ def device_count(backend: Any = None) -> int:
 def local_device_count(backend: Any = None) -> int:
     """The number of devices this process drives (1; funcgrad runs one process).
 
-    >>> local_device_count()     # 1
+    >>> local_device_count()
     1
     """
     return device_count(backend)
@@ -79,7 +79,7 @@ def local_devices(process_index: int | None = None, backend: Any = None, host_id
 def process_count(backend: Any = None) -> int:
     """The number of processes (1: funcgrad has no multi-process runtime).
 
-    >>> process_count()     # 1
+    >>> process_count()
     1
     """
     _backend(backend, "process_count")
@@ -89,7 +89,7 @@ def process_count(backend: Any = None) -> int:
 def process_index(backend: Any = None) -> int:
     """This process's index (0: funcgrad has no multi-process runtime).
 
-    >>> process_index()     # 0
+    >>> process_index()
     0
     """
     _backend(backend, "process_index")
@@ -99,7 +99,7 @@ def process_index(backend: Any = None) -> int:
 def process_indices(backend: Any = None) -> list[int]:
     """The indices of all processes (``[0]``).
 
-    >>> process_indices()     # [0]
+    >>> process_indices()
     [0]
     """
     _backend(backend, "process_indices")
@@ -164,7 +164,7 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, ar
     """The array of ``shape`` made of per-device ``arrays``, as ``jax.make_array_from_single_device_arrays``
     on one device: ``arrays`` holds the one array of the whole ``shape``.
 
-    >>> make_array_from_single_device_arrays((2,), None, [np.ones(2)])     # [1, 1]
+    >>> make_array_from_single_device_arrays((2,), None, [np.ones(2)])
     Array([1., 1.], dtype=float32)
     """
     from funcgrad import numpy as fnp
@@ -186,7 +186,7 @@ def make_array_from_process_local_data(sharding: Any, local_data: Any, global_sh
     """``local_data`` as an array, as ``jax.make_array_from_process_local_data`` in one process (the local
     data is the global array).
 
-    >>> make_array_from_process_local_data(None, np.ones(2))     # [1, 1]
+    >>> make_array_from_process_local_data(None, np.ones(2))
     Array([1., 1.], dtype=float32)
     """
     from funcgrad import numpy as fnp

@@ -271,7 +271,7 @@ def cumsum(x: Array, axis: int = 0, reverse: bool = False) -> Array:
 def broadcast_in_dim(x: Array, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Array:
     """``x`` broadcast to ``shape``, its axis ``i`` becoming output axis ``broadcast_dimensions[i]``.
 
-    >>> broadcast_in_dim(fnp.ones(3), (2, 3), (1,)).shape    # (2, 3)
+    >>> broadcast_in_dim(fnp.ones(3), (2, 3), (1,)).shape
     (2, 3)
     """
     shape = tuple(int(s) for s in shape)
@@ -491,7 +491,7 @@ def fft(x: Array, fft_type: Any, fft_lengths: Sequence[int]) -> Array:
     ``fft_type``: ``"fft"``, ``"ifft"`` (scaled by 1/N), ``"rfft"`` (real input, last axis n // 2 + 1)
     or ``"irfft"`` (its inverse, real output); JAX's ``FftType`` names are accepted too.
 
-    >>> fft(fnp.ones(4, fnp.complex64), "fft", (4,))     # [4, 0, 0, 0]
+    >>> fft(fnp.ones(4, fnp.complex64), "fft", (4,))
     Array([4.+0.j, 0.+0.j, 0.+0.j, 0.+0.j], dtype=complex64)
     """
     name = getattr(fft_type, "name", fft_type)

@@ -383,7 +383,7 @@ def scatter_apply(operand: Array, scatter_indices: Array, func: Callable, dimens
     occurrence). Traced (jit/vmap) indices need ``unique_indices=True``.
 
     >>> dn = ScatterDimensionNumbers((), (0,), (0,))
-    >>> scatter_apply(fnp.arange(3.), fnp.array([[1]]), lambda v: v * 10, dn, update_shape=(1,))  # [0, 10, 2]
+    >>> scatter_apply(fnp.arange(3.), fnp.array([[1]]), lambda v: v * 10, dn, update_shape=(1,))
     Array([ 0., 10.,  2.], dtype=float32)
     """
     if not callable(func):
@@ -398,7 +398,7 @@ def index_take(src: Array, idxs: Sequence[Array], axes: Sequence[int]) -> Array:
     ``jax.lax.index_take``: the indexed axes become one leading axis, the others follow in order; an
     index is taken modulo its axis' length, as JAX.
 
-    >>> index_take(fnp.arange(12.).reshape(3, 4), (fnp.array([0, 2]), fnp.array([1, 3])), (0, 1))  # [1, 11]
+    >>> index_take(fnp.arange(12.).reshape(3, 4), (fnp.array([0, 2]), fnp.array([1, 3])), (0, 1))
     Array([ 1., 11.], dtype=float32)
     """
     axes = _ints(axes)

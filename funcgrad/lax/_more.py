@@ -7,11 +7,11 @@ fixes a derivative at a tie it is matched (``clamp`` passes no gradient to
 anything at the bounds).
 
 >>> import funcgrad.lax as lax, funcgrad.numpy as fnp
->>> lax.slice(fnp.arange(10.0), (2,), (8,), (3,))           # [2., 5.]
+>>> lax.slice(fnp.arange(10.0), (2,), (8,), (3,))
 Array([2., 5.], dtype=float32)
->>> lax.pad(fnp.ones(2), 0.0, [(1, 0, 1)])                  # [0., 1., 0., 1.]
+>>> lax.pad(fnp.ones(2), 0.0, [(1, 0, 1)])
 Array([0., 1., 0., 1.], dtype=float32)
->>> lax.top_k(fnp.array([3.0, 1.0, 4.0, 1.5]), 2)           # ([4., 3.], [2, 0])
+>>> lax.top_k(fnp.array([3.0, 1.0, 4.0, 1.5]), 2)
 (Array([4., 3.], dtype=float32), Array([2, 0], dtype=int32))
 """
 from __future__ import annotations

@@ -246,7 +246,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, chec
     ``while_loop`` (reverse mode works too; see ``checkpoints`` there).
     ``i`` has the bounds' integer dtype.
 
-    >>> lax.fori_loop(0, 10, lambda i, acc: acc + i, 0)   # 45
+    >>> lax.fori_loop(0, 10, lambda i, acc: acc + i, 0)
     Array(45, dtype=int32)
     """
     _check_checkpoints(checkpoints, "fori_loop")

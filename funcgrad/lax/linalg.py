@@ -113,7 +113,7 @@ def lu(x: Array) -> tuple[Array, Array, Array]:
 def lu_pivots_to_permutation(pivots: Array, permutation_size: int) -> Array:
     """The permutation that LAPACK's row swaps (``pivots``, (..., k)) apply to ``arange(permutation_size)``.
 
-    >>> lu_pivots_to_permutation(fnp.array([2, 2, 2], dtype=fnp.int32), 3)   # [2, 0, 1]
+    >>> lu_pivots_to_permutation(fnp.array([2, 2, 2], dtype=fnp.int32), 3)
     Array([2, 0, 1], dtype=int32)
     """
     if isinstance(pivots, Tracer):

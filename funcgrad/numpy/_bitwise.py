@@ -78,7 +78,7 @@ bitwise_xor.__doc__ = """Elementwise ``x1 ^ x2`` for integers and bools.
 def bitwise_not(x: Any, /) -> Any:
     """Elementwise ``~x``: two's complement for integers, logical not for bools.
 
-    >>> fnp.bitwise_not(fnp.array([0, 5]))           # [-1, -6]
+    >>> fnp.bitwise_not(fnp.array([0, 5]))
     Array([-1, -6], dtype=int32)
     """
     (x,) = _int_args("bitwise_not", x)
@@ -91,7 +91,7 @@ invert = bitwise_invert = bitwise_not
 def bitwise_count(x: Any, /) -> Any:
     """The number of 1 bits in ``|x|`` (uint8), as ``numpy.bitwise_count``.
 
-    >>> fnp.bitwise_count(fnp.array([3, -1, 255]))   # [2, 1, 8]
+    >>> fnp.bitwise_count(fnp.array([3, -1, 255]))
     Array([2, 1, 8], dtype=uint8)
     """
     (x,) = _int_args("bitwise_count", x)
@@ -113,7 +113,7 @@ def _shift_args(name: str, x: Any, y: Any) -> tuple[Any, Any, np.dtype]:
 def left_shift(x: Any, y: Any, /) -> Any:
     """Elementwise ``x << y`` for integers (shifts of the bit width or more give 0).
 
-    >>> fnp.left_shift(fnp.array([1, 3]), 2)         # [4, 12]
+    >>> fnp.left_shift(fnp.array([1, 3]), 2)
     Array([ 4, 12], dtype=int32)
     """
     x, y, dtype = _shift_args("left_shift", x, y)
@@ -127,7 +127,7 @@ def right_shift(x1: Any, x2: Any, /) -> Any:
     """Elementwise ``x >> y``: arithmetic (sign-filling) for signed integers, logical for unsigned;
     shifts of the bit width or more give 0 (or -1 for negative signed values).
 
-    >>> fnp.right_shift(fnp.array([16, -16]), 2)     # [4, -4]
+    >>> fnp.right_shift(fnp.array([16, -16]), 2)
     Array([ 4, -4], dtype=int32)
     """
     x, y, dtype = _shift_args("right_shift", x1, x2)

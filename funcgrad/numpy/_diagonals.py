@@ -25,7 +25,7 @@ __all__ = [
 def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     """The diagonal of ``a`` in the plane of ``axis1``/``axis2`` (``offset`` > 0: above it), as the last axis.
 
-    >>> diagonal(fnp.arange(9).reshape(3, 3), 1)    # [1, 5]
+    >>> diagonal(fnp.arange(9).reshape(3, 3), 1)
     Array([1, 5], dtype=int32)
     """
     a = arr(a)
@@ -47,7 +47,7 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None, out: None = None) -> Any:
     """The sum along a diagonal (see :func:`diagonal`); bools and small ints sum as the default int.
 
-    >>> trace(fnp.eye(3))    # 3.0
+    >>> trace(fnp.eye(3))
     Array(3., dtype=float32)
     """
     if out is not None:
@@ -63,7 +63,7 @@ def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = 
 def diag(v: Any, k: int = 0) -> Any:
     """A 1-d ``v`` placed on diagonal ``k`` of a square matrix, or diagonal ``k`` of a 2-d ``v``.
 
-    >>> diag(fnp.array([1.0, 2.0]))    # [[1., 0.], [0., 2.]]
+    >>> diag(fnp.array([1.0, 2.0]))
     Array([[1., 0.],
            [0., 2.]], dtype=float32)
     """
@@ -83,7 +83,7 @@ def diag(v: Any, k: int = 0) -> Any:
 def diagflat(v: Any, k: int = 0) -> Any:
     """The flattened ``v`` placed on diagonal ``k`` of a square matrix.
 
-    >>> diagflat(fnp.ones((2, 1))).shape    # (2, 2)
+    >>> diagflat(fnp.ones((2, 1))).shape
     (2, 2)
     """
     return diag(ravel(v), k)
@@ -92,7 +92,7 @@ def diagflat(v: Any, k: int = 0) -> Any:
 def diag_indices(n: int, ndim: int = 2) -> tuple:
     """The indices of the main diagonal of an ``(n,) * ndim`` array: ``ndim`` copies of ``arange(n)``.
 
-    >>> diag_indices(3)[0]    # [0, 1, 2]
+    >>> diag_indices(3)[0]
     Array([0, 1, 2], dtype=int32)
     """
     n, ndim = index_arg("diag_indices", "n", n), index_arg("diag_indices", "ndim", ndim)
@@ -104,7 +104,7 @@ def diag_indices(n: int, ndim: int = 2) -> tuple:
 def diag_indices_from(arr: Any) -> tuple:  # noqa: F811 -- numpy's parameter name
     """:func:`diag_indices` for ``arr``, whose axes must all have the same length (rank >= 2).
 
-    >>> len(diag_indices_from(fnp.ones((2, 2, 2))))    # 3
+    >>> len(diag_indices_from(fnp.ones((2, 2, 2))))
     3
     """
     shape = np.shape(arr) if not hasattr(arr, "shape") else tuple(arr.shape)
@@ -126,7 +126,7 @@ def _tri_indices(name: str, fn: Callable, n: Any, k: Any, m: Any) -> tuple:
 def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     """Row and column indices of the lower triangle (on and below diagonal ``k``) of an ``n x m`` matrix.
 
-    >>> tril_indices(2)    # ([0, 1, 1], [0, 0, 1])
+    >>> tril_indices(2)
     (Array([0, 1, 1], dtype=int32), Array([0, 0, 1], dtype=int32))
     """
     return _tri_indices("tril_indices", np.tril_indices, n, k, m)
@@ -135,7 +135,7 @@ def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
 def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     """Row and column indices of the upper triangle (on and above diagonal ``k``) of an ``n x m`` matrix.
 
-    >>> triu_indices(2)    # ([0, 0, 1], [0, 1, 1])
+    >>> triu_indices(2)
     (Array([0, 0, 1], dtype=int32), Array([0, 1, 1], dtype=int32))
     """
     return _tri_indices("triu_indices", np.triu_indices, n, k, m)
@@ -151,7 +151,7 @@ def _tri_from(name: str, fn: Callable, arr: Any, k: int) -> tuple:
 def tril_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
     """:func:`tril_indices` for the shape of a 2-d ``arr``.
 
-    >>> tril_indices_from(fnp.ones((2, 3)))    # ([0, 1, 1], [0, 0, 1])
+    >>> tril_indices_from(fnp.ones((2, 3)))
     (Array([0, 1, 1], dtype=int32), Array([0, 0, 1], dtype=int32))
     """
     return _tri_from("tril_indices_from", tril_indices, arr, k)
@@ -160,7 +160,7 @@ def tril_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
 def triu_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
     """:func:`triu_indices` for the shape of a 2-d ``arr``.
 
-    >>> triu_indices_from(fnp.ones((2, 3)))    # ([0, 0, 0, 1, 1], [0, 1, 2, 1, 2])
+    >>> triu_indices_from(fnp.ones((2, 3)))
     (Array([0, 0, 0, 1, 1], dtype=int32), Array([0, 1, 2, 1, 2], dtype=int32))
     """
     return _tri_from("triu_indices_from", triu_indices, arr, k)
@@ -169,7 +169,7 @@ def triu_indices_from(arr: Any, k: int = 0) -> tuple:  # noqa: F811
 def mask_indices(n: int, mask_func: Callable, k: int = 0, *, size: int | None = None) -> tuple:
     """The indices where ``mask_func(ones((n, n)), k)`` is nonzero (e.g. ``mask_indices(3, fnp.triu)``).
 
-    >>> mask_indices(2, fnp.triu)    # ([0, 0, 1], [0, 1, 1])
+    >>> mask_indices(2, fnp.triu)
     (Array([0, 0, 1], dtype=int32), Array([0, 1, 1], dtype=int32))
     """
     from funcgrad.numpy._creation import ones
@@ -189,7 +189,7 @@ def fill_diagonal(a: Any, val: Any, wrap: bool = False, *, inplace: bool = True)
     For rank > 2 every axis must have the same length; ``wrap=True`` continues the diagonal below a tall
     matrix every ``m + 1`` rows, as numpy.
 
-    >>> fill_diagonal(fnp.zeros((2, 2)), 5.0, inplace=False)    # [[5., 0.], [0., 5.]]
+    >>> fill_diagonal(fnp.zeros((2, 2)), 5.0, inplace=False)
     Array([[5., 0.],
            [0., 5.]], dtype=float32)
     """

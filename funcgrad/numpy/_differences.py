@@ -5,9 +5,9 @@ All are written on lax, so grad (any order), vmap and jit apply; ``cumprod``'s g
 zeros in the input.
 
 >>> import funcgrad.numpy as fnp
->>> fnp.diff(fnp.array([1.0, 4.0, 9.0]))                                  # [3., 5.]
+>>> fnp.diff(fnp.array([1.0, 4.0, 9.0]))
 Array([3., 5.], dtype=float32)
->>> fnp.interp(0.5, fnp.array([0.0, 1.0]), fnp.array([0.0, 2.0]))        # 1.0
+>>> fnp.interp(0.5, fnp.array([0.0, 1.0]), fnp.array([0.0, 2.0]))
 Array(1., dtype=float32)
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any
     """The running product along ``axis`` (None: over the flattened array).  Its gradient is exact
     with zeros in ``a`` (no division).
 
-    >>> cumprod(fnp.array([1.0, 2.0, 0.0, 4.0]))    # [1., 2., 0., 0.]
+    >>> cumprod(fnp.array([1.0, 2.0, 0.0, 4.0]))
     Array([1., 2., 0., 0.], dtype=float32)
     """
     _no_out("cumprod", out)
@@ -73,7 +73,7 @@ def cumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any
 def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """The running sum treating NaNs as 0.
 
-    >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))    # [1., 1., 3.]
+    >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))
     Array([1., 1., 3.], dtype=float32)
     """
     _no_out("nancumsum", out)
@@ -84,7 +84,7 @@ def nancumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> A
 def nancumprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """The running product treating NaNs as 1.
 
-    >>> nancumprod(fnp.array([2.0, fnp.nan, 3.0]))    # [2., 2., 6.]
+    >>> nancumprod(fnp.array([2.0, fnp.nan, 3.0]))
     Array([2., 2., 6.], dtype=float32)
     """
     return cumprod(_fill(arr(a), 1.0), axis, dtype, out)
@@ -111,7 +111,7 @@ def _cumulative(name: str, fn: Any, x: Any, axis: Any, dtype: Any, include_initi
 def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
     """The running sum along ``axis`` (needed unless ``x`` is 1-d), optionally starting with a 0.
 
-    >>> cumulative_sum(fnp.array([1, 2, 3]), include_initial=True)    # [0, 1, 3, 6]
+    >>> cumulative_sum(fnp.array([1, 2, 3]), include_initial=True)
     Array([0, 1, 3, 6], dtype=int32)
     """
     return _cumulative("cumulative_sum", _cumsum, x, axis, dtype, include_initial, 0)
@@ -120,7 +120,7 @@ def cumulative_sum(x: Any, /, *, axis: int | None = None, dtype: Any = None, inc
 def cumulative_prod(x: Any, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Any:
     """The running product along ``axis`` (needed unless ``x`` is 1-d), optionally starting with a 1.
 
-    >>> cumulative_prod(fnp.array([1, 2, 3]), include_initial=True)    # [1, 1, 2, 6]
+    >>> cumulative_prod(fnp.array([1, 2, 3]), include_initial=True)
     Array([1, 1, 2, 6], dtype=int32)
     """
     return _cumulative("cumulative_prod", cumprod, x, axis, dtype, include_initial, 1)
@@ -145,7 +145,7 @@ def diff(a: Any, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = 
     """The ``n``-th discrete difference ``a[i+1] - a[i]`` along ``axis`` (``!=`` for bools), after adding
     ``prepend``/``append`` (scalars broadcast along the other axes).
 
-    >>> diff(fnp.array([1.0, 4.0, 9.0, 16.0]), n=2)    # [2., 2.]
+    >>> diff(fnp.array([1.0, 4.0, 9.0, 16.0]), n=2)
     Array([2., 2.], dtype=float32)
     """
     a = arr(a)
@@ -178,7 +178,7 @@ def ediff1d(ary: Any, to_end: Any = None, to_begin: Any = None) -> Any:
     """The differences of the flattened ``ary``, with ``to_begin`` before and ``to_end`` after (cast to
     ``ary``'s dtype).
 
-    >>> ediff1d(fnp.array([1, 4, 9]), to_begin=0)    # [0, 3, 5]
+    >>> ediff1d(fnp.array([1, 4, 9]), to_begin=0)
     Array([0, 3, 5], dtype=int32)
     """
     a = arr(ary)
@@ -200,7 +200,7 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = N
     (``edge_order=1``), for each axis in ``axis``: a list of arrays, or one array for one axis.
     ``varargs``: one spacing for all axes, one per axis, or coordinate arrays (non-uniform spacing).
 
-    >>> gradient(fnp.array([1.0, 4.0, 9.0, 16.0]))    # [3., 4., 6., 7.]
+    >>> gradient(fnp.array([1.0, 4.0, 9.0, 16.0]))
     Array([3., 4., 6., 7.], dtype=float32)
     """
     if edge_order is not None and edge_order != 1:
@@ -256,7 +256,7 @@ def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
     """The integral of ``y`` along ``axis`` by the trapezoidal rule, at sample points ``x`` (1-d, or
     ``y``'s shape) or spacing ``dx``.
 
-    >>> trapezoid(fnp.array([1.0, 2.0, 4.0]))    # 4.5
+    >>> trapezoid(fnp.array([1.0, 2.0, 4.0]))
     Array(4.5, dtype=float32)
     """
     (y,) = promote_inexact(arr(y))
@@ -284,7 +284,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None, period
     ``right`` (default ``fp[0]``/``fp[-1]``) outside, or ``"extrapolate"`` to extend the end segments
     (JAX's option); ``period`` for periodic ``xp``.  Differentiable in ``x``, ``xp`` and ``fp``.
 
-    >>> interp(fnp.array([0.5, 1.5]), fnp.array([0.0, 1.0, 2.0]), fnp.array([0.0, 2.0, 6.0]))    # [1., 4.]
+    >>> interp(fnp.array([0.5, 1.5]), fnp.array([0.0, 1.0, 2.0]), fnp.array([0.0, 2.0, 6.0]))
     Array([1., 4.], dtype=float32)
     """
     x, xp, fp = promote_inexact(arr(x), arr(xp), arr(fp))
@@ -330,7 +330,7 @@ def unwrap(p: Any, discont: Any = None, axis: int = -1, period: Any = 2 * math.p
     """``p`` with jumps larger than ``discont`` (default ``period / 2``) along ``axis`` replaced by their
     ``period``-complement (phase unwrapping).
 
-    >>> unwrap(fnp.array([0.0, 3.0, 6.5]))    # [0., 3., 0.2168...]
+    >>> unwrap(fnp.array([0.0, 3.0, 6.5]))
     Array([0.      , 3.      , 0.2168], dtype=float32)
     """
     (p,) = promote_inexact(arr(p))

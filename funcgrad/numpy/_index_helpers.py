@@ -60,7 +60,7 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *, inplace: bool = Tr
     ``mode``: None (JAX's default: negative indices count from the end, then out-of-range ones are
     clipped), 'clip', 'wrap', or 'raise' (numpy's; checked on concrete indices).
 
-    >>> put(fnp.zeros(3), fnp.array([0, 2]), 1.0, inplace=False)    # [1., 0., 1.]
+    >>> put(fnp.zeros(3), fnp.array([0, 2]), 1.0, inplace=False)
     Array([1., 0., 1.], dtype=float32)
     """
     _no_inplace("put", inplace)
@@ -87,7 +87,7 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: bool = True) -> Any:  # no
     """``arr`` with the entries where ``mask`` is true replaced, in order, by ``vals`` (cycled); needs
     ``inplace=False``.  Works under jit (no concrete mask needed).
 
-    >>> place(fnp.zeros(4), fnp.array([1, 0, 1, 1]), fnp.array([7.0, 8.0]), inplace=False)  # [7., 0., 8., 7.]
+    >>> place(fnp.zeros(4), fnp.array([1, 0, 1, 1]), fnp.array([7.0, 8.0]), inplace=False)
     Array([7., 0., 8., 7.], dtype=float32)
     """
     _no_inplace("place", inplace)
@@ -113,7 +113,7 @@ def put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None, inplac
     """``arr`` with ``values`` written at ``indices`` along ``axis`` (the inverse of take_along_axis); needs
     ``inplace=False``.  ``axis=None`` works on the flattened array.
 
-    >>> put_along_axis(fnp.zeros((2, 2)), fnp.array([[1], [0]]), 5.0, axis=1, inplace=False)  # [[0., 5.], [5., 0.]]
+    >>> put_along_axis(fnp.zeros((2, 2)), fnp.array([[1], [0]]), 5.0, axis=1, inplace=False)
     Array([[0., 5.],
            [5., 0.]], dtype=float32)
     """
@@ -171,7 +171,7 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
 
     ``mode``: 'raise' (checked on concrete indices), 'wrap' or 'clip'; ``order``: 'C' or 'F'.
 
-    >>> ravel_multi_index((fnp.array([1, 2]), fnp.array([0, 1])), (3, 2))    # [2, 5]
+    >>> ravel_multi_index((fnp.array([1, 2]), fnp.array([0, 1])), (3, 2))
     Array([2, 5], dtype=int32)
     """
     dims = shape_tuple(dims, "ravel_multi_index", "dims")
@@ -209,7 +209,7 @@ def unravel_index(indices: Any, shape: Any) -> tuple:
     """Per-axis indices into an array of ``shape`` for flat ``indices`` (C order).  As JAX, negative indices
     count from the end and out-of-range ones are clipped.
 
-    >>> unravel_index(fnp.array([5, 1]), (2, 3))    # ([1, 0], [2, 1])
+    >>> unravel_index(fnp.array([5, 1]), (2, 3))
     (Array([1, 0], dtype=int32), Array([2, 1], dtype=int32))
     """
     shape = shape_tuple(shape, "unravel_index")
@@ -238,7 +238,7 @@ def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Any:
 
     ``mode``: 'raise' (checked on concrete ``a``), 'wrap' or 'clip'.
 
-    >>> choose(fnp.array([0, 1]), [fnp.array([1, 2]), fnp.array([10, 20])])    # [1, 20]
+    >>> choose(fnp.array([0, 1]), [fnp.array([1, 2]), fnp.array([10, 20])])
     Array([ 1, 20], dtype=int32)
     """
     if out is not None:
@@ -343,7 +343,7 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *, assume_unique_indices
     """``arr`` without the entries ``obj`` (an int, a slice, a sequence of ints or a boolean mask) along
     ``axis`` (None: of the flattened array).  ``obj`` must be concrete.
 
-    >>> delete(fnp.arange(4), [0, 2])    # [1, 3]
+    >>> delete(fnp.arange(4), [0, 2])
     Array([1, 3], dtype=int32)
     """
     from funcgrad.numpy._base import arr as _arr
@@ -373,7 +373,7 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:  # 
     """``arr`` with ``values`` inserted before the positions ``obj`` along ``axis`` (None: flattened), as numpy:
     an int ``obj`` inserts a block, a sequence one value per index.  ``obj`` must be concrete.
 
-    >>> insert(fnp.array([1, 2, 3]), 1, 9)    # [1, 9, 2, 3]
+    >>> insert(fnp.array([1, 2, 3]), 1, 9)
     Array([1, 9, 2, 3], dtype=int32)
     """
     from funcgrad.numpy._base import arr as _arr

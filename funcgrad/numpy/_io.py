@@ -23,7 +23,7 @@ def load(file: Any, *args: Any, **kwargs: Any) -> Any:
     """numpy's ``load``; an array read back becomes a funcgrad array (``.npz`` archives and pickles
     come back as numpy returns them).
 
-    >>> fnp.save("/tmp/x.npy", fnp.arange(3.0)); fnp.load("/tmp/x.npy")   # [0, 1, 2]
+    >>> fnp.save("/tmp/x.npy", fnp.arange(3.0)); fnp.load("/tmp/x.npy")
     Array([0., 1., 2.], dtype=float32)
     """
     out = np.load(file, *args, **kwargs)

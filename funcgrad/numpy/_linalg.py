@@ -282,7 +282,7 @@ def outer(x: Any, y: Any) -> Any:
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Dot product of vectors along ``axis`` (other axes broadcast): ``sum(x1 * x2, axis)``.
 
-    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
+    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))
     Array([3., 3.], dtype=float32)
     """
     x1, x2 = promote(arr(x1), arr(x2))
@@ -322,7 +322,7 @@ def _matrix_vector(name: str, m: Any, v: Any, vector_first: bool) -> Any:
 def matvec(x1: Any, x2: Any, /) -> Any:
     """Matrix-vector product: (..., m, n) and (..., n) -> (..., m), batch dims broadcast.
 
-    >>> matvec(fnp.ones((2, 3)), fnp.ones(3))   # [3., 3.]
+    >>> matvec(fnp.ones((2, 3)), fnp.ones(3))
     Array([3., 3.], dtype=float32)
     """
     return _matrix_vector("matvec", x1, x2, vector_first=False)
@@ -331,7 +331,7 @@ def matvec(x1: Any, x2: Any, /) -> Any:
 def vecmat(x1: Any, x2: Any, /) -> Any:
     """Vector-matrix product: (..., n) and (..., n, m) -> (..., m), batch dims broadcast.
 
-    >>> vecmat(fnp.ones(2), fnp.ones((2, 3)))   # [2., 2., 2.]
+    >>> vecmat(fnp.ones(2), fnp.ones((2, 3)))
     Array([2., 2., 2.], dtype=float32)
     """
     return _matrix_vector("vecmat", x2, x1, vector_first=True)
@@ -340,7 +340,7 @@ def vecmat(x1: Any, x2: Any, /) -> Any:
 def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None) -> Any:
     """Cross product of 3-vectors (or 2-vectors, giving the z component) along the given axes.
 
-    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))
     Array([0., 0., 1.], dtype=float32)
     """
     a, b = promote(arr(a), arr(b))

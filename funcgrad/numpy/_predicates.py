@@ -196,7 +196,7 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
 def finfo(dtype: Any) -> np.finfo:
     """Machine limits of a float dtype (numpy's ``finfo``; an array stands for its dtype).
 
-    >>> fnp.finfo(fnp.float32).eps                     # 1.1920929e-07
+    >>> fnp.finfo(fnp.float32).eps
     np.float32(1.1920929e-07)
     """
     return np.finfo(_dtype_arg("finfo", dtype))
@@ -205,7 +205,7 @@ def finfo(dtype: Any) -> np.finfo:
 def iinfo(int_type: Any) -> np.iinfo:
     """Machine limits of an integer dtype (numpy's ``iinfo``; an array stands for its dtype).
 
-    >>> fnp.iinfo(fnp.int8).max                        # 127
+    >>> fnp.iinfo(fnp.int8).max
     127
     """
     return np.iinfo(_dtype_arg("iinfo", int_type))

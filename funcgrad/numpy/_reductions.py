@@ -72,9 +72,9 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: 
     ``promote_integers=False``; ``where=`` (a bool mask broadcast to ``a``) sums only the
     selected elements; ``initial`` is added to the result.
 
-    >>> fnp.sum(fnp.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)        # [4, 6]
+    >>> fnp.sum(fnp.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)
     Array([4., 6.], dtype=float32)
-    >>> fnp.sum(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, False, True]))   # 4
+    >>> fnp.sum(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, False, True]))
     Array(4., dtype=float32)
     """
     return _sum_or_prod("sum", lax.reduce_sum_p, lax.add_p, 0, a, axis, dtype, out, keepdims, initial, where,
@@ -116,7 +116,7 @@ def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """Product over ``axis``; its gradient is the product of the other elements (exact with zeros).
     ``where=`` multiplies only the selected elements; ``initial`` multiplies the result.
 
-    >>> fnp.prod(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, True, False]))   # 2
+    >>> fnp.prod(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, True, False]))
     Array(2., dtype=float32)
     """
     return _sum_or_prod("prod", lax.reduce_prod_p, lax.mul_p, 1, a, axis, dtype, out, keepdims, initial, where,
@@ -161,7 +161,7 @@ def max(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initi
     ``initial`` joins the reduction (and is the result of an empty one); ``where=`` needs
     ``initial``, as in JAX.
 
-    >>> fnp.max(fnp.array([[1.0, 5.0], [3.0, 2.0]]), axis=1)        # [5, 3]
+    >>> fnp.max(fnp.array([[1.0, 5.0], [3.0, 2.0]]), axis=1)
     Array([5., 3.], dtype=float32)
     """
     return _extreme("max", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
@@ -171,7 +171,7 @@ def min(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, initi
         where: Any = None) -> Any:
     """Minimum over ``axis`` (as :func:`max`).
 
-    >>> fnp.min(fnp.array([3.0, 1.0]), initial=0.0)                  # 0
+    >>> fnp.min(fnp.array([3.0, 1.0]), initial=0.0)
     Array(0., dtype=float32)
     """
     return _extreme("min", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
@@ -181,7 +181,7 @@ def amax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, init
          where: Any = None) -> Any:
     """Alias of :func:`max`.
 
-    >>> fnp.amax(fnp.array([1.0, 3.0]))                              # 3
+    >>> fnp.amax(fnp.array([1.0, 3.0]))
     Array(3., dtype=float32)
     """
     return _extreme("amax", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
@@ -191,7 +191,7 @@ def amin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, init
          where: Any = None) -> Any:
     """Alias of :func:`min`.
 
-    >>> fnp.amin(fnp.array([1.0, 3.0]))                              # 1
+    >>> fnp.amin(fnp.array([1.0, 3.0]))
     Array(1., dtype=float32)
     """
     return _extreme("amin", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
@@ -222,7 +222,7 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims:
     """Mean over ``axis`` (integers in the default float); ``where=`` averages the selected
     elements only (NaN where none is selected).
 
-    >>> fnp.mean(fnp.array([1.0, 2.0, 4.0]), where=fnp.array([True, False, True]))   # 2.5
+    >>> fnp.mean(fnp.array([1.0, 2.0, 4.0]), where=fnp.array([True, False, True]))
     Array(2.5, dtype=float32)
     """
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
@@ -247,7 +247,7 @@ def var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     name of ``ddof``); ``where=`` uses the selected elements only; ``mean=`` gives a precomputed
     mean (broadcastable as with ``keepdims=True``).
 
-    >>> fnp.var(fnp.array([1.0, 2.0, 4.0]), ddof=1)                  # 2.3333
+    >>> fnp.var(fnp.array([1.0, 2.0, 4.0]), ddof=1)
     Array(2.3333, dtype=float32)
     """
     if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
@@ -285,7 +285,7 @@ def std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
         where: Any = None, mean: Any = None, correction: Any = None) -> Any:
     """Standard deviation: ``sqrt(var(...))`` with the same arguments.
 
-    >>> fnp.std(fnp.array([1.0, 3.0]))                               # 1
+    >>> fnp.std(fnp.array([1.0, 3.0]))
     Array(1., dtype=float32)
     """
     if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
@@ -308,7 +308,7 @@ def _arg(name: str, p, x: Any, axis: Any, keepdims: bool) -> Any:
 def argmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = None) -> Any:
     """Index of the first maximum (int32; int64 with x64) along ``axis`` (None: of the flattened array).
 
-    >>> fnp.argmax(fnp.array([1.0, 3.0, 3.0]))                       # 1
+    >>> fnp.argmax(fnp.array([1.0, 3.0, 3.0]))
     Array(1, dtype=int32)
     """
     out, keepdims = _legacy_keepdims(out, keepdims)
@@ -319,7 +319,7 @@ def argmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = No
 def argmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = None) -> Any:
     """Index of the first minimum (as :func:`argmax`).
 
-    >>> fnp.argmin(fnp.array([2.0, 1.0]))                            # 1
+    >>> fnp.argmin(fnp.array([2.0, 1.0]))
     Array(1, dtype=int32)
     """
     out, keepdims = _legacy_keepdims(out, keepdims)
@@ -330,7 +330,7 @@ def argmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool | None = No
 def cumsum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
     """Cumulative sum along ``axis`` (None: over the flattened array).
 
-    >>> fnp.cumsum(fnp.array([1.0, 2.0, 3.0]))                       # [1, 3, 6]
+    >>> fnp.cumsum(fnp.array([1.0, 2.0, 3.0]))
     Array([1., 3., 6.], dtype=float32)
     """
     _no_out("cumsum", out)

@@ -105,7 +105,7 @@ def unique(ar: Any, return_index: bool = False, return_inverse: bool = False, re
     kept, and missing ones are ``fill_value`` (default: the smallest value; counts 0).  With ``axis`` the
     slices are compared whole, in lexicographic order.  The values are differentiable (a gather from ``ar``).
 
-    >>> unique(fnp.array([3, 1, 3]), return_counts=True)    # ([1, 3], [1, 2])
+    >>> unique(fnp.array([3, 1, 3]), return_counts=True)
     (Array([1, 3], dtype=int32), Array([1, 2], dtype=int32))
     """
     x = arr(ar)
@@ -140,7 +140,7 @@ def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None)
     """The sorted unique values of the flattened ``x`` (NaNs all kept, as the array API); ``size=`` as
     :func:`unique`.
 
-    >>> unique_values(fnp.array([2, 1, 2]))    # [1, 2]
+    >>> unique_values(fnp.array([2, 1, 2]))
     Array([1, 2], dtype=int32)
     """
     return unique(x, equal_nan=False, size=size, fill_value=fill_value)
@@ -149,7 +149,7 @@ def unique_values(x: Any, /, *, size: int | None = None, fill_value: Any = None)
 def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
     """``(values, counts)`` of the flattened ``x`` as a named tuple (see :func:`unique`).
 
-    >>> unique_counts(fnp.array([2, 1, 2])).counts    # [1, 2]
+    >>> unique_counts(fnp.array([2, 1, 2])).counts
     Array([1, 2], dtype=int32)
     """
     return _UniqueCountsResult(*unique(x, return_counts=True, equal_nan=False, size=size, fill_value=fill_value))
@@ -158,7 +158,7 @@ def unique_counts(x: Any, /, *, size: int | None = None, fill_value: Any = None)
 def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
     """``(values, inverse_indices)`` as a named tuple; ``inverse_indices`` has ``x``'s shape.
 
-    >>> unique_inverse(fnp.array([2, 1, 2])).inverse_indices    # [1, 0, 1]
+    >>> unique_inverse(fnp.array([2, 1, 2])).inverse_indices
     Array([1, 0, 1], dtype=int32)
     """
     return _UniqueInverseResult(*unique(x, return_inverse=True, equal_nan=False, size=size, fill_value=fill_value))
@@ -167,7 +167,7 @@ def unique_inverse(x: Any, /, *, size: int | None = None, fill_value: Any = None
 def unique_all(x: Any, /, *, size: int | None = None, fill_value: Any = None) -> Any:
     """``(values, indices, inverse_indices, counts)`` as a named tuple (see :func:`unique`).
 
-    >>> unique_all(fnp.array([2, 1, 2])).indices    # [1, 0]
+    >>> unique_all(fnp.array([2, 1, 2])).indices
     Array([1, 0], dtype=int32)
     """
     return _UniqueAllResult(*unique(x, return_index=True, return_inverse=True, return_counts=True,
@@ -215,7 +215,7 @@ def _isin_sorted(e: Any, t: Any) -> Any:
 def union1d(ar1: Any, ar2: Any, *, size: int | None = None, fill_value: Any = None) -> Any:
     """The sorted unique values found in either array (flattened); ``size=``/``fill_value=`` as :func:`unique`.
 
-    >>> union1d(fnp.array([3, 1]), fnp.array([2, 1]))    # [1, 2, 3]
+    >>> union1d(fnp.array([3, 1]), fnp.array([2, 1]))
     Array([1, 2, 3], dtype=int32)
     """
     return unique(concatenate(promote(ravel(arr(ar1)), ravel(arr(ar2))), axis=0), size=size, fill_value=fill_value)
@@ -226,7 +226,7 @@ def intersect1d(ar1: Any, ar2: Any, assume_unique: bool = False, return_indices:
     """The sorted unique values found in both arrays (flattened); with ``return_indices`` also the index of
     each one's first occurrence in each array (missing ones: the array's length).
 
-    >>> intersect1d(fnp.array([1, 2, 2, 5]), fnp.array([2, 5, 9]))    # [2, 5]
+    >>> intersect1d(fnp.array([1, 2, 2, 5]), fnp.array([2, 5, 9]))
     Array([2, 5], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))
@@ -248,7 +248,7 @@ def setdiff1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | No
     """The sorted unique values of ``ar1`` not in ``ar2`` (flattened); with ``size=`` missing ones are
     ``fill_value`` (default 0, as JAX).
 
-    >>> setdiff1d(fnp.array([3, 1, 2]), fnp.array([2]))    # [1, 3]
+    >>> setdiff1d(fnp.array([3, 1, 2]), fnp.array([2]))
     Array([1, 3], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))
@@ -259,7 +259,7 @@ def setxor1d(ar1: Any, ar2: Any, assume_unique: bool = False, *, size: int | Non
              fill_value: Any = None) -> Any:
     """The sorted unique values found in exactly one of the arrays (flattened); ``size=`` as :func:`unique`.
 
-    >>> setxor1d(fnp.array([1, 2]), fnp.array([2, 3]))    # [1, 3]
+    >>> setxor1d(fnp.array([1, 2]), fnp.array([2, 3]))
     Array([1, 3], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))

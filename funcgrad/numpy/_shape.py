@@ -359,7 +359,7 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> An
     return the vector, as JAX: no in-place updates).  Differentiable in ``array`` and in the
     ``constant_values`` / ``end_values``.
 
-    >>> pad(fnp.array([1.0, 2.0, 3.0]), 2, mode="reflect")    # [3., 2., 1., 2., 3., 2., 1.]
+    >>> pad(fnp.array([1.0, 2.0, 3.0]), 2, mode="reflect")
     Array([3., 2., 1., 2., 3., 2., 1.], dtype=float32)
     """
     x = arr(array)
@@ -544,7 +544,7 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None = -1, mode: str | N
     Out-of-bounds indices give ``fill_value`` (default NaN for floats) with the default mode
     ``"fill"``; ``"clip"`` clamps them. ``axis=None`` works on the flattened array.
 
-    >>> fnp.take_along_axis(fnp.array([[3., 1.], [0., 2.]]), fnp.array([[1], [0]]), axis=1)   # [[1.], [0.]]
+    >>> fnp.take_along_axis(fnp.array([[3., 1.], [0., 2.]]), fnp.array([[1], [0]]), axis=1)
     Array([[1.],
            [0.]], dtype=float32)
     """
@@ -636,7 +636,7 @@ def ndim(x: Any) -> int:
 def size(a: Any, axis: int | tuple[int, ...] | None = None) -> int:
     """The number of elements of ``a`` (along ``axis``, an int or a tuple of ints, if given), as a Python int.
 
-    >>> size(fnp.zeros((2, 3)), axis=1)    # 3
+    >>> size(fnp.zeros((2, 3)), axis=1)
     3
     """
     dims = shape(a)

@@ -5,9 +5,9 @@ All are written on lax, so grad (any order), vmap and jit apply.  The NaN-ignori
 zero gradient at the NaN entries, as JAX.
 
 >>> import funcgrad.numpy as fnp
->>> fnp.median(fnp.array([3.0, 1.0, 2.0, 10.0]))      # 2.5
+>>> fnp.median(fnp.array([3.0, 1.0, 2.0, 10.0]))
 Array(2.5, dtype=float32)
->>> fnp.nanmean(fnp.array([1.0, fnp.nan, 3.0]))       # 2.0
+>>> fnp.nanmean(fnp.array([1.0, fnp.nan, 3.0]))
 Array(2., dtype=float32)
 """
 from __future__ import annotations
@@ -171,7 +171,7 @@ def quantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_input:
     inverted_cdf, the only one taking ``weights`` (``a``'s shape, or the reduced axes' shape).  A slice
     with a NaN gives NaN.  Differentiable in ``a`` (and in ``q`` for linear and midpoint).
 
-    >>> quantile(fnp.array([1.0, 2.0, 3.0, 4.0]), 0.25)    # 1.75
+    >>> quantile(fnp.array([1.0, 2.0, 3.0, 4.0]), 0.25)
     Array(1.75, dtype=float32)
     """
     return _quantile("quantile", a, q, axis, out, method, keepdims, weights, False, overwrite_input)
@@ -181,7 +181,7 @@ def nanquantile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inp
                 method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """:func:`quantile` ignoring NaNs (an all-NaN slice gives NaN); NaN entries get a zero gradient.
 
-    >>> nanquantile(fnp.array([1.0, fnp.nan, 3.0]), 0.5)    # 2.0
+    >>> nanquantile(fnp.array([1.0, fnp.nan, 3.0]), 0.5)
     Array(2., dtype=float32)
     """
     return _quantile("nanquantile", a, q, axis, out, method, keepdims, weights, True, overwrite_input)
@@ -204,7 +204,7 @@ def percentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_inpu
                out_sharding: Any = None) -> Any:
     """:func:`quantile` with ``q`` in percent ([0, 100]).
 
-    >>> percentile(fnp.array([1.0, 2.0, 3.0, 4.0]), 50)    # 2.5
+    >>> percentile(fnp.array([1.0, 2.0, 3.0, 4.0]), 50)
     Array(2.5, dtype=float32)
     """
     if out_sharding is not None:
@@ -217,7 +217,7 @@ def nanpercentile(a: Any, q: Any, axis: Any = None, out: Any = None, overwrite_i
                   method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Any:
     """:func:`percentile` ignoring NaNs.
 
-    >>> nanpercentile(fnp.array([1.0, fnp.nan, 3.0]), 50)    # 2.0
+    >>> nanpercentile(fnp.array([1.0, fnp.nan, 3.0]), 50)
     Array(2., dtype=float32)
     """
     _check_percent("nanpercentile", q)
@@ -229,7 +229,7 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool = Fa
     """The median over ``axis`` (the mean of the two middle values for an even count); NaN if a slice has
     a NaN.  Differentiable.
 
-    >>> median(fnp.array([[1.0, 3.0], [2.0, 5.0]]), axis=0)    # [1.5, 4.]
+    >>> median(fnp.array([[1.0, 3.0], [2.0, 5.0]]), axis=0)
     Array([1.5, 4. ], dtype=float32)
     """
     return _quantile("median", a, 0.5, axis, out, "linear", keepdims, None, False, overwrite_input)
@@ -239,7 +239,7 @@ def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: bool =
               keepdims: bool = False) -> Any:
     """:func:`median` ignoring NaNs.
 
-    >>> nanmedian(fnp.array([1.0, fnp.nan, 4.0]))    # 2.5
+    >>> nanmedian(fnp.array([1.0, fnp.nan, 4.0]))
     Array(2.5, dtype=float32)
     """
     return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, None, True, overwrite_input)
@@ -291,7 +291,7 @@ def nansum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdim
            initial: Any = None, where: Any = None) -> Any:
     """The sum over ``axis`` treating NaNs as 0 (``where``: only where True; ``initial`` is added).
 
-    >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))    # 3.0
+    >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))
     Array(3., dtype=float32)
     """
     _no_out("nansum", out)
@@ -305,7 +305,7 @@ def nanprod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
             initial: Any = None, where: Any = None) -> Any:
     """The product over ``axis`` treating NaNs as 1.
 
-    >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))    # 6.0
+    >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))
     Array(6., dtype=float32)
     """
     _no_out("nanprod", out)
@@ -327,7 +327,7 @@ def nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdi
             where: Any = None) -> Any:
     """The mean over ``axis`` of the non-NaN entries (NaN where there are none).
 
-    >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)    # [1., 3.5]
+    >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)
     Array([1. , 3.5], dtype=float32)
     """
     _no_out("nanmean", out)
@@ -344,7 +344,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
     """The variance over ``axis`` of the non-NaN entries, divided by ``count - ddof`` (NaN if that is
     <= 0).  ``mean``: a precomputed mean (with ``keepdims=True`` shape).
 
-    >>> nanvar(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    >>> nanvar(fnp.array([1.0, fnp.nan, 3.0]))
     Array(1., dtype=float32)
     """
     _no_out("nanvar", out)
@@ -367,7 +367,7 @@ def nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: i
            where: Any = None, mean: Any = None) -> Any:
     """The square root of :func:`nanvar`.
 
-    >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))
     Array(1., dtype=float32)
     """
     var = nanvar(a, axis, None if dtype is None or np.dtype(dtype).kind != "f" else dtype, out, ddof, keepdims,
@@ -406,7 +406,7 @@ def nanmax(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, in
            where: Any = None) -> Any:
     """The maximum over ``axis`` ignoring NaNs (NaN for an all-NaN slice, as JAX; numpy also warns).
 
-    >>> nanmax(fnp.array([1.0, fnp.nan, 3.0]))    # 3.0
+    >>> nanmax(fnp.array([1.0, fnp.nan, 3.0]))
     Array(3., dtype=float32)
     """
     return _nan_extreme("nanmax", _R.max, -np.inf, a, axis, out, keepdims, initial, where)
@@ -416,7 +416,7 @@ def nanmin(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, in
            where: Any = None) -> Any:
     """The minimum over ``axis`` ignoring NaNs (NaN for an all-NaN slice).
 
-    >>> nanmin(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    >>> nanmin(fnp.array([1.0, fnp.nan, 3.0]))
     Array(1., dtype=float32)
     """
     return _nan_extreme("nanmin", _R.min, np.inf, a, axis, out, keepdims, initial, where)
@@ -447,7 +447,7 @@ def _nanarg(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepd
 def nanargmax(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -> Any:
     """The index of the maximum ignoring NaNs; -1 for an all-NaN slice (as JAX; numpy raises).
 
-    >>> nanargmax(fnp.array([1.0, fnp.nan, 3.0]))    # 2
+    >>> nanargmax(fnp.array([1.0, fnp.nan, 3.0]))
     Array(2, dtype=int32)
     """
     return _nanarg("nanargmax", _R.argmax, -np.inf, a, axis, out, keepdims)
@@ -456,7 +456,7 @@ def nanargmax(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -
 def nanargmin(a: Any, axis: Any = None, out: Any = None, keepdims: Any = None) -> Any:
     """The index of the minimum ignoring NaNs; -1 for an all-NaN slice.
 
-    >>> nanargmin(fnp.array([1.0, fnp.nan, 3.0]))    # 0
+    >>> nanargmin(fnp.array([1.0, fnp.nan, 3.0]))
     Array(0, dtype=int32)
     """
     return _nanarg("nanargmin", _R.argmin, np.inf, a, axis, out, keepdims)
@@ -469,7 +469,7 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
     """The (``weights``-weighted) mean over ``axis``; with ``returned`` also the sum of the weights.
     ``weights``: ``a``'s shape, or 1-d along a single ``axis``.
 
-    >>> average(fnp.array([1.0, 2.0, 4.0]), weights=fnp.array([1.0, 1.0, 2.0]))    # 2.75
+    >>> average(fnp.array([1.0, 2.0, 4.0]), weights=fnp.array([1.0, 1.0, 2.0]))
     Array(2.75, dtype=float32)
     """
     (a,) = promote_inexact(arr(a))
@@ -500,7 +500,7 @@ def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = Fals
 def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Any:
     """The range ``max - min`` over ``axis``.
 
-    >>> ptp(fnp.array([[1.0, 5.0], [2.0, 3.0]]), axis=1)    # [4., 1.]
+    >>> ptp(fnp.array([[1.0, 5.0], [2.0, 3.0]]), axis=1)
     Array([4., 1.], dtype=float32)
     """
     _no_out("ptp", out)
@@ -512,7 +512,7 @@ def ptp(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> An
 def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """The number of nonzero (True) entries over ``axis`` (default int).
 
-    >>> count_nonzero(fnp.array([[0, 1], [2, 3]]), axis=0)    # [1, 2]
+    >>> count_nonzero(fnp.array([[0, 1], [2, 3]]), axis=0)
     Array([1, 2], dtype=int32)
     """
     a = arr(a)
@@ -537,7 +537,7 @@ def cov(m: Any, y: Any = None, rowvar: bool = True, bias: bool = False, ddof: in
     ``fweights`` (integer repeat counts) and ``aweights`` (observation weights) as numpy.  A single
     variable gives a 0-d result.
 
-    >>> cov(fnp.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))    # [[1., -1.], [-1., 1.]]
+    >>> cov(fnp.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
     Array([[ 1., -1.],
            [-1.,  1.]], dtype=float32)
     """
@@ -591,7 +591,7 @@ def corrcoef(x: Any, y: Any = None, rowvar: bool = True, dtype: Any = None) -> A
     """The correlation coefficients of the variables (rows of ``x``, unless ``rowvar=False``), clipped to
     [-1, 1].  A single variable gives ``c / c`` (1, or NaN for a constant).
 
-    >>> corrcoef(fnp.array([1.0, 2.0, 4.0]), fnp.array([1.0, 0.0, 3.0]))    # [[1., 0.7857], [0.7857, 1.]]
+    >>> corrcoef(fnp.array([1.0, 2.0, 4.0]), fnp.array([1.0, 0.0, 3.0]))
     Array([[1.       , 0.7857],
            [0.7857, 1.       ]], dtype=float32)
     """

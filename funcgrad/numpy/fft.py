@@ -158,7 +158,7 @@ def _one_axis(name: str, fft_type: str, a: Any, n: Any, axis: Any, norm: Any) ->
 def fft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     """The 1-d discrete Fourier transform along ``axis`` (cut or zero-padded to ``n``); complex result.
 
-    >>> fnp.fft.fft(fnp.array([1.0, 2.0, 3.0, 4.0]))      # [10, -2+2j, -2, -2-2j]
+    >>> fnp.fft.fft(fnp.array([1.0, 2.0, 3.0, 4.0]))
     Array([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j], dtype=complex64)
     """
     return _one_axis("fft", "fft", a, n, axis, norm)
@@ -176,7 +176,7 @@ def ifft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
 def rfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     """The DFT of real input: the ``n // 2 + 1`` non-negative frequencies along ``axis``.
 
-    >>> fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0]))     # [10, -2+2j, -2]
+    >>> fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0]))
     Array([10.+0.j, -2.+2.j, -2.+0.j], dtype=complex64)
     """
     return _one_axis("rfft", "rfft", a, n, axis, norm)
@@ -185,7 +185,7 @@ def rfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) 
 def irfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None) -> Any:
     """The inverse of :func:`rfft`: ``n`` real values (default ``2 * (m - 1)`` for ``m`` input frequencies).
 
-    >>> fnp.fft.irfft(fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0])))   # [1, 2, 3, 4]
+    >>> fnp.fft.irfft(fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0])))
     Array([1., 2., 3., 4.], dtype=float32)
     """
     return _one_axis("irfft", "irfft", a, n, axis, norm)
@@ -223,7 +223,7 @@ def ihfft(a: Any, n: int | None = None, axis: int = -1, norm: str | None = None)
 def fft2(a: Any, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None) -> Any:
     """The 2-d DFT over ``axes`` (default the last two); ``s`` cuts or zero-pads them.
 
-    >>> fnp.fft.fft2(fnp.ones((2, 2)))                     # [[4, 0], [0, 0]]
+    >>> fnp.fft.fft2(fnp.ones((2, 2)))
     Array([[4.+0.j, 0.+0.j],
            [0.+0.j, 0.+0.j]], dtype=complex64)
     """
@@ -321,7 +321,7 @@ def _freqs(name: str, base: np.ndarray, n: int, d: Any, dtype: np.dtype) -> Any:
 def fftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
     """The DFT sample frequencies for ``n`` samples spaced ``d`` apart: ``[0, 1, ..., -1] / (d * n)``.
 
-    >>> fnp.fft.fftfreq(4)                                  # [0, 0.25, -0.5, -0.25]
+    >>> fnp.fft.fftfreq(4)
     Array([ 0.  ,  0.25, -0.5 , -0.25], dtype=float32)
     """
     n = index_arg("fftfreq", "n", n)
@@ -335,7 +335,7 @@ def fftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None) -> A
 def rfftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None) -> Any:
     """The sample frequencies of :func:`rfft`: ``[0, 1, ..., n // 2] / (d * n)``.
 
-    >>> fnp.fft.rfftfreq(4)                                 # [0, 0.25, 0.5]
+    >>> fnp.fft.rfftfreq(4)
     Array([0.  , 0.25, 0.5 ], dtype=float32)
     """
     n = index_arg("rfftfreq", "n", n)
@@ -367,7 +367,7 @@ def _roll(name: str, x: Any, axes: Any, inverse: bool) -> Any:
 def fftshift(x: Any, axes: None | int | Sequence[int] = None) -> Any:
     """The zero frequency moved to the centre: roll each of ``axes`` (default all) by half its size.
 
-    >>> fnp.fft.fftshift(fnp.arange(5))                     # [3, 4, 0, 1, 2]
+    >>> fnp.fft.fftshift(fnp.arange(5))
     Array([3, 4, 0, 1, 2], dtype=int32)
     """
     return _roll("fftshift", x, axes, inverse=False)
@@ -376,7 +376,7 @@ def fftshift(x: Any, axes: None | int | Sequence[int] = None) -> Any:
 def ifftshift(x: Any, axes: None | int | Sequence[int] = None) -> Any:
     """The inverse of :func:`fftshift` (they differ for odd sizes).
 
-    >>> fnp.fft.ifftshift(fnp.arange(5))                    # [2, 3, 4, 0, 1]
+    >>> fnp.fft.ifftshift(fnp.arange(5))
     Array([2, 3, 4, 0, 1], dtype=int32)
     """
     return _roll("ifftshift", x, axes, inverse=True)

@@ -134,7 +134,7 @@ def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2, precision: Any = None, pref
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, preferred_element_type: Any = None) -> Any:
     """Dot product of vectors along ``axis`` (broadcasting the other axes).
 
-    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
+    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))
     Array([3., 3.], dtype=float32)
     """
     return _vecdot(x1, x2, axis=axis, precision=precision, preferred_element_type=preferred_element_type)
@@ -143,7 +143,7 @@ def vecdot(x1: Any, x2: Any, /, *, axis: int = -1, precision: Any = None, prefer
 def cross(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
     """Cross product of 3-vectors along ``axis`` (other axes broadcast).
 
-    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))
     Array([0., 0., 1.], dtype=float32)
     """
     x1, x2 = arr(x1), arr(x2)
@@ -180,7 +180,7 @@ def matrix_transpose(x: Any, /) -> Any:
 def diagonal(x: Any, /, *, offset: int = 0) -> Any:
     """Diagonals of a stack of matrices: (..., m, n) -> (..., k).
 
-    >>> diagonal(fnp.eye(3))   # [1., 1., 1.]
+    >>> diagonal(fnp.eye(3))
     Array([1., 1., 1.], dtype=float32)
     """
     x = arr(x)
@@ -192,7 +192,7 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Any:
 def trace(x: Any, /, *, offset: int = 0, dtype: Any = None) -> Any:
     """Sum of the diagonal of each matrix: (..., m, n) -> (...).
 
-    >>> trace(fnp.eye(3))   # 3.0
+    >>> trace(fnp.eye(3))
     Array(3., dtype=float32)
     """
     x = arr(x)
@@ -238,7 +238,7 @@ def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
 def matrix_power(a: Any, n: int) -> Any:
     """``a`` (..., m, m) to the integer power ``n`` (negative: powers of the inverse) by repeated squaring.
 
-    >>> matrix_power(fnp.array([[1.0, 1.0], [0.0, 1.0]]), 3)   # [[1, 3], [0, 1]]
+    >>> matrix_power(fnp.array([[1.0, 1.0], [0.0, 1.0]]), 3)
     Array([[1., 3.],
            [0., 1.]], dtype=float32)
     """
@@ -308,7 +308,7 @@ def eigvals(a: Any) -> Any:
     """Eigenvalues of general square matrices, complex: (..., n, n) -> (..., n) (LAPACK's order, unsorted).
     Differentiable (forward and reverse; distinct eigenvalues), as JAX.
 
-    >>> eigvals(fnp.array([[0.0, 1.0], [-1.0, 0.0]]))   # [0+1j, 0-1j]
+    >>> eigvals(fnp.array([[0.0, 1.0], [-1.0, 0.0]]))
     Array([0.+1.j, 0.-1.j], dtype=complex64)
     """
     a = _matrix("eigvals", a, square=True)
@@ -319,7 +319,7 @@ def eigvals(a: Any) -> Any:
 def eigvalsh(a: Any, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Any:
     """Eigenvalues (ascending) of symmetric matrices: (..., n, n) -> (..., n).
 
-    >>> eigvalsh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))   # [1., 3.]
+    >>> eigvalsh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))
     Array([1., 3.], dtype=float32)
     """
     return eigh(a, UPLO, symmetrize_input).eigenvalues
@@ -343,7 +343,7 @@ def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True, hermitian: 
 def svdvals(x: Any, /) -> Any:
     """Singular values, descending: (..., m, n) -> (..., min(m, n)).
 
-    >>> svdvals(fnp.array([[3.0, 0.0], [0.0, 4.0]]))   # [4., 3.]
+    >>> svdvals(fnp.array([[3.0, 0.0], [0.0, 4.0]]))
     Array([4., 3.], dtype=float32)
     """
     return svd(x, full_matrices=False, compute_uv=False)
@@ -377,7 +377,7 @@ def solve(a: Any, b: Any) -> Any:
     """Solve ``a @ x = b``: a (..., n, n); b (n,) (a vector) or (..., n, k) (batch dims broadcast).
     A singular ``a`` gives inf/NaN (numpy raises LinAlgError).
 
-    >>> solve(fnp.array([[2.0, 0.0], [0.0, 4.0]]), fnp.array([2.0, 2.0]))   # [1., 0.5]
+    >>> solve(fnp.array([[2.0, 0.0], [0.0, 4.0]]), fnp.array([2.0, 2.0]))
     Array([1. , 0.5], dtype=float32)
     """
     a, b = promote_inexact(arr(a), arr(b))
@@ -404,7 +404,7 @@ def solve(a: Any, b: Any) -> Any:
 def inv(a: Any) -> Any:
     """Inverse of square matrices (..., n, n); inf/NaN for a singular matrix (numpy raises).
 
-    >>> inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))   # [[0.5, 0], [0, 0.25]]
+    >>> inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))
     Array([[0.5 , 0.  ],
            [0.  , 0.25]], dtype=float32)
     """
@@ -482,7 +482,7 @@ def det(a: Any) -> Any:
     """Determinant of square matrices: (..., n, n) -> (...), through the LU decomposition. Its derivative
     is ``trace(adj(a) @ da)`` (as JAX: finite at singular matrices of rank n - 1 too).
 
-    >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # -2.0
+    >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
     Array(-2.0000, dtype=float32)
     """
     a = _matrix("det", a, square=True)
@@ -655,7 +655,7 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> A
     """Vector norms (``ord`` None/2, 1, inf, -inf, 0, any p) and matrix norms (``'fro'``, ``'nuc'``,
     1, -1, 2, -2, inf, -inf) over ``axis`` (int, 2-tuple or None: all axes of a 1-d/2-d array).
 
-    >>> norm(fnp.array([3.0, 4.0]))   # 5.0
+    >>> norm(fnp.array([3.0, 4.0]))
     Array(5., dtype=float32)
     """
     (x,) = promote_inexact(arr(x))
@@ -733,7 +733,7 @@ def _to_end(x, row, col):
 def vector_norm(x: Any, /, *, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Any:
     """Vector norm over ``axis`` (None: all elements, as one flat vector).
 
-    >>> vector_norm(fnp.ones((2, 2)))   # 2.0
+    >>> vector_norm(fnp.ones((2, 2)))
     Array(2., dtype=float32)
     """
     (x,) = promote_inexact(arr(x))
@@ -760,7 +760,7 @@ def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any =
     """Number of singular values above ``rtol`` (default ``max(s) * max(m, n) * eps``); int32 (...).
     Its gradient is zero.
 
-    >>> matrix_rank(fnp.array([[1.0, 0.0], [0.0, 0.0]]))   # 1
+    >>> matrix_rank(fnp.array([[1.0, 0.0], [0.0, 0.0]]))
     Array(1, dtype=int32)
     """
     if tol is not None:
@@ -783,7 +783,7 @@ def cond(x: Any, p: Any = None) -> Any:
     """Condition number: ``p`` None/2 (largest over smallest singular value), -2, or any matrix-norm ``ord``
     (square matrices: ``norm(x, p) * norm(inv(x), p)``). A singular matrix gives inf.
 
-    >>> cond(fnp.array([[1.0, 0.0], [0.0, 2.0]]))   # 2.0
+    >>> cond(fnp.array([[1.0, 0.0], [0.0, 2.0]]))
     Array(2., dtype=float32)
     """
     x = _matrix("cond", x)

@@ -96,7 +96,7 @@ def rankdata(a: Any, method: str = "average", *, axis: Any = None, nan_policy: s
     The result is in the default float dtype (as JAX) and has no gradient. Sort-based: O(n log n)
     (a stable sort, so ``ordinal`` ranks ties in their order of appearance).
 
-    >>> rankdata(fnp.array([3.0, 1.0, 3.0, 2.0]))   # [3.5, 1, 3.5, 2]
+    >>> rankdata(fnp.array([3.0, 1.0, 3.0, 2.0]))
     Array([3.5, 1. , 3.5, 2. ], dtype=float32)
     """
     _check_nan_policy("rankdata", nan_policy)
@@ -142,7 +142,7 @@ def rankdata(a: Any, method: str = "average", *, axis: Any = None, nan_policy: s
 def sem(a: Any, axis: Any = 0, ddof: int = 1, nan_policy: str = "propagate", *, keepdims: bool = False) -> Any:
     """The standard error of the mean, ``std(a, axis, ddof) / sqrt(n)``; ``nan_policy='omit'`` ignores NaNs.
 
-    >>> sem(fnp.array([1.0, 2.0, 3.0]))   # [0.5773...]
+    >>> sem(fnp.array([1.0, 2.0, 3.0]))
     Array(0.5774, dtype=float32)
     """
     (b,) = promote_inexact(arr(a))

@@ -30,7 +30,7 @@ def pmf(k: Any, p: Any, loc: Any = 0) -> Any:
 def cdf(k: Any, p: Any) -> Any:
     """CDF: 0 below 0, ``1 - p`` on [0, 1), 1 from 1 on; NaN for ``p`` outside [0, 1].
 
-    >>> cdf(fnp.array([0.5]), 0.25)   # [0.75]
+    >>> cdf(fnp.array([0.5]), 0.25)
     Array([0.75], dtype=float32)
     """
     k, p = promote(k, p)
@@ -42,7 +42,7 @@ def ppf(q: Any, p: Any) -> Any:
     """Quantile: 0 for ``q <= 1 - p``, else 1; NaN for ``q`` or ``p`` outside [0, 1]
     (ppf(0) is 0, as JAX; scipy gives -1).
 
-    >>> ppf(fnp.array([0.5, 0.9]), 0.25)   # [0, 1]
+    >>> ppf(fnp.array([0.5, 0.9]), 0.25)
     Array([0., 1.], dtype=float32)
     """
     q, p = promote(q, p)

@@ -40,7 +40,7 @@ def _z(x, a, b, loc, scale):
 def cdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """CDF ``betainc(a, b, z)`` (differentiable in x, loc, scale; not in a, b: as JAX).
 
-    >>> cdf(fnp.array([0.5]), 2.0, 2.0)   # [0.5]
+    >>> cdf(fnp.array([0.5]), 2.0, 2.0)
     Array([0.5], dtype=float32)
     """
     a, b, z = _z(x, a, b, loc, scale)

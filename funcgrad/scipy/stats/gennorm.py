@@ -24,7 +24,7 @@ def pdf(x: Any, beta: Any) -> Any:
 def cdf(x: Any, beta: Any) -> Any:
     """CDF ``(1 + sign(x) gammainc(1 / beta, |x|**beta)) / 2`` (second derivative in beta unsupported).
 
-    >>> cdf(fnp.array([0.0]), 2.0)   # [0.5]
+    >>> cdf(fnp.array([0.0]), 2.0)
     Array([0.5], dtype=float32)
     """
     x, beta = promote(x, beta)
