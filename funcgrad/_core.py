@@ -35,16 +35,39 @@ from funcgrad._array import (Array, _array_from_numpy, _freeze, _immutable_setit
 
 
 class TracerLeakError(RuntimeError):
-    """A tracer was used after the transform that created it returned."""
+    """A tracer was used after the transform that created it returned.
+
+    >>> leaked = []
+    >>> _ = fg.jit(lambda x: leaked.append(x) or x)(fnp.ones(2))
+    >>> try:
+    ...     leaked[0] + 1
+    ... except fg.TracerLeakError as e:
+    ...     print(type(e).__name__)
+    TracerLeakError
+    """
 
 
 class ConcretizationError(TypeError):
-    """Python needed a concrete value (``if``, ``bool()``, ``int()``) from a traced one."""
+    """Python needed a concrete value (``if``, ``bool()``, ``int()``) from a traced one.
+
+    >>> try:
+    ...     fg.jit(lambda x: 1.0 if x > 0 else 0.0)(fnp.ones(()))
+    ... except fg.ConcretizationError as e:
+    ...     print(type(e).__name__)
+    ConcretizationError
+    """
 
 
 class TracerArrayConversionError(TypeError):
     """A traced value was about to become a numpy array (``np.asarray(x)``, a numpy function
-    that funcgrad.numpy lacks); numpy would treat it as a constant the transform cannot follow."""
+    that funcgrad.numpy lacks); numpy would treat it as a constant the transform cannot follow.
+
+    >>> try:
+    ...     fg.jit(lambda x: np.asarray(x))(fnp.ones(2))
+    ... except fg.TracerArrayConversionError as e:
+    ...     print(type(e).__name__)
+    TracerArrayConversionError
+    """
 
 
 # The user-facing name of the transform behind each trace type.

@@ -48,7 +48,9 @@ class custom_vjp(_CustomRules):
     >>> @custom_vjp
     ... def clip_gradient(x):
     ...     return x
-    >>> clip_gradient.defvjp(lambda x: (x, None), lambda res, g: (fnp.clip(g, -1, 1),))
+    >>> _ = clip_gradient.defvjp(lambda x: (x, None), lambda res, g: (fnp.clip(g, -1, 1),))
+    >>> grad(lambda x: 3.0 * clip_gradient(x))(fnp.asarray(2.0))     # 3 clipped to 1
+    Array(1., dtype=float32)
 
     ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, out_cotangent) ->
     tuple`` with one cotangent (or None for zero) per argument.  Works under
@@ -57,7 +59,9 @@ class custom_vjp(_CustomRules):
     passed first to ``bwd``, in that order, and get no cotangent, as in JAX:
 
     >>> scaled = custom_vjp(lambda k, x: k * x, nondiff_argnums=(0,))
-    >>> scaled.defvjp(lambda k, x: (k * x, None), lambda k, res, g: (k * g,))
+    >>> _ = scaled.defvjp(lambda k, x: (k * x, None), lambda k, res, g: (k * g,))
+    >>> grad(lambda x: scaled(3.0, x))(fnp.asarray(1.0))
+    Array(3., dtype=float32)
     """
 
     _transform, _rule_takes = "custom_vjp", "bwd"
@@ -150,6 +154,7 @@ class custom_jvp(_CustomRules):
     ...     x_dot, = tangents
     ...     return log1pexp(x), x_dot * (1 - 1 / (1 + fnp.exp(x)))
     >>> grad(log1pexp)(fnp.asarray(100.0))    # 1.0, where plain autodiff of log1p(exp(x)) gives nan
+    Array(1., dtype=float32)
 
     ``defjvp(rule)``: ``rule(primals, tangents) -> (out, tangent_out)``, with
     ``primals`` and ``tangents`` tuples (one entry per argument, pytrees as the
@@ -174,7 +179,9 @@ class custom_jvp(_CustomRules):
     (they may be functions, or any Python value):
 
     >>> apply = custom_jvp(lambda g, x: g(x), nondiff_argnums=(0,))
-    >>> apply.defjvp(lambda g, primals, tangents: (g(primals[0]), 2.0 * tangents[0]))
+    >>> _ = apply.defjvp(lambda g, primals, tangents: (g(primals[0]), 2.0 * tangents[0]))
+    >>> jvp(lambda x: apply(fnp.sin, x), (fnp.asarray(0.0),), (fnp.asarray(1.0),))
+    (Array(0., dtype=float32), Array(2., dtype=float32))
     """
 
     _transform, _rule_takes = "custom_jvp", "the jvp rule"

@@ -8,6 +8,7 @@ funcgrad Array and derivatives survive grad/jvp/vmap/jit:
 
 >>> import numpy as np, funcgrad as fg, funcgrad.numpy as fnp
 >>> fg.grad(lambda x: np.sum(np.sin(x)))(fnp.zeros(2))    # cos(0) = [1, 1]
+Array([1., 1.], dtype=float32)
 
 Where funcgrad.numpy has no equivalent (``np.log10``, ``np.linalg.eig``, a
 numpy-only argument such as ``where=``, or ``out=`` naming a numpy buffer):

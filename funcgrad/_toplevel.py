@@ -37,6 +37,7 @@ def default_backend() -> str:
     """The platform name of the default device (``"cpu"`` or ``"gpu"``), as ``jax.default_backend``.
 
     >>> default_backend()      # 'cpu'
+    'cpu'
     """
     from funcgrad.devices import default_device
     return default_device()
@@ -46,7 +47,8 @@ def device_count(backend: Any = None) -> int:
     """The number of devices of ``backend`` (default: the default device's): funcgrad uses one per
     backend, so 1.
 
-    >>> device_count()     # 1
+    >>> device_count()
+    1
     """
     _backend(backend, "device_count")
     return 1
@@ -55,7 +57,8 @@ def device_count(backend: Any = None) -> int:
 def local_device_count(backend: Any = None) -> int:
     """The number of devices this process drives (1; funcgrad runs one process).
 
-    >>> local_device_count()     # 1
+    >>> local_device_count()
+    1
     """
     return device_count(backend)
 
@@ -65,6 +68,7 @@ def local_devices(process_index: int | None = None, backend: Any = None, host_id
     ``jax.local_devices`` (funcgrad's devices are named by strings: ``"cpu"``, ``"gpu"``).
 
     >>> local_devices()     # ['cpu']
+    ['cpu']
     """
     index = process_index if process_index is not None else host_id
     if index not in (None, 0):
@@ -75,7 +79,8 @@ def local_devices(process_index: int | None = None, backend: Any = None, host_id
 def process_count(backend: Any = None) -> int:
     """The number of processes (1: funcgrad has no multi-process runtime).
 
-    >>> process_count()     # 1
+    >>> process_count()
+    1
     """
     _backend(backend, "process_count")
     return 1
@@ -84,7 +89,8 @@ def process_count(backend: Any = None) -> int:
 def process_index(backend: Any = None) -> int:
     """This process's index (0: funcgrad has no multi-process runtime).
 
-    >>> process_index()     # 0
+    >>> process_index()
+    0
     """
     _backend(backend, "process_index")
     return 0
@@ -93,7 +99,8 @@ def process_index(backend: Any = None) -> int:
 def process_indices(backend: Any = None) -> list[int]:
     """The indices of all processes (``[0]``).
 
-    >>> process_indices()     # [0]
+    >>> process_indices()
+    [0]
     """
     _backend(backend, "process_indices")
     return [0]
@@ -107,6 +114,7 @@ def print_environment_info(return_string: bool = False) -> str | None:
     ``jax.print_environment_info``.
 
     >>> print_environment_info(return_string=True).splitlines()[0]     # 'funcgrad:    0.1.0'
+    'funcgrad:    0.1.0'
     """
     from funcgrad.devices import devices
     try:
@@ -130,6 +138,8 @@ def make_array_from_callback(shape: Sequence[int], sharding: Any, data_callback:
     ``sharding`` is accepted for one device only (funcgrad has no multi-device shardings).
 
     >>> make_array_from_callback((2, 3), None, lambda idx: np.ones((2, 3))[idx])
+    Array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
     """
     from funcgrad import numpy as fnp
     shape = tuple(int(n) for n in shape)
@@ -154,7 +164,8 @@ def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, ar
     """The array of ``shape`` made of per-device ``arrays``, as ``jax.make_array_from_single_device_arrays``
     on one device: ``arrays`` holds the one array of the whole ``shape``.
 
-    >>> make_array_from_single_device_arrays((2,), None, [np.ones(2)])     # [1, 1]
+    >>> make_array_from_single_device_arrays((2,), None, [np.ones(2)])
+    Array([1., 1.], dtype=float32)
     """
     from funcgrad import numpy as fnp
     _one_device("make_array_from_single_device_arrays", sharding)
@@ -175,7 +186,8 @@ def make_array_from_process_local_data(sharding: Any, local_data: Any, global_sh
     """``local_data`` as an array, as ``jax.make_array_from_process_local_data`` in one process (the local
     data is the global array).
 
-    >>> make_array_from_process_local_data(None, np.ones(2))     # [1, 1]
+    >>> make_array_from_process_local_data(None, np.ones(2))
+    Array([1., 1.], dtype=float32)
     """
     from funcgrad import numpy as fnp
     _one_device("make_array_from_process_local_data", sharding)
@@ -190,7 +202,8 @@ def copy_to_host_async(x: Any) -> None:
     """Start copying ``x``'s arrays to the host, as ``jax.copy_to_host_async``: a hint only (the values
     are unchanged); funcgrad copies when the host reads them, so nothing is started early.
 
-    >>> copy_to_host_async(x)     # None; np.asarray(x) copies when it is needed
+    >>> x = fnp.ones(2)
+    >>> fg.copy_to_host_async(x)     # None; np.asarray(x) copies when it is needed
     """
     return None
 
@@ -202,8 +215,11 @@ def fwd_and_bwd(fun: Callable, argnums: int | Sequence[int], has_aux: bool = Fal
     int ``argnums``, a tuple for a sequence). funcgrad's residuals are the arguments themselves:
     ``bwd`` recomputes the forward pass (same values; more compute than JAX's saved residuals).
 
-    >>> fwd, bwd = fwd_and_bwd(lambda x, w: x @ w, argnums=(0, 1))
+    >>> x, w = fnp.ones((1, 2)), fnp.ones((2, 3))
+    >>> fwd, bwd = fg.fwd_and_bwd(lambda x, w: x @ w, argnums=(0, 1))
     >>> y, res = fwd(x, w); cx, cw = bwd(res, fnp.ones_like(y))
+    >>> cx, cw.shape
+    (Array([[3., 3.]], dtype=float32), (2, 3))
     """
     from funcgrad.api import vjp
     from funcgrad.jit import jit
@@ -259,8 +275,12 @@ def _bool_option(jax_name: str, doc: str) -> Callable:
     def manager(new_val: Any = True) -> Any:
         return _jax_option(jax_name, new_val)
     manager.__name__ = jax_name[4:]
-    manager.__doc__ = doc + f"\n\n    >>> with {jax_name[4:]}(False):\n    ...     y = f(x)\n"
+    manager.__doc__ = doc + f"\n\n    >>> with fg.{jax_name[4:]}(False):\n    ...     fnp.sin(fnp.zeros(2))\n    Array([0., 0.], dtype=float32)\n"
     return manager
+
+
+_EXAMPLE_VALUES = {"numpy_dtype_promotion": "standard", "numpy_rank_promotion": "allow",
+                   "default_matmul_precision": "highest", "default_prng_impl": "threefry2x32"}
 
 
 def _value_option(jax_name: str, doc: str) -> Callable:
@@ -270,7 +290,7 @@ def _value_option(jax_name: str, doc: str) -> Callable:
                             "the new value for the config option.")
         return _jax_option(jax_name, new_val)
     manager.__name__ = jax_name[4:]
-    manager.__doc__ = doc + f"\n\n    >>> with {jax_name[4:]}(value):\n    ...     y = f(x)\n"
+    manager.__doc__ = doc + f"\n\n    >>> with fg.{jax_name[4:]}({_EXAMPLE_VALUES[jax_name[4:]]!r}):\n    ...     fnp.sin(fnp.zeros(2))\n    Array([0., 0.], dtype=float32)\n"
     return manager
 
 
@@ -315,17 +335,32 @@ def _checked(name: str, value: Any, allowed: tuple, why: str) -> Any:
 
 def debug_key_reuse(new_val: Any = True) -> Any:
     """Context manager (``jax.debug_key_reuse``): only ``False`` is supported (funcgrad does not track key
-    reuse)."""
+    reuse).
+
+    >>> with fg.debug_key_reuse(False):
+    ...     random.normal(random.key(0), (2,)).shape
+    (2,)
+    """
     return _checked("debug_key_reuse", new_val, (False,), "funcgrad does not track key reuse")
 
 
 def enable_custom_prng(new_val: Any = True) -> Any:
-    """Context manager (``jax.enable_custom_prng``): only ``False`` is supported."""
+    """Context manager (``jax.enable_custom_prng``): only ``False`` is supported.
+
+    >>> with fg.enable_custom_prng(False):
+    ...     random.normal(random.key(0), (2,)).shape
+    (2,)
+    """
     return _checked("enable_custom_prng", new_val, (False,), "funcgrad has no custom PRNG implementations")
 
 
 def legacy_prng_key(new_val: Any = _NO_VALUE) -> Any:
-    """Context manager (``jax.legacy_prng_key``): only ``'allow'`` (JAX's default) is supported."""
+    """Context manager (``jax.legacy_prng_key``): only ``'allow'`` (JAX's default) is supported.
+
+    >>> with fg.legacy_prng_key("allow"):
+    ...     random.PRNGKey(0).shape
+    (2,)
+    """
     if new_val is _NO_VALUE:
         raise TypeError("Context manager for legacy_prng_key config option requires an argument representing the "
                         "new value for the config option.")
@@ -334,7 +369,12 @@ def legacy_prng_key(new_val: Any = _NO_VALUE) -> Any:
 
 def softmax_custom_jvp(new_val: Any = True) -> Any:
     """Context manager (``jax.softmax_custom_jvp``): accepted; it picks how JAX writes softmax's derivative,
-    not its value, and funcgrad's softmax has its own exact rule either way."""
+    not its value, and funcgrad's softmax has its own exact rule either way.
+
+    >>> with fg.softmax_custom_jvp(True):
+    ...     nn.softmax(fnp.zeros(2))
+    Array([0.5, 0.5], dtype=float32)
+    """
     return _checked("softmax_custom_jvp", bool(new_val), (False, True), "")
 
 
@@ -342,8 +382,9 @@ def checking_leaks() -> Any:
     """Context manager: ``with checking_leaks():`` as ``jax.checking_leaks`` (funcgrad always detects
     leaked tracers when they are used).
 
-    >>> with checking_leaks():
-    ...     y = f(x)
+    >>> with fg.checking_leaks():
+    ...     fnp.sin(fnp.zeros(2))
+    Array([0., 0.], dtype=float32)
     """
     return check_tracer_leaks(True)
 
@@ -363,7 +404,7 @@ def _transfer_guard(name: str) -> Callable:
     guard.__name__ = name
     guard.__doc__ = (f"Context manager (``jax.{name}``): only ``'allow'`` (JAX's default) is supported; "
                      f"other levels raise NotImplementedError.\n\n"
-                     f"    >>> with {name}('allow'):\n    ...     y = f(x)\n")
+                     f"    >>> with fg.{name}('allow'):\n    ...     fnp.sin(fnp.zeros(2))\n    Array([0., 0.], dtype=float32)\n")
     return guard
 
 

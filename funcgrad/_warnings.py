@@ -12,7 +12,11 @@ import warnings
 
 
 class FuncgradWarning(UserWarning):
-    """Base class of funcgrad's warnings."""
+    """Base class of funcgrad's warnings.
+
+    >>> issubclass(fg.FuncgradWarning, UserWarning)
+    True
+    """
 
 
 class CacheWarning(FuncgradWarning):
@@ -21,11 +25,18 @@ class CacheWarning(FuncgradWarning):
     A damaged cache entry was discarded and recompiled, or an unwritable cache
     directory was replaced by a private temporary one.  Results are unaffected;
     only compile time is.
+
+    >>> issubclass(fg.CacheWarning, fg.FuncgradWarning)
+    True
     """
 
 
 class RetraceWarning(FuncgradWarning):
-    """A jitted function keeps tracing and compiling again, one argument changing each time."""
+    """A jitted function keeps tracing and compiling again, one argument changing each time.
+
+    >>> issubclass(fg.RetraceWarning, fg.FuncgradWarning)
+    True
+    """
 
 
 # numpy reports floating-point trouble (log(-1), 1/0, inf - inf) as RuntimeWarnings attributed to the line

@@ -96,7 +96,11 @@ def _check_real_outputs(outs: list, name: str) -> None:
 
 def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
                    holomorphic: bool = False) -> Callable:
-    """Like :func:`grad`, returning ``(value, grads)`` (``((value, aux), grads)`` with ``has_aux``)."""
+    """Like :func:`grad`, returning ``(value, grads)`` (``((value, aux), grads)`` with ``has_aux``).
+
+    >>> fg.value_and_grad(lambda x: fnp.sum(x ** 2))(fnp.array([1.0, 2.0]))
+    (Array(5., dtype=float32), Array([2., 4.], dtype=float32))
+    """
     return _value_and_grad(f, argnums, has_aux, with_value=True, holomorphic=holomorphic)
 
 
@@ -208,6 +212,7 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
 
     >>> y, pullback = vjp(fnp.sin, fnp.zeros(3))
     >>> pullback(fnp.ones(3))     # (Array([1., 1., 1.]),)
+    (Array([1., 1., 1.], dtype=float32),)
     """
     leaves, in_tree = tree_flatten(primals)
     leaves = [as_leaf(x, "vjp") for x in leaves]
@@ -260,6 +265,7 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: b
     ``(output, J @ tangents, aux)``; ``aux`` is not differentiated.
 
     >>> jvp(fnp.sin, (fnp.zeros(2),), (fnp.ones(2),))   # (sin(0), cos(0) * 1)
+    (Array([0., 0.], dtype=float32), Array([1., 1.], dtype=float32))
     """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primals and tangents must be tuples (one entry per argument of f)")
@@ -311,6 +317,10 @@ def linearize(f: Callable, *primals: Any) -> tuple:
     """``(f(*primals), f_jvp)`` with ``f_jvp(*tangents)`` the jvp at ``primals``.
 
     This version re-runs the forward pass for each call of ``f_jvp``.
+
+    >>> y, f_jvp = fg.linearize(fnp.sin, fnp.asarray(0.0))
+    >>> f_jvp(fnp.asarray(2.0))          # cos(0) * 2
+    Array(2., dtype=float32)
     """
     out = f(*primals)
     return out, lambda *tangents: jvp(f, primals, tangents)[1]
@@ -354,7 +364,9 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the result is
     ``(jacobian, aux)``. Complex inputs need ``holomorphic=True`` (as in JAX).
 
-    >>> jacfwd(lambda x: fnp.sin(x) * 2)(fnp.zeros(2))   # [[2., 0.], [0., 2.]]
+    >>> jacfwd(lambda x: fnp.sin(x) * 2)(fnp.zeros(2))
+    Array([[2., 0.],
+           [0., 2.]], dtype=float32)
     """
     spec = _argnums_spec(f, argnums, "jacfwd")
 
@@ -401,7 +413,8 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     ``(jacobian, aux)``. ``jacobian`` is another name for this function.
     Complex outputs need ``holomorphic=True`` (as in JAX).
 
-    >>> jacrev(lambda x: fnp.sum(x ** 2))(fnp.ones(3))   # [2., 2., 2.]
+    >>> jacrev(lambda x: fnp.sum(x ** 2))(fnp.ones(3))
+    Array([2., 2., 2.], dtype=float32)
     """
     spec = _argnums_spec(f, argnums, "jacrev")
 
@@ -431,7 +444,12 @@ jacobian = jacrev
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
             holomorphic: bool = False) -> Callable:
-    """Hessian of scalar ``f``: forward-over-reverse, ``jacfwd(jacrev(f))``."""
+    """Hessian of scalar ``f``: forward-over-reverse, ``jacfwd(jacrev(f))``.
+
+    >>> fg.hessian(lambda x: fnp.sum(x ** 3))(fnp.array([1.0, 2.0]))     # diag(6 x)
+    Array([[ 6.,  0.],
+           [ 0., 12.]], dtype=float32)
+    """
     argnums = _argnums_spec(f, argnums, "hessian").spec
     return jacfwd(jacrev(f, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums, has_aux=has_aux,
                   holomorphic=holomorphic)
@@ -452,8 +470,12 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_name: Any = None
     (``lax.psum(x, axis_name)`` sums over the examples; the examples play the part of
     devices, with ``shard_map``'s derivative convention); ``spmd_axis_name`` is not supported.
 
-    >>> per_example = vmap(grad(loss), in_axes=(None, 0))(params, xs)
-    >>> shares = vmap(lambda x: x / lax.psum(x, "i"), axis_name="i")(xs)
+    >>> loss = lambda w, x: fnp.sum((x * w) ** 2)
+    >>> vmap(grad(loss), in_axes=(None, 0))(fnp.ones(2), fnp.arange(4.0).reshape(2, 2))   # per-example
+    Array([[ 0.,  2.],
+           [ 8., 18.]], dtype=float32)
+    >>> vmap(lambda x: x / lax.psum(x, "i"), axis_name="i")(fnp.array([1.0, 3.0]))   # named axis
+    Array([0.25, 0.75], dtype=float32)
     """
     name = _fun_name(f)
     if spmd_axis_name is not None:
@@ -543,6 +565,7 @@ def stop_gradient(x: Any) -> Any:
     """``x`` (a pytree), with a zero derivative: a constant to every transform.
 
     >>> grad(lambda v: fnp.sum(v * stop_gradient(v)))(fnp.ones(2))    # [1., 1.], not [2., 2.]
+    Array([1., 1.], dtype=float32)
     """
     return tree_map(lambda v: lax.stop_gradient(v if isinstance(v, (Array, Tracer, bool, int, float))
                                                 else as_array(v)), x)
@@ -625,8 +648,11 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
     (e.g. a flag the function branches on). ``prevent_cse`` is accepted (funcgrad never merges
     the recomputation away).
 
-    >>> layer = checkpoint(lambda w, x: fnp.tanh(x @ w))
-    >>> g = grad(lambda w: fnp.sum(layer(w, x)))(w)
+    >>> layer = fg.checkpoint(lambda w, x: fnp.tanh(x @ w))
+    >>> x, w = fnp.ones((1, 2)), fnp.zeros((2, 3))
+    >>> grad(lambda w: fnp.sum(layer(w, x)))(w)     # recomputes tanh in the backward pass
+    Array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
     """
     if fun is None:
         return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums,
@@ -728,6 +754,7 @@ def device_get(x: Any) -> Any:
     ``jax.device_get``.
 
     >>> device_get({"w": fnp.ones(2)})     # {'w': array([1., 1.], dtype=float32)}
+    {'w': array([1., 1.], dtype=float32)}
     """
     def get(v: Any) -> Any:
         if isinstance(v, Tracer):
@@ -748,7 +775,9 @@ def pure_callback(callback: Callable, result_shape_dtypes: Any, *args: Any, shar
     per element, ``"expand_dims"``/``"broadcast_all"`` once on the batch. No derivative (wrap it in
     ``custom_jvp``/``custom_vjp``).
 
-    >>> out = pure_callback(lambda x: np.sort(x), ShapeDtypeStruct((3,), fnp.float32), x)
+    >>> x = fnp.array([3.0, 1.0, 2.0])
+    >>> fg.pure_callback(lambda x: np.sort(x), fg.ShapeDtypeStruct((3,), fnp.float32), x)
+    Array([1., 2., 3.], dtype=float32)
     """
     from funcgrad.primitives.debug import Callback, pure_callback_p
     if sharding is not None:
@@ -781,24 +810,41 @@ def pure_callback(callback: Callable, result_shape_dtypes: Any, *args: Any, shar
 
 
 def named_call(fun: Callable, *, name: str | None = None) -> Callable:
-    """``fun`` itself (``jax.named_call`` names a scope in XLA's profile; funcgrad has none)."""
+    """``fun`` itself (``jax.named_call`` names a scope in XLA's profile; funcgrad has none).
+
+    >>> double = fg.named_call(lambda x: x * 2, name="double")
+    >>> double(fnp.ones(2))
+    Array([2., 2.], dtype=float32)
+    """
     return fun
 
 
 @contextlib.contextmanager
 def named_scope(name: str) -> Any:
-    """A no-op context manager (``jax.named_scope`` names operations for XLA's profiler)."""
+    """A no-op context manager (``jax.named_scope`` names operations for XLA's profiler).
+
+    >>> with fg.named_scope("layer1"):
+    ...     fnp.ones(2) * 2
+    Array([2., 2.], dtype=float32)
+    """
     if not isinstance(name, str):
         raise TypeError(f"named_scope: name must be a str, got {type(name).__name__}")
     yield
 
 
 def effects_barrier() -> None:
-    """Wait for pending effects (``jax.effects_barrier``): funcgrad runs callbacks synchronously."""
+    """Wait for pending effects (``jax.effects_barrier``): funcgrad runs callbacks synchronously.
+
+    >>> fg.effects_barrier()      # returns once every pending callback ran
+    """
 
 
 def typeof(x: Any) -> Any:
-    """The abstract value (shape and dtype) of an array or tracer, as ``jax.typeof``."""
+    """The abstract value (shape and dtype) of an array or tracer, as ``jax.typeof``.
+
+    >>> fg.typeof(fnp.ones((2, 3)))
+    f32[2,3]
+    """
     return _core.get_aval(x)
 
 
@@ -814,12 +860,22 @@ def _option(name: str, value: Any) -> Any:
 
 
 def enable_x64(new_val: bool = True) -> Any:
-    """Context manager: ``with fg.enable_x64():`` float64 inside (``jax.enable_x64``)."""
+    """Context manager: ``with fg.enable_x64():`` float64 inside (``jax.enable_x64``).
+
+    >>> with fg.enable_x64():
+    ...     fnp.array([1.0], dtype=fnp.float64).dtype
+    dtype('float64')
+    """
     return _option("enable_x64", new_val)
 
 
 def debug_nans(new_val: bool = True) -> Any:
-    """Context manager: ``with fg.debug_nans():`` NaN checks inside (``jax.debug_nans``)."""
+    """Context manager: ``with fg.debug_nans():`` NaN checks inside (``jax.debug_nans``).
+
+    >>> with fg.debug_nans():
+    ...     fnp.sqrt(fnp.array([4.0]))
+    Array([2.], dtype=float32)
+    """
     return _option("debug_nans", new_val)
 
 
@@ -829,8 +885,10 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Any = ()) -> Cal
     are not used). ``fun`` must be linear: funcgrad does not check it (JAX raises for a
     nonlinear function); a nonlinear one gets the transpose of its derivative at zero.
 
-    >>> f_t = linear_transpose(lambda x: x @ w, fnp.ones(2))
+    >>> w = fnp.arange(6.0).reshape(2, 3)
+    >>> f_t = fg.linear_transpose(lambda x: x @ w, fnp.ones(2))
     >>> f_t(fnp.arange(3.))     # (w @ arange(3),)
+    (Array([ 5., 14.], dtype=float32),)
     """
     if reduce_axes:
         raise NotImplementedError("linear_transpose: reduce_axes is not supported; leave it ()")
@@ -846,10 +904,19 @@ def linear_transpose(fun: Callable, *primals: Any, reduce_axes: Any = ()) -> Cal
 
 def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list]:
     """``(fun, [])``: ``jax.closure_convert`` hoists the arrays ``fun`` closes over into explicit
-    arguments for custom_vjp; funcgrad's custom rules take closures directly, so none are hoisted."""
+    arguments for custom_vjp; funcgrad's custom rules take closures directly, so none are hoisted.
+
+    >>> w = fnp.array([2.0, 3.0])
+    >>> f, consts = fg.closure_convert(lambda x: x * w, fnp.ones(2))
+    >>> f(fnp.ones(2), *consts)
+    Array([2., 3.], dtype=float32)
+    """
     return fun, []
 
 
 def clear_caches() -> None:
     """Accepted for ``jax.clear_caches``: each jitted function keeps its own cache (``f.clear_cache()``);
-    there is no global one to clear."""
+    there is no global one to clear.
+
+    >>> fg.clear_caches()        # later calls of jitted functions trace again
+    """

@@ -30,7 +30,10 @@ def callback(callback: Callable, *args: Any, ordered: bool = False, partitioned:
     """Call ``callback(*args, **kwargs)`` with the arrays' runtime values (numpy arrays), eagerly, under
     ``jit`` (each call) and ``vmap`` (once per element); it returns nothing.
 
-    >>> fg.debug.callback(lambda v: history.append(v), x)
+    >>> history = []
+    >>> fg.debug.callback(lambda v: history.append(v), fnp.ones(2))
+    >>> history
+    [array([1., 1.], dtype=float32)]
     """
     leaves, tree = tree_flatten((args, kwargs))
     where = [i for i, x in enumerate(leaves) if _is_array_leaf(x)]
@@ -62,7 +65,8 @@ def print(fmt: str, *args: Any, ordered: bool = False, partitioned: bool = False
     Works eagerly, under ``jit`` (printed at each call with that call's values, not when
     tracing), under ``vmap`` (once per batch element) and under ``grad`` (the primal values).
 
-    >>> fg.debug.print("loss={l:.3f} w={}", w, l=loss)
+    >>> fg.debug.print("loss={l:.3f} w={}", fnp.ones(2), l=fnp.asarray(0.5))
+    loss=0.500 w=[1. 1.]
     """
     if not isinstance(fmt, str):
         raise TypeError(f"debug.print: the first argument must be a format string, got {type(fmt).__name__}")
@@ -74,6 +78,11 @@ def print(fmt: str, *args: Any, ordered: bool = False, partitioned: bool = False
 
 
 def breakpoint(*args: Any, **kwargs: Any) -> None:   # noqa: A001
-    """Not supported: run the function eagerly (``with fg.disable_jit():``) and use Python's ``breakpoint()``."""
+    """Not supported: run the function eagerly (``with fg.disable_jit():``) and use Python's ``breakpoint()``.
+
+    >>> def f(x):
+    ...     fg.debug.breakpoint()        # opens pdb here (under jit: at each call) with x's value
+    ...     return x * 2
+    """
     raise NotImplementedError("debug.breakpoint is not supported; run eagerly under fg.disable_jit() and use "
                               "Python's breakpoint() (funcgrad evaluates concrete values eagerly)")

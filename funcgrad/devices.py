@@ -5,12 +5,14 @@ funcgrad has two devices: ``"cpu"`` (numpy buffers, always present) and
 on one). Arrays are created on the CPU; moving them is explicit:
 
 >>> import funcgrad as fg, funcgrad.numpy as fnp
->>> fg.devices()                     # ['cpu'] here; ['cpu', 'gpu'] with a usable GPU
+>>> "cpu" in fg.devices()            # ['cpu'], or ['cpu', 'gpu'] with a usable GPU
+True
 >>> x = fnp.ones((2, 3))             # f32[2,3] on 'cpu'
 >>> x.device
 'cpu'
->>> g = fg.device_put(x, "gpu")      # RuntimeError("no usable GPU: ...") without one
+>>> g = fg.device_put(x, "gpu")      # doctest: +SKIP
 
+(without a usable GPU that raises ``RuntimeError("no usable GPU: ...")``).
 Primitives run where their array arguments live; arrays of two devices in
 one primitive raise a ValueError naming the primitive and both devices.
 Python scalars and 0-d host arrays travel along (gradient seeds are such
@@ -74,6 +76,9 @@ def devices() -> list[str]:
     """The usable devices: ``["cpu"]``, plus ``"gpu"`` when CuPy can compute on one.
 
     Never raises (GPU detection swallows every error and is cached).
+
+    >>> fg.devices()[0]
+    'cpu'
     """
     return [name for name, backend in _backends().items() if backend.available()]
 
@@ -90,6 +95,12 @@ def set_default_device(device: str) -> None:
     """Make ``device`` the target of ``device_put(x)`` without a device.
 
     Raises RuntimeError("no usable GPU: ...") for ``"gpu"`` without one.
+
+    >>> old = fg.default_device()
+    >>> fg.set_default_device("cpu")
+    >>> fg.default_device()
+    'cpu'
+    >>> fg.set_default_device(old)
     """
     name = _check_name(device)
     _require(name)
@@ -101,6 +112,9 @@ def default_device() -> str:
 
     A ``FUNCGRAD_DEVICE=gpu`` on a machine without a usable GPU raises here
     (at first use, not at import), naming the reason.
+
+    >>> fg.default_device() in fg.devices()
+    True
     """
     if _default[0] is not None:
         return _default[0]
@@ -122,7 +136,7 @@ def device_put(x: Any, device: str | None = None) -> Any:
     """Copy every array leaf of the pytree ``x`` to ``device`` (default:
     :func:`default_device`). Leaves already there are returned unchanged.
 
-    >>> g = device_put({"w": fnp.ones((3, 2))}, "gpu")   # {"w": f32[3,2] on 'gpu'}
+    >>> g = fg.device_put({"w": fnp.ones((3, 2))}, fg.default_device())   # "gpu" with a usable GPU
     >>> device_put(g, "cpu")["w"].device
     'cpu'
 

@@ -35,7 +35,12 @@ def canonicalize_dtype(dtype: Any) -> np.dtype:
 
 
 def default_float_dtype() -> np.dtype:
-    """The dtype of Python floats and float results of integer inputs: float32 (float64 with x64)."""
+    """The dtype of Python floats and float results of integer inputs: float32 (float64 with x64).
+
+    >>> from funcgrad import testing
+    >>> testing.default_float_dtype()      # float64 with x64 enabled
+    dtype('float32')
+    """
     return _dtypes.float_
 
 

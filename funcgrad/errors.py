@@ -5,6 +5,7 @@
 ...     fg.jit(lambda x: int(x))(1.0)
 ... except fg.errors.ConcretizationTypeError as e:
 ...     print("needs static_argnums or lax.cond")
+needs static_argnums or lax.cond
 """
 from __future__ import annotations
 

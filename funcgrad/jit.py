@@ -468,7 +468,10 @@ def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] | None
     >>> @jit
     ... def step(params, x):
     ...     return fnp.tanh(x @ params["w"])
-    >>> step(params, x); step.cache_info()["misses"]
+    >>> params, x = {"w": fnp.ones((2, 2))}, fnp.ones((1, 2))
+    >>> step(params, x)
+    Array([[0.9640, 0.9640]], dtype=float32)
+    >>> step.cache_info()["misses"]
     1
 
     Python control flow on traced arguments raises ConcretizationError:
@@ -507,8 +510,10 @@ def disable_jit(disable: bool = True) -> Any:
     """Context manager: inside it, jitted functions run eagerly (op by op, Python control flow
     on concrete values allowed), as ``jax.disable_jit``; for debugging with print and pdb.
 
+    >>> step = jit(lambda x: x * 2 if x.sum() > 0 else x)    # Python control flow on values
     >>> with fg.disable_jit():
-    ...     step(params, x)
+    ...     step(fnp.ones(2))
+    Array([2., 2.], dtype=float32)
     """
     before = config.disable_jit
     config.update("disable_jit", disable)
@@ -525,5 +530,13 @@ def ensure_compile_time_eval() -> Any:
     funcgrad already evaluates operations whose inputs are all concrete while it traces for jit
     (only values derived from traced arguments are staged), so this context changes nothing; it
     is here so programs written for JAX run unchanged.
+
+    >>> @jit
+    ... def f(x):
+    ...     with fg.ensure_compile_time_eval():
+    ...         n = fnp.arange(4).sum()      # concrete while tracing
+    ...     return x * int(n)
+    >>> f(fnp.ones(2))
+    Array([6., 6.], dtype=float32)
     """
     yield

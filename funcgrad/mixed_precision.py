@@ -20,6 +20,7 @@ nor CuPy can compute in anyway (CuPy has no bf16 dtype either).
 >>> import funcgrad.numpy as fnp
 >>> bits = to_bfloat16(fnp.array([1.0, 3.14159]))   # u16[2]: [0x3F80, 0x4049]
 >>> from_bfloat16(bits)                              # f32[2]: [1.0, 3.140625]
+Array([1.      , 3.1406], dtype=float32)
 >>> policy = Policy("float32", "float16", "float32")
 >>> half = policy.cast_to_compute({"w": fnp.ones((2, 2))})   # float16 leaves
 
@@ -68,6 +69,7 @@ def to_bfloat16(x: Any) -> Any:
     (its output is integer).
 
     >>> to_bfloat16(fnp.array([1.0, -2.5, 1e-3]))   # u16[3]
+    Array([16256, 49184, 14979], dtype=uint16)
     """
     x = convert(_arr(x), _F32)
     bits = bitcast_convert_type(x, _U32)
@@ -86,6 +88,7 @@ def from_bfloat16(bits: Any) -> Any:
     """bfloat16 bits (``uint16``) -> float32, exactly.
 
     >>> from_bfloat16(to_bfloat16(fnp.array([3.14159])))   # f32[1]: [3.140625]
+    Array([3.1406], dtype=float32)
     """
     bits = _arr(bits)
     if bits.dtype != _U16:
@@ -100,6 +103,7 @@ def round_to_bfloat16(x: Any) -> Any:
     how a bf16 compute dtype is emulated on the CPU.
 
     >>> round_to_bfloat16(fnp.array([1.00390625]))   # f32[1]: [1.0] (tie -> even)
+    Array([1.], dtype=float32)
     """
     x = convert(_arr(x), _F32)
     rounded = from_bfloat16(to_bfloat16(lax.stop_gradient(x)))
@@ -149,6 +153,11 @@ class Policy:
     Only floating leaves are cast; integer leaves (labels) pass unchanged.
     ``"bfloat16"`` as a compute dtype rounds values to bf16 precision and
     keeps them in float32 (numpy has no bf16 arithmetic).
+
+    >>> from funcgrad import mixed_precision as mp
+    >>> policy = mp.Policy("float32", "float16", "float32")
+    >>> policy.cast_to_compute({"w": fnp.ones(2)})["w"].dtype
+    dtype('float16')
     """
 
     param_dtype: Any = "float32"
@@ -181,6 +190,7 @@ def all_finite(tree: Any) -> Any:
     """A bool scalar array: True iff no floating leaf holds an inf or NaN.
 
     >>> all_finite({"w": fnp.array([1.0, fnp.inf])})   # Array(False)
+    Array(False, dtype=bool)
     """
     ok = fnp.asarray(True)
     for leaf in tree_leaves(tree):
@@ -201,6 +211,10 @@ def select_tree(pred: Any, on_true: Any, on_false: Any) -> Any:
         finite = all_finite(grads)
         params = select_tree(finite, new_params, params)
         opt_state = select_tree(finite, new_opt_state, opt_state)
+
+    >>> from funcgrad import mixed_precision as mp
+    >>> mp.select_tree(fnp.asarray(False), {"w": fnp.ones(2)}, {"w": fnp.zeros(2)})
+    {'w': Array([0., 0.], dtype=float32)}
     """
     return tree_map(lambda a, b: lax.select(pred, _arr(a), _arr(b)), on_true, on_false)
 

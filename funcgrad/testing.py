@@ -87,13 +87,23 @@ def _assert_close(actual: Any, expected: Any, atol: float, rtol: float, what: st
 
 
 def numerical_jvp(f: Callable, args: tuple, tangents: tuple, eps: float) -> Any:
-    """Central finite differences of ``f`` at ``args`` along ``tangents`` (float64 arithmetic)."""
+    """Central finite differences of ``f`` at ``args`` along ``tangents`` (float64 arithmetic).
+
+    >>> from funcgrad import testing
+    >>> testing.numerical_jvp(lambda x: x ** 2, (np.array([3.0]),), (np.array([1.0]),), eps=1e-6)     # 2 x
+    array([6.])
+    """
     plus = f(*_scaled_add(args, tangents, eps))
     minus = f(*_scaled_add(args, tangents, -eps))
     return tree_map(lambda p, m: (_as64(p) - _as64(m)) / (2 * eps), plus, minus)
 
 
 def check_jvp(f: Callable, args: tuple, atol: float, rtol: float, eps: float, rng: np.random.Generator) -> None:
+    """Assert that ``jvp(f)`` at ``args`` matches central finite differences along random tangents.
+
+    >>> from funcgrad import testing
+    >>> testing.check_jvp(fnp.sin, (np.array([0.5, 1.0]),), atol=1e-2, rtol=1e-2, eps=1e-3, rng=np.random.default_rng(0))
+    """
     tangents = _random_like(args, rng)
     _, tangent_out = jvp(f, args, tangents)
     expected = numerical_jvp(f, args, tangents, eps)
@@ -101,6 +111,11 @@ def check_jvp(f: Callable, args: tuple, atol: float, rtol: float, eps: float, rn
 
 
 def check_vjp(f: Callable, args: tuple, atol: float, rtol: float, eps: float, rng: np.random.Generator) -> None:
+    """Assert that ``vjp(f)`` at ``args`` is the transpose of ``jvp(f)`` (``<ct, J t> == <J^T ct, t>``) for random ``t``, ``ct``.
+
+    >>> from funcgrad import testing
+    >>> testing.check_vjp(fnp.sin, (np.array([0.5, 1.0]),), atol=1e-2, rtol=1e-2, eps=1e-3, rng=np.random.default_rng(0))
+    """
     out, pullback = vjp(f, *args)
     v = _random_like(args, rng)
     u = _random_like(out, rng)
@@ -148,13 +163,21 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequenc
 
 
 def check_close(actual: Any, expected: Any, atol: float = 1e-6, rtol: float = 1e-6, what: str = "value") -> None:
-    """Assert two pytrees of arrays are close (compared in float64)."""
+    """Assert two pytrees of arrays are close (compared in float64).
+
+    >>> from funcgrad import testing
+    >>> testing.check_close({"w": fnp.ones(2)}, {"w": np.ones(2) + 1e-8})     # raises AssertionError if not
+    """
     _assert_close(actual, expected, atol, rtol, what)
 
 
 def check_against_numpy(f: Callable, reference: Callable, args: Sequence[Any], atol: float | None = None,
                         rtol: float | None = None) -> None:
-    """Compare ``f(*args)`` with a numpy ``reference`` evaluated in float64."""
+    """Compare ``f(*args)`` with a numpy ``reference`` evaluated in float64.
+
+    >>> from funcgrad import testing
+    >>> testing.check_against_numpy(fnp.sin, np.sin, [np.array([0.5, 1.0])])     # raises if they differ
+    """
     out = f(*args)
     dtype = _computed_dtype(args, out)
     tol = {np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}.get(dtype, 1e-5)
@@ -164,6 +187,12 @@ def check_against_numpy(f: Callable, reference: Callable, args: Sequence[Any], a
 
 
 def x64_enabled() -> bool:
+    """Whether 64-bit dtypes are kept (``config.enable_x64``).
+
+    >>> from funcgrad import testing
+    >>> testing.x64_enabled()
+    False
+    """
     return default_float_dtype() == np.float64   # fg.config.enable_x64
 
 
@@ -173,7 +202,13 @@ def x64_enabled() -> bool:
 
 
 def process_memory(field: str) -> int | None:
-    """A ``/proc/self/status`` field in bytes (``"VmRSS"``, ``"VmHWM"`` peak); None where unavailable."""
+    """A ``/proc/self/status`` field in bytes (``"VmRSS"``, ``"VmHWM"`` peak); None where unavailable.
+
+    >>> from funcgrad import testing
+    >>> rss = testing.process_memory("VmRSS")     # bytes, or None off Linux
+    >>> rss is None or rss > 0
+    True
+    """
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -185,7 +220,12 @@ def process_memory(field: str) -> int | None:
 
 
 def reset_peak_memory() -> bool:
-    """Reset the process' peak RSS (VmHWM := VmRSS; Linux >= 4.0). False where unsupported."""
+    """Reset the process' peak RSS (VmHWM := VmRSS; Linux >= 4.0). False where unsupported.
+
+    >>> from funcgrad import testing
+    >>> testing.reset_peak_memory() in (True, False)     # False where the kernel cannot
+    True
+    """
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")

@@ -25,13 +25,16 @@ __all__ = ["all", "broadcast", "flatten", "flatten_with_path", "leaves", "leaves
 def static(**kwargs: Any) -> Any:
     """A dataclass field that ``register_dataclass`` keeps static (part of the structure, not a leaf).
 
-    Takes ``dataclasses.field``'s arguments::
+    Takes ``dataclasses.field``'s arguments:
 
-        @fg.tree_util.register_dataclass
-        @dataclasses.dataclass
-        class Op:
-            x: Any
-            kind: str = fg.tree.static(default="add")
+    >>> import dataclasses
+    >>> @fg.tree_util.register_dataclass
+    ... @dataclasses.dataclass
+    ... class Op:
+    ...     x: float
+    ...     kind: str = fg.tree.static(default="add")
+    >>> fg.tree_util.tree_leaves(Op(1.0))
+    [1.0]
     """
     metadata = dict(kwargs.pop("metadata", None) or {})
     metadata["static"] = True

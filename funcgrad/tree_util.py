@@ -53,6 +53,12 @@ def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func:
     ``flatten_func(obj) -> (children, aux)`` where ``aux`` is hashable static data;
     ``unflatten_func(aux, children) -> obj``; ``flatten_with_keys_func(obj) -> ((key, child)
     pairs, aux)`` names the children in key paths (default: ``FlattenedIndexKey(i)``).
+
+    >>> class Point:
+    ...     def __init__(self, x, y): self.x, self.y = x, y
+    >>> fg.tree_util.register_pytree_node(Point, lambda p: ((p.x, p.y), None), lambda aux, c: Point(*c))
+    >>> fg.tree_util.tree_leaves(Point(1.0, 2.0))
+    [1.0, 2.0]
     """
     _registry[nodetype] = _NodeType(flatten_func, unflatten_func)
     if flatten_with_keys_func is not None:
@@ -63,8 +69,13 @@ def register_pytree_with_keys(nodetype: type, flatten_with_keys: Callable, unfla
                               flatten_func: Callable | None = None) -> None:
     """Register ``nodetype`` with named children: ``flatten_with_keys(obj) -> ([(key, child), ...], aux)``.
 
+    >>> from funcgrad.tree_util import GetAttrKey, register_pytree_with_keys, tree_leaves
+    >>> class Pair:
+    ...     def __init__(self, a, b): self.a, self.b = a, b
     >>> register_pytree_with_keys(Pair, lambda p: (((GetAttrKey("a"), p.a), (GetAttrKey("b"), p.b)), None),
     ...                           lambda aux, c: Pair(*c))
+    >>> tree_leaves(Pair(1, 2))
+    [1, 2]
     """
     if flatten_func is None:
         def flatten_func(obj):
@@ -75,14 +86,34 @@ def register_pytree_with_keys(nodetype: type, flatten_with_keys: Callable, unfla
 
 def register_pytree_node_class(cls: type) -> type:
     """Class decorator: ``cls.tree_flatten(self) -> (children, aux)`` and the classmethod
-    ``cls.tree_unflatten(aux, children)`` make it a container."""
+    ``cls.tree_unflatten(aux, children)`` make it a container.
+
+    >>> @fg.tree_util.register_pytree_node_class
+    ... class Box:
+    ...     def __init__(self, v): self.v = v
+    ...     def tree_flatten(self): return (self.v,), None
+    ...     @classmethod
+    ...     def tree_unflatten(cls, aux, children): return cls(*children)
+    >>> fg.tree_util.tree_map(lambda v: v + 1, Box(1)).v
+    2
+    """
     register_pytree_node(cls, lambda obj: obj.tree_flatten(), cls.tree_unflatten)
     return cls
 
 
 def register_pytree_with_keys_class(cls: type) -> type:
     """Class decorator: ``cls.tree_flatten_with_keys(self)`` and ``cls.tree_unflatten(aux, children)``
-    (and ``tree_flatten`` if the class defines it)."""
+    (and ``tree_flatten`` if the class defines it).
+
+    >>> @fg.tree_util.register_pytree_with_keys_class
+    ... class Named:
+    ...     def __init__(self, w): self.w = w
+    ...     def tree_flatten_with_keys(self): return ((fg.tree_util.GetAttrKey("w"), self.w),), None
+    ...     @classmethod
+    ...     def tree_unflatten(cls, aux, children): return cls(*children)
+    >>> fg.tree_util.tree_leaves_with_path(Named(3))
+    [((GetAttrKey(name='w'),), 3)]
+    """
     flat = getattr(cls, "tree_flatten", None)
     register_pytree_with_keys(cls, lambda obj: obj.tree_flatten_with_keys(), cls.tree_unflatten,
                               (lambda obj: obj.tree_flatten()) if flat is not None else None)
@@ -101,7 +132,11 @@ def register_static(cls: type) -> type:
 
 
 def is_tree_node(typ: type) -> bool:
-    """Whether instances of ``typ`` are containers (registered, or a namedtuple), not leaves."""
+    """Whether instances of ``typ`` are containers (registered, or a namedtuple), not leaves.
+
+    >>> fg.tree_util.is_tree_node(list), fg.tree_util.is_tree_node(float)
+    (True, False)
+    """
     return typ in _registry or (issubclass(typ, tuple) and hasattr(typ, "_fields"))
 
 
@@ -118,26 +153,42 @@ class _KeyEntry:
 
 @dataclasses.dataclass(frozen=True)
 class SequenceKey(_KeyEntry):
-    """A tuple/list child's index in a key path: ``[0]``."""
+    """A tuple/list child's index in a key path: ``[0]``.
+
+    >>> fg.tree_util.tree_leaves_with_path([5])[0][0]
+    (SequenceKey(idx=0),)
+    """
     idx: int
 
 
 @dataclasses.dataclass(frozen=True)
 class DictKey(_KeyEntry):
-    """A dict child's key in a key path: ``['a']``."""
+    """A dict child's key in a key path: ``['a']``.
+
+    >>> fg.tree_util.tree_leaves_with_path({"a": 5})[0][0]
+    (DictKey(key='a'),)
+    """
     key: Hashable
 
 
 @dataclasses.dataclass(frozen=True)
 class GetAttrKey(_KeyEntry):
-    """A namedtuple/dataclass field in a key path: ``.name``."""
+    """A namedtuple/dataclass field in a key path: ``.name``.
+
+    >>> fg.tree_util.GetAttrKey("w")
+    GetAttrKey(name='w')
+    """
     name: str
     _format = ".{}"
 
 
 @dataclasses.dataclass(frozen=True)
 class FlattenedIndexKey(_KeyEntry):
-    """The child's position, for node types registered without keys: ``[0]``."""
+    """The child's position, for node types registered without keys: ``[0]``.
+
+    >>> fg.tree_util.FlattenedIndexKey(0)
+    FlattenedIndexKey(key=0)
+    """
     key: int
 
 
@@ -256,6 +307,7 @@ class Partial(functools.partial):
 
     >>> add_one = Partial(fnp.add, 1.0)
     >>> jit(lambda f, x: f(x))(add_one, fnp.ones(2))
+    Array([2., 2.], dtype=float32)
     """
 
     def __new__(klass, func: Callable, *args: Any, **kw: Any) -> "Partial":
@@ -282,7 +334,12 @@ def _node_type(x: Any) -> tuple[type, _NodeType] | None:
 
 
 class PyTreeDef:
-    """The structure of a pytree (hashable; compared structurally)."""
+    """The structure of a pytree (hashable; compared structurally).
+
+    >>> treedef = fg.tree_util.tree_structure({"a": 1, "b": 2})
+    >>> treedef.num_leaves, treedef.unflatten([10, 20])
+    (2, {'a': 10, 'b': 20})
+    """
 
     __slots__ = ("node_type", "aux", "children", "num_leaves", "_hash")
 
@@ -337,7 +394,12 @@ _LEAF = PyTreeDef(None, None, ())
 
 
 def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list, PyTreeDef]:
-    """Leaves in a fixed order (dict keys sorted) and the structure."""
+    """Leaves in a fixed order (dict keys sorted) and the structure.
+
+    >>> leaves, treedef = fg.tree_util.tree_flatten({"a": 1, "b": (2, 3)})
+    >>> leaves
+    [1, 2, 3]
+    """
     leaves: list = []
     treedef = _flatten(tree, leaves, is_leaf)
     return leaves, treedef
@@ -391,20 +453,38 @@ def _unflatten(treedef: PyTreeDef, it: Any) -> Any:
 
 
 def tree_leaves(tree: Any, is_leaf: Callable | None = None) -> list:
+    """The leaves of ``tree``, in flattening order (dict keys sorted).
+
+    >>> fg.tree_util.tree_leaves({"a": 1, "b": (2, 3)})
+    [1, 2, 3]
+    """
     return tree_flatten(tree, is_leaf)[0]
 
 
 def tree_structure(tree: Any, is_leaf: Callable | None = None) -> PyTreeDef:
+    """The structure of ``tree`` (a :class:`PyTreeDef`), without its leaves.
+
+    >>> fg.tree_util.tree_structure({"a": 1, "b": (2, 3)}).num_leaves
+    3
+    """
     return tree_flatten(tree, is_leaf)[1]
 
 
 def all_leaves(iterable: Iterable[Any], is_leaf: Callable | None = None) -> bool:
-    """Whether every item is a leaf."""
+    """Whether every item is a leaf.
+
+    >>> fg.tree_util.all_leaves([1, 2.0, fnp.ones(2)])
+    True
+    """
     return all(tree_structure(x, is_leaf) == _LEAF for x in iterable)
 
 
 def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable | None = None) -> Any:
-    """Apply ``f`` leafwise over one or more trees of the same structure."""
+    """Apply ``f`` leafwise over one or more trees of the same structure.
+
+    >>> fg.tree_util.tree_map(lambda x: x * 10, {"a": 1, "b": (2, 3)})
+    {'a': 10, 'b': (20, 30)}
+    """
     leaves, treedef = tree_flatten(tree, is_leaf)
     others = []
     for r in rest:
@@ -492,7 +572,11 @@ def _describe_output(out: Any) -> str:
 
 
 def tree_reduce(function: Callable, tree: Any, initializer: Any = None, is_leaf: Callable | None = None) -> Any:
-    """``functools.reduce(function, leaves[, initializer])``."""
+    """``functools.reduce(function, leaves[, initializer])``.
+
+    >>> fg.tree_util.tree_reduce(lambda a, b: a + b, {"a": 1, "b": (2, 3)})
+    6
+    """
     leaves = tree_leaves(tree, is_leaf)
     if initializer is None or initializer is _UNSPECIFIED:
         return functools.reduce(function, leaves)
@@ -583,7 +667,11 @@ def tree_flatten_with_path(tree: Any, is_leaf: Callable | None = None,
 
 
 def tree_leaves_with_path(tree: Any, is_leaf: Callable | None = None, is_leaf_takes_path: bool = False) -> list:
-    """``[(key path, leaf), ...]`` (see :func:`tree_flatten_with_path`)."""
+    """``[(key path, leaf), ...]`` (see :func:`tree_flatten_with_path`).
+
+    >>> fg.tree_util.tree_leaves_with_path({"a": 1, "b": (2, 3)})
+    [((DictKey(key='a'),), 1), ((DictKey(key='b'), SequenceKey(idx=0)), 2), ((DictKey(key='b'), SequenceKey(idx=1)), 3)]
+    """
     return tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)[0]
 
 
@@ -600,7 +688,11 @@ def tree_map_with_path(f: Callable, tree: Any, *rest: Any, is_leaf: Callable | N
 
 
 def tree_all(tree: Any, *, is_leaf: Callable | None = None) -> bool:
-    """Whether every leaf is truthy."""
+    """Whether every leaf is truthy.
+
+    >>> fg.tree_util.tree_all({"a": True, "b": [True, 1]})
+    True
+    """
     return all(tree_leaves(tree, is_leaf))
 
 
@@ -642,7 +734,11 @@ _UNSPECIFIED = _Unspecified()
 
 def tree_reduce_associative(operation: Callable, tree: Any, *, identity: Any = _UNSPECIFIED,
                             is_leaf: Callable | None = None) -> Any:
-    """Reduce the leaves with an associative ``operation``, pairwise (a balanced tree of calls)."""
+    """Reduce the leaves with an associative ``operation``, pairwise (a balanced tree of calls).
+
+    >>> fg.tree_util.tree_reduce_associative(lambda a, b: a + b, [1, 2, 3, 4])
+    10
+    """
     leaves = tree_leaves(tree, is_leaf)
     if not leaves:
         if identity is _UNSPECIFIED:
@@ -655,22 +751,39 @@ def tree_reduce_associative(operation: Callable, tree: Any, *, identity: Any = _
 
 
 def treedef_children(treedef: PyTreeDef) -> list:
-    """The structures of a node's children."""
+    """The structures of a node's children.
+
+    >>> fg.tree_util.treedef_children(fg.tree_util.tree_structure({"a": 1, "b": (2, 3)}))
+    [*, (*, *)]
+    """
     return list(treedef.children)
 
 
 def treedef_is_leaf(treedef: PyTreeDef) -> bool:
-    """Whether the structure is a single leaf (``*``)."""
+    """Whether the structure is a single leaf (``*``).
+
+    >>> fg.tree_util.treedef_is_leaf(fg.tree_util.tree_structure(1.0))
+    True
+    """
     return treedef.node_type is None
 
 
 def treedef_tuple(treedefs: Iterable[PyTreeDef]) -> PyTreeDef:
-    """The structure of a tuple of trees with the given structures."""
+    """The structure of a tuple of trees with the given structures.
+
+    >>> t = fg.tree_util.treedef_tuple([fg.tree_util.tree_structure(1), fg.tree_util.tree_structure([1, 2])])
+    >>> t.unflatten([1, 2, 3])
+    (1, [2, 3])
+    """
     return PyTreeDef(tuple, None, tuple(treedefs))
 
 
 def flatten_one_level(tree: Any) -> tuple[list, Hashable]:
-    """``(children, aux)`` of a container (one level down); a leaf raises ValueError."""
+    """``(children, aux)`` of a container (one level down); a leaf raises ValueError.
+
+    >>> fg.tree_util.flatten_one_level({"a": 1, "b": (2, 3)})
+    ([1, (2, 3)], ('a', 'b'))
+    """
     found = _node_type(tree)
     if found is None:
         raise ValueError(f"flatten_one_level: can't tree-flatten type {type(tree)} (a leaf)")
@@ -679,7 +792,11 @@ def flatten_one_level(tree: Any) -> tuple[list, Hashable]:
 
 
 def flatten_one_level_with_keys(tree: Any) -> tuple[list, Hashable]:
-    """``([(key, child), ...], aux)`` of a container; a leaf raises ValueError."""
+    """``([(key, child), ...], aux)`` of a container; a leaf raises ValueError.
+
+    >>> fg.tree_util.flatten_one_level_with_keys({"a": 1, "b": 2})
+    ([(DictKey(key='a'), 1), (DictKey(key='b'), 2)], ('a', 'b'))
+    """
     found = _node_type(tree)
     if found is None:
         raise ValueError(f"flatten_one_level_with_keys: can't tree-flatten type {type(tree)} (a leaf)")

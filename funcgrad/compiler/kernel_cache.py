@@ -22,8 +22,10 @@ numba's ``cache=True`` stores for it in ``__pycache__/fg_<digest>.*.nbi/.nbc``.
 
 New files get the user's umask, so a directory shared by a group works.
 
+Where kernels go now (None: in memory):
+
 >>> from funcgrad.compiler import kernel_cache
->>> kernel_cache.cache_dir()          # where kernels go now (None: in memory)
+>>> kernel_cache.cache_dir()          # doctest: +SKIP
 '/home/me/.cache/funcgrad/kernels'
 """
 from __future__ import annotations

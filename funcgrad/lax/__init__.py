@@ -10,6 +10,7 @@ user API on it too.
 >>> import funcgrad.lax as lax, funcgrad.numpy as fnp
 >>> x = fnp.arange(6.0).reshape(2, 3)          # f32[2,3]
 >>> lax.reduce_sum(lax.mul(x, x), axes=(1,))   # f32[2]: [5, 50]
+Array([ 5., 50.], dtype=float32)
 >>> lax.broadcast_in_dim(fnp.ones(3), (2, 3), (1,)).shape
 (2, 3)
 
@@ -125,6 +126,73 @@ logical_or = _binary(_E.or_p, "logical_or", "Boolean or.")
 logical_xor = _binary(_E.xor_p, "logical_xor", "Boolean exclusive or.")
 
 
+# One checked example for each function above made by _unary/_binary: (call, printed result).
+_EXAMPLES = (
+    (abs, 'lax.abs(fnp.array([-0.5, 1.5]))',
+        'Array([0.5, 1.5], dtype=float32)'),
+    (acos, 'lax.acos(fnp.array([0.25, 0.5]))',
+        'Array([1.3181, 1.0472], dtype=float32)'),
+    (asin, 'lax.asin(fnp.array([0.25, 0.5]))',
+        'Array([0.2527, 0.5236 ], dtype=float32)'),
+    (atan, 'lax.atan(fnp.array([0.5, 2.0]))',
+        'Array([0.4636, 1.1071], dtype=float32)'),
+    (ceil, 'lax.ceil(fnp.array([-0.5, 1.5]))',
+        'Array([-0., 2.], dtype=float32)'),
+    (exp2, 'lax.exp2(fnp.array([0.5, 2.0]))',
+        'Array([1.4142, 4. ], dtype=float32)'),
+    (expm1, 'lax.expm1(fnp.array([0.5, 2.0]))',
+        'Array([0.6487, 6.3891 ], dtype=float32)'),
+    (floor, 'lax.floor(fnp.array([-0.5, 1.5]))',
+        'Array([-1., 1.], dtype=float32)'),
+    (log1p, 'lax.log1p(fnp.array([0.5, 2.0]))',
+        'Array([0.4055, 1.0986], dtype=float32)'),
+    (log2, 'lax.log2(fnp.array([0.5, 2.0]))',
+        'Array([-1., 1.], dtype=float32)'),
+    (round, 'lax.round(fnp.array([-0.5, 1.5]))',
+        'Array([-0., 2.], dtype=float32)'),
+    (tan, 'lax.tan(fnp.array([0.5, 2.0]))',
+        'Array([ 0.5463, -2.1850], dtype=float32)'),
+    (is_finite, 'lax.is_finite(fnp.array([0.5, 2.0]))',
+        'Array([ True, True], dtype=bool)'),
+    (isnan, 'lax.isnan(fnp.array([0.5, 2.0]))',
+        'Array([False, False], dtype=bool)'),
+    (atan2, 'lax.atan2(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ 0.4636 , -0.9828], dtype=float32)'),
+    (pow, 'lax.pow(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([1., 9.], dtype=float32)'),
+    (rem, 'lax.rem(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([1., 1.], dtype=float32)'),
+    (floor_divide, 'lax.floor_divide(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ 0., -2.], dtype=float32)'),
+    (max, 'lax.max(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([2., 2.], dtype=float32)'),
+    (min, 'lax.min(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ 1., -3.], dtype=float32)'),
+    (eq, 'lax.eq(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([False, False], dtype=bool)'),
+    (ne, 'lax.ne(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ True, True], dtype=bool)'),
+    (lt, 'lax.lt(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ True, True], dtype=bool)'),
+    (le, 'lax.le(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([ True, True], dtype=bool)'),
+    (gt, 'lax.gt(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([False, False], dtype=bool)'),
+    (ge, 'lax.ge(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+        'Array([False, False], dtype=bool)'),
+    (logical_and, 'lax.logical_and(fnp.array([True, True, False]), fnp.array([True, False, False]))',
+        'Array([ True, False, False], dtype=bool)'),
+    (logical_or, 'lax.logical_or(fnp.array([True, True, False]), fnp.array([True, False, False]))',
+        'Array([ True, True, False], dtype=bool)'),
+    (logical_xor, 'lax.logical_xor(fnp.array([True, True, False]), fnp.array([True, False, False]))',
+        'Array([False, True, False], dtype=bool)'),
+    (logical_not, 'lax.logical_not(fnp.array([True, False]))',
+        'Array([False, True], dtype=bool)'),
+)
+for _fn, _call, _result in _EXAMPLES:
+    _fn.__doc__ += f"\n\n    >>> {_call}\n    {_result}\n"
+
+
 def stop_gradient(x: Any) -> Any:
     """``x`` (an array or a pytree), as a constant for every derivative (forward and reverse).
 
@@ -132,6 +200,7 @@ def stop_gradient(x: Any) -> Any:
     bool leaves have no derivative and come back as they are.
 
     >>> stop_gradient({"w": fnp.ones(2), "step": 3})    # {"w": f32[2] (a constant), "step": 3}
+    {'step': 3, 'w': Array([1., 1.], dtype=float32)}
     """
     def stop(leaf: Any) -> Any:
         dtype = getattr(leaf, "dtype", None)
@@ -146,39 +215,64 @@ def _axes(axes: Any) -> tuple[int, ...]:
 
 
 def reduce_max(x: Array, axes: Sequence[int]) -> Array:
-    """Maximum over ``axes`` (ties share the gradient equally)."""
+    """Maximum over ``axes`` (ties share the gradient equally).
+
+    >>> lax.reduce_max(fnp.array([[1.0, 5.0], [3.0, 2.0]]), (1,))
+    Array([5., 3.], dtype=float32)
+    """
     return bind(_R.reduce_max_p, (x,), {"axes": _axes(axes)})
 
 
 def reduce_min(x: Array, axes: Sequence[int]) -> Array:
-    """Minimum over ``axes`` (ties share the gradient equally)."""
+    """Minimum over ``axes`` (ties share the gradient equally).
+
+    >>> lax.reduce_min(fnp.array([[1.0, 5.0], [3.0, 2.0]]), (1,))
+    Array([1., 2.], dtype=float32)
+    """
     return bind(_R.reduce_min_p, (x,), {"axes": _axes(axes)})
 
 
 def reduce_prod(x: Array, axes: Sequence[int]) -> Array:
-    """Product over ``axes`` (gradient exact with zeros among the factors)."""
+    """Product over ``axes`` (gradient exact with zeros among the factors).
+
+    >>> lax.reduce_prod(fnp.array([[1.0, 5.0], [3.0, 2.0]]), (1,))
+    Array([5., 6.], dtype=float32)
+    """
     return bind(_R.reduce_prod_p, (x,), {"axes": _axes(axes)})
 
 
 def argmax(x: Array, axis: int) -> Array:
-    """Index of the first maximum along ``axis`` (int32, or int64 with x64)."""
+    """Index of the first maximum along ``axis`` (int32, or int64 with x64).
+
+    >>> lax.argmax(fnp.array([[1.0, 3.0, 2.0]]), 1)
+    Array([1], dtype=int32)
+    """
     return bind(_R.argmax_p, (x,), {"axis": int(axis)})
 
 
 def argmin(x: Array, axis: int) -> Array:
-    """Index of the first minimum along ``axis``."""
+    """Index of the first minimum along ``axis``.
+
+    >>> lax.argmin(fnp.array([[1.0, 3.0, 0.5]]), 1)
+    Array([2], dtype=int32)
+    """
     return bind(_R.argmin_p, (x,), {"axis": int(axis)})
 
 
 def cumsum(x: Array, axis: int = 0, reverse: bool = False) -> Array:
-    """Inclusive cumulative sum along ``axis`` (from the end with ``reverse``)."""
+    """Inclusive cumulative sum along ``axis`` (from the end with ``reverse``).
+
+    >>> lax.cumsum(fnp.array([1.0, 2.0, 3.0]))
+    Array([1., 3., 6.], dtype=float32)
+    """
     return bind(_R.cumsum_p, (x,), {"axis": int(axis), "reverse": bool(reverse)})
 
 
 def broadcast_in_dim(x: Array, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Array:
     """``x`` broadcast to ``shape``, its axis ``i`` becoming output axis ``broadcast_dimensions[i]``.
 
-    >>> broadcast_in_dim(fnp.ones(3), (2, 3), (1,)).shape    # (2, 3)
+    >>> broadcast_in_dim(fnp.ones(3), (2, 3), (1,)).shape
+    (2, 3)
     """
     shape = tuple(int(s) for s in shape)
     dims = tuple(int(d) for d in broadcast_dimensions)
@@ -193,7 +287,11 @@ def broadcast_in_dim(x: Array, shape: Sequence[int], broadcast_dimensions: Seque
 
 
 def expand_dims(x: Array, dimensions: Sequence[int]) -> Array:
-    """``x`` with length-1 axes inserted at ``dimensions`` (of the result)."""
+    """``x`` with length-1 axes inserted at ``dimensions`` (of the result).
+
+    >>> lax.expand_dims(fnp.ones((2, 3)), (0,)).shape
+    (1, 2, 3)
+    """
     shape = list(_S.shape_of(x))
     ndim = len(shape) + len(dimensions)
     for d in sorted(int(d) % ndim for d in dimensions):
@@ -202,7 +300,11 @@ def expand_dims(x: Array, dimensions: Sequence[int]) -> Array:
 
 
 def squeeze(x: Array, dimensions: Sequence[int]) -> Array:
-    """``x`` without the length-1 axes ``dimensions``."""
+    """``x`` without the length-1 axes ``dimensions``.
+
+    >>> lax.squeeze(fnp.ones((1, 3, 1)), (0, 2)).shape
+    (3,)
+    """
     shape = tuple(_S.shape_of(x))
     drop = {int(d) % len(shape) for d in dimensions} if shape else set()
     bad = [d for d in drop if shape[d] != 1]
@@ -212,12 +314,20 @@ def squeeze(x: Array, dimensions: Sequence[int]) -> Array:
 
 
 def rev(x: Array, dimensions: Sequence[int]) -> Array:
-    """``x`` reversed along ``dimensions``."""
+    """``x`` reversed along ``dimensions``.
+
+    >>> lax.rev(fnp.array([1, 2, 3]), (0,))
+    Array([3, 2, 1], dtype=int32)
+    """
     return bind(_I.flip_p, (x,), {"axes": _axes(dimensions)})
 
 
 def concatenate(operands: Sequence[Array], dimension: int) -> Array:
-    """The operands joined along ``dimension`` (shapes equal elsewhere)."""
+    """The operands joined along ``dimension`` (shapes equal elsewhere).
+
+    >>> lax.concatenate([fnp.array([1, 2]), fnp.array([3])], 0)
+    Array([1, 2, 3], dtype=int32)
+    """
     return bind(_I.concatenate_p, tuple(operands), {"axis": int(dimension)})
 
 
@@ -225,6 +335,9 @@ def dot_general(x: Array, y: Array, dimension_numbers: Any) -> Array:
     """Contract ``x`` and ``y``: ``((x_contract, y_contract), (x_batch, y_batch))``, as ``jax.lax.dot_general``.
 
     Output axes: batch axes, then ``x``'s free axes, then ``y``'s.
+
+    >>> lax.dot_general(fnp.ones((4, 2, 3)), fnp.ones((4, 3, 5)), (((2,), (1,)), ((0,), (0,)))).shape
+    (4, 2, 5)
     """
     (xc, yc), (xb, yb) = dimension_numbers
     letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -239,19 +352,31 @@ def dot_general(x: Array, y: Array, dimension_numbers: Any) -> Array:
 
 
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None) -> Array:
-    """A constant array (an ordinary value in every transform)."""
+    """A constant array (an ordinary value in every transform).
+
+    >>> lax.full((2,), 7.0)
+    Array([7., 7.], dtype=float32)
+    """
     from funcgrad._core import Array as _Array, _freeze
     dtype = _dtypes.canonicalize(np.result_type(fill_value) if dtype is None else dtype, requested=True)
     return _Array(_freeze(np.full(tuple(shape), fill_value, dtype)))
 
 
 def full_like(x: Array, fill_value: Any, dtype: Any = None) -> Array:
-    """A constant array of ``x``'s shape (and dtype, unless given)."""
+    """A constant array of ``x``'s shape (and dtype, unless given).
+
+    >>> lax.full_like(fnp.ones((2,), fnp.int32), 5)
+    Array([5, 5], dtype=int32)
+    """
     return full(_S.shape_of(x), fill_value, x.dtype if dtype is None else dtype)
 
 
 def zeros_like_array(x: Array) -> Array:
-    """Zeros of ``x``'s shape and dtype."""
+    """Zeros of ``x``'s shape and dtype.
+
+    >>> lax.zeros_like_array(fnp.ones((2,), fnp.int32))
+    Array([0, 0], dtype=int32)
+    """
     return full_like(x, 0)
 
 
@@ -341,6 +466,18 @@ imag = _unary(_E.imag_p, "The imaginary part of a complex array (float of the sa
 conj = _unary(_E.conj_p, "The complex conjugate of a complex array.")
 complex = _binary(_E.complex_p, "complex", "x + 1j * y, elementwise, from two float arrays.")  # noqa: A001
 __all__ = sorted(set(__all__) | {"real", "real_p", "imag", "imag_p", "conj", "conj_p", "complex", "complex_p"})
+_COMPLEX_EXAMPLES = (
+    (complex, 'lax.complex(fnp.array([1.0]), fnp.array([2.0]))',
+        'Array([1.+2.j], dtype=complex64)'),
+    (conj, 'lax.conj(fnp.array([1 + 2j]))',
+        'Array([1.-2.j], dtype=complex64)'),
+    (real, 'lax.real(fnp.array([1 + 2j]))',
+        'Array([1.], dtype=float32)'),
+    (imag, 'lax.imag(fnp.array([1 + 2j]))',
+        'Array([2.], dtype=float32)'),
+)
+for _fn, _call, _result in _COMPLEX_EXAMPLES:
+    _fn.__doc__ += f"\n\n    >>> {_call}\n    {_result}\n"
 
 # The discrete Fourier transform (as jax.lax.fft): fft_type "fft" | "ifft" | "rfft" | "irfft" on the trailing
 # len(fft_lengths) axes.
@@ -354,7 +491,8 @@ def fft(x: Array, fft_type: Any, fft_lengths: Sequence[int]) -> Array:
     ``fft_type``: ``"fft"``, ``"ifft"`` (scaled by 1/N), ``"rfft"`` (real input, last axis n // 2 + 1)
     or ``"irfft"`` (its inverse, real output); JAX's ``FftType`` names are accepted too.
 
-    >>> fft(fnp.ones(4, fnp.complex64), "fft", (4,))     # [4, 0, 0, 0]
+    >>> fft(fnp.ones(4, fnp.complex64), "fft", (4,))
+    Array([4.+0.j, 0.+0.j, 0.+0.j, 0.+0.j], dtype=complex64)
     """
     name = getattr(fft_type, "name", fft_type)
     name = str(name).lower().replace("ffttype.", "")

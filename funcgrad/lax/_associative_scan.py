@@ -33,9 +33,13 @@ def associative_scan(fn: Callable[[Any, Any], Any], elems: Any, reverse: bool = 
     along ``axis`` is ``fn(...fn(fn(x0, x1), x2)..., xk)``; with ``reverse`` the prefixes run
     from the end. ``fn`` need not be commutative (operands keep their order).
 
-    >>> associative_scan(fnp.add, fnp.arange(4))                 # [0, 1, 3, 6]
-    >>> associative_scan(fnp.add, fnp.arange(4), reverse=True)   # [6, 6, 5, 3]
-    >>> associative_scan(fnp.matmul, mats)                       # running matrix products
+    >>> associative_scan(fnp.add, fnp.arange(4))
+    Array([0, 1, 3, 6], dtype=int32)
+    >>> associative_scan(fnp.add, fnp.arange(4), reverse=True)
+    Array([6, 6, 5, 3], dtype=int32)
+    >>> mats = fnp.stack([fnp.eye(2) * 2.0] * 3)
+    >>> associative_scan(fnp.matmul, mats)[:, 0, 0]              # running matrix products
+    Array([2., 4., 8.], dtype=float32)
     """
     if not callable(fn):
         raise TypeError(f"associative_scan: fn must be callable (an associative binary operation), got "

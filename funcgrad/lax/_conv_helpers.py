@@ -28,7 +28,11 @@ Array = Any
 
 class ConvDimensionNumbers(NamedTuple):
     """A convolution's layouts as index permutations, as ``jax.lax.ConvDimensionNumbers``: ``lhs_spec``
-    (batch, feature, spatial...), ``rhs_spec`` (out feature, in feature, spatial...), ``out_spec``."""
+    (batch, feature, spatial...), ``rhs_spec`` (out feature, in feature, spatial...), ``out_spec``.
+
+    >>> lax.conv_dimension_numbers((1, 3, 8, 8), (4, 3, 3, 3), ("NCHW", "OIHW", "NCHW"))
+    ConvDimensionNumbers(lhs_spec=(0, 1, 2, 3), rhs_spec=(0, 1, 2, 3), out_spec=(0, 1, 2, 3))
+    """
     lhs_spec: tuple[int, ...]
     rhs_spec: tuple[int, ...]
     out_spec: tuple[int, ...]
@@ -41,7 +45,8 @@ DotDimensionNumbers = tuple    # ((lhs_contracting, rhs_contracting), (lhs_batch
 def conv_general_permutations(dimension_numbers: Any) -> tuple:
     """The permutations ``(lhs, rhs, out)`` of the string form ``("NHWC", "HWIO", "NHWC")``, as JAX's.
 
-    >>> conv_general_permutations(("NHWC", "HWIO", "NHWC"))    # ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
+    >>> conv_general_permutations(("NHWC", "HWIO", "NHWC"))
+    ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))
     """
     specs = tuple(dimension_numbers)
     if len(specs) != 3 or not all(isinstance(s, str) for s in specs):
@@ -82,7 +87,8 @@ def padtype_to_pads(in_shape: Sequence[int], window_shape: Sequence[int], window
     """``"SAME"`` / ``"SAME_LOWER"`` / ``"VALID"`` as explicit ``(low, high)`` pads per dimension, as
     ``jax.lax.padtype_to_pads``.
 
-    >>> padtype_to_pads((5,), (3,), (2,), "SAME")     # [(1, 1)]
+    >>> padtype_to_pads((5,), (3,), (2,), "SAME")
+    [(1, 1)]
     """
     name = str(getattr(padding, "name", padding)).upper()
     if name not in ("SAME", "SAME_LOWER", "VALID"):
@@ -106,7 +112,8 @@ def conv_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int], strides
     """The output shape of a convolution in (N, C, spatial...) / (O, I, spatial...) layouts, as
     ``jax.lax.conv_shape_tuple``.
 
-    >>> conv_shape_tuple((2, 3, 7, 7), (4, 3, 3, 3), (2, 2), "SAME")     # (2, 4, 4, 4)
+    >>> conv_shape_tuple((2, 3, 7, 7), (4, 3, 3, 3), (2, 2), "SAME")
+    (2, 4, 4, 4)
     """
     if isinstance(pads, str):
         pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
@@ -151,7 +158,8 @@ def conv_transpose_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int
                                padding: Any, dimension_numbers: Any) -> tuple:
     """The output shape of ``conv_transpose`` for string layouts, as JAX's.
 
-    >>> conv_transpose_shape_tuple((1, 3, 2), (2, 2, 4), (2,), "SAME", ("NHC", "HIO", "NHC"))  # (1, 6, 4)
+    >>> conv_transpose_shape_tuple((1, 3, 2), (2, 2, 4), (2,), "SAME", ("NHC", "HIO", "NHC"))
+    (1, 6, 4)
     """
     lp, rp, op = conv_general_permutations(dimension_numbers)
     lt, rt = [lhs_shape[i] for i in lp], [rhs_shape[i] for i in rp]
@@ -169,7 +177,8 @@ def reduce_window_shape_tuple(operand_shape: Sequence[int], window_dimensions: S
                               window_dilation: Sequence[int] | None = None) -> tuple:
     """The output shape of ``reduce_window``, as ``jax.lax.reduce_window_shape_tuple``.
 
-    >>> reduce_window_shape_tuple((4, 6), (2, 3), (2, 1), [(0, 0), (1, 1)])     # (2, 6)
+    >>> reduce_window_shape_tuple((4, 6), (2, 3), (2, 1), [(0, 0), (1, 1)])
+    (2, 6)
     """
     def dilate(shape: Sequence[int], d: Sequence[int]) -> list:
         return [0 if n == 0 else 1 + int(k) * (int(n) - 1) for n, k in zip(shape, d)]
@@ -188,6 +197,7 @@ def conv_with_general_padding(lhs: Array, rhs: Array, window_strides: Sequence[i
 
     >>> conv_with_general_padding(fnp.ones((1, 1, 4, 4)), fnp.ones((2, 1, 3, 3)), (1, 1), [(1, 1), (0, 0)],
     ...                           None, None).shape     # (1, 2, 4, 2)
+    (1, 2, 4, 2)
     """
     return _more.conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
                                       rhs_dilation=rhs_dilation, precision=precision,
@@ -204,7 +214,8 @@ def conv_transpose(lhs: Array, rhs: Array, strides: Sequence[int], padding: Any,
     ``transpose_kernel=True`` flips the spatial axes and swaps the kernel's I and O (the gradient of a
     strided conv).
 
-    >>> conv_transpose(fnp.ones((1, 3, 1)), fnp.ones((2, 1, 1)), (2,), "VALID").shape   # (1, 6, 1)
+    >>> conv_transpose(fnp.ones((1, 3, 1)), fnp.ones((2, 1, 1)), (2,), "VALID").shape
+    (1, 6, 1)
     """
     if use_consistent_padding:
         raise NotImplementedError("lax.conv_transpose: use_consistent_padding=True is not supported")
@@ -252,7 +263,8 @@ def conv_general_dilated_patches(lhs: Array, filter_shape: Sequence[int], window
     ``jax.lax.conv_general_dilated_patches``: the output's feature dimension has size
     ``C * prod(filter_shape)`` (channel-major), the rest is a convolution's output layout.
 
-    >>> conv_general_dilated_patches(fnp.ones((1, 2, 4, 4)), (2, 2), (1, 1), "VALID").shape   # (1, 8, 3, 3)
+    >>> conv_general_dilated_patches(fnp.ones((1, 2, 4, 4)), (2, 2), (1, 1), "VALID").shape
+    (1, 8, 3, 3)
     """
     from funcgrad._core import Array as _Concrete, _freeze
     filter_shape = _ints(filter_shape)

@@ -7,9 +7,12 @@ fixes a derivative at a tie it is matched (``clamp`` passes no gradient to
 anything at the bounds).
 
 >>> import funcgrad.lax as lax, funcgrad.numpy as fnp
->>> lax.slice(fnp.arange(10.0), (2,), (8,), (3,))           # [2., 5.]
->>> lax.pad(fnp.ones(2), 0.0, [(1, 0, 1)])                  # [0., 1., 0., 1.]
->>> lax.top_k(fnp.array([3.0, 1.0, 4.0, 1.5]), 2)           # ([4., 3.], [2, 0])
+>>> lax.slice(fnp.arange(10.0), (2,), (8,), (3,))
+Array([2., 5.], dtype=float32)
+>>> lax.pad(fnp.ones(2), 0.0, [(1, 0, 1)])
+Array([0., 1., 0., 1.], dtype=float32)
+>>> lax.top_k(fnp.array([3.0, 1.0, 4.0, 1.5]), 2)
+(Array([4., 3.], dtype=float32), Array([2, 0], dtype=int32))
 """
 from __future__ import annotations
 
@@ -90,7 +93,11 @@ def _axis(op: str, axis: int, ndim: int, x: Any) -> int:
 
 def slice(operand: Array, start_indices: Sequence[int], limit_indices: Sequence[int],  # noqa: A001
           strides: Sequence[int] | None = None) -> Array:
-    """``operand[start:limit:stride]`` on every axis (static bounds), as ``jax.lax.slice``."""
+    """``operand[start:limit:stride]`` on every axis (static bounds), as ``jax.lax.slice``.
+
+    >>> lax.slice(fnp.arange(10), (1,), (8,), (3,))
+    Array([1, 4, 7], dtype=int32)
+    """
     shape = shape_of(operand)
     strides = (1,) * len(shape) if strides is None else tuple(strides)
     if not len(start_indices) == len(limit_indices) == len(strides) == len(shape):
@@ -106,7 +113,13 @@ def slice(operand: Array, start_indices: Sequence[int], limit_indices: Sequence[
 
 def slice_in_dim(operand: Array, start_index: int | None, limit_index: int | None, stride: int = 1,
                  axis: int = 0) -> Array:
-    """``operand[..., start:limit:stride, ...]`` on one axis; negative and None bounds as Python's."""
+    """``operand[..., start:limit:stride, ...]`` on one axis; negative and None bounds as Python's.
+
+    >>> lax.slice_in_dim(fnp.arange(12).reshape(3, 4), 1, 3, axis=1)
+    Array([[ 1,  2],
+           [ 5,  6],
+           [ 9, 10]], dtype=int32)
+    """
     shape = shape_of(operand)
     axis = _axis("slice_in_dim", axis, len(shape), operand)
     start, stop, step = _py_slice(start_index, limit_index, stride).indices(shape[axis])
@@ -116,7 +129,11 @@ def slice_in_dim(operand: Array, start_index: int | None, limit_index: int | Non
 
 
 def index_in_dim(operand: Array, index: int, axis: int = 0, keepdims: bool = True) -> Array:
-    """Element ``index`` (negative counts from the end) of one axis, keeping that axis unless ``keepdims=False``."""
+    """Element ``index`` (negative counts from the end) of one axis, keeping that axis unless ``keepdims=False``.
+
+    >>> lax.index_in_dim(fnp.arange(6).reshape(2, 3), 1, axis=1, keepdims=False)
+    Array([1, 4], dtype=int32)
+    """
     shape = shape_of(operand)
     axis = _axis("index_in_dim", axis, len(shape), operand)
     if not -shape[axis] <= index < shape[axis]:
@@ -127,7 +144,11 @@ def index_in_dim(operand: Array, index: int, axis: int = 0, keepdims: bool = Tru
 
 
 def split(operand: Array, sizes: Sequence[int], axis: int = 0) -> list:
-    """Consecutive pieces of ``sizes`` along ``axis`` (the sizes must add up to the axis)."""
+    """Consecutive pieces of ``sizes`` along ``axis`` (the sizes must add up to the axis).
+
+    >>> lax.split(fnp.arange(5), (2, 3))
+    [Array([0, 1], dtype=int32), Array([2, 3, 4], dtype=int32)]
+    """
     shape = shape_of(operand)
     axis = _axis("split", axis, len(shape), operand)
     if sum(sizes) != shape[axis] or any(s < 0 for s in sizes):
@@ -139,7 +160,11 @@ def split(operand: Array, sizes: Sequence[int], axis: int = 0) -> list:
 
 def pad(operand: Array, padding_value: Any, padding_config: Sequence[tuple[int, int, int]]) -> Array:
     """Pad each axis with ``(low, high, interior)`` copies of ``padding_value``, as ``jax.lax.pad``:
-    ``interior`` values go between neighbouring elements; a negative ``low``/``high`` crops instead."""
+    ``interior`` values go between neighbouring elements; a negative ``low``/``high`` crops instead.
+
+    >>> lax.pad(fnp.array([1.0, 2.0]), 0.0, [(1, 2, 1)])
+    Array([0., 1., 0., 2., 0., 0.], dtype=float32)
+    """
     shape = shape_of(operand)
     config = [tuple(int(v) for v in c) for c in padding_config]
     if len(config) != len(shape) or any(len(c) != 3 or c[2] < 0 for c in config):
@@ -184,12 +209,21 @@ def _interleave(x: Array, axis: int, interior: int, value: Any) -> Array:
 
 
 def iota(dtype: Any, size: int) -> Array:
-    """``[0, 1, ..., size - 1]`` in ``dtype``."""
+    """``[0, 1, ..., size - 1]`` in ``dtype``.
+
+    >>> lax.iota(fnp.int32, 4)
+    Array([0, 1, 2, 3], dtype=int32)
+    """
     return _ConcreteArray(np.arange(int(size), dtype=_dtypes.canonicalize(dtype, requested=True)))
 
 
 def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Array:
-    """An array of ``shape`` whose entries count along ``dimension``."""
+    """An array of ``shape`` whose entries count along ``dimension``.
+
+    >>> lax.broadcasted_iota(fnp.int32, (2, 3), 1)
+    Array([[0, 1, 2],
+           [0, 1, 2]], dtype=int32)
+    """
     shape = tuple(int(s) for s in shape)
     dimension = int(dimension) % len(shape)
     line = iota(dtype, shape[dimension])
@@ -198,13 +232,21 @@ def broadcasted_iota(dtype: Any, shape: Sequence[int], dimension: int) -> Array:
 
 
 def broadcast(operand: Array, sizes: Sequence[int]) -> Array:
-    """``operand`` with new leading axes of ``sizes``."""
+    """``operand`` with new leading axes of ``sizes``.
+
+    >>> lax.broadcast(fnp.array([1, 2]), (3,)).shape
+    (3, 2)
+    """
     shape = shape_of(operand)
     return lax.broadcast_to(operand, tuple(int(s) for s in sizes) + tuple(shape))
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
-    """The shape numpy broadcasting gives ``shapes``."""
+    """The shape numpy broadcasting gives ``shapes``.
+
+    >>> lax.broadcast_shapes((2, 1), (3,))
+    (2, 3)
+    """
     try:
         return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
     except ValueError:
@@ -213,20 +255,32 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 
 
 def broadcast_to_rank(x: Array, rank: int) -> Array:
-    """``x`` with leading unit axes added up to ``rank``."""
+    """``x`` with leading unit axes added up to ``rank``.
+
+    >>> lax.broadcast_to_rank(fnp.ones(3), 3).shape
+    (1, 1, 3)
+    """
     shape = shape_of(x)
     return lax.reshape(x, (1,) * max(int(rank) - len(shape), 0) + tuple(shape))
 
 
 def collapse(operand: Array, start_dimension: int, stop_dimension: int | None = None) -> Array:
-    """Axes ``start_dimension`` up to ``stop_dimension`` merged into one."""
+    """Axes ``start_dimension`` up to ``stop_dimension`` merged into one.
+
+    >>> lax.collapse(fnp.ones((2, 3, 4)), 0, 2).shape
+    (6, 4)
+    """
     shape = shape_of(operand)
     start, stop, _ = _py_slice(start_dimension, stop_dimension).indices(len(shape))
     return lax.reshape(operand, shape[:start] + (math.prod(shape[start:stop]),) + shape[stop:])
 
 
 def dtype(x: Any) -> np.dtype:
-    """The dtype ``x`` has (or would have as a funcgrad array)."""
+    """The dtype ``x`` has (or would have as a funcgrad array).
+
+    >>> lax.dtype(1.0), lax.dtype(fnp.ones(2, fnp.int32))
+    (dtype('float32'), dtype('int32'))
+    """
     if hasattr(x, "dtype"):
         return np.dtype(x.dtype)
     return _dtypes.result_type(x) if isinstance(x, (bool, int, float)) else _dtypes.canonicalize(np.asarray(x).dtype)
@@ -236,30 +290,50 @@ def dtype(x: Any) -> np.dtype:
 
 
 def integer_pow(x: Array, y: int) -> Array:
-    """``x ** y`` for a static integer ``y``."""
+    """``x ** y`` for a static integer ``y``.
+
+    >>> lax.integer_pow(fnp.array([2.0, 3.0]), 3)
+    Array([ 8., 27.], dtype=float32)
+    """
     if not isinstance(y, (int, np.integer)):
         raise TypeError(f"integer_pow: the exponent must be a Python int, got {y!r}; use lax.pow for array exponents")
     return lax.pow(x, int(y))
 
 
 def square(x: Array) -> Array:
-    """``x * x``."""
+    """``x * x``.
+
+    >>> lax.square(fnp.array([0.5, 2.0]))
+    Array([0.25, 4.  ], dtype=float32)
+    """
     return lax.mul(x, x)
 
 
 def reciprocal(x: Array) -> Array:
-    """``1 / x``."""
+    """``1 / x``.
+
+    >>> lax.reciprocal(fnp.array([0.5, 2.0]))
+    Array([2. , 0.5], dtype=float32)
+    """
     return lax.div(1.0 if np.dtype(dtype(x)).kind in "fc" else 1, x)
 
 
 def rsqrt(x: Array) -> Array:
-    """``1 / sqrt(x)``."""
+    """``1 / sqrt(x)``.
+
+    >>> lax.rsqrt(fnp.array([0.5, 2.0]))
+    Array([1.4142 , 0.7071], dtype=float32)
+    """
     return lax.div(1.0, lax.sqrt(x))
 
 
 def clamp(min: Any, x: Array, max: Any) -> Array:  # noqa: A002
     """``x`` clipped to ``[min, max]``. As in JAX, neither ``x`` nor the bounds get a gradient where
-    ``x`` equals a bound."""
+    ``x`` equals a bound.
+
+    >>> lax.clamp(0.0, fnp.array([-1.0, 0.5, 2.0]), 1.0)
+    Array([0. , 0.5, 1. ], dtype=float32)
+    """
     below, above = lax.lt(x, min), lax.gt(x, max)
     inside = lax.logical_and(lax.gt(x, min), lax.lt(x, max))
     on_bound = lax.stop_gradient(lax.select(below, min, lax.select(above, max, x)))
@@ -269,7 +343,11 @@ def clamp(min: Any, x: Array, max: Any) -> Array:  # noqa: A002
 
 
 def select_n(which: Array, *cases: Array) -> Array:
-    """``cases[which]`` elementwise: ``which`` is bool (two cases) or an integer in ``[0, len(cases))``."""
+    """``cases[which]`` elementwise: ``which`` is bool (two cases) or an integer in ``[0, len(cases))``.
+
+    >>> lax.select_n(fnp.array([True, False]), fnp.array([1.0, 2.0]), fnp.array([10.0, 20.0]))
+    Array([10.,  2.], dtype=float32)
+    """
     if not cases:
         raise ValueError("select_n: needs at least one case")
     if len(cases) == 1:
@@ -294,7 +372,11 @@ def _int_operands(op: str, *xs: Array) -> None:
 
 
 def bitwise_not(x: Array) -> Array:
-    """``~x`` for integers (two's complement) and bools."""
+    """``~x`` for integers (two's complement) and bools.
+
+    >>> lax.bitwise_not(fnp.array([0, 5]))
+    Array([-1, -6], dtype=int32)
+    """
     _int_operands("bitwise_not", x)
     kind = np.dtype(dtype(x)).kind
     if kind == "b":
@@ -305,7 +387,11 @@ def bitwise_not(x: Array) -> Array:
 
 
 def bitwise_xor(x: Array, y: Array) -> Array:
-    """``x ^ y`` for integers and bools: ``(x | y) - (x & y)``, which never overflows."""
+    """``x ^ y`` for integers and bools: ``(x | y) - (x & y)``, which never overflows.
+
+    >>> lax.bitwise_xor(fnp.array([12, 5]), fnp.array([10, 3]))
+    Array([6, 6], dtype=int32)
+    """
     _int_operands("bitwise_xor", x, y)
     if np.dtype(dtype(x)).kind == "b":
         return lax.logical_xor(x, y)
@@ -313,7 +399,11 @@ def bitwise_xor(x: Array, y: Array) -> Array:
 
 
 def shift_right_arithmetic(x: Array, y: Array) -> Array:
-    """``x >> y`` keeping the sign (floor division by ``2 ** y``) for signed integers."""
+    """``x >> y`` keeping the sign (floor division by ``2 ** y``) for signed integers.
+
+    >>> lax.shift_right_arithmetic(fnp.array([-8, 7]), fnp.array([2, 1]))
+    Array([-2,  3], dtype=int32)
+    """
     _int_operands("shift_right_arithmetic", x, y)
     if np.dtype(dtype(x)).kind == "u":
         return lax.shift_right_logical(x, y)
@@ -343,7 +433,11 @@ _MONOIDS = {_E.add_p: (_S.reduce_sum_p, _E.add), _E.mul_p: (_R.reduce_prod_p, _E
 
 def reduce(operands: Any, init_values: Any, computation: Callable, dimensions: Sequence[int]) -> Any:
     """Reduce over ``dimensions`` with ``computation``, as ``jax.lax.reduce``, for the monoids
-    ``lax.add``/``mul``/``max``/``min`` (the init value is combined in once)."""
+    ``lax.add``/``mul``/``max``/``min`` (the init value is combined in once).
+
+    >>> lax.reduce(fnp.array([[1.0, 2.0], [3.0, 4.0]]), 0.0, lax.add, (0,))
+    Array([4., 6.], dtype=float32)
+    """
     single = not isinstance(operands, (tuple, list))
     monoid = _monoid(computation, operands) if single else None
     if monoid is None:
@@ -363,17 +457,29 @@ def _reduce_bool(op: str, combine: Callable, operand: Array, axes: Sequence[int]
 
 
 def reduce_and(operand: Array, axes: Sequence[int]) -> Array:
-    """True where every element along ``axes`` is True."""
+    """True where every element along ``axes`` is True.
+
+    >>> lax.reduce_and(fnp.array([[True, False], [True, True]]), (1,))
+    Array([False,  True], dtype=bool)
+    """
     return lax.eq(_reduce_bool("reduce_and", lax.reduce_min, operand, axes), 1)
 
 
 def reduce_or(operand: Array, axes: Sequence[int]) -> Array:
-    """True where any element along ``axes`` is True."""
+    """True where any element along ``axes`` is True.
+
+    >>> lax.reduce_or(fnp.array([[True, False], [False, False]]), (1,))
+    Array([ True, False], dtype=bool)
+    """
     return lax.eq(_reduce_bool("reduce_or", lax.reduce_max, operand, axes), 1)
 
 
 def reduce_xor(operand: Array, axes: Sequence[int]) -> Array:
-    """True where an odd number of elements along ``axes`` are True."""
+    """True where an odd number of elements along ``axes`` are True.
+
+    >>> lax.reduce_xor(fnp.array([[True, True], [True, False]]), (1,))
+    Array([False,  True], dtype=bool)
+    """
     return lax.eq(lax.rem(_reduce_bool("reduce_xor", lax.reduce_sum, operand, axes), 2), 1)
 
 
@@ -399,6 +505,16 @@ cumlogsumexp = _cumulative(_logaddexp, "Running ``log(sum(exp(x)))`` along ``axi
 for _f, _n in ((cumprod, "cumprod"), (cummax, "cummax"), (cummin, "cummin"), (cumlogsumexp, "cumlogsumexp")):
     _f.__name__ = _f.__qualname__ = _n
 
+# One checked example for each cumulative function: (function, call, printed result).
+_CUMULATIVE_EXAMPLES = (
+    (cumprod, 'lax.cumprod(fnp.array([1.0, 2.0, 3.0]))', 'Array([1., 2., 6.], dtype=float32)'),
+    (cummax, 'lax.cummax(fnp.array([1.0, 3.0, 2.0]))', 'Array([1., 3., 3.], dtype=float32)'),
+    (cummin, 'lax.cummin(fnp.array([3.0, 1.0, 2.0]))', 'Array([3., 1., 1.], dtype=float32)'),
+    (cumlogsumexp, 'lax.cumlogsumexp(fnp.array([0.0, 0.0, 0.0]))', 'Array([0. , 0.6931, 1.0986], dtype=float32)'),
+)
+for _f, _call, _result in _CUMULATIVE_EXAMPLES:
+    _f.__doc__ += f"\n\n    >>> {_call}\n    {_result}\n"
+
 
 def reduce_window(operand: Array, init_value: Any, computation: Callable, window_dimensions: Sequence[int],
                   window_strides: Sequence[int] | None = None, padding: Any = "VALID",
@@ -406,7 +522,11 @@ def reduce_window(operand: Array, init_value: Any, computation: Callable, window
     """Reduce every window of ``window_dimensions`` (pooling), as ``jax.lax.reduce_window``, for
     ``lax.add``/``mul``/``max``/``min``: the strided windows are combined offset by offset, so the
     gradient is that of the elementwise combiner. ``padding`` is "VALID", "SAME" or (low, high) pairs,
-    padded with ``init_value``."""
+    padded with ``init_value``.
+
+    >>> lax.reduce_window(fnp.arange(4.0), -fnp.inf, lax.max, (2,), (1,), "VALID")
+    Array([1., 2., 3.], dtype=float32)
+    """
     monoid = _monoid(computation, operand)
     if monoid is None:
         raise NotImplementedError("reduce_window: funcgrad supports addition, multiplication, max and min "
@@ -472,7 +592,11 @@ def _take_along(x: Array, idx: Array, axis: int) -> Array:
 
 def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: int = 1) -> Any:
     """Sort along ``dimension``; a tuple of operands is sorted by its first ``num_keys`` (lexicographically)
-    and every operand permuted alike. NaNs sort last; differentiable (the gradient is un-permuted)."""
+    and every operand permuted alike. NaNs sort last; differentiable (the gradient is un-permuted).
+
+    >>> lax.sort(fnp.array([3.0, 1.0, 2.0]))
+    Array([1., 2., 3.], dtype=float32)
+    """
     single = not isinstance(operand, (tuple, list))
     ops = [operand] if single else list(operand)
     if not 1 <= num_keys <= len(ops):
@@ -488,13 +612,21 @@ def sort(operand: Any, dimension: int = -1, is_stable: bool = True, num_keys: in
 
 
 def sort_key_val(keys: Array, values: Array, dimension: int = -1, is_stable: bool = True) -> tuple[Array, Array]:
-    """``keys`` sorted along ``dimension`` and ``values`` permuted alike."""
+    """``keys`` sorted along ``dimension`` and ``values`` permuted alike.
+
+    >>> lax.sort_key_val(fnp.array([3.0, 1.0, 2.0]), fnp.array([0, 1, 2]))
+    (Array([1., 2., 3.], dtype=float32), Array([1, 2, 0], dtype=int32))
+    """
     return sort((keys, values), dimension, is_stable, num_keys=1)
 
 
 def top_k(operand: Array, k: int) -> tuple[Array, Array]:
     """The ``k`` largest entries along the last axis, largest first, and their indices (ties: lower index
-    first, as JAX)."""
+    first, as JAX).
+
+    >>> lax.top_k(fnp.array([1.0, 4.0, 2.0, 3.0]), 2)
+    (Array([4., 3.], dtype=float32), Array([1, 3], dtype=int32))
+    """
     n = shape_of(operand)[-1]
     if not 0 <= int(k) <= n:
         raise ValueError(f"top_k: k={k} must be between 0 and the last axis of {describe(operand)} ({n})")
@@ -511,7 +643,11 @@ def top_k(operand: Array, k: int) -> tuple[Array, Array]:
 
 def dot(lhs: Array, rhs: Array, precision: Any = None, preferred_element_type: Any = None) -> Array:
     """Vector-vector, matrix-vector or matrix-matrix product (``jax.lax.dot``); ``precision`` is accepted and
-    ignored (the CPU computes in the operands' dtype)."""
+    ignored (the CPU computes in the operands' dtype).
+
+    >>> lax.dot(fnp.ones((2, 3)), fnp.ones(3))
+    Array([3., 3.], dtype=float32)
+    """
     a, b = _ndim(lhs), _ndim(rhs)
     if a not in (1, 2) or b not in (1, 2) or shape_of(lhs)[-1] != shape_of(rhs)[0]:
         raise ValueError(f"dot: expected 1-d or 2-d operands whose inner sizes match, got {describe(lhs)} and "
@@ -528,7 +664,11 @@ def conv_general_dilated(lhs: Array, rhs: Array, window_strides: Sequence[int], 
     kernels: any ``dimension_numbers`` (strings such as ``("NHWC", "HWIO", "NHWC")`` or index triples),
     strides, "SAME"/"VALID"/explicit padding, ``rhs_dilation`` and ``feature_group_count``.
     ``lhs_dilation`` (transposed convolution) and ``batch_group_count`` other than 1 raise
-    NotImplementedError."""
+    NotImplementedError.
+
+    >>> lax.conv_general_dilated(fnp.ones((1, 1, 5)), fnp.ones((1, 1, 3)), (1,), "SAME")
+    Array([[[2., 3., 3., 3., 2.]]], dtype=float32)
+    """
     nd = _ndim(lhs)
     spatial = nd - 2
     if spatial not in (1, 2) or _ndim(rhs) != nd:
@@ -587,6 +727,10 @@ def _conv_dims(dimension_numbers: Any, nd: int) -> tuple[tuple[int, ...], tuple[
 
 def conv(lhs: Array, rhs: Array, window_strides: Sequence[int], padding: Any, precision: Any = None,
          preferred_element_type: Any = None) -> Array:
-    """``conv_general_dilated`` with NCHW / OIHW layouts and no dilation."""
+    """``conv_general_dilated`` with NCHW / OIHW layouts and no dilation.
+
+    >>> lax.conv(fnp.ones((1, 1, 4, 4)), fnp.ones((2, 1, 3, 3)), (1, 1), "VALID")[0, :, 0, 0]
+    Array([9., 9.], dtype=float32)
+    """
     return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
                                 preferred_element_type=preferred_element_type)

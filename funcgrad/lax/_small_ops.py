@@ -30,7 +30,8 @@ def batch_matmul(lhs: Array, rhs: Array, precision: Any = None) -> Array:
     """Batched matrix product ``lhs[..., i, j] @ rhs[..., j, k]`` with equal batch dims, as
     ``jax.lax.batch_matmul``.
 
-    >>> batch_matmul(fnp.ones((2, 3, 4)), fnp.ones((2, 4, 5))).shape     # (2, 3, 5)
+    >>> batch_matmul(fnp.ones((2, 3, 4)), fnp.ones((2, 4, 5))).shape
+    (2, 3, 5)
     """
     ls, rs = shape_of(lhs), shape_of(rhs)
     if len(ls) < 2 or len(ls) != len(rs) or ls[:-2] != rs[:-2] or ls[-1] != rs[-2]:
@@ -43,7 +44,8 @@ def batch_matmul(lhs: Array, rhs: Array, precision: Any = None) -> Array:
 def broadcast_like(arr: Array, like_arr: Array) -> Array:
     """``arr`` broadcast to the shape of ``like_arr`` (numpy's rules), as ``jax.lax.broadcast_like``.
 
-    >>> broadcast_like(fnp.arange(3.), fnp.ones((2, 3))).shape     # (2, 3)
+    >>> broadcast_like(fnp.arange(3.), fnp.ones((2, 3))).shape
+    (2, 3)
     """
     return _S.broadcast_to(arr, tuple(shape_of(like_arr)))
 
@@ -52,7 +54,8 @@ def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Arra
     """An array of ``shape`` and ``dtype``, as ``jax.lax.empty``: its values are unspecified in JAX; funcgrad's
     are zeros.
 
-    >>> empty((2, 3), fnp.float32).shape     # (2, 3)
+    >>> empty((2, 3), fnp.float32).shape
+    (2, 3)
     """
     if out_sharding is not None:
         raise NotImplementedError("lax.empty: out_sharding is not supported (funcgrad has no shardings)")
@@ -63,7 +66,8 @@ def tile(operand: Array, reps: Sequence[int]) -> Array:
     """``operand`` repeated ``reps[i]`` times along axis ``i``, as ``jax.lax.tile`` (``len(reps)`` must equal
     ``operand.ndim``).
 
-    >>> tile(fnp.arange(3), (2,))    # [0, 1, 2, 0, 1, 2]
+    >>> tile(fnp.arange(3), (2,))
+    Array([0, 1, 2, 0, 1, 2], dtype=int32)
     """
     shape = tuple(shape_of(operand))
     reps = _ints(reps)
@@ -80,7 +84,8 @@ def tile(operand: Array, reps: Sequence[int]) -> Array:
 def stack(operands: Sequence[Array], axis: int = 0) -> Array:
     """The operands (equal shapes) joined along a new axis ``axis``, as ``jax.lax.stack``.
 
-    >>> stack([fnp.ones(2), fnp.zeros(2)], axis=1).shape     # (2, 2)
+    >>> stack([fnp.ones(2), fnp.zeros(2)], axis=1).shape
+    (2, 2)
     """
     if not operands:
         raise ValueError("lax.stack: needs at least one operand")
@@ -100,7 +105,8 @@ def stack(operands: Sequence[Array], axis: int = 0) -> Array:
 def unstack(x: Array, axis: int = 0) -> tuple:
     """The slices of ``x`` along ``axis``, as a tuple, as ``jax.lax.unstack``.
 
-    >>> [a.shape for a in unstack(fnp.ones((2, 3)), axis=1)]     # [(2,), (2,), (2,)]
+    >>> [a.shape for a in unstack(fnp.ones((2, 3)), axis=1)]
+    [(2,), (2,), (2,)]
     """
     nd = len(shape_of(x))
     if not -nd <= axis < nd:
@@ -113,7 +119,8 @@ def optimization_barrier(operand: Any, /) -> Any:
     """``operand`` itself (any pytree), as ``jax.lax.optimization_barrier``: XLA uses it to stop reordering;
     funcgrad's compiler has nothing to stop, so it is the identity (derivatives pass through).
 
-    >>> optimization_barrier((x, y))     # (x, y)
+    >>> lax.optimization_barrier((fnp.ones(2), 3))     # the operand itself
+    (Array([1., 1.], dtype=float32), 3)
     """
     return operand
 
@@ -136,6 +143,7 @@ def approx_max_k(operand: Array, k: int, reduction_dimension: int = -1, recall_t
     (computed exactly: recall 1, which meets any ``recall_target``; returns ``[values, indices]``).
 
     >>> approx_max_k(fnp.array([[1., 5., 3.]]), 2)     # [values [[5, 3]], indices [[1, 2]]]
+    [Array([[5., 3.]], dtype=float32), Array([[1, 2]], dtype=int32)]
     """
     if not aggregate_to_topk:
         raise NotImplementedError("lax.approx_max_k: aggregate_to_topk=False is not supported")
@@ -148,6 +156,7 @@ def approx_min_k(operand: Array, k: int, reduction_dimension: int = -1, recall_t
     (computed exactly; returns ``[values, indices]``).
 
     >>> approx_min_k(fnp.array([[1., 5., 3.]]), 2)     # [values [[1, 3]], indices [[0, 2]]]
+    [Array([[1., 3.]], dtype=float32), Array([[0, 2]], dtype=int32)]
     """
     if not aggregate_to_topk:
         raise NotImplementedError("lax.approx_min_k: aggregate_to_topk=False is not supported")
@@ -165,7 +174,8 @@ def _int_kind(op: str, *xs: Any) -> np.dtype:
 def clz(x: Array) -> Array:
     """The number of leading zero bits of each integer (its dtype's width for 0), as ``jax.lax.clz``.
 
-    >>> clz(fnp.array([0, 1, 255], fnp.int32))     # [32, 31, 24]
+    >>> clz(fnp.array([0, 1, 255], fnp.int32))
+    Array([32, 31, 24], dtype=int32)
     """
     dt = _int_kind("lax.clz", x)
     bits = dt.itemsize * 8
@@ -187,7 +197,8 @@ def mulhi(x: Array, y: Array, /) -> Array:
     """The high half of the double-width product ``x * y`` of integers of one dtype, as ``jax.lax.mulhi``
     (8, 16 and 32 bits).
 
-    >>> mulhi(fnp.uint32(3000000000), fnp.uint32(3000000000))    # 2095475792
+    >>> mulhi(fnp.uint32(3000000000), fnp.uint32(3000000000))
+    Array(2095475792, dtype=uint32)
     """
     dt = _int_kind("lax.mulhi", x, y)
     if _more.dtype(y) != dt:
@@ -231,7 +242,8 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Ar
     derivative is the identity (straight through). ``exponent_bits=5, mantissa_bits=10`` rounds
     through float16's values.
 
-    >>> reduce_precision(fnp.float32(1.1234567), exponent_bits=5, mantissa_bits=10)    # 1.1230469
+    >>> reduce_precision(fnp.float32(1.1234567), exponent_bits=5, mantissa_bits=10)
+    Array(1.1230, dtype=float32)
     """
     dt = np.dtype(_more.dtype(operand))
     if not np.issubdtype(dt, np.floating):
@@ -284,7 +296,10 @@ def rng_uniform(a: Any, b: Any, shape: Sequence[int]) -> Array:
     """Not supported: ``jax.lax.rng_uniform`` is XLA's stateful generator (its results depend on the
     backend). Use ``funcgrad.random.uniform(key, shape, minval=a, maxval=b)``.
 
-    >>> rng_uniform(0., 1., (2,))     # NotImplementedError: use funcgrad.random.uniform
+    >>> lax.rng_uniform(0., 1., (2,))
+    Traceback (most recent call last):
+    ...
+    NotImplementedError: lax.rng_uniform (XLA's stateful generator) is not supported: use funcgrad.random.uniform...
     """
     raise NotImplementedError("lax.rng_uniform (XLA's stateful generator) is not supported: use "
                               "funcgrad.random.uniform(key, shape, minval=a, maxval=b)")
@@ -295,7 +310,10 @@ def rng_bit_generator(key: Any, shape: Sequence[int], dtype: Any = np.uint32, al
     """Not supported: ``jax.lax.rng_bit_generator``'s bits are XLA's (per-backend) algorithms. Use
     ``funcgrad.random.bits(key, shape, dtype)``.
 
-    >>> rng_bit_generator(key, (2,))     # NotImplementedError: use funcgrad.random.bits
+    >>> lax.rng_bit_generator(random.key(0), (2,))
+    Traceback (most recent call last):
+    ...
+    NotImplementedError: lax.rng_bit_generator (XLA's per-backend bit generators) is not supported: use funcgrad.random.bits...
     """
     raise NotImplementedError("lax.rng_bit_generator (XLA's per-backend bit generators) is not supported: use "
                               "funcgrad.random.bits(key, shape, dtype) and funcgrad.random.split")
@@ -310,6 +328,9 @@ def ragged_dot(lhs: Array, rhs: Array, group_sizes: Array, precision: Any = None
     ``sum(group_sizes)`` give zeros. Computed densely (g products of (m, k) @ (k, n)).
 
     >>> ragged_dot(fnp.ones((3, 2)), fnp.stack([fnp.eye(2), 2 * fnp.eye(2)]), fnp.array([1, 2]))  # rows 1, 2, 2
+    Array([[1., 1.],
+           [2., 2.],
+           [2., 2.]], dtype=float32)
     """
     if group_offset is not None:
         raise NotImplementedError("lax.ragged_dot: group_offset is not supported")
@@ -339,6 +360,7 @@ def shape_as_value(shape: Sequence[int]) -> Array:
     """A shape as an int32 array, as ``jax.lax.shape_as_value`` (funcgrad's shapes are always static).
 
     >>> shape_as_value((2, 3))     # int32 [2, 3]
+    Array([2, 3], dtype=int32)
     """
     from funcgrad._core import Array as _Concrete, _freeze
     return _Concrete(_freeze(np.asarray(_ints(shape), dtype=np.int32).reshape(len(tuple(shape)))))
@@ -348,7 +370,9 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
     """``x`` itself (any pytree), as ``jax.lax.with_sharding_constraint`` on one device: a sharding constraint
     never changes values, and funcgrad runs each computation on one device, so there is nothing to lay out.
 
-    >>> with_sharding_constraint(x, sharding) is x     # True
+    >>> x = fnp.ones(2)
+    >>> lax.with_sharding_constraint(x, None) is x
+    True
     """
     return x
 

@@ -128,7 +128,9 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     ``vmap`` with a mapped ``pred``, both branches run and each example
     keeps its own (as ``fnp.where``); otherwise only the chosen one runs.
 
+    >>> x = fnp.asarray(3.0)
     >>> lax.cond(x > 0, lambda v: v * 2, lambda v: -v, x)
+    Array(6., dtype=float32)
     """
     p = _core.as_array(pred) if not isinstance(pred, Tracer) else pred
     _scalar_pred(_core.get_aval(p), "cond", "the predicate")
@@ -140,7 +142,9 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     """``branches[index](*operands)``, ``index`` clamped into ``[0, len(branches) - 1]`` (as JAX: an
     index past either end picks the first or last branch instead of raising).
 
+    >>> i, x = 2, fnp.asarray(3.0)
     >>> lax.switch(i, [lambda v: v, lambda v: v * 2, lambda v: v ** 2], x)
+    Array(9., dtype=float32)
     """
     branches = list(branches) if isinstance(branches, (list, tuple)) else branches
     if not isinstance(branches, list) or not branches:
@@ -205,6 +209,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, *, checkpo
     the module docstring).
 
     >>> lax.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.0), (0, 1.0))
+    (Array(10, dtype=int32), Array(1024., dtype=float32))
     """
     _check_checkpoints(checkpoints, "while_loop")
     leaves, tree = _leaves_of(init_val, "while_loop", "init_val")
@@ -241,7 +246,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, chec
     ``while_loop`` (reverse mode works too; see ``checkpoints`` there).
     ``i`` has the bounds' integer dtype.
 
-    >>> lax.fori_loop(0, 10, lambda i, acc: acc + i, 0)   # 45
+    >>> lax.fori_loop(0, 10, lambda i, acc: acc + i, 0)
+    Array(45, dtype=int32)
     """
     _check_checkpoints(checkpoints, "fori_loop")
     for name, b in (("lower", lower), ("upper", upper)):
@@ -292,8 +298,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     positions). The compiled loop calls the compiled body each step, so
     ``unroll`` (accepted for compatibility) changes nothing.
 
+    >>> W, h0, xs = fnp.eye(3), fnp.zeros((2, 3)), fnp.ones((5, 2, 3))     # T=5, B=2, H=3
     >>> def step(h, x): h = fnp.tanh(h @ W + x); return h, h
-    >>> h_last, hs = lax.scan(step, h0, xs)       # xs: [T, B, H], hs: [T, B, H]
+    >>> h_last, hs = lax.scan(step, h0, xs)
+    >>> h_last.shape, hs.shape
+    ((2, 3), (5, 2, 3))
     """
     if not callable(f):
         raise TypeError(f"scan: f must be callable, got {type(f).__name__} {f!r:.40}")
@@ -335,7 +344,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
 
 def map(f: Callable, xs: Any) -> Any:  # noqa: A001 -- jax.lax.map's name
     """``f`` applied to each slice of ``xs`` along its leading axis, stacked: a ``scan`` without carry
-    (one slice at a time: less memory than ``vmap``, no batching of ``f``)."""
+    (one slice at a time: less memory than ``vmap``, no batching of ``f``).
+
+    >>> lax.map(lambda row: row.sum(), fnp.arange(6.0).reshape(3, 2))
+    Array([1., 5., 9.], dtype=float32)
+    """
     if not callable(f):
         raise TypeError(f"map: f must be callable, got {type(f).__name__} {f!r:.40}")
     return scan(lambda _, x: ((), f(x)), (), xs)[1]

@@ -51,6 +51,8 @@ def cholesky(x: Array, *, symmetrize_input: bool = True) -> Array:
     """Lower Cholesky factor of a symmetric positive definite (..., n, n) matrix; NaN if not positive definite.
 
     >>> cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))
+    Array([[2.       , 0.       ],
+           [1.       , 1.4142]], dtype=float32)
     """
     _checked(cholesky_p, x)
     return cholesky_p.bind(_symmetrize(x) if symmetrize_input else x)
@@ -111,7 +113,8 @@ def lu(x: Array) -> tuple[Array, Array, Array]:
 def lu_pivots_to_permutation(pivots: Array, permutation_size: int) -> Array:
     """The permutation that LAPACK's row swaps (``pivots``, (..., k)) apply to ``arange(permutation_size)``.
 
-    >>> lu_pivots_to_permutation(fnp.array([2, 2, 2], dtype=fnp.int32), 3)   # [2, 0, 1]
+    >>> lu_pivots_to_permutation(fnp.array([2, 2, 2], dtype=fnp.int32), 3)
+    Array([2, 0, 1], dtype=int32)
     """
     if isinstance(pivots, Tracer):
         raise NotImplementedError("lu_pivots_to_permutation: pivots must be concrete (not traced) in funcgrad; "
@@ -162,6 +165,8 @@ def triangular_solve(a: Array, b: Array, *, left_side: bool = False, lower: bool
     (``op``: transpose if ``transpose_a``, complex conjugate if ``conjugate_a``, the identity on real arrays).
 
     >>> triangular_solve(fnp.eye(2), fnp.ones((2, 3)), left_side=True, lower=True)
+    Array([[1., 1., 1.],
+           [1., 1., 1.]], dtype=float32)
     """
     if conjugate_a and getattr(a, "dtype", np.dtype(float)).kind == "c":
         a = conj(a)
@@ -178,6 +183,8 @@ def expm(x: Array) -> Array:
     """Matrix exponential of a (..., n, n) matrix (scipy's Pade approximation with scaling and squaring).
 
     >>> expm(fnp.zeros((2, 2)))   # identity
+    Array([[1., 0.],
+           [0., 1.]], dtype=float32)
     """
     _checked(expm_p, x)
     return expm_p.bind(x)
@@ -212,6 +219,9 @@ def tridiagonal_solve(dl: Array, d: Array, du: Array, b: Array, *, perturb_singu
     Solved as a dense LU system (exact and differentiable; O(m^3), meant for moderate m).
 
     >>> tridiagonal_solve(fnp.zeros(3), 2 * fnp.ones(3), fnp.zeros(3), fnp.ones((3, 1)))   # all 0.5
+    Array([[0.5],
+           [0.5],
+           [0.5]], dtype=float32)
     """
     if perturb_singular:
         raise NotImplementedError("tridiagonal_solve: perturb_singular=True is not supported")

@@ -1,12 +1,15 @@
 """``funcgrad.nn``: activations, losses, initializers and layers as pure functions.
 
->>> import funcgrad as fg, funcgrad.nn as nn
+>>> import funcgrad as fg, funcgrad.nn as nn, funcgrad.numpy as fnp
 >>> from funcgrad import random
 >>> model = nn.Sequential(nn.Linear(512), nn.ReLU(), nn.Linear(10))
 >>> params, _ = model.init(random.key(0), (-1, 784))
 >>> def loss(params, x, y):                     # x f32[B,784], y i32[B]
 ...     return nn.cross_entropy(model.apply(params, x), y)
+>>> x, y = fnp.ones((4, 784)), fnp.array([0, 1, 2, 3])
 >>> grads = fg.grad(loss)(params, x, y)         # same pytree as params
+>>> fg.tree.structure(grads) == fg.tree.structure(params)
+True
 
 Layers follow one convention (see ``funcgrad/nn/_layers.py``):
 ``init(key, input_shape) -> (params, output_shape)`` and

@@ -6,7 +6,9 @@ computed in the default float dtype.
 >>> import funcgrad.nn as nn, funcgrad.numpy as fnp
 >>> x = fnp.array([[-1.0, 0.0, 2.0]])          # f32[1,3]
 >>> nn.relu(x)                                 # f32[1,3]: [[0, 0, 2]]
+Array([[0., 0., 2.]], dtype=float32)
 >>> nn.softmax(x, axis=-1).sum(-1)             # f32[1]:   [1.]
+Array([1.0000], dtype=float32)
 """
 from __future__ import annotations
 
@@ -37,6 +39,9 @@ def relu(x: Any) -> Any:
     NaN stays NaN (as ``jnp.maximum`` and ``torch.relu``), so a NaN weight
     cannot hide behind a finite loss; its derivative there passes the
     cotangent through (as PyTorch's).
+
+    >>> nn.relu(fnp.array([-1.0, 0.0, 2.0]))
+    Array([0., 0., 2.], dtype=float32)
     """
     x = _float(x)
     # Tested as x <= 0 (false for NaN) so NaN takes the x branch. A scalar 0.0
@@ -46,7 +51,11 @@ def relu(x: Any) -> Any:
 
 
 def leaky_relu(x: Any, negative_slope: float = 0.01) -> Any:
-    """``x`` where ``x > 0``, else ``negative_slope * x``. f32[...] -> f32[...]."""
+    """``x`` where ``x > 0``, else ``negative_slope * x``. f32[...] -> f32[...].
+
+    >>> nn.leaky_relu(fnp.array([-1.0, 0.0, 2.0]))
+    Array([-0.01,  0.  ,  2.  ], dtype=float32)
+    """
     x = _float(x)
     return lax.select(lax.gt(x, 0.0), x, lax.mul(x, float(negative_slope)))
 
@@ -60,6 +69,9 @@ def gelu(x: Any, approximate: bool = True) -> Any:
     ``approximate=True`` (the default, as in JAX) uses the tanh form
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``; ``False`` is the
     exact ``0.5 x (1 + erf(x / sqrt(2)))`` (PyTorch's default).
+
+    >>> nn.gelu(fnp.array([-1.0, 0.0, 2.0]))
+    Array([-0.1588 ,  0.       ,  1.9546], dtype=float32)
     """
     x = _float(x)
     if approximate:
@@ -69,12 +81,20 @@ def gelu(x: Any, approximate: bool = True) -> Any:
 
 
 def sigmoid(x: Any) -> Any:
-    """``1 / (1 + exp(-x))`` (the ``logistic`` primitive; never overflows). f32[...] -> f32[...]."""
+    """``1 / (1 + exp(-x))`` (the ``logistic`` primitive; never overflows). f32[...] -> f32[...].
+
+    >>> nn.sigmoid(fnp.array([-1.0, 0.0, 2.0]))
+    Array([0.2689, 0.5      , 0.8808], dtype=float32)
+    """
     return lax.logistic(_float(x))
 
 
 def softplus(x: Any) -> Any:
-    """``log(1 + exp(x))`` computed stably as ``max(x, 0) + log1p(exp(-|x|))``. f32[...] -> f32[...]."""
+    """``log(1 + exp(x))`` computed stably as ``max(x, 0) + log1p(exp(-|x|))``. f32[...] -> f32[...].
+
+    >>> nn.softplus(fnp.array([-1.0, 0.0, 2.0]))
+    Array([0.3133, 0.6931, 2.1269 ], dtype=float32)
+    """
     x = _float(x)
     # maximum splits the derivative 1/2-1/2 at 0, so d/dx = sigmoid(0) = 1/2 there too.
     # -|x| as minimum(x, -x): its derivative at 0 is 0 (abs has 1 there, as in JAX).
@@ -82,7 +102,11 @@ def softplus(x: Any) -> Any:
 
 
 def silu(x: Any) -> Any:
-    """``x * sigmoid(x)`` (also called swish). f32[...] -> f32[...]."""
+    """``x * sigmoid(x)`` (also called swish). f32[...] -> f32[...].
+
+    >>> nn.silu(fnp.array([-1.0, 0.0, 2.0]))
+    Array([-0.2689,  0.       ,  1.7616], dtype=float32)
+    """
     x = _float(x)
     return lax.mul(x, lax.logistic(x))
 
@@ -91,7 +115,11 @@ swish = silu
 
 
 def tanh(x: Any) -> Any:
-    """Hyperbolic tangent. f32[...] -> f32[...]."""
+    """Hyperbolic tangent. f32[...] -> f32[...].
+
+    >>> nn.tanh(fnp.array([-1.0, 0.0, 2.0]))
+    Array([-0.7616,  0.       ,  0.9640], dtype=float32)
+    """
     return lax.tanh(_float(x))
 
 
@@ -122,6 +150,9 @@ def softmax(x: Any, axis: Any = -1) -> Any:
     """``exp(x) / sum(exp(x), axis)``, max-shifted (fused kernel over one axis). f32[...] -> f32[...].
 
     ``axis`` may be an int or a tuple of axes (a tuple uses a composite form).
+
+    >>> nn.softmax(fnp.array([-1.0, 0.0, 2.0]))
+    Array([0.0420, 0.1142, 0.8438 ], dtype=float32)
     """
     x = _float(x)
     single = _single_axis("softmax", x, axis)
@@ -132,7 +163,11 @@ def softmax(x: Any, axis: Any = -1) -> Any:
 
 
 def log_softmax(x: Any, axis: Any = -1) -> Any:
-    """``x - logsumexp(x, axis)`` (fused kernel over one axis). f32[...] -> f32[...]."""
+    """``x - logsumexp(x, axis)`` (fused kernel over one axis). f32[...] -> f32[...].
+
+    >>> nn.log_softmax(fnp.array([-1.0, 0.0, 2.0]))
+    Array([-3.1698  , -2.1698  , -0.1698], dtype=float32)
+    """
     x = _float(x)
     single = _single_axis("log_softmax", x, axis)
     if single is None:
@@ -151,6 +186,7 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False, r
     (an empty reduction gives -inf). As in JAX, a +inf entry gives +inf, an all -inf row -inf.
 
     >>> logsumexp(fnp.array([[0., 0.], [1., 1.]]), axis=1)   # Array([0.693..., 1.693...])
+    Array([0.6931, 1.6931], dtype=float32)
     """
     x = _float(a)
     if b is None and where is None and not return_sign:
@@ -192,6 +228,8 @@ def one_hot(labels: Any, num_classes: int, dtype: Any = np.float32) -> Any:
     Labels outside ``[0, num_classes)`` give an all-zero row (as in JAX).
 
     >>> one_hot(fnp.array([0, 2]), 3)       # f32[2,3]: [[1, 0, 0], [0, 0, 1]]
+    Array([[1., 0., 0.],
+           [0., 0., 1.]], dtype=float32)
     """
     labels = fnp.asarray(labels)
     if labels.dtype.kind not in "iu":

@@ -15,11 +15,14 @@ The layer object holds only static settings (sizes, strides, initializers),
 never arrays, so ``params`` is the one thing to differentiate, jit and
 checkpoint:
 
->>> import funcgrad as fg, funcgrad.nn as nn
+>>> import funcgrad as fg, funcgrad.nn as nn, funcgrad.numpy as fnp
 >>> from funcgrad import random
 >>> model = nn.Sequential(nn.Linear(512), nn.ReLU(), nn.Dropout(0.1), nn.Linear(10))
 >>> params, out_shape = model.init(random.key(0), (-1, 784))      # out_shape (-1, 10)
->>> logits = model.apply(params, x)                               # x f32[128,784] -> f32[128,10]
+>>> x = fnp.ones((128, 784))
+>>> logits = model.apply(params, x)                               # f32[128,784] -> f32[128,10]
+>>> logits.shape
+(128, 10)
 >>> logits = model.apply(params, x, key=random.key(1), train=True)   # with dropout
 """
 from __future__ import annotations
@@ -45,7 +48,13 @@ Shape = tuple
 
 
 class Layer:
-    """Base class: ``init(key, input_shape)`` and ``apply(params, x, *, key=None, train=False)``."""
+    """Base class: ``init(key, input_shape)`` and ``apply(params, x, *, key=None, train=False)``.
+
+    >>> layer = nn.Linear(2)                          # a Layer subclass
+    >>> params, out_shape = layer.init(random.key(0), (-1, 3))
+    >>> layer.apply(params, fnp.ones((5, 3))).shape, out_shape
+    ((5, 2), (-1, 2))
+    """
 
     def init(self, key: Any, input_shape: Sequence[int]) -> tuple[Any, Shape]:
         raise NotImplementedError
@@ -249,6 +258,11 @@ class LayerNorm(Layer):
     """Normalise over the last axis: ``(x - mean) / sqrt(var + eps) * scale + bias``.
 
     params ``{"scale": f32[D], "bias": f32[D]}`` (ones and zeros).
+
+    >>> layer = nn.LayerNorm()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 3))
+    >>> layer.apply(params, fnp.array([[1.0, 2.0, 3.0]]))
+    Array([[-1.2247,  0.       ,  1.2247]], dtype=float32)
     """
 
     def __init__(self, eps: float = 1e-5, *, use_scale: bool = True, use_bias: bool = True):
@@ -292,6 +306,11 @@ class Embedding(Layer):
     Indices must be in ``[0, V)``: out of range raises IndexError. A
     negative index is checked eagerly only; under ``jit`` (traced indices)
     it counts from the end, as numpy's ``take`` does. Default init: standard normal.
+
+    >>> layer = nn.Embedding(10, 4)
+    >>> params, out_shape = layer.init(random.key(0), (-1,))
+    >>> layer.apply(params, fnp.array([1, 7])).shape     # i32[B] -> f32[B, 4])
+    (2, 4)
     """
 
     def __init__(self, num_embeddings: int, features: int, *, table_init: Callable | None = None):
@@ -363,7 +382,14 @@ class MaxPool2d(_Pool):
 
 
 class AvgPool2d(_Pool):
-    """Average pooling on NCHW inputs (zero padding counted); ``stride`` defaults to the kernel size."""
+    """Average pooling on NCHW inputs (zero padding counted); ``stride`` defaults to the kernel size.
+
+    >>> layer = nn.AvgPool2d(2)
+    >>> params, out_shape = layer.init(random.key(0), (-1, 1, 4, 4))
+    >>> layer.apply(params, fnp.ones((1, 1, 4, 4)))
+    Array([[[[1., 1.],
+             [1., 1.]]]], dtype=float32)
+    """
     _name = "AvgPool2d"
 
     def apply(self, params, x, *, key=None, train=False):
@@ -372,7 +398,13 @@ class AvgPool2d(_Pool):
 
 
 class Flatten(_Stateless):
-    """Flatten all but the leading (batch) axis: (N, d1, d2, ...) -> (N, d1*d2*...)."""
+    """Flatten all but the leading (batch) axis: (N, d1, d2, ...) -> (N, d1*d2*...).
+
+    >>> layer = nn.Flatten()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2, 3))
+    >>> layer.apply(params, fnp.ones((5, 2, 3))).shape  # f32[B, 2, 3] -> f32[B, 6])
+    (5, 6)
+    """
 
     def output_shape(self, input_shape):
         shape = _input_shape("Flatten", input_shape)
@@ -390,7 +422,10 @@ class Dropout(_Stateless):
     With ``train=False`` (or ``rate=0``) it is the identity. In training a
     ``key`` is required; the same key gives the same mask.
 
-    >>> y = Dropout(0.5).apply((), x, key=random.key(0), train=True)
+    >>> x = fnp.ones(1000)
+    >>> y = nn.Dropout(0.5).apply((), x, key=random.key(0), train=True)
+    >>> bool(fnp.all((y == 0) | (y == 2)))     # kept entries scaled by 1 / (1 - rate)
+    True
     """
 
     def __init__(self, rate: float):
@@ -414,7 +449,13 @@ class Dropout(_Stateless):
 
 
 class Activation(_Stateless):
-    """An elementwise (or per-row) function as a layer: ``Activation(nn.relu)``."""
+    """An elementwise (or per-row) function as a layer: ``Activation(nn.relu)``.
+
+    >>> layer = nn.Activation(fnp.abs)
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[1., 2.]], dtype=float32)
+    """
 
     def __init__(self, fn: Callable[[Any], Any]):
         if not callable(fn):
@@ -431,12 +472,25 @@ class Activation(_Stateless):
 
 
 class ReLU(Activation):
+    """The layer form of :func:`relu` (no parameters).
+
+    >>> layer = nn.ReLU()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[0., 2.]], dtype=float32)
+    """
     def __init__(self):
         super().__init__(F.relu)
 
 
 class GELU(Activation):
-    """GELU; ``approximate=True`` is the tanh form (see :func:`funcgrad.nn.gelu`)."""
+    """GELU; ``approximate=True`` is the tanh form (see :func:`funcgrad.nn.gelu`).
+
+    >>> layer = nn.GELU()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[-0.1588 ,  1.9546]], dtype=float32)
+    """
 
     def __init__(self, approximate: bool = True):
         super().__init__(lambda x: F.gelu(x, approximate=approximate))
@@ -444,32 +498,74 @@ class GELU(Activation):
 
 
 class Sigmoid(Activation):
+    """The layer form of :func:`sigmoid` (no parameters).
+
+    >>> layer = nn.Sigmoid()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[0.2689, 0.8808]], dtype=float32)
+    """
     def __init__(self):
         super().__init__(F.sigmoid)
 
 
 class Tanh(Activation):
+    """The layer form of :func:`tanh` (no parameters).
+
+    >>> layer = nn.Tanh()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[-0.7616,  0.9640]], dtype=float32)
+    """
     def __init__(self):
         super().__init__(F.tanh)
 
 
 class SiLU(Activation):
+    """The layer form of :func:`silu` (no parameters).
+
+    >>> layer = nn.SiLU()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[-0.2689,  1.7616]], dtype=float32)
+    """
     def __init__(self):
         super().__init__(F.silu)
 
 
 class Softplus(Activation):
+    """The layer form of :func:`softplus` (no parameters).
+
+    >>> layer = nn.Softplus()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[0.3133, 2.1269 ]], dtype=float32)
+    """
     def __init__(self):
         super().__init__(F.softplus)
 
 
 class Softmax(Activation):
+    """The layer form of :func:`softmax` (no parameters).
+
+    >>> layer = nn.Softmax()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[0.0474, 0.9526]], dtype=float32)
+    """
     def __init__(self, axis: int = -1):
         super().__init__(lambda x: F.softmax(x, axis=axis))
         self.axis = axis
 
 
 class LogSoftmax(Activation):
+    """The layer form of :func:`log_softmax` (no parameters).
+
+    >>> layer = nn.LogSoftmax()
+    >>> params, out_shape = layer.init(random.key(0), (-1, 2))
+    >>> layer.apply(params, fnp.array([[-1.0, 2.0]]))
+    Array([[-3.0486 , -0.0486]], dtype=float32)
+    """
     def __init__(self, axis: int = -1):
         super().__init__(lambda x: F.log_softmax(x, axis=axis))
         self.axis = axis
@@ -524,7 +620,13 @@ class Sequential(Layer):
 
 
 def serial(*layers: Layer) -> Sequential:
-    """``Sequential(*layers)`` (stax's name)."""
+    """``Sequential(*layers)`` (stax's name).
+
+    >>> model = nn.serial(nn.Linear(4), nn.ReLU(), nn.Linear(2))     # as nn.Sequential
+    >>> params, out_shape = model.init(random.key(0), (-1, 3))
+    >>> out_shape
+    (-1, 2)
+    """
     return Sequential(*layers)
 
 

@@ -13,6 +13,7 @@ need targets of exactly the predictions' shape (or a Python number): a
 >>> logits = fnp.zeros((4, 10))                # f32[4,10]
 >>> labels = fnp.array([1, 2, 3, 4])           # i32[4]
 >>> nn.cross_entropy(logits, labels)           # f32[]: log(10) = 2.302...
+Array(2.3026, dtype=float32)
 """
 from __future__ import annotations
 
@@ -68,7 +69,10 @@ def cross_entropy(logits: Any, labels: Any, *, axis: int = -1, reduction: str = 
       log_softmax(logits), axis)``, stable for any logits.
 
     >>> cross_entropy(fnp.zeros((8, 10)), fnp.zeros(8, fnp.int32))           # f32[]
+    Array(2.3026, dtype=float32)
     >>> cross_entropy(fnp.zeros((8, 10)), fnp.full((8, 10), 0.1), reduction="none")   # f32[8]
+    Array([2.3026, 2.3026, 2.3026, 2.3026, 2.3026, 2.3026,
+           2.3026, 2.3026], dtype=float32)
     """
     logits, labels = _float(logits), _array(labels)
     if logits.ndim == 0:
@@ -114,6 +118,7 @@ def mse(predictions: Any, targets: Any, *, reduction: str = "mean") -> Any:
     number); other shapes raise ValueError instead of broadcasting.
 
     >>> mse(fnp.array([1.0, 2.0]), fnp.array([1.0, 4.0]))     # f32[]: 2.0
+    Array(2., dtype=float32)
     """
     predictions = _float(predictions)
     diff = predictions - _targets_like("mse", predictions, targets)
@@ -128,6 +133,7 @@ def binary_cross_entropy_with_logits(logits: Any, targets: Any, *, reduction: st
     number); other shapes raise ValueError instead of broadcasting.
 
     >>> binary_cross_entropy_with_logits(fnp.array([0.0]), fnp.array([1.0]))   # f32[]: log 2
+    Array(0.6931, dtype=float32)
     """
     x = _float(logits)
     t = _targets_like("binary_cross_entropy_with_logits", x, targets, "logits")

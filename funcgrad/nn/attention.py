@@ -1,6 +1,9 @@
 """Scaled dot-product attention (flash or naive) and a multi-head attention layer.
 
->>> out = nn.dot_product_attention(q, k, v, causal=True)   # q f32[B,H,Nq,d], k/v f32[B,H,Nk,d]
+>>> q = k = v = fnp.ones((1, 2, 4, 8))                    # f32[B,H,N,d]
+>>> out = nn.dot_product_attention(q, k, v, causal=True)
+>>> out.shape
+(1, 2, 4, 8)
 
 Causal masking is aligned **bottom-right** when ``Nq != Nk`` (as
 FlashAttention >= 2.1 and PyTorch's ``CausalBias.LOWER_RIGHT``): query ``i``
@@ -68,6 +71,10 @@ def dot_product_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale
     second-order derivatives raise NotImplementedError pointing here.
     ``"naive"`` -- the materialised softmax (any derivative order).
     ``"auto"`` -- flash when Nq * Nk >= 16384 and d <= 256, else naive.
+
+    >>> q = k = v = fnp.ones((2, 4, 8))            # f32[..., N, d]
+    >>> nn.dot_product_attention(q, k, v, causal=True).shape
+    (2, 4, 8)
     """
     q, k, v = (fnp.asarray(x) for x in (q, k, v))
     if q.ndim < 2 or k.ndim != q.ndim or v.shape != k.shape or q.shape[:-2] != k.shape[:-2] \
@@ -102,7 +109,9 @@ class MultiHeadAttention(Layer):
 
     >>> mha = MultiHeadAttention(num_heads=4, causal=True)
     >>> params, shape = mha.init(random.key(0), (-1, 128, 64))
-    >>> y = mha.apply(params, x)          # x f32[B,128,64] -> f32[B,128,64]
+    >>> y = mha.apply(params, fnp.ones((2, 128, 64)))
+    >>> y.shape
+    (2, 128, 64)
     """
 
     def __init__(self, num_heads: int, *, head_dim: int | None = None, causal: bool = False, impl: str = "auto",

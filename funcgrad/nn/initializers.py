@@ -55,17 +55,31 @@ def _number(name: str, arg: str, value: Any, positive: bool = False) -> None:
 
 
 def zeros(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-    """All zeros (the key is ignored)."""
+    """All zeros (the key is ignored).
+
+    >>> nn.initializers.zeros(random.key(0), (2, 2))
+    Array([[0., 0.],
+           [0., 0.]], dtype=float32)
+    """
     return fnp.zeros(_shape(shape, "zeros"), dtype)
 
 
 def ones(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
-    """All ones (the key is ignored)."""
+    """All ones (the key is ignored).
+
+    >>> nn.initializers.ones(random.key(0), (2,))
+    Array([1., 1.], dtype=float32)
+    """
     return fnp.ones(_shape(shape, "ones"), dtype)
 
 
 def constant(value: float) -> Initializer:
-    """Every entry ``value``."""
+    """Every entry ``value``.
+
+    >>> w = nn.initializers.constant(0.5)(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     _number("constant", "value", value)
 
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
@@ -74,7 +88,12 @@ def constant(value: float) -> Initializer:
 
 
 def normal(stddev: float = 1e-2) -> Initializer:
-    """Normal with mean 0 and standard deviation ``stddev``."""
+    """Normal with mean 0 and standard deviation ``stddev``.
+
+    >>> w = nn.initializers.normal(stddev=0.1)(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     _number("normal", "stddev", stddev)
 
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
@@ -83,7 +102,12 @@ def normal(stddev: float = 1e-2) -> Initializer:
 
 
 def uniform(scale: float = 1e-2) -> Initializer:
-    """Uniform on ``[-scale, scale)``."""
+    """Uniform on ``[-scale, scale)``.
+
+    >>> w = nn.initializers.uniform(scale=0.1)(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     _number("uniform", "scale", scale)
 
     def init(key: Any, shape: Sequence[int], dtype: Any = np.float32) -> Any:
@@ -114,6 +138,10 @@ def variance_scaling(scale: float, mode: str, distribution: str, in_axis: int = 
     """Variance ``scale / fan`` with ``fan`` = fan_in, fan_out or their mean (``mode``).
 
     ``distribution``: ``"normal"`` or ``"uniform"`` (same variance).
+
+    >>> w = nn.initializers.variance_scaling(1.0, "fan_in", "normal")(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
     """
     if mode not in ("fan_in", "fan_out", "fan_avg"):
         raise ValueError(f"variance_scaling: mode must be 'fan_in', 'fan_out' or 'fan_avg', got {mode!r}")
@@ -139,32 +167,62 @@ def variance_scaling(scale: float, mode: str, distribution: str, in_axis: int = 
 
 
 def he_normal(in_axis: int = -2, out_axis: int = -1) -> Initializer:
-    """Kaiming/He normal: std ``sqrt(2 / fan_in)`` (for ReLU layers)."""
+    """Kaiming/He normal: std ``sqrt(2 / fan_in)`` (for ReLU layers).
+
+    >>> w = nn.initializers.he_normal()(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     return variance_scaling(2.0, "fan_in", "normal", in_axis, out_axis)
 
 
 def he_uniform(in_axis: int = -2, out_axis: int = -1) -> Initializer:
-    """Kaiming/He uniform: ``U(-sqrt(6 / fan_in), sqrt(6 / fan_in))``."""
+    """Kaiming/He uniform: ``U(-sqrt(6 / fan_in), sqrt(6 / fan_in))``.
+
+    >>> w = nn.initializers.he_uniform()(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     return variance_scaling(2.0, "fan_in", "uniform", in_axis, out_axis)
 
 
 def glorot_normal(in_axis: int = -2, out_axis: int = -1) -> Initializer:
-    """Glorot/Xavier normal: std ``sqrt(2 / (fan_in + fan_out))``."""
+    """Glorot/Xavier normal: std ``sqrt(2 / (fan_in + fan_out))``.
+
+    >>> w = nn.initializers.glorot_normal()(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     return variance_scaling(1.0, "fan_avg", "normal", in_axis, out_axis)
 
 
 def glorot_uniform(in_axis: int = -2, out_axis: int = -1) -> Initializer:
-    """Glorot/Xavier uniform: ``U(-sqrt(6 / (fan_in + fan_out)), +...)``."""
+    """Glorot/Xavier uniform: ``U(-sqrt(6 / (fan_in + fan_out)), +...)``.
+
+    >>> w = nn.initializers.glorot_uniform()(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     return variance_scaling(1.0, "fan_avg", "uniform", in_axis, out_axis)
 
 
 def lecun_normal(in_axis: int = -2, out_axis: int = -1) -> Initializer:
-    """LeCun normal: std ``sqrt(1 / fan_in)``."""
+    """LeCun normal: std ``sqrt(1 / fan_in)``.
+
+    >>> w = nn.initializers.lecun_normal()(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     return variance_scaling(1.0, "fan_in", "normal", in_axis, out_axis)
 
 
 def lecun_uniform(in_axis: int = -2, out_axis: int = -1) -> Initializer:
-    """LeCun uniform: ``U(-sqrt(3 / fan_in), sqrt(3 / fan_in))``."""
+    """LeCun uniform: ``U(-sqrt(3 / fan_in), sqrt(3 / fan_in))``.
+
+    >>> w = nn.initializers.lecun_uniform()(random.key(0), (3, 4))
+    >>> w.shape, w.dtype
+    ((3, 4), dtype('float32'))
+    """
     return variance_scaling(1.0, "fan_in", "uniform", in_axis, out_axis)
 
 

@@ -3,6 +3,7 @@
 >>> import funcgrad.numpy as fnp
 >>> x = fnp.linspace(0.0, 1.0, 5)      # f32[5]
 >>> fnp.sum(fnp.sin(x) * x)
+Array(1.6543, dtype=float32)
 """
 from funcgrad.numpy import fft, linalg
 from funcgrad.numpy._creation import (arange, array, asarray, eye, from_dlpack, full, full_like, linspace, ones,

@@ -8,8 +8,10 @@ depends on the values (``nonzero``, ``unique``, ``compress``, ...) run eagerly o
 jit/vmap they need ``size=`` (and optionally ``fill_value=``), as in JAX.
 
 >>> import funcgrad.numpy as fnp
->>> fnp.hstack([fnp.ones(2), fnp.zeros(1)])          # [1., 1., 0.]
->>> fnp.unique(fnp.array([3, 1, 3]), size=3, fill_value=-1)   # [1, 3, -1]
+>>> fnp.hstack([fnp.ones(2), fnp.zeros(1)])
+Array([1., 1., 0.], dtype=float32)
+>>> fnp.unique(fnp.array([3, 1, 3]), size=3, fill_value=-1)
+Array([ 1,  3, -1], dtype=int32)
 """
 from __future__ import annotations
 
@@ -123,7 +125,8 @@ def _fill(values: Any, valid: Any, fill_value: Any) -> Any:
 def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
     """The shape that arrays of ``shapes`` broadcast to (ints count as 1-d shapes).
 
-    >>> broadcast_shapes((3, 1), (4,))    # (3, 4)
+    >>> broadcast_shapes((3, 1), (4,))
+    (3, 4)
     """
     tuples = [shape_tuple(s, "broadcast_shapes") for s in shapes]
     try:
@@ -152,7 +155,8 @@ def _atleast(name: str, nd: int, arys: tuple) -> Any:
 def atleast_1d(*arys: Any) -> Any:
     """Each argument as an array of rank >= 1 (one array for one argument, else a list).
 
-    >>> atleast_1d(2.0).shape    # (1,)
+    >>> atleast_1d(2.0).shape
+    (1,)
     """
     return _atleast("atleast_1d", 1, arys)
 
@@ -160,7 +164,8 @@ def atleast_1d(*arys: Any) -> Any:
 def atleast_2d(*arys: Any) -> Any:
     """Each argument with rank >= 2 (leading length-1 axes added).
 
-    >>> atleast_2d(fnp.ones(3)).shape    # (1, 3)
+    >>> atleast_2d(fnp.ones(3)).shape
+    (1, 3)
     """
     return _atleast("atleast_2d", 2, arys)
 
@@ -168,7 +173,8 @@ def atleast_2d(*arys: Any) -> Any:
 def atleast_3d(*arys: Any) -> Any:
     """Each argument with rank >= 3: ``(n,)`` -> ``(1, n, 1)``, ``(m, n)`` -> ``(m, n, 1)``, as numpy.
 
-    >>> atleast_3d(fnp.ones(3)).shape    # (1, 3, 1)
+    >>> atleast_3d(fnp.ones(3)).shape
+    (1, 3, 1)
     """
     return _atleast("atleast_3d", 3, arys)
 
@@ -193,6 +199,7 @@ def hstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
     """Arrays joined along axis 1 (axis 0 for 1-d arrays); 0-d arrays count as 1-d.
 
     >>> hstack([fnp.ones(2), fnp.zeros(1)])    # f32[3]
+    Array([1., 1., 0.], dtype=float32)
     """
     xs = [atleast_1d(a) for a in _sequence("hstack", tup)]
     return _dtyped(concatenate(xs, axis=0 if xs[0].ndim == 1 else 1), dtype)
@@ -201,7 +208,8 @@ def hstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
 def vstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
     """Arrays joined along axis 0 after :func:`atleast_2d`.
 
-    >>> vstack([fnp.ones(2), fnp.zeros(2)]).shape    # (2, 2)
+    >>> vstack([fnp.ones(2), fnp.zeros(2)]).shape
+    (2, 2)
     """
     return _dtyped(concatenate([atleast_2d(a) for a in _sequence("vstack", tup)], axis=0), dtype)
 
@@ -209,7 +217,8 @@ def vstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Array:
 def dstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Any:
     """Arrays joined along axis 2 after :func:`atleast_3d`.
 
-    >>> dstack([fnp.ones((2, 2)), fnp.zeros((2, 2))]).shape    # (2, 2, 2)
+    >>> dstack([fnp.ones((2, 2)), fnp.zeros((2, 2))]).shape
+    (2, 2, 2)
     """
     return _dtyped(concatenate([atleast_3d(a) for a in _sequence("dstack", tup)], axis=2), dtype)
 
@@ -217,7 +226,8 @@ def dstack(tup: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> Any:
 def column_stack(tup: Sequence[ArrayLike]) -> Any:
     """1-d arrays as columns (and 2-d arrays as they are) joined along axis 1.
 
-    >>> column_stack([fnp.ones(3), fnp.zeros(3)]).shape    # (3, 2)
+    >>> column_stack([fnp.ones(3), fnp.zeros(3)]).shape
+    (3, 2)
     """
     xs = []
     for a in _sequence("column_stack", tup):
@@ -230,6 +240,7 @@ def concat(arrays: Sequence[Any], /, *, axis: int | None = 0) -> Any:
     """The array-API name of :func:`concatenate`; ``axis=None`` joins the flattened arrays.
 
     >>> concat([fnp.ones(2), fnp.zeros(1)])    # f32[3]
+    Array([1., 1., 0.], dtype=float32)
     """
     if axis is None:
         return concatenate([ravel(a) for a in arrays], axis=0)
@@ -239,7 +250,8 @@ def concat(arrays: Sequence[Any], /, *, axis: int | None = 0) -> Any:
 def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Any:  # noqa: F811 -- numpy's parameter name
     """``values`` appended to ``arr`` along ``axis`` (None: both flattened).
 
-    >>> append(fnp.ones(2), 3.0)    # [1., 1., 3.]
+    >>> append(fnp.ones(2), 3.0)
+    Array([1., 1., 3.], dtype=float32)
     """
     if axis is None:
         return concatenate([ravel(arr), ravel(values)], axis=0)
@@ -249,7 +261,8 @@ def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Any:  
 def block(arrays: Sequence[ArrayLike]) -> Any:
     """An array assembled from nested lists of blocks (the innermost lists join along the last axis).
 
-    >>> block([[fnp.eye(2), fnp.zeros((2, 1))]]).shape    # (2, 3)
+    >>> block([[fnp.eye(2), fnp.zeros((2, 1))]]).shape
+    (2, 3)
     """
     def depth(a: Any, path: str) -> int:
         if isinstance(a, tuple):
@@ -281,7 +294,8 @@ def block(arrays: Sequence[ArrayLike]) -> Any:
 def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple:
     """The slices of ``x`` along ``axis``, as a tuple.
 
-    >>> len(unstack(fnp.ones((3, 2))))    # 3
+    >>> len(unstack(fnp.ones((3, 2))))
+    3
     """
     x = arr(x)
     if x.ndim == 0:
@@ -293,7 +307,8 @@ def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple:
 def array_split(ary: ArrayLike, indices_or_sections: Any, axis: int = 0) -> list:
     """Like :func:`split`, but an int number of sections need not divide the axis (the first pieces get one more).
 
-    >>> [p.shape for p in array_split(fnp.arange(5), 3)]    # [(2,), (2,), (1,)]
+    >>> [p.shape for p in array_split(fnp.arange(5), 3)]
+    [(2,), (2,), (1,)]
     """
     x = arr(ary)
     axis = normalize_axis("array_split", axis, x.ndim, x)
@@ -317,7 +332,8 @@ def _split_on(name: str, axis: int, min_ndim: int, ary: Any, indices_or_sections
 def hsplit(ary: ArrayLike, indices_or_sections: Any) -> list:
     """:func:`split` along axis 1 (axis 0 for 1-d arrays).
 
-    >>> [p.shape for p in hsplit(fnp.ones((2, 4)), 2)]    # [(2, 2), (2, 2)]
+    >>> [p.shape for p in hsplit(fnp.ones((2, 4)), 2)]
+    [(2, 2), (2, 2)]
     """
     return _split_on("hsplit", 1, 1, ary, indices_or_sections)
 
@@ -325,7 +341,8 @@ def hsplit(ary: ArrayLike, indices_or_sections: Any) -> list:
 def vsplit(ary: ArrayLike, indices_or_sections: Any) -> list:
     """:func:`split` along axis 0 of an array of rank >= 2.
 
-    >>> [p.shape for p in vsplit(fnp.ones((4, 2)), 2)]    # [(2, 2), (2, 2)]
+    >>> [p.shape for p in vsplit(fnp.ones((4, 2)), 2)]
+    [(2, 2), (2, 2)]
     """
     return _split_on("vsplit", 0, 2, ary, indices_or_sections)
 
@@ -333,6 +350,7 @@ def vsplit(ary: ArrayLike, indices_or_sections: Any) -> list:
 def dsplit(ary: ArrayLike, indices_or_sections: Any) -> list:
     """:func:`split` along axis 2 of an array of rank >= 3.
 
-    >>> [p.shape for p in dsplit(fnp.ones((1, 1, 4)), 2)]    # [(1, 1, 2), (1, 1, 2)]
+    >>> [p.shape for p in dsplit(fnp.ones((1, 1, 4)), 2)]
+    [(1, 1, 2), (1, 1, 2)]
     """
     return _split_on("dsplit", 2, 3, ary, indices_or_sections)

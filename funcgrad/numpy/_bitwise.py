@@ -61,22 +61,26 @@ bitwise_or = _bitwise("bitwise_or", lax.bitwise_or, lax.logical_or)
 bitwise_xor = _bitwise("bitwise_xor", _xor_unsigned, lax.logical_xor)
 bitwise_and.__doc__ = """Elementwise ``x1 & x2`` for integers and bools (two's complement for signed).
 
-    >>> fnp.bitwise_and(fnp.array([12, -1]), 10)     # [8, 10]
+    >>> fnp.bitwise_and(fnp.array([12, -1]), 10)
+    Array([ 8, 10], dtype=int32)
     """
 bitwise_or.__doc__ = """Elementwise ``x1 | x2`` for integers and bools.
 
-    >>> fnp.bitwise_or(fnp.array([12, 1]), 2)        # [14, 3]
+    >>> fnp.bitwise_or(fnp.array([12, 1]), 2)
+    Array([14,  3], dtype=int32)
     """
 bitwise_xor.__doc__ = """Elementwise ``x1 ^ x2`` for integers and bools.
 
-    >>> fnp.bitwise_xor(fnp.array([12, -1]), 10)     # [6, -11]
+    >>> fnp.bitwise_xor(fnp.array([12, -1]), 10)
+    Array([  6, -11], dtype=int32)
     """
 
 
 def bitwise_not(x: ArrayLike, /) -> Any:
     """Elementwise ``~x``: two's complement for integers, logical not for bools.
 
-    >>> fnp.bitwise_not(fnp.array([0, 5]))           # [-1, -6]
+    >>> fnp.bitwise_not(fnp.array([0, 5]))
+    Array([-1, -6], dtype=int32)
     """
     (x,) = _int_args("bitwise_not", x)
     return lax.bitwise_not(x)
@@ -88,7 +92,8 @@ invert = bitwise_invert = bitwise_not
 def bitwise_count(x: ArrayLike, /) -> Any:
     """The number of 1 bits in ``|x|`` (uint8), as ``numpy.bitwise_count``.
 
-    >>> fnp.bitwise_count(fnp.array([3, -1, 255]))   # [2, 1, 8]
+    >>> fnp.bitwise_count(fnp.array([3, -1, 255]))
+    Array([2, 1, 8], dtype=uint8)
     """
     (x,) = _int_args("bitwise_count", x)
     if x.dtype.kind == "i":
@@ -109,7 +114,8 @@ def _shift_args(name: str, x: Any, y: Any) -> tuple[Any, Any, np.dtype]:
 def left_shift(x: ArrayLike, y: ArrayLike, /) -> Any:
     """Elementwise ``x << y`` for integers (shifts of the bit width or more give 0).
 
-    >>> fnp.left_shift(fnp.array([1, 3]), 2)         # [4, 12]
+    >>> fnp.left_shift(fnp.array([1, 3]), 2)
+    Array([ 4, 12], dtype=int32)
     """
     x, y, dtype = _shift_args("left_shift", x, y)
     if dtype.kind == "u":
@@ -122,7 +128,8 @@ def right_shift(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Elementwise ``x >> y``: arithmetic (sign-filling) for signed integers, logical for unsigned;
     shifts of the bit width or more give 0 (or -1 for negative signed values).
 
-    >>> fnp.right_shift(fnp.array([16, -16]), 2)     # [4, -4]
+    >>> fnp.right_shift(fnp.array([16, -16]), 2)
+    Array([ 4, -4], dtype=int32)
     """
     x, y, dtype = _shift_args("right_shift", x1, x2)
     if dtype.kind == "u":

@@ -31,6 +31,7 @@ def real(val: Any) -> Any:
     ``c64`` -> ``f32``, ``c128`` -> ``f64``; other dtypes keep theirs.
 
     >>> fnp.real(fnp.array([1 + 2j, 3 - 1j]))     # Array([1., 3.], dtype=float32)
+    Array([1., 3.], dtype=float32)
     """
     val = arr(val)
     return lax.real(val) if _is_complex(val) else val
@@ -40,6 +41,7 @@ def imag(val: Any) -> Any:
     """The imaginary part, elementwise (zeros of the same dtype for a real array).
 
     >>> fnp.imag(fnp.array([1 + 2j, 3 - 1j]))     # Array([ 2., -1.], dtype=float32)
+    Array([ 2., -1.], dtype=float32)
     """
     val = arr(val)
     if _is_complex(val):
@@ -51,6 +53,7 @@ def conj(x: ArrayLike) -> Array:
     """The complex conjugate, elementwise (a real array is returned as it is).
 
     >>> fnp.conj(fnp.array([1 + 2j]))             # Array([1.-2.j], dtype=complex64)
+    Array([1.-2.j], dtype=complex64)
     """
     x = arr(x)
     return lax.conj(x) if _is_complex(x) else x
@@ -60,6 +63,7 @@ def conjugate(x: ArrayLike) -> Array:
     """Another name for :func:`conj`.
 
     >>> fnp.conjugate(fnp.array([1j]))            # Array([0.-1.j], dtype=complex64)
+    Array([0.-1.j], dtype=complex64)
     """
     return conj(x)
 
@@ -70,6 +74,7 @@ def angle(z: ArrayLike, deg: bool = False) -> Array:
     Float result (``f32`` for ``c64`` and for integer input); a negative real number has angle pi.
 
     >>> fnp.angle(fnp.array([1j, -1.0]))          # Array([1.5707964, 3.1415927], dtype=float32)
+    Array([1.5708, 3.1416], dtype=float32)
     """
     (z,) = promote_inexact(arr(z))
     if _is_complex(z):
@@ -84,6 +89,7 @@ def iscomplex(x: ArrayLike) -> Array:
     """Bool array: True where the element has a nonzero imaginary part (always False for real dtypes).
 
     >>> fnp.iscomplex(fnp.array([1 + 0j, 2j]))    # Array([False,  True])
+    Array([False,  True], dtype=bool)
     """
     i = imag(x)
     return lax.ne(i, lax.full_like(i, 0))
@@ -93,6 +99,7 @@ def isreal(x: ArrayLike) -> Array:
     """Bool array: True where the element's imaginary part is zero (always True for real dtypes).
 
     >>> fnp.isreal(fnp.array([1 + 0j, 2j]))       # Array([ True, False])
+    Array([ True, False], dtype=bool)
     """
     i = imag(x)
     return lax.eq(i, lax.full_like(i, 0))
@@ -143,6 +150,7 @@ def sort_complex(a: ArrayLike) -> Array:
     the gradient is un-permuted, as for ``sort``.
 
     >>> fnp.sort_complex(fnp.array([1 + 2j, 1 - 1j, 5j]))   # Array([0.+5.j, 1.-1.j, 1.+2.j])
+    Array([0.+5.j, 1.-1.j, 1.+2.j], dtype=complex64)
     """
     a = arr(a)
     if a.ndim == 0:

@@ -25,7 +25,8 @@ def array(object: Any, dtype: DTypeLike | None = None, *args: Any, copy: bool = 
     arrays are stored as float32 unless x64 is enabled.  ``ndmin`` prepends
     length-1 axes.
 
-    >>> fnp.array([[1.0, 2.0]], ndmin=3).shape             # (1, 1, 2)
+    >>> fnp.array([[1.0, 2.0]], ndmin=3).shape
+    (1, 1, 2)
     """
     if args:
         raise TypeError(f"array() takes at most 2 positional arguments (object, dtype), got {2 + len(args)}")
@@ -58,6 +59,7 @@ def asarray(a: Any, dtype: DTypeLike | None = None, order: Any = None, *, copy: 
     """``a`` as a funcgrad array (the array itself when it already is one of ``dtype``).
 
     >>> fnp.asarray([1, 2]).dtype                          # int32
+    dtype('int32')
     """
     if order not in (None, "K", "C", "A"):
         raise NotImplementedError(f"asarray: order={order!r} is not supported (funcgrad arrays have no memory "
@@ -86,7 +88,8 @@ def _filled(op: str, shape: Any, fill_value: Any, dtype: Any) -> Array:
 def zeros(shape: ShapeLike, dtype: DTypeLike | None = None, *, device: Any = None, out_sharding: Any = None) -> Array:
     """Zeros of ``shape`` (the default float unless ``dtype``).
 
-    >>> fnp.zeros((2, 3)).shape                            # (2, 3)
+    >>> fnp.zeros((2, 3)).shape
+    (2, 3)
     """
     _no_sharding("zeros", out_sharding)
     return _place(_filled("zeros", shape, 0, dtype or _dtypes.float_), device)
@@ -95,7 +98,8 @@ def zeros(shape: ShapeLike, dtype: DTypeLike | None = None, *, device: Any = Non
 def ones(shape: ShapeLike, dtype: DTypeLike | None = None, *, device: Any = None, out_sharding: Any = None) -> Array:
     """Ones of ``shape`` (the default float unless ``dtype``).
 
-    >>> fnp.ones(3, fnp.int32)                             # [1, 1, 1]
+    >>> fnp.ones(3, fnp.int32)
+    Array([1, 1, 1], dtype=int32)
     """
     _no_sharding("ones", out_sharding)
     return _place(_filled("ones", shape, 1, dtype or _dtypes.float_), device)
@@ -106,6 +110,7 @@ def full(shape: ShapeLike, fill_value: ArrayLike, dtype: DTypeLike | None = None
     """``fill_value`` (a scalar, or an array broadcast to ``shape``) repeated over ``shape``.
 
     >>> fnp.full((2,), 7)                                  # [7, 7] (int32)
+    Array([7, 7], dtype=int32)
     """
     _no_sharding("full", out_sharding)
     return _place(_full(shape, fill_value, dtype), device)
@@ -126,7 +131,9 @@ def zeros_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: ShapeLike | 
                out_sharding: Any = None) -> Array:
     """Zeros with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
-    >>> fnp.zeros_like(fnp.ones((2, 2)))                   # [[0, 0], [0, 0]]
+    >>> fnp.zeros_like(fnp.ones((2, 2)))
+    Array([[0., 0.],
+           [0., 0.]], dtype=float32)
     """
     _no_sharding("zeros_like", out_sharding)
     out = _filled("zeros_like", _shape_of(a) if shape is None else shape, 0, dtype or _dtype_of(a))
@@ -137,7 +144,8 @@ def ones_like(a: ArrayLike, dtype: DTypeLike | None = None, shape: ShapeLike | N
               out_sharding: Any = None) -> Array:
     """Ones with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
-    >>> fnp.ones_like(fnp.zeros(2))                        # [1, 1]
+    >>> fnp.ones_like(fnp.zeros(2))
+    Array([1., 1.], dtype=float32)
     """
     _no_sharding("ones_like", out_sharding)
     out = _filled("ones_like", _shape_of(a) if shape is None else shape, 1, dtype or _dtype_of(a))
@@ -148,7 +156,8 @@ def full_like(a: ArrayLike, fill_value: ArrayLike, dtype: DTypeLike | None = Non
               device: Any = None, out_sharding: Any = None) -> Array:
     """``fill_value`` with ``a``'s shape (or ``shape``) and dtype (or ``dtype``).
 
-    >>> fnp.full_like(fnp.zeros(2), 2.5)                   # [2.5, 2.5]
+    >>> fnp.full_like(fnp.zeros(2), 2.5)
+    Array([2.5, 2.5], dtype=float32)
     """
     _no_sharding("full_like", out_sharding)
     out = _full(_shape_of(a) if shape is None else shape, fill_value, dtype or _dtype_of(a))
@@ -181,7 +190,8 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: DTypeLike | No
            out_sharding: Any = None) -> Array:
     """Evenly spaced values in ``[start, stop)`` by ``step`` (concrete bounds), as ``jnp.arange``.
 
-    >>> fnp.arange(2, 11, 3)                               # [2, 5, 8]
+    >>> fnp.arange(2, 11, 3)
+    Array([2, 5, 8], dtype=int32)
     """
     _no_sharding("arange", out_sharding)
     return _place(_arange(start, stop, step, dtype), device)
@@ -226,8 +236,11 @@ def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retste
     new axis is ``axis`` of the result) and traced values (the result is differentiable in them);
     ``retstep=True`` also returns the step.  Integer dtypes take the floor of the float values.
 
-    >>> fnp.linspace(0.0, 1.0, 5)                            # [0, 0.25, 0.5, 0.75, 1]
-    >>> fnp.linspace(fnp.array([0.0, 1.0]), 2.0, 3, axis=1)  # [[0, 1, 2], [1, 1.5, 2]]
+    >>> fnp.linspace(0.0, 1.0, 5)
+    Array([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float32)
+    >>> fnp.linspace(fnp.array([0.0, 1.0]), 2.0, 3, axis=1)
+    Array([[0. , 1. , 2. ],
+           [1. , 1.5, 2. ]], dtype=float32)
     """
     num = index_arg("linspace", "num", num)
     if num < 0:
@@ -283,7 +296,8 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: 
              dtype: DTypeLike | None = None, axis: int = 0) -> Array:
     """``base ** linspace(start, stop, num)``, as ``jnp.logspace`` (arrays and traced values allowed).
 
-    >>> fnp.logspace(0.0, 2.0, 3)                          # [1, 10, 100]
+    >>> fnp.logspace(0.0, 2.0, 3)
+    Array([  1.,  10., 100.], dtype=float32)
     """
     from funcgrad import lax
     from funcgrad.numpy._base import promote_inexact
@@ -301,7 +315,8 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
               axis: int = 0) -> Array:
     """A geometric progression from ``start`` to ``stop`` (same sign, nonzero), as ``jnp.geomspace``.
 
-    >>> fnp.geomspace(1.0, 1000.0, 4)                      # [1, 10, 100, 1000]
+    >>> fnp.geomspace(1.0, 1000.0, 4)
+    Array([   1.,   10.,  100., 1000.], dtype=float32)
     """
     from funcgrad import lax
     from funcgrad.numpy._base import promote_inexact
@@ -324,7 +339,9 @@ def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype
 def eye(N: int, M: int | None = None, k: int = 0, dtype: DTypeLike | None = None, *, device: Any = None) -> Array:
     """The ``N x M`` matrix with ones on the ``k``-th diagonal.
 
-    >>> fnp.eye(2, 3, k=1)                                 # [[0, 1, 0], [0, 0, 1]]
+    >>> fnp.eye(2, 3, k=1)
+    Array([[0., 1., 0.],
+           [0., 0., 1.]], dtype=float32)
     """
     return _place(_eye(N, M, k, dtype), device)
 
@@ -352,7 +369,8 @@ def empty(shape: ShapeLike, dtype: DTypeLike | None = None, *, device: Any = Non
     """A new array of ``shape``: zeros, as in JAX (arrays are immutable, so there is no
     uninitialised memory to hand out).
 
-    >>> fnp.empty((2, 3)).shape                            # (2, 3)
+    >>> fnp.empty((2, 3)).shape
+    (2, 3)
     """
     _no_sharding("empty", out_sharding)
     return _place(_filled("empty", shape, 0, dtype or _dtypes.float_), device)
@@ -363,6 +381,7 @@ def empty_like(prototype: Any, dtype: DTypeLike | None = None, shape: ShapeLike 
     """Zeros with ``prototype``'s shape (or ``shape``) and dtype (or ``dtype``), as in JAX.
 
     >>> fnp.empty_like(fnp.ones((2, 2), fnp.int32)).dtype  # int32
+    dtype('int32')
     """
     out = _filled("empty_like", _shape_of(prototype) if shape is None else shape, 0,
                   dtype or _dtype_of(prototype))
@@ -372,7 +391,9 @@ def empty_like(prototype: Any, dtype: DTypeLike | None = None, shape: ShapeLike 
 def identity(n: Any, dtype: DTypeLike | None = None) -> Array:
     """The ``n x n`` identity matrix.
 
-    >>> fnp.identity(2)                                    # [[1, 0], [0, 1]]
+    >>> fnp.identity(2)
+    Array([[1., 0.],
+           [0., 1.]], dtype=float32)
     """
     n = index_arg("identity", "n", n)
     return _eye(n, dtype=dtype)
@@ -381,7 +402,10 @@ def identity(n: Any, dtype: DTypeLike | None = None) -> Array:
 def tri(N: Any, M: Any = None, k: int = 0, dtype: DTypeLike | None = None) -> Array:
     """The ``N x M`` matrix with ones at and below the ``k``-th diagonal.
 
-    >>> fnp.tri(3, 2, 1)                                   # [[1, 1], [1, 1], [1, 1]]
+    >>> fnp.tri(3, 2, 1)
+    Array([[1., 1.],
+           [1., 1.],
+           [1., 1.]], dtype=float32)
     """
     N, M = shape_tuple((N, N if M is None else M), "tri", "(N, M)")
     k = index_arg("tri", "k", k)
@@ -391,7 +415,8 @@ def tri(N: Any, M: Any = None, k: int = 0, dtype: DTypeLike | None = None) -> Ar
 def copy(a: ArrayLike, order: Any = None) -> Array:
     """A copy of ``a`` (funcgrad arrays are immutable, so this is ``a`` itself as an array).
 
-    >>> fnp.copy(fnp.ones(2))                              # [1, 1]
+    >>> fnp.copy(fnp.ones(2))
+    Array([1., 1.], dtype=float32)
     """
     if order not in (None, "K", "C", "A"):
         raise NotImplementedError(f"copy: order={order!r} is not supported (funcgrad arrays have no memory "
@@ -407,7 +432,8 @@ def frombuffer(buffer: Any, dtype: DTypeLike = float, count: int = -1, offset: i
     """An array from the bytes of ``buffer`` read as ``dtype`` (numpy's ``frombuffer``; float64 data is
     stored as float32 without x64).
 
-    >>> fnp.frombuffer(b"\\x01\\x02", dtype=fnp.uint8)      # [1, 2]
+    >>> fnp.frombuffer(b"\\x01\\x02", dtype=fnp.uint8)
+    Array([1, 2], dtype=uint8)
     """
     value = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset)
     return _const(value, _default_dtype(value.dtype))
@@ -417,7 +443,8 @@ def fromstring(string: str, dtype: DTypeLike = float, count: int = -1, *, sep: s
     """An array from the numbers in ``string`` separated by ``sep`` (numpy's text mode of
     ``fromstring``).
 
-    >>> fnp.fromstring("1 2 3", sep=" ")                   # [1, 2, 3]
+    >>> fnp.fromstring("1 2 3", sep=" ")
+    Array([1., 2., 3.], dtype=float32)
     """
     value = np.fromstring(string, dtype=dtype, count=count, sep=sep)
     return _const(value, _default_dtype(value.dtype))
@@ -427,7 +454,11 @@ def fromfile(*args: Any, **kwargs: Any) -> Array:
     """Not implemented, as in JAX: reading a file is a side effect (unsafe under jit). Use
     ``fnp.asarray(np.fromfile(...))``.
 
-    >>> fnp.asarray(np.fromfile("data.bin", dtype=np.float32))    # instead of fnp.fromfile
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
+    >>> np.arange(3, dtype=np.float32).tofile(path)
+    >>> fnp.asarray(np.fromfile(path, dtype=np.float32))    # instead of fnp.fromfile
+    Array([0., 1., 2.], dtype=float32)
     """
     raise NotImplementedError("fromfile is not implemented because it may be non-pure and thus unsafe under jit "
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromfile(...))")
@@ -438,6 +469,7 @@ def fromiter(*args: Any, **kwargs: Any) -> Array:
     ``fnp.asarray(np.fromiter(...))``.
 
     >>> fnp.asarray(np.fromiter(range(3), dtype=np.int32))        # instead of fnp.fromiter
+    Array([0, 1, 2], dtype=int32)
     """
     raise NotImplementedError("fromiter is not implemented because it may be non-pure and thus unsafe under jit "
                               "and the other transformations (as in JAX); use fnp.asarray(np.fromiter(...))")
@@ -447,7 +479,9 @@ def fromfunction(function: Any, shape: Any, *, dtype: DTypeLike = float, **kwarg
     """``function`` evaluated at every index of ``shape``; as in JAX it is vmapped, so it is called
     with scalar indices (numpy calls it once with index grids: the same for elementwise functions).
 
-    >>> fnp.fromfunction(lambda i, j: i + j, (2, 3), dtype=int)   # [[0, 1, 2], [1, 2, 3]]
+    >>> fnp.fromfunction(lambda i, j: i + j, (2, 3), dtype=int)
+    Array([[0, 1, 2],
+           [1, 2, 3]], dtype=int32)
     """
     from funcgrad.api import vmap
     shape = shape_tuple(shape, "fromfunction")
@@ -466,7 +500,8 @@ def _window(name: str, M: Any, make: Any) -> Array:
 def bartlett(M: int) -> Array:
     """The Bartlett (triangular) window of ``M`` points.
 
-    >>> fnp.bartlett(5)                                    # [0, 0.5, 1, 0.5, 0]
+    >>> fnp.bartlett(5)
+    Array([0. , 0.5, 1. , 0.5, 0. ], dtype=float32)
     """
     return _window("bartlett", M, np.bartlett)
 
@@ -475,6 +510,7 @@ def blackman(M: int) -> Array:
     """The Blackman window of ``M`` points.
 
     >>> fnp.blackman(3)                                    # [0, 1, 0] (to rounding)
+    Array([-1.3877788e-17,  1.0000000e+00, -1.3877788e-17], dtype=float32)
     """
     return _window("blackman", M, np.blackman)
 
@@ -482,7 +518,8 @@ def blackman(M: int) -> Array:
 def hamming(M: int) -> Array:
     """The Hamming window of ``M`` points.
 
-    >>> fnp.hamming(3)                                     # [0.08, 1, 0.08]
+    >>> fnp.hamming(3)
+    Array([0.08, 1.  , 0.08], dtype=float32)
     """
     return _window("hamming", M, np.hamming)
 
@@ -490,7 +527,8 @@ def hamming(M: int) -> Array:
 def hanning(M: int) -> Array:
     """The Hann window of ``M`` points.
 
-    >>> fnp.hanning(3)                                     # [0, 1, 0]
+    >>> fnp.hanning(3)
+    Array([0., 1., 0.], dtype=float32)
     """
     return _window("hanning", M, np.hanning)
 
@@ -500,6 +538,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     ``funcgrad.from_dlpack``. ``device=`` moves the result there (``"cpu"``, ``"gpu"``).
 
     >>> from_dlpack(np.arange(3.0))      # f32[3] (f64 with x64)
+    Array([0., 1., 2.], dtype=float32)
     """
     # funcgrad.devices (the transforms layer, below this one), found by module name: the package's
     # attribute ``devices`` is the function fg.devices().

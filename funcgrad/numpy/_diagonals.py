@@ -26,7 +26,8 @@ __all__ = [
 def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
     """The diagonal of ``a`` in the plane of ``axis1``/``axis2`` (``offset`` > 0: above it), as the last axis.
 
-    >>> diagonal(fnp.arange(9).reshape(3, 3), 1)    # [1, 5]
+    >>> diagonal(fnp.arange(9).reshape(3, 3), 1)
+    Array([1, 5], dtype=int32)
     """
     a = arr(a)
     if a.ndim < 2:
@@ -48,7 +49,8 @@ def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: 
           out: None = None) -> Array:
     """The sum along a diagonal (see :func:`diagonal`); bools and small ints sum as the default int.
 
-    >>> trace(fnp.eye(3))    # 3.0
+    >>> trace(fnp.eye(3))
+    Array(3., dtype=float32)
     """
     if out is not None:
         raise NotImplementedError("trace: the out argument is not supported (funcgrad arrays are immutable)")
@@ -63,7 +65,9 @@ def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: 
 def diag(v: ArrayLike, k: int = 0) -> Array:
     """A 1-d ``v`` placed on diagonal ``k`` of a square matrix, or diagonal ``k`` of a 2-d ``v``.
 
-    >>> diag(fnp.array([1.0, 2.0]))    # [[1., 0.], [0., 2.]]
+    >>> diag(fnp.array([1.0, 2.0]))
+    Array([[1., 0.],
+           [0., 2.]], dtype=float32)
     """
     v = arr(v)
     k = index_arg("diag", "k", k)
@@ -81,7 +85,8 @@ def diag(v: ArrayLike, k: int = 0) -> Array:
 def diagflat(v: ArrayLike, k: int = 0) -> Array:
     """The flattened ``v`` placed on diagonal ``k`` of a square matrix.
 
-    >>> diagflat(fnp.ones((2, 1))).shape    # (2, 2)
+    >>> diagflat(fnp.ones((2, 1))).shape
+    (2, 2)
     """
     return diag(ravel(v), k)
 
@@ -89,7 +94,8 @@ def diagflat(v: ArrayLike, k: int = 0) -> Array:
 def diag_indices(n: int, ndim: int = 2) -> tuple:
     """The indices of the main diagonal of an ``(n,) * ndim`` array: ``ndim`` copies of ``arange(n)``.
 
-    >>> diag_indices(3)[0]    # [0, 1, 2]
+    >>> diag_indices(3)[0]
+    Array([0, 1, 2], dtype=int32)
     """
     n, ndim = index_arg("diag_indices", "n", n), index_arg("diag_indices", "ndim", ndim)
     if n < 0 or ndim < 0:
@@ -100,7 +106,8 @@ def diag_indices(n: int, ndim: int = 2) -> tuple:
 def diag_indices_from(arr: ArrayLike) -> tuple:  # noqa: F811 -- numpy's parameter name
     """:func:`diag_indices` for ``arr``, whose axes must all have the same length (rank >= 2).
 
-    >>> len(diag_indices_from(fnp.ones((2, 2, 2))))    # 3
+    >>> len(diag_indices_from(fnp.ones((2, 2, 2))))
+    3
     """
     shape = np.shape(arr) if not hasattr(arr, "shape") else tuple(arr.shape)
     if len(shape) < 2 or len(set(shape)) != 1:
@@ -121,7 +128,8 @@ def _tri_indices(name: str, fn: Callable, n: Any, k: Any, m: Any) -> tuple:
 def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     """Row and column indices of the lower triangle (on and below diagonal ``k``) of an ``n x m`` matrix.
 
-    >>> tril_indices(2)    # ([0, 1, 1], [0, 0, 1])
+    >>> tril_indices(2)
+    (Array([0, 1, 1], dtype=int32), Array([0, 0, 1], dtype=int32))
     """
     return _tri_indices("tril_indices", np.tril_indices, n, k, m)
 
@@ -129,7 +137,8 @@ def tril_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
 def triu_indices(n: int, k: int = 0, m: int | None = None) -> tuple:
     """Row and column indices of the upper triangle (on and above diagonal ``k``) of an ``n x m`` matrix.
 
-    >>> triu_indices(2)    # ([0, 0, 1], [0, 1, 1])
+    >>> triu_indices(2)
+    (Array([0, 0, 1], dtype=int32), Array([0, 1, 1], dtype=int32))
     """
     return _tri_indices("triu_indices", np.triu_indices, n, k, m)
 
@@ -144,7 +153,8 @@ def _tri_from(name: str, fn: Callable, arr: Any, k: int) -> tuple:
 def tril_indices_from(arr: ArrayLike, k: int = 0) -> tuple:  # noqa: F811
     """:func:`tril_indices` for the shape of a 2-d ``arr``.
 
-    >>> tril_indices_from(fnp.ones((2, 3)))    # ([0, 1, 1], [0, 0, 1])
+    >>> tril_indices_from(fnp.ones((2, 3)))
+    (Array([0, 1, 1], dtype=int32), Array([0, 0, 1], dtype=int32))
     """
     return _tri_from("tril_indices_from", tril_indices, arr, k)
 
@@ -152,7 +162,8 @@ def tril_indices_from(arr: ArrayLike, k: int = 0) -> tuple:  # noqa: F811
 def triu_indices_from(arr: ArrayLike, k: int = 0) -> tuple:  # noqa: F811
     """:func:`triu_indices` for the shape of a 2-d ``arr``.
 
-    >>> triu_indices_from(fnp.ones((2, 3)))    # ([0, 0, 0, 1, 1], [0, 1, 2, 1, 2])
+    >>> triu_indices_from(fnp.ones((2, 3)))
+    (Array([0, 0, 0, 1, 1], dtype=int32), Array([0, 1, 2, 1, 2], dtype=int32))
     """
     return _tri_from("triu_indices_from", triu_indices, arr, k)
 
@@ -160,7 +171,8 @@ def triu_indices_from(arr: ArrayLike, k: int = 0) -> tuple:  # noqa: F811
 def mask_indices(n: int, mask_func: Callable, k: int = 0, *, size: int | None = None) -> tuple:
     """The indices where ``mask_func(ones((n, n)), k)`` is nonzero (e.g. ``mask_indices(3, fnp.triu)``).
 
-    >>> mask_indices(2, fnp.triu)    # ([0, 0, 1], [0, 1, 1])
+    >>> mask_indices(2, fnp.triu)
+    (Array([0, 0, 1], dtype=int32), Array([0, 1, 1], dtype=int32))
     """
     from funcgrad.numpy._creation import ones
     n = index_arg("mask_indices", "n", n)
@@ -179,7 +191,9 @@ def fill_diagonal(a: ArrayLike, val: Any, wrap: bool = False, *, inplace: bool =
     For rank > 2 every axis must have the same length; ``wrap=True`` continues the diagonal below a tall
     matrix every ``m + 1`` rows, as numpy.
 
-    >>> fill_diagonal(fnp.zeros((2, 2)), 5.0, inplace=False)    # [[5., 0.], [0., 5.]]
+    >>> fill_diagonal(fnp.zeros((2, 2)), 5.0, inplace=False)
+    Array([[5., 0.],
+           [0., 5.]], dtype=float32)
     """
     _no_inplace("fill_diagonal", inplace)
     a = arr(a)

@@ -5,8 +5,10 @@ All are written on lax, so grad (any order), vmap and jit apply; ``cumprod``'s g
 zeros in the input.
 
 >>> import funcgrad.numpy as fnp
->>> fnp.diff(fnp.array([1.0, 4.0, 9.0]))                                  # [3., 5.]
->>> fnp.interp(0.5, fnp.array([0.0, 1.0]), fnp.array([0.0, 2.0]))        # 1.0
+>>> fnp.diff(fnp.array([1.0, 4.0, 9.0]))
+Array([3., 5.], dtype=float32)
+>>> fnp.interp(0.5, fnp.array([0.0, 1.0]), fnp.array([0.0, 2.0]))
+Array(1., dtype=float32)
 """
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ def cumprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeL
     """The running product along ``axis`` (None: over the flattened array).  Its gradient is exact
     with zeros in ``a`` (no division).
 
-    >>> cumprod(fnp.array([1.0, 2.0, 0.0, 4.0]))    # [1., 2., 0., 0.]
+    >>> cumprod(fnp.array([1.0, 2.0, 0.0, 4.0]))
+    Array([1., 2., 0., 0.], dtype=float32)
     """
     _no_out("cumprod", out)
     a, axis = _cum_axis("cumprod", _cum_dtype(arr(a), dtype), axis)
@@ -73,7 +76,8 @@ def nancumsum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTyp
               out: None = None) -> Array:
     """The running sum treating NaNs as 0.
 
-    >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))    # [1., 1., 3.]
+    >>> nancumsum(fnp.array([1.0, fnp.nan, 2.0]))
+    Array([1., 1., 3.], dtype=float32)
     """
     _no_out("nancumsum", out)
     a, axis = _cum_axis("nancumsum", _fill(arr(a), 0.0), axis)   # NaNs out before any cast
@@ -84,7 +88,8 @@ def nancumprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTy
                out: None = None) -> Array:
     """The running product treating NaNs as 1.
 
-    >>> nancumprod(fnp.array([2.0, fnp.nan, 3.0]))    # [2., 2., 6.]
+    >>> nancumprod(fnp.array([2.0, fnp.nan, 3.0]))
+    Array([2., 2., 6.], dtype=float32)
     """
     return cumprod(_fill(arr(a), 1.0), axis, dtype, out)
 
@@ -111,7 +116,8 @@ def cumulative_sum(x: ArrayLike, /, *, axis: int | None = None, dtype: DTypeLike
                    include_initial: bool = False) -> Any:
     """The running sum along ``axis`` (needed unless ``x`` is 1-d), optionally starting with a 0.
 
-    >>> cumulative_sum(fnp.array([1, 2, 3]), include_initial=True)    # [0, 1, 3, 6]
+    >>> cumulative_sum(fnp.array([1, 2, 3]), include_initial=True)
+    Array([0, 1, 3, 6], dtype=int32)
     """
     return _cumulative("cumulative_sum", _cumsum, x, axis, dtype, include_initial, 0)
 
@@ -120,7 +126,8 @@ def cumulative_prod(x: ArrayLike, /, *, axis: int | None = None, dtype: DTypeLik
                     include_initial: bool = False) -> Any:
     """The running product along ``axis`` (needed unless ``x`` is 1-d), optionally starting with a 1.
 
-    >>> cumulative_prod(fnp.array([1, 2, 3]), include_initial=True)    # [1, 1, 2, 6]
+    >>> cumulative_prod(fnp.array([1, 2, 3]), include_initial=True)
+    Array([1, 1, 2, 6], dtype=int32)
     """
     return _cumulative("cumulative_prod", cumprod, x, axis, dtype, include_initial, 1)
 
@@ -144,7 +151,8 @@ def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: Any = None, append: 
     """The ``n``-th discrete difference ``a[i+1] - a[i]`` along ``axis`` (``!=`` for bools), after adding
     ``prepend``/``append`` (scalars broadcast along the other axes).
 
-    >>> diff(fnp.array([1.0, 4.0, 9.0, 16.0]), n=2)    # [2., 2.]
+    >>> diff(fnp.array([1.0, 4.0, 9.0, 16.0]), n=2)
+    Array([2., 2.], dtype=float32)
     """
     a = arr(a)
     n = index_arg("diff", "n", n)
@@ -176,7 +184,8 @@ def ediff1d(ary: ArrayLike, to_end: Any = None, to_begin: Any = None) -> Array:
     """The differences of the flattened ``ary``, with ``to_begin`` before and ``to_end`` after (cast to
     ``ary``'s dtype).
 
-    >>> ediff1d(fnp.array([1, 4, 9]), to_begin=0)    # [0, 3, 5]
+    >>> ediff1d(fnp.array([1, 4, 9]), to_begin=0)
+    Array([0, 3, 5], dtype=int32)
     """
     a = arr(ary)
     a = lax.reshape(a, (a.size,))
@@ -197,7 +206,8 @@ def gradient(f: Any, *varargs: Any, axis: int | Sequence[int] | None = None, edg
     (``edge_order=1``), for each axis in ``axis``: a list of arrays, or one array for one axis.
     ``varargs``: one spacing for all axes, one per axis, or coordinate arrays (non-uniform spacing).
 
-    >>> gradient(fnp.array([1.0, 4.0, 9.0, 16.0]))    # [3., 4., 6., 7.]
+    >>> gradient(fnp.array([1.0, 4.0, 9.0, 16.0]))
+    Array([3., 4., 6., 7.], dtype=float32)
     """
     if edge_order is not None and edge_order != 1:
         raise NotImplementedError(f"gradient: edge_order={edge_order} is not supported (only 1, as JAX)")
@@ -252,7 +262,8 @@ def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: Any = 1.0, axis: int
     """The integral of ``y`` along ``axis`` by the trapezoidal rule, at sample points ``x`` (1-d, or
     ``y``'s shape) or spacing ``dx``.
 
-    >>> trapezoid(fnp.array([1.0, 2.0, 4.0]))    # 4.5
+    >>> trapezoid(fnp.array([1.0, 2.0, 4.0]))
+    Array(4.5, dtype=float32)
     """
     (y,) = promote_inexact(arr(y))
     axis = normalize_axis("trapezoid", axis, y.ndim, y)
@@ -279,7 +290,8 @@ def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: Any = None, right: 
     ``right`` (default ``fp[0]``/``fp[-1]``) outside, or ``"extrapolate"`` to extend the end segments
     (JAX's option); ``period`` for periodic ``xp``.  Differentiable in ``x``, ``xp`` and ``fp``.
 
-    >>> interp(fnp.array([0.5, 1.5]), fnp.array([0.0, 1.0, 2.0]), fnp.array([0.0, 2.0, 6.0]))    # [1., 4.]
+    >>> interp(fnp.array([0.5, 1.5]), fnp.array([0.0, 1.0, 2.0]), fnp.array([0.0, 2.0, 6.0]))
+    Array([1., 4.], dtype=float32)
     """
     x, xp, fp = promote_inexact(arr(x), arr(xp), arr(fp))
     if xp.ndim != 1 or fp.ndim != 1 or xp.shape != fp.shape:
@@ -324,7 +336,8 @@ def unwrap(p: ArrayLike, discont: Any = None, axis: int = -1, period: Any = 2 * 
     """``p`` with jumps larger than ``discont`` (default ``period / 2``) along ``axis`` replaced by their
     ``period``-complement (phase unwrapping).
 
-    >>> unwrap(fnp.array([0.0, 3.0, 6.5]))    # [0., 3., 0.2168...]
+    >>> unwrap(fnp.array([0.0, 3.0, 6.5]))
+    Array([0.      , 3.      , 0.2168], dtype=float32)
     """
     (p,) = promote_inexact(arr(p))
     if p.ndim == 0:

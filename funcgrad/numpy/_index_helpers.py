@@ -61,7 +61,8 @@ def put(a: ArrayLike, ind: Any, v: ArrayLike, mode: str | None = None, *, inplac
     ``mode``: None (JAX's default: negative indices count from the end, then out-of-range ones are
     clipped), 'clip', 'wrap', or 'raise' (numpy's; checked on concrete indices).
 
-    >>> put(fnp.zeros(3), fnp.array([0, 2]), 1.0, inplace=False)    # [1., 0., 1.]
+    >>> put(fnp.zeros(3), fnp.array([0, 2]), 1.0, inplace=False)
+    Array([1., 0., 1.], dtype=float32)
     """
     _no_inplace("put", inplace)
     a = arr(a)
@@ -87,7 +88,8 @@ def place(arr: ArrayLike, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
     """``arr`` with the entries where ``mask`` is true replaced, in order, by ``vals`` (cycled); needs
     ``inplace=False``.  Works under jit (no concrete mask needed).
 
-    >>> place(fnp.zeros(4), fnp.array([1, 0, 1, 1]), fnp.array([7.0, 8.0]), inplace=False)  # [7., 0., 8., 7.]
+    >>> place(fnp.zeros(4), fnp.array([1, 0, 1, 1]), fnp.array([7.0, 8.0]), inplace=False)
+    Array([7., 0., 8., 7.], dtype=float32)
     """
     _no_inplace("place", inplace)
     from funcgrad.numpy._base import arr as _arr
@@ -112,7 +114,9 @@ def put_along_axis(arr: ArrayLike, indices: Any, values: ArrayLike, axis: int | 
     """``arr`` with ``values`` written at ``indices`` along ``axis`` (the inverse of take_along_axis); needs
     ``inplace=False``.  ``axis=None`` works on the flattened array.
 
-    >>> put_along_axis(fnp.zeros((2, 2)), fnp.array([[1], [0]]), 5.0, axis=1, inplace=False)  # [[0., 5.], [5., 0.]]
+    >>> put_along_axis(fnp.zeros((2, 2)), fnp.array([[1], [0]]), 5.0, axis=1, inplace=False)
+    Array([[0., 5.],
+           [5., 0.]], dtype=float32)
     """
     _no_inplace("put_along_axis", inplace)
     from funcgrad.numpy._base import arr as _arr
@@ -168,7 +172,8 @@ def ravel_multi_index(multi_index: Sequence[Any], dims: Sequence[int], mode: str
 
     ``mode``: 'raise' (checked on concrete indices), 'wrap' or 'clip'; ``order``: 'C' or 'F'.
 
-    >>> ravel_multi_index((fnp.array([1, 2]), fnp.array([0, 1])), (3, 2))    # [2, 5]
+    >>> ravel_multi_index((fnp.array([1, 2]), fnp.array([0, 1])), (3, 2))
+    Array([2, 5], dtype=int32)
     """
     dims = shape_tuple(dims, "ravel_multi_index", "dims")
     if len(multi_index) != len(dims):
@@ -205,7 +210,8 @@ def unravel_index(indices: Any, shape: ShapeLike) -> tuple:
     """Per-axis indices into an array of ``shape`` for flat ``indices`` (C order).  As JAX, negative indices
     count from the end and out-of-range ones are clipped.
 
-    >>> unravel_index(fnp.array([5, 1]), (2, 3))    # ([1, 0], [2, 1])
+    >>> unravel_index(fnp.array([5, 1]), (2, 3))
+    (Array([1, 0], dtype=int32), Array([2, 1], dtype=int32))
     """
     shape = shape_tuple(shape, "unravel_index")
     i = arr(indices)
@@ -233,7 +239,8 @@ def choose(a: ArrayLike, choices: Any, out: None = None, mode: str = "raise") ->
 
     ``mode``: 'raise' (checked on concrete ``a``), 'wrap' or 'clip'.
 
-    >>> choose(fnp.array([0, 1]), [fnp.array([1, 2]), fnp.array([10, 20])])    # [1, 20]
+    >>> choose(fnp.array([0, 1]), [fnp.array([1, 2]), fnp.array([10, 20])])
+    Array([ 1, 20], dtype=int32)
     """
     if out is not None:
         raise NotImplementedError("choose: the out argument is not supported (funcgrad arrays are immutable)")
@@ -265,7 +272,9 @@ def choose(a: ArrayLike, choices: Any, out: None = None, mode: str = "raise") ->
 def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
     """For each position, the entry of the first choice whose condition is true, else ``default``.
 
-    >>> select([x < 0, x > 0], [-x, x], 0.0)    # abs(x)
+    >>> x = fnp.array([-2.0, 0.0, 3.0])
+    >>> fnp.select([x < 0, x > 0], [-x, x], 0.0)    # abs(x)
+    Array([2., 0., 3.], dtype=float32)
     """
     condlist, choicelist = list(condlist), list(choicelist)
     if len(condlist) != len(choicelist):
@@ -292,7 +301,9 @@ def piecewise(x: ArrayLike, condlist: Any, funclist: Sequence[Any], *args: Any, 
     Every function is evaluated on the whole of ``x`` and the results selected, so a function that is NaN
     off its piece still gives a NaN gradient there (the ``where`` caveat).
 
-    >>> piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v])    # abs(x)
+    >>> x = fnp.array([-2.0, 0.0, 3.0])
+    >>> fnp.piecewise(x, [x < 0, x >= 0], [lambda v: -v, lambda v: v])    # abs(x)
+    Array([2., 0., 3.], dtype=float32)
     """
     x = arr(x)
     if isinstance(condlist, (Array, Tracer, np.ndarray, bool, np.bool_)) and np.ndim(condlist) <= x.ndim:
@@ -334,7 +345,8 @@ def delete(arr: ArrayLike, obj: Any, axis: int | None = None, *,  # noqa: F811
     """``arr`` without the entries ``obj`` (an int, a slice, a sequence of ints or a boolean mask) along
     ``axis`` (None: of the flattened array).  ``obj`` must be concrete.
 
-    >>> delete(fnp.arange(4), [0, 2])    # [1, 3]
+    >>> delete(fnp.arange(4), [0, 2])
+    Array([1, 3], dtype=int32)
     """
     from funcgrad.numpy._base import arr as _arr
     x = _arr(arr)
@@ -363,7 +375,8 @@ def insert(arr: ArrayLike, obj: Any, values: ArrayLike, axis: int | None = None)
     """``arr`` with ``values`` inserted before the positions ``obj`` along ``axis`` (None: flattened), as numpy:
     an int ``obj`` inserts a block, a sequence one value per index.  ``obj`` must be concrete.
 
-    >>> insert(fnp.array([1, 2, 3]), 1, 9)    # [1, 9, 2, 3]
+    >>> insert(fnp.array([1, 2, 3]), 1, 9)
+    Array([1, 9, 2, 3], dtype=int32)
     """
     from funcgrad.numpy._base import arr as _arr
     x = _arr(arr)

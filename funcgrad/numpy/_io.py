@@ -23,7 +23,8 @@ def load(file: Any, *args: Any, **kwargs: Any) -> Any:
     """numpy's ``load``; an array read back becomes a funcgrad array (``.npz`` archives and pickles
     come back as numpy returns them).
 
-    >>> fnp.save("/tmp/x.npy", fnp.arange(3.0)); fnp.load("/tmp/x.npy")   # [0, 1, 2]
+    >>> fnp.save("/tmp/x.npy", fnp.arange(3.0)); fnp.load("/tmp/x.npy")
+    Array([0., 1., 2.], dtype=float32)
     """
     out = np.load(file, *args, **kwargs)
     if isinstance(out, np.ndarray):
@@ -44,6 +45,7 @@ def array_repr(arr: Any, max_line_width: Any = None, precision: Any = None, supp
     """numpy's ``array_repr`` of a concrete array, with ``Array(`` for ``array(``.
 
     >>> fnp.array_repr(fnp.array([1.0, 2.0]))     # 'Array([1., 2.], dtype=float32)'
+    'Array([1., 2.], dtype=float32)'
     """
     text = np.array_repr(_concrete("array_repr", arr), max_line_width, precision, suppress_small)
     body = text[len("array("):] if text.startswith("array(") else text
@@ -56,5 +58,6 @@ def array_str(a: Any, max_line_width: Any = None, precision: Any = None, suppres
     """numpy's ``array_str`` of a concrete array.
 
     >>> fnp.array_str(fnp.array([1.0, 2.0]))      # '[1. 2.]'
+    '[1. 2.]'
     """
     return np.array_str(_concrete("array_str", a), max_line_width, precision, suppress_small)

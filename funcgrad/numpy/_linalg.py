@@ -21,7 +21,7 @@ from funcgrad.typing import Array, ArrayLike
 def matmul(x: ArrayLike, y: ArrayLike) -> Array:
     """numpy's ``x @ y``: 1-d operands are promoted and the added axis removed.
 
-    >>> matmul(ones((2, 3)), ones((3,))).shape
+    >>> fnp.matmul(fnp.ones((2, 3)), fnp.ones((3,))).shape
     (2,)
     """
     x, y = promote(arr(x), arr(y))
@@ -126,8 +126,12 @@ def einsum(subscripts: str, /, *operands: Any, out: None = None, optimize: Any =
     picks, False as one contraction, or an explicit path (a list of index tuples, optionally after
     ``'einsum_path'``).
 
-    >>> einsum("bhqd,bhkd->bhqk", q, k)   # attention scores
-    >>> einsum("...ij,...jk", a, b)       # batched matmul
+    >>> q = k = fnp.ones((1, 2, 3, 4))
+    >>> fnp.einsum("bhqd,bhkd->bhqk", q, k).shape     # attention scores
+    (1, 2, 3, 3)
+    >>> a, b = fnp.ones((5, 2, 3)), fnp.ones((3, 4))
+    >>> fnp.einsum("...ij,...jk", a, b).shape         # batched matmul
+    (5, 2, 4)
     """
     if out is not None:
         raise NotImplementedError("einsum: out= is not supported (funcgrad arrays are immutable); use the result")
@@ -190,8 +194,9 @@ def _contract_along(path: list, ins: list[str], out: str, xs: list) -> Any:
 def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> tuple[list, str]:
     """The contraction order numpy's ``einsum_path`` picks for these operands' shapes: ``(path, report)``.
 
-    >>> einsum_path("ij,jk,kl->il", a, b, c, optimize="greedy")[0]
-    ['einsum_path', (0, 1), (0, 1)]
+    >>> a, b, c = fnp.ones((2, 3)), fnp.ones((3, 4)), fnp.ones((4, 5))
+    >>> fnp.einsum_path("ij,jk,kl->il", a, b, c, optimize="greedy")[0]
+    ['einsum_path', (1, 2), (0, 1)]
     """
     shapes = [tuple(np.shape(o)) if not hasattr(o, "shape") else tuple(o.shape) for o in operands]
     if optimize is True or optimize == "auto":
@@ -201,6 +206,11 @@ def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> t
 
 
 def tensordot(x: ArrayLike, y: ArrayLike, axes: Any = 2) -> Array:
+    """Sum of products over the given axes (``axes=n``: the last n of ``a`` and the first n of ``b``).
+
+    >>> fnp.tensordot(fnp.ones((2, 3)), fnp.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
     x, y = arr(x), arr(y)
     if isinstance(axes, int):
         ax_x = list(range(x.ndim - axes, x.ndim))
@@ -222,7 +232,11 @@ def tensordot(x: ArrayLike, y: ArrayLike, axes: Any = 2) -> Array:
 
 
 def dot(x: ArrayLike, y: ArrayLike) -> Array:
-    """numpy's ``dot``: products for scalars, matmul for 1-d/2-d, tensordot beyond."""
+    """numpy's ``dot``: products for scalars, matmul for 1-d/2-d, tensordot beyond.
+
+    >>> fnp.dot(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array(11., dtype=float32)
+    """
     x, y = arr(x), arr(y)
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
@@ -232,6 +246,11 @@ def dot(x: ArrayLike, y: ArrayLike) -> Array:
 
 
 def vdot(x: ArrayLike, y: ArrayLike) -> Any:
+    """Dot product of the flattened arrays (the first conjugated).
+
+    >>> fnp.vdot(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array(11., dtype=float32)
+    """
     x = ravel(x)
     if x.dtype.kind == "c":   # numpy's vdot conjugates its first argument
         x = lax.conj(x)
@@ -239,6 +258,11 @@ def vdot(x: ArrayLike, y: ArrayLike) -> Any:
 
 
 def inner(x: ArrayLike, y: ArrayLike) -> Any:
+    """Inner product over the last axes of ``a`` and ``b``.
+
+    >>> fnp.inner(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array(11., dtype=float32)
+    """
     x, y = arr(x), arr(y)
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
@@ -246,6 +270,12 @@ def inner(x: ArrayLike, y: ArrayLike) -> Any:
 
 
 def outer(x: ArrayLike, y: ArrayLike) -> Array:
+    """Outer product of the flattened arrays: f32[m], f32[n] -> f32[m,n].
+
+    >>> fnp.outer(fnp.array([1.0, 2.0]), fnp.array([3.0, 4.0]))
+    Array([[3., 4.],
+           [6., 8.]], dtype=float32)
+    """
     x, y = ravel(arr(x)), ravel(arr(y))
     return multiply(reshape(x, (x.shape[0], 1)), reshape(y, (1, y.shape[0])))
 
@@ -254,7 +284,8 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = 
            preferred_element_type: Any = None) -> Any:
     """Dot product of vectors along ``axis`` (other axes broadcast): ``sum(x1 * x2, axis)``.
 
-    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
+    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))
+    Array([3., 3.], dtype=float32)
     """
     x1, x2 = promote(arr(x1), arr(x2))
     try:
@@ -293,7 +324,8 @@ def _matrix_vector(name: str, m: Any, v: Any, vector_first: bool) -> Any:
 def matvec(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Matrix-vector product: (..., m, n) and (..., n) -> (..., m), batch dims broadcast.
 
-    >>> matvec(fnp.ones((2, 3)), fnp.ones(3))   # [3., 3.]
+    >>> matvec(fnp.ones((2, 3)), fnp.ones(3))
+    Array([3., 3.], dtype=float32)
     """
     return _matrix_vector("matvec", x1, x2, vector_first=False)
 
@@ -301,7 +333,8 @@ def matvec(x1: ArrayLike, x2: ArrayLike, /) -> Any:
 def vecmat(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Vector-matrix product: (..., n) and (..., n, m) -> (..., m), batch dims broadcast.
 
-    >>> vecmat(fnp.ones(2), fnp.ones((2, 3)))   # [2., 2., 2.]
+    >>> vecmat(fnp.ones(2), fnp.ones((2, 3)))
+    Array([2., 2., 2.], dtype=float32)
     """
     return _matrix_vector("vecmat", x2, x1, vector_first=True)
 
@@ -310,7 +343,8 @@ def cross(a: ArrayLike, b: ArrayLike, axisa: int = -1, axisb: int = -1, axisc: i
           axis: int | None = None) -> Any:
     """Cross product of 3-vectors (or 2-vectors, giving the z component) along the given axes.
 
-    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))
+    Array([0., 0., 1.], dtype=float32)
     """
     a, b = promote(arr(a), arr(b))
     if axis is not None:

@@ -61,7 +61,8 @@ def _float_arrays(*xs: Any) -> list:
 def acos(x: ArrayLike, /) -> Any:
     """Alias of :func:`arccos` (the array API's name).
 
-    >>> fnp.acos(fnp.array([1.0]))            # [0]
+    >>> fnp.acos(fnp.array([1.0]))
+    Array([0.], dtype=float32)
     """
     return _E.arccos(x)
 
@@ -69,7 +70,8 @@ def acos(x: ArrayLike, /) -> Any:
 def asin(x: ArrayLike, /) -> Any:
     """Alias of :func:`arcsin`.
 
-    >>> fnp.asin(fnp.array([0.0]))            # [0]
+    >>> fnp.asin(fnp.array([0.0]))
+    Array([0.], dtype=float32)
     """
     return _E.arcsin(x)
 
@@ -77,7 +79,8 @@ def asin(x: ArrayLike, /) -> Any:
 def atan(x: ArrayLike, /) -> Any:
     """Alias of :func:`arctan`.
 
-    >>> fnp.atan(fnp.array([0.0]))            # [0]
+    >>> fnp.atan(fnp.array([0.0]))
+    Array([0.], dtype=float32)
     """
     return _E.arctan(x)
 
@@ -85,7 +88,8 @@ def atan(x: ArrayLike, /) -> Any:
 def atan2(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Alias of :func:`arctan2`: the angle of the point ``(x2, x1)``.
 
-    >>> fnp.atan2(fnp.array([1.0]), fnp.array([1.0]))   # [0.7854]
+    >>> fnp.atan2(fnp.array([1.0]), fnp.array([1.0]))
+    Array([0.7854], dtype=float32)
     """
     return _E.arctan2(x1, x2)
 
@@ -93,7 +97,8 @@ def atan2(x1: ArrayLike, x2: ArrayLike, /) -> Any:
 def pow(x1: ArrayLike, x2: ArrayLike, /) -> Any:  # noqa: A001 - the array API's name
     """Alias of :func:`power`.
 
-    >>> fnp.pow(fnp.array([2.0]), 3)          # [8]
+    >>> fnp.pow(fnp.array([2.0]), 3)
+    Array([8.], dtype=float32)
     """
     return _E.power(x1, x2)
 
@@ -110,20 +115,24 @@ def _inexact_unary(p: Any, name: str, doc: str) -> Any:
 arcsinh = _inexact_unary(_M.arcsinh_p, "arcsinh", """Inverse hyperbolic sine, elementwise (integers compute in the
     default float).
 
-    >>> fnp.arcsinh(fnp.array([0.0, 1.0]))    # [0, 0.8814]
+    >>> fnp.arcsinh(fnp.array([0.0, 1.0]))
+    Array([0.    , 0.8814], dtype=float32)
     """)
 arccosh = _inexact_unary(_M.arccosh_p, "arccosh", """Inverse hyperbolic cosine (NaN below 1), elementwise.
 
-    >>> fnp.arccosh(fnp.array([1.0, 2.0]))    # [0, 1.317]
+    >>> fnp.arccosh(fnp.array([1.0, 2.0]))
+    Array([0.   , 1.317], dtype=float32)
     """)
 arctanh = _inexact_unary(_M.arctanh_p, "arctanh", """Inverse hyperbolic tangent (+-inf at +-1), elementwise.
 
-    >>> fnp.arctanh(fnp.array([0.0, 0.5]))    # [0, 0.5493]
+    >>> fnp.arctanh(fnp.array([0.0, 0.5]))
+    Array([0.    , 0.5493], dtype=float32)
     """)
 cbrt = _inexact_unary(_M.cbrt_p, "cbrt", """Real cube root, elementwise (negative for negative x; the derivative
     is inf at 0).
 
-    >>> fnp.cbrt(fnp.array([-8.0, 27.0]))     # [-2, 3]
+    >>> fnp.cbrt(fnp.array([-8.0, 27.0]))
+    Array([-2.,  3.], dtype=float32)
     """)
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
@@ -131,7 +140,8 @@ asinh, acosh, atanh = arcsinh, arccosh, arctanh
 def log10(x: ArrayLike, /) -> Any:
     """Base-10 logarithm, elementwise (``log(x) / log(10)``, as JAX).
 
-    >>> fnp.log10(fnp.array([1.0, 100.0]))    # [0, 2]
+    >>> fnp.log10(fnp.array([1.0, 100.0]))
+    Array([0., 2.], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.div(lax.log(x), _LN10)
@@ -140,7 +150,8 @@ def log10(x: ArrayLike, /) -> Any:
 def deg2rad(x: ArrayLike, /) -> Any:
     """Degrees to radians, elementwise (integers become the default float).
 
-    >>> fnp.deg2rad(fnp.array([180.0]))       # [3.14159]
+    >>> fnp.deg2rad(fnp.array([180.0]))
+    Array([3.1416], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.mul(x, float(np.pi / 180.0))
@@ -149,7 +160,8 @@ def deg2rad(x: ArrayLike, /) -> Any:
 def rad2deg(x: ArrayLike, /) -> Any:
     """Radians to degrees, elementwise.
 
-    >>> fnp.rad2deg(fnp.array([fnp.pi]))      # [180]
+    >>> fnp.rad2deg(fnp.array([fnp.pi]))
+    Array([180.], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.mul(x, float(180.0 / np.pi))
@@ -162,6 +174,7 @@ def fabs(x: ArrayLike, /) -> Any:
     """|x| as a float (integers become the default float, as ``jnp.fabs``).
 
     >>> fnp.fabs(fnp.array([-2, 3]))          # f32 [2, 3]
+    Array([2., 3.], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.abs(x)
@@ -170,7 +183,8 @@ def fabs(x: ArrayLike, /) -> Any:
 def divmod(x1: ArrayLike, x2: ArrayLike, /) -> tuple:  # noqa: A001 - numpy's name
     """``(floor_divide(x1, x2), mod(x1, x2))``.
 
-    >>> fnp.divmod(fnp.array([5, -5]), 3)     # ([1, -2], [2, 1])
+    >>> fnp.divmod(fnp.array([5, -5]), 3)
+    (Array([ 1, -2], dtype=int32), Array([2, 1], dtype=int32))
     """
     return _E.floor_divide(x1, x2), _E.mod(x1, x2)
 
@@ -180,6 +194,7 @@ def float_power(x: ArrayLike, y: ArrayLike, /) -> Any:
     numpy's float_power always uses float64).
 
     >>> fnp.float_power(fnp.array([2, 3]), 2)   # f32 [4, 9]
+    Array([4., 9.], dtype=float32)
     """
     return lax.pow(*promote_inexact(x, y))
 
@@ -190,7 +205,8 @@ def fmax(x1: ArrayLike, x2: ArrayLike) -> Array:
     The gradient goes to the chosen side: ``x1`` where ``x1 > x2`` or ``x2`` is NaN, else ``x2``
     (at ties ``x2``, as JAX).
 
-    >>> fnp.fmax(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))   # [1, 2]
+    >>> fnp.fmax(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))
+    Array([1., 2.], dtype=float32)
     """
     x1, x2 = promote(x1, x2)
     return _E.where(_E.logical_or(_E.greater(x1, x2), _E.isnan(x2)), x1, x2)
@@ -199,7 +215,8 @@ def fmax(x1: ArrayLike, x2: ArrayLike) -> Array:
 def fmin(x1: ArrayLike, x2: ArrayLike) -> Array:
     """Elementwise minimum ignoring NaNs (NaN only where both are NaN); gradient as :func:`fmax`.
 
-    >>> fnp.fmin(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))   # [1, 2]
+    >>> fnp.fmin(fnp.array([1.0, fnp.nan]), fnp.array([fnp.nan, 2.0]))
+    Array([1., 2.], dtype=float32)
     """
     x1, x2 = promote(x1, x2)
     return _E.where(_E.logical_or(_E.less(x1, x2), _E.isnan(x2)), x1, x2)
@@ -210,7 +227,8 @@ def fmod(x1: ArrayLike, x2: ArrayLike, /) -> Any:
 
     Gradients: 1 for ``x1``, ``-trunc(x1 / x2)`` for ``x2``.
 
-    >>> fnp.fmod(fnp.array([5, -5]), 3)       # [2, -2]
+    >>> fnp.fmod(fnp.array([5, -5]), 3)
+    Array([ 2, -2], dtype=int32)
     """
     x1, x2 = promote(x1, x2)
     if _dtypes.result_type(x1, x2).kind == "b":
@@ -222,7 +240,8 @@ def fmod(x1: ArrayLike, x2: ArrayLike, /) -> Any:
 def trunc(x: ArrayLike) -> Array:
     """Round towards zero; integers are returned unchanged; zero gradient.
 
-    >>> fnp.trunc(fnp.array([-1.5, 1.5]))     # [-1, 1]
+    >>> fnp.trunc(fnp.array([-1.5, 1.5]))
+    Array([-1.,  1.], dtype=float32)
     """
     x = operand(x)
     if _dtype(x).kind in "iub":
@@ -233,7 +252,8 @@ def trunc(x: ArrayLike) -> Array:
 def rint(x: ArrayLike, /) -> Any:
     """Round to the nearest integer, halves to even (integers become the default float).
 
-    >>> fnp.rint(fnp.array([0.5, 1.5, -2.5]))   # [0, 2, -2]
+    >>> fnp.rint(fnp.array([0.5, 1.5, -2.5]))
+    Array([ 0.,  2., -2.], dtype=float32)
     """
     (x,) = promote_inexact(x)
     return lax.round(x)
@@ -242,7 +262,8 @@ def rint(x: ArrayLike, /) -> Any:
 def modf(x: ArrayLike, /, out: None = None) -> tuple:
     """``(fractional part, integral part)``, both with the sign of ``x``.
 
-    >>> fnp.modf(fnp.array([-2.5, 3.25]))     # ([-0.5, 0.25], [-2, 3])
+    >>> fnp.modf(fnp.array([-2.5, 3.25]))
+    (Array([-0.5 ,  0.25], dtype=float32), Array([-2.,  3.], dtype=float32))
     """
     if out is not None:
         raise NotImplementedError("modf: out= is not supported (funcgrad arrays are immutable)")
@@ -255,7 +276,8 @@ def frexp(x: ArrayLike, /) -> tuple:
     """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent`` and ``0.5 <= |mantissa| < 1``
     (exponent int32; 0 for 0, inf and NaN).  The mantissa's derivative is ``2**-exponent``.
 
-    >>> fnp.frexp(fnp.array([3.0, 0.0]))      # ([0.75, 0], [2, 0])
+    >>> fnp.frexp(fnp.array([3.0, 0.0]))
+    (Array([0.75, 0.  ], dtype=float32), Array([2, 0], dtype=int32))
     """
     (x,) = promote_inexact(x)
     return _M.frexp_mantissa_p.bind(x), _M.frexp_exponent_p.bind(x)
@@ -264,7 +286,8 @@ def frexp(x: ArrayLike, /) -> tuple:
 def ldexp(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """``x1 * 2**x2`` for an integer exponent ``x2``; the gradient w.r.t. ``x1`` is ``2**x2``.
 
-    >>> fnp.ldexp(fnp.array([1.0, 0.75]), fnp.array([3, 2]))   # [8, 3]
+    >>> fnp.ldexp(fnp.array([1.0, 0.75]), fnp.array([3, 2]))
+    Array([8., 3.], dtype=float32)
     """
     x2 = operand(x2)
     if _dtype(x2).kind not in "iu":
@@ -279,7 +302,8 @@ def ldexp(x1: ArrayLike, x2: ArrayLike, /) -> Any:
 def gcd(x1: ArrayLike, x2: ArrayLike) -> Any:
     """Greatest common divisor of integers (non-negative; ``gcd(0, 0) = 0``).
 
-    >>> fnp.gcd(fnp.array([12, -8]), fnp.array([18, 12]))    # [6, 4]
+    >>> fnp.gcd(fnp.array([12, -8]), fnp.array([18, 12]))
+    Array([6, 4], dtype=int32)
     """
     return _M.gcd_p.bind(*promote(x1, x2))
 
@@ -287,7 +311,8 @@ def gcd(x1: ArrayLike, x2: ArrayLike) -> Any:
 def lcm(x1: ArrayLike, x2: ArrayLike) -> Any:
     """Least common multiple of integers (non-negative; 0 if either is 0).
 
-    >>> fnp.lcm(fnp.array([4, -6]), fnp.array([6, 4]))       # [12, 12]
+    >>> fnp.lcm(fnp.array([4, -6]), fnp.array([6, 4]))
+    Array([12, 12], dtype=int32)
     """
     return _M.lcm_p.bind(*promote(x1, x2))
 
@@ -295,7 +320,8 @@ def lcm(x1: ArrayLike, x2: ArrayLike) -> Any:
 def heaviside(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """Step function: 0 where ``x1 < 0``, 1 where ``x1 > 0``, ``x2`` where ``x1 == 0``.
 
-    >>> fnp.heaviside(fnp.array([-1.0, 0.0, 2.0]), 0.5)   # [0, 0.5, 1]
+    >>> fnp.heaviside(fnp.array([-1.0, 0.0, 2.0]), 0.5)
+    Array([0. , 0.5, 1. ], dtype=float32)
     """
     x1, x2 = _float_arrays(x1, x2)
     inner = _E.where(_E.isnan(x1), x1, x2)
@@ -305,7 +331,8 @@ def heaviside(x1: ArrayLike, x2: ArrayLike, /) -> Any:
 def hypot(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """``sqrt(x1**2 + x2**2)`` without overflow or underflow (as ``jnp.hypot``).
 
-    >>> fnp.hypot(fnp.array([3.0]), fnp.array([4.0]))    # [5]
+    >>> fnp.hypot(fnp.array([3.0]), fnp.array([4.0]))
+    Array([5.], dtype=float32)
     """
     x1, x2 = _float_arrays(x1, x2)
     x1, x2 = lax.abs(x1), lax.abs(x2)
@@ -335,7 +362,8 @@ def i0(x: ArrayLike) -> Array:
     ``sqrt(x) exp(-x) i0(x)`` beyond), so its derivatives of every order are available and
     smooth at 0.
 
-    >>> fnp.i0(fnp.array([0.0, 1.0]))         # [1, 1.2661]
+    >>> fnp.i0(fnp.array([0.0, 1.0]))
+    Array([1.       , 1.2661], dtype=float32)
     """
     (x,) = promote_inexact(x)
     ax = lax.abs(x)
@@ -359,6 +387,7 @@ def logaddexp(x1: ArrayLike, x2: ArrayLike, /, *, out: None = None, where: None 
     """``log(exp(x1) + exp(x2))`` without overflow; its gradient is exact at ``x1 == x2`` (1/2 each).
 
     >>> fnp.logaddexp(fnp.array([0.0]), fnp.array([0.0]))   # [log 2]
+    Array([0.6931], dtype=float32)
     """
     if out is not None or where is not None:
         raise NotImplementedError("logaddexp: out= and where= are not supported (as in JAX)")
@@ -368,7 +397,8 @@ def logaddexp(x1: ArrayLike, x2: ArrayLike, /, *, out: None = None, where: None 
 def logaddexp2(x1: ArrayLike, x2: ArrayLike, /, *, out: None = None, where: None = None) -> Any:
     """``log2(2**x1 + 2**x2)`` without overflow.
 
-    >>> fnp.logaddexp2(fnp.array([1.0]), fnp.array([1.0]))  # [2]
+    >>> fnp.logaddexp2(fnp.array([1.0]), fnp.array([1.0]))
+    Array([2.], dtype=float32)
     """
     if out is not None or where is not None:
         raise NotImplementedError("logaddexp2: out= and where= are not supported (as in JAX)")
@@ -380,7 +410,8 @@ def nan_to_num(x: ArrayLike, copy: bool = True, nan: Any = 0.0, posinf: Any = No
     """``x`` with NaN replaced by ``nan`` and +-inf by ``posinf``/``neginf`` (default: the dtype's
     largest / lowest finite value).  Integers and bools are returned unchanged.
 
-    >>> fnp.nan_to_num(fnp.array([fnp.nan, fnp.inf]))     # [0, 3.4028235e38]
+    >>> fnp.nan_to_num(fnp.array([fnp.nan, fnp.inf]))
+    Array([0.0000000e+00, 3.4028235e+38], dtype=float32)
     """
     del copy
     x = arr(x)
@@ -401,7 +432,8 @@ def nan_to_num(x: ArrayLike, copy: bool = True, nan: Any = 0.0, posinf: Any = No
 def nextafter(x: ArrayLike, y: ArrayLike, /) -> Any:
     """The next float after ``x`` towards ``y``, elementwise (no derivative: zero gradient).
 
-    >>> fnp.nextafter(fnp.array([1.0]), 2.0)             # [1.0000001]
+    >>> fnp.nextafter(fnp.array([1.0]), 2.0)
+    Array([1.0000], dtype=float32)
     """
     return lax.nextafter(*_float_arrays(x, y))    # in the result dtype: float32's next float, not float64's
 
@@ -410,6 +442,7 @@ def signbit(x: ArrayLike, /) -> Any:
     """True where the sign bit is set (``-0.0`` and negative NaNs included; False for unsigned and bools).
 
     >>> fnp.signbit(fnp.array([-0.0, 0.0, -1.0]))     # [True, False, True]
+    Array([ True, False,  True], dtype=bool)
     """
     x = arr(x)
     kind = x.dtype.kind
@@ -427,7 +460,8 @@ def copysign(x1: ArrayLike, x2: ArrayLike, /) -> Any:
     """``|x1|`` with the sign of ``x2`` (its sign bit, so ``-0.0`` counts as negative); the gradient
     w.r.t. ``x1`` is ``sign(x1) * sign(x2)`` (0 at ``x1 == 0``), w.r.t. ``x2`` it is 0.
 
-    >>> fnp.copysign(fnp.array([1.0, -2.0]), fnp.array([-0.0, 3.0]))   # [-1, 2]
+    >>> fnp.copysign(fnp.array([1.0, -2.0]), fnp.array([-0.0, 3.0]))
+    Array([-1.,  2.], dtype=float32)
     """
     x1, x2 = _float_arrays(x1, x2)
     a = lax.abs(x1)
@@ -438,7 +472,8 @@ def sinc(x: ArrayLike) -> Array:
     """``sin(pi x) / (pi x)``, 1 at 0.  Derivatives of every order are finite at 0 (a Taylor
     polynomial is used there, so the first six derivatives at 0 are exact).
 
-    >>> fnp.sinc(fnp.array([0.0, 0.5]))       # [1, 0.6366]
+    >>> fnp.sinc(fnp.array([0.0, 0.5]))
+    Array([1.        , 0.6366], dtype=float32)
     """
     (x,) = promote_inexact(x)
     at_zero = lax.eq(x, 0.0)
@@ -453,7 +488,8 @@ def spacing(x: ArrayLike, /) -> Any:
     """Distance from ``x`` to the next float away from zero (negative for negative ``x``), as
     ``numpy.spacing``; zero gradient.
 
-    >>> fnp.spacing(fnp.array([1.0]))         # [1.1920929e-07]
+    >>> fnp.spacing(fnp.array([1.0]))
+    Array([1.1920929e-07], dtype=float32)
     """
     (x,) = _float_arrays(x)
     x = lax.stop_gradient(x)
@@ -469,6 +505,7 @@ def isinf(x: ArrayLike, /) -> Any:
     """True where ``x`` is +inf or -inf (always False for integers and bools).
 
     >>> fnp.isinf(fnp.array([1.0, -fnp.inf, fnp.nan]))   # [False, True, False]
+    Array([False,  True, False], dtype=bool)
     """
     x = arr(x)
     if x.dtype.kind != "f":
@@ -480,6 +517,7 @@ def isposinf(x: ArrayLike, out: None = None) -> Array:
     """True where ``x`` is +inf.
 
     >>> fnp.isposinf(fnp.array([fnp.inf, -fnp.inf]))     # [True, False]
+    Array([ True, False], dtype=bool)
     """
     if out is not None:
         raise NotImplementedError("isposinf: out= is not supported (funcgrad arrays are immutable)")
@@ -491,6 +529,7 @@ def isneginf(x: ArrayLike, out: None = None) -> Array:
     """True where ``x`` is -inf.
 
     >>> fnp.isneginf(fnp.array([fnp.inf, -fnp.inf]))     # [False, True]
+    Array([False,  True], dtype=bool)
     """
     if out is not None:
         raise NotImplementedError("isneginf: out= is not supported (funcgrad arrays are immutable)")

@@ -111,6 +111,7 @@ class _IndexUpdateRef:
         """A copy with ``x[index] = func(x[index])`` (``func`` elementwise; once per occurrence of an index).
 
         >>> fnp.arange(3.).at[1].apply(fnp.sin)     # Array([0., 0.841..., 2.])
+        Array([0.      , 0.8415, 2.      ], dtype=float32)
         """
         return self._combine("apply", lambda old, _: func(old), 0, unique_indices, mode, None,
                              wrap_negative_indices)
@@ -121,6 +122,7 @@ class IndexUpdateHelper:
 
     >>> x = fnp.zeros(3)
     >>> x.at[1].set(5.0)     # Array([0., 5., 0.]); x is unchanged
+    Array([0., 5., 0.], dtype=float32)
     """
 
     __slots__ = ("array",)

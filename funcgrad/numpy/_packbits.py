@@ -31,7 +31,8 @@ def packbits(a: ArrayLike, axis: int | None = None, bitorder: str = "big") -> An
     """Groups of 8 truth values of an integer or bool array packed into uint8 bytes along ``axis``
     (None: flattened); the last group is padded with zeros.
 
-    >>> packbits(fnp.array([1, 0, 1]))    # [160]
+    >>> packbits(fnp.array([1, 0, 1]))
+    Array([160], dtype=uint8)
     """
     x = arr(a)
     if x.dtype.kind not in "biu":
@@ -57,7 +58,8 @@ def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None, 
     """The bits of a uint8 array along ``axis`` (None: flattened), 8 per byte, as uint8 0/1; ``count`` keeps
     that many (negative: drops that many from the end; more than there are: pads with zeros).
 
-    >>> unpackbits(fnp.array([160], dtype=fnp.uint8))    # [1, 0, 1, 0, 0, 0, 0, 0]
+    >>> unpackbits(fnp.array([160], dtype=fnp.uint8))
+    Array([1, 0, 1, 0, 0, 0, 0, 0], dtype=uint8)
     """
     x = arr(a)
     if x.dtype != np.uint8:

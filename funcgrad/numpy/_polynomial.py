@@ -4,8 +4,10 @@ As in JAX, results keep static shapes: ``polymul``/``polydiv`` do not trim leadi
 (``trim_leading_zeros=True``, eager only), and ``polydiv``'s remainder has ``u``'s length.
 
 >>> import funcgrad.numpy as fnp
->>> fnp.polyval(fnp.array([1.0, 0.0, -1.0]), 3.0)        # 8.0
->>> fnp.convolve(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0]))   # [1., 3., 2.]
+>>> fnp.polyval(fnp.array([1.0, 0.0, -1.0]), 3.0)
+Array(8., dtype=float32)
+>>> fnp.convolve(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0]))
+Array([1., 3., 2.], dtype=float32)
 """
 from __future__ import annotations
 
@@ -58,7 +60,8 @@ def convolve(a: ArrayLike, v: ArrayLike, mode: str = "full", *, precision: Any =
     """The discrete linear convolution of 1-d ``a`` and ``v``; ``mode``: "full" (length n+m-1),
     "same" (max(n, m)) or "valid" (max - min + 1).  Integers are convolved in the default float.
 
-    >>> convolve(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.0, 1.0, 0.5]), mode="same")    # [1., 2.5, 4.]
+    >>> convolve(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.0, 1.0, 0.5]), mode="same")
+    Array([1. , 2.5, 4. ], dtype=float32)
     """
     return _conv("convolve", a, v, mode, precision, preferred_element_type)
 
@@ -68,7 +71,8 @@ def correlate(a: ArrayLike, v: ArrayLike, mode: str = "valid", *, precision: Any
     """The cross-correlation ``c[k] = sum_n a[n + k] * v[n]`` of 1-d ``a`` and ``v`` (numpy's definition and
     modes; default "valid").
 
-    >>> correlate(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.0, 1.0, 0.5]), mode="full")    # [.5, 2., 3.5, 3., 0.]
+    >>> correlate(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.0, 1.0, 0.5]), mode="full")
+    Array([0.5, 2. , 3.5, 3. , 0. ], dtype=float32)
     """
     return _conv("correlate", a, v, mode, precision, preferred_element_type)
 
@@ -76,7 +80,10 @@ def correlate(a: ArrayLike, v: ArrayLike, mode: str = "valid", *, precision: Any
 def vander(x: ArrayLike, N: int | None = None, increasing: bool = False) -> Any:
     """The Vandermonde matrix of 1-d ``x``: columns ``x**(N-1), ..., x, 1`` (reversed with ``increasing``).
 
-    >>> vander(fnp.array([1.0, 2.0, 3.0]), 3)    # [[1, 1, 1], [4, 2, 1], [9, 3, 1]]
+    >>> vander(fnp.array([1.0, 2.0, 3.0]), 3)
+    Array([[1., 1., 1.],
+           [4., 2., 1.],
+           [9., 3., 1.]], dtype=float32)
     """
     x = arr(x)
     if x.ndim != 1:
@@ -106,7 +113,8 @@ def polyval(p: ArrayLike, x: ArrayLike, *, unroll: int = 16) -> Any:
     """The polynomial with coefficients ``p`` (highest power first) at ``x``, by Horner's rule (written
     out for up to ``unroll`` coefficients, a ``lax.scan`` beyond).
 
-    >>> polyval(fnp.array([3.0, 0.0, 1.0]), fnp.array([1.0, 2.0]))    # [4., 13.]
+    >>> polyval(fnp.array([3.0, 0.0, 1.0]), fnp.array([1.0, 2.0]))
+    Array([ 4., 13.], dtype=float32)
     """
     p = _poly1d("polyval", p)
     p, x = promote(p, arr(x))
@@ -129,7 +137,8 @@ def _align(a1: Any, a2: Any) -> tuple[Any, Any]:
 def polyadd(a1: ArrayLike, a2: ArrayLike) -> Any:
     """The sum of two polynomials (the shorter padded with leading zeros).
 
-    >>> polyadd(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0, 1.0]))    # [1., 2., 3.]
+    >>> polyadd(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0, 1.0]))
+    Array([1., 2., 3.], dtype=float32)
     """
     return lax.add(*_align(a1, a2))
 
@@ -137,7 +146,8 @@ def polyadd(a1: ArrayLike, a2: ArrayLike) -> Any:
 def polysub(a1: ArrayLike, a2: ArrayLike) -> Any:
     """The difference of two polynomials.
 
-    >>> polysub(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0, 1.0]))    # [-1., 0., 1.]
+    >>> polysub(fnp.array([1.0, 2.0]), fnp.array([1.0, 1.0, 1.0]))
+    Array([-1.,  0.,  1.], dtype=float32)
     """
     return lax.sub(*_align(a1, a2))
 
@@ -156,7 +166,8 @@ def polymul(a1: ArrayLike, a2: ArrayLike, *, trim_leading_zeros: bool = False) -
     """The product of two polynomials (length ``len(a1) + len(a2) - 1``; leading zeros kept unless
     ``trim_leading_zeros``, as JAX).
 
-    >>> polymul(fnp.array([1.0, 1.0]), fnp.array([1.0, -1.0]))    # [1., 0., -1.]
+    >>> polymul(fnp.array([1.0, 1.0]), fnp.array([1.0, -1.0]))
+    Array([ 1.,  0., -1.], dtype=float32)
     """
     a1, a2 = _poly1d("polymul", a1), _poly1d("polymul", a2)
     if trim_leading_zeros and (a1.shape[0] > 1 or a2.shape[0] > 1):
@@ -173,7 +184,8 @@ def polydiv(u: Any, v: ArrayLike, *, trim_leading_zeros: bool = False) -> tuple[
     """Quotient and remainder of ``u / v``: the quotient has ``len(u) - len(v) + 1`` coefficients (at least
     1), the remainder ``len(u)`` (leading zeros kept unless ``trim_leading_zeros``, as JAX).
 
-    >>> polydiv(fnp.array([1.0, 3.0, 2.0]), fnp.array([1.0, 1.0]))    # ([1., 2.], [0., 0., 0.])
+    >>> polydiv(fnp.array([1.0, 3.0, 2.0]), fnp.array([1.0, 1.0]))
+    (Array([1., 2.], dtype=float32), Array([0., 0., 0.], dtype=float32))
     """
     u, v = promote_inexact(_poly1d("polydiv", u), _poly1d("polydiv", v))
     m, n = u.shape[0] - 1, v.shape[0] - 1
@@ -202,7 +214,8 @@ def polydiv(u: Any, v: ArrayLike, *, trim_leading_zeros: bool = False) -> tuple[
 def polyder(p: ArrayLike, m: int = 1) -> Any:
     """The ``m``-th derivative of a polynomial (empty when ``m >= len(p)``).
 
-    >>> polyder(fnp.array([1.0, 1.0, 1.0]))    # [2., 1.]
+    >>> polyder(fnp.array([1.0, 1.0, 1.0]))
+    Array([2., 1.], dtype=float32)
     """
     p = _poly1d("polyder", p)
     m = index_arg("polyder", "m", m)
@@ -223,7 +236,8 @@ def polyint(p: ArrayLike, m: int = 1, k: Any = None) -> Any:
     """The ``m``-th antiderivative of a polynomial, with integration constants ``k`` (a scalar or ``m`` of
     them, the first for the outermost integral; default 0).
 
-    >>> polyint(fnp.array([3.0, 2.0, 1.0]))    # [1., 1., 1., 0.]
+    >>> polyint(fnp.array([3.0, 2.0, 1.0]))
+    Array([1., 1., 1., 0.], dtype=float32)
     """
     m = index_arg("polyint", "m", m)
     if m < 0:
@@ -250,7 +264,8 @@ def poly(seq_of_zeros: Any) -> Any:
     """The coefficients of the monic polynomial with the given roots (1-d), or the characteristic
     polynomial ``det(x I - A)`` of a square matrix (2-d; real coefficients, where JAX gives complex).
 
-    >>> poly(fnp.array([1.0, 2.0]))    # [1., -3., 2.]
+    >>> poly(fnp.array([1.0, 2.0]))
+    Array([ 1., -3.,  2.], dtype=float32)
     """
     (z,) = promote_inexact(arr(seq_of_zeros))
     if z.ndim == 2 and z.shape[0] == z.shape[1] and z.shape[0] > 0:
@@ -331,7 +346,8 @@ def polyfit(x: ArrayLike, y: ArrayLike, deg: int, rcond: float | None = None, fu
     ``cov=True`` (or ``"unscaled"``) also returns the coefficients' covariance, as numpy;
     ``full=True`` is not supported (NotImplementedError).
 
-    >>> polyfit(fnp.array([0.0, 1.0, 2.0]), fnp.array([1.0, 3.0, 5.0]), 1)    # [2., 1.]
+    >>> polyfit(fnp.array([0.0, 1.0, 2.0]), fnp.array([1.0, 3.0, 5.0]), 1)
+    Array([2.0000, 1.0000], dtype=float32)
     """
     if rcond is not None:
         raise NotImplementedError("polyfit: rcond= (a singular-value cutoff) is not supported: funcgrad fits by QR "
@@ -385,6 +401,7 @@ def roots(p: ArrayLike, *, strip_zeros: bool = True) -> Any:
     ``strip_zeros=False`` (usable under jit) the roots they stand for are NaN and come last.
 
     >>> roots(fnp.array([1.0, -3.0, 2.0]))     # [2, 1] (complex64)
+    Array([2.+0.j, 1.+0.j], dtype=complex64)
     """
     fnp = sys.modules["funcgrad.numpy"]        # the package: linalg.eigvals, roll, ... (a module import would cycle)
     (p,) = promote_inexact(arr(p))

@@ -31,6 +31,7 @@ def isclose(a: ArrayLike, b: ArrayLike, rtol: Any = 1e-05, atol: Any = 1e-08, eq
     equal with ``equal_nan``), computed in ``a`` and ``b``'s float dtype.
 
     >>> fnp.isclose(fnp.array([1.0, 2.0]), fnp.array([1.0 + 1e-9, 2.1]))   # [True, False]
+    Array([ True, False], dtype=bool)
     """
     a, b = promote(a, b)
     a, b = promote_inexact(a, b)
@@ -49,6 +50,7 @@ def allclose(a: ArrayLike, b: ArrayLike, rtol: Any = 1e-05, atol: Any = 1e-08, e
     """True (a 0-d bool array) where :func:`isclose` holds everywhere.
 
     >>> fnp.allclose(fnp.array([1.0, 2.0]), fnp.array([1.0, 2.0 + 1e-7]))   # True
+    Array(True, dtype=bool)
     """
     return all(isclose(a, b, rtol, atol, equal_nan))
 
@@ -58,6 +60,7 @@ def array_equal(a1: ArrayLike, a2: ArrayLike, equal_nan: bool = False) -> Array:
     with ``equal_nan``); False for different shapes.
 
     >>> fnp.array_equal(fnp.array([1, 2]), fnp.array([1, 2]))      # True
+    Array(True, dtype=bool)
     """
     a1, a2 = arr(a1), arr(a2)
     if a1.shape != a2.shape:
@@ -73,6 +76,7 @@ def array_equiv(a1: ArrayLike, a2: ArrayLike) -> Array:
     shapes do not broadcast.
 
     >>> fnp.array_equiv(fnp.array([1, 2]), fnp.array([[1, 2], [1, 2]]))   # True
+    Array(True, dtype=bool)
     """
     a1, a2 = arr(a1), arr(a2)
     try:
@@ -87,6 +91,7 @@ def isscalar(element: Any) -> bool:
     is a scalar); False for lists, None and arrays with axes.
 
     >>> fnp.isscalar(1.0), fnp.isscalar(fnp.array(1.0)), fnp.isscalar([1])   # True, True, False
+    (True, True, False)
     """
     if np.isscalar(element):
         return True
@@ -99,6 +104,7 @@ def iterable(y: Any) -> bool:
     """True where ``iter(y)`` works (numpy's ``iterable``; a 0-d array is not iterable).
 
     >>> fnp.iterable([1, 2]), fnp.iterable(3.0)    # True, False
+    (True, False)
     """
     if isinstance(y, (Array, Tracer)):
         return y.ndim > 0
@@ -125,6 +131,7 @@ def result_type(*args: Any) -> np.dtype:
     ``float32`` here (``float64`` narrowed), ``float16`` in JAX.
 
     >>> fnp.result_type(fnp.ones(2, fnp.int8), 1.0)     # float32
+    dtype('float32')
     """
     if not args:
         raise ValueError("result_type: at least one array or dtype is required")
@@ -139,6 +146,7 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     ``jnp.promote_types``, this does not canonicalise).
 
     >>> fnp.promote_types(fnp.int8, fnp.float32)      # float32
+    dtype('float32')
     """
     return np.promote_types(_dtype_arg("promote_types", a), _dtype_arg("promote_types", b))
 
@@ -158,6 +166,7 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
     """Whether ``from_`` (a dtype or an array's dtype) casts to ``to`` under numpy's ``casting`` rule.
 
     >>> fnp.can_cast(fnp.int8, fnp.int32), fnp.can_cast(fnp.float32, fnp.int32)   # True, False
+    (True, False)
     """
     return bool(np.can_cast(_dtype_arg("can_cast", from_), _dtype_arg("can_cast", to), casting))
 
@@ -168,6 +177,7 @@ def isdtype(dtype: DTypeLike, kind: Any) -> bool:
     ``"complex floating"``, ``"numeric"``, or a tuple of these.
 
     >>> fnp.isdtype(fnp.float32, "real floating")     # True
+    True
     """
     kinds = kind if isinstance(kind, tuple) else (kind,)
     kinds = tuple(k if isinstance(k, str) else _dtype_arg("isdtype", k) for k in kinds)
@@ -179,6 +189,7 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
     (``fnp.floating``-style abstract types from numpy work).
 
     >>> fnp.issubdtype(fnp.float32, np.floating)      # True
+    True
     """
     return bool(np.issubdtype(arg1, arg2))
 
@@ -186,7 +197,8 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
 def finfo(dtype: DTypeLike) -> np.finfo:
     """Machine limits of a float dtype (numpy's ``finfo``; an array stands for its dtype).
 
-    >>> fnp.finfo(fnp.float32).eps                     # 1.1920929e-07
+    >>> fnp.finfo(fnp.float32).eps
+    np.float32(1.1920929e-07)
     """
     return np.finfo(_dtype_arg("finfo", dtype))
 
@@ -194,6 +206,7 @@ def finfo(dtype: DTypeLike) -> np.finfo:
 def iinfo(int_type: Any) -> np.iinfo:
     """Machine limits of an integer dtype (numpy's ``iinfo``; an array stands for its dtype).
 
-    >>> fnp.iinfo(fnp.int8).max                        # 127
+    >>> fnp.iinfo(fnp.int8).max
+    127
     """
     return np.iinfo(_dtype_arg("iinfo", int_type))

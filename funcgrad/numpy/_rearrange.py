@@ -24,7 +24,9 @@ __all__ = [
 def fliplr(m: ArrayLike) -> Array:
     """``m`` reversed along axis 1 (rank >= 2).
 
-    >>> fliplr(fnp.eye(2))    # [[0., 1.], [1., 0.]]
+    >>> fliplr(fnp.eye(2))
+    Array([[0., 1.],
+           [1., 0.]], dtype=float32)
     """
     m = arr(m)
     if m.ndim < 2:
@@ -35,7 +37,8 @@ def fliplr(m: ArrayLike) -> Array:
 def flipud(m: ArrayLike) -> Array:
     """``m`` reversed along axis 0 (rank >= 1).
 
-    >>> flipud(fnp.arange(3))    # [2, 1, 0]
+    >>> flipud(fnp.arange(3))
+    Array([2, 1, 0], dtype=int32)
     """
     m = arr(m)
     if m.ndim < 1:
@@ -46,7 +49,8 @@ def flipud(m: ArrayLike) -> Array:
 def permute_dims(a: ArrayLike, /, axes: tuple[int, ...]) -> Any:
     """The array-API name of :func:`transpose` (``axes`` required).
 
-    >>> permute_dims(fnp.ones((2, 3)), (1, 0)).shape    # (3, 2)
+    >>> permute_dims(fnp.ones((2, 3)), (1, 0)).shape
+    (3, 2)
     """
     return transpose(a, axes)
 
@@ -54,7 +58,8 @@ def permute_dims(a: ArrayLike, /, axes: tuple[int, ...]) -> Any:
 def matrix_transpose(x: ArrayLike, /) -> Any:
     """``x`` with its last two axes swapped (rank >= 2).
 
-    >>> matrix_transpose(fnp.ones((4, 2, 3))).shape    # (4, 3, 2)
+    >>> matrix_transpose(fnp.ones((4, 2, 3))).shape
+    (4, 3, 2)
     """
     x = arr(x)
     if x.ndim < 2:
@@ -65,7 +70,8 @@ def matrix_transpose(x: ArrayLike, /) -> Any:
 def rollaxis(a: ArrayLike, axis: int, start: int = 0) -> Any:
     """Axis ``axis`` moved to before position ``start`` (numpy's older :func:`moveaxis`).
 
-    >>> rollaxis(fnp.ones((2, 3, 4)), 2).shape    # (4, 2, 3)
+    >>> rollaxis(fnp.ones((2, 3, 4)), 2).shape
+    (4, 2, 3)
     """
     a = arr(a)
     axis = normalize_axis("rollaxis", axis, a.ndim, a)
@@ -83,7 +89,8 @@ def roll(a: ArrayLike, shift: Any, axis: int | Sequence[int] | None = None) -> A
     """Elements shifted by ``shift`` along ``axis`` (None: the flattened array), wrapping around.
     ``shift`` may be a traced integer.
 
-    >>> roll(fnp.arange(4), 1)    # [3, 0, 1, 2]
+    >>> roll(fnp.arange(4), 1)
+    Array([3, 0, 1, 2], dtype=int32)
     """
     x = arr(a)
     if axis is None:
@@ -124,7 +131,9 @@ def roll(a: ArrayLike, shift: Any, axis: int | Sequence[int] | None = None) -> A
 def rot90(m: ArrayLike, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Array:
     """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes`` (from the first axis towards the second).
 
-    >>> rot90(fnp.array([[1, 2], [3, 4]]))    # [[2, 4], [1, 3]]
+    >>> rot90(fnp.array([[1, 2], [3, 4]]))
+    Array([[2, 4],
+           [1, 3]], dtype=int32)
     """
     m = arr(m)
     if len(tuple(axes)) != 2:
@@ -147,7 +156,9 @@ def rot90(m: ArrayLike, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Array:
 def resize(a: ArrayLike, new_shape: Any) -> Any:
     """An array of ``new_shape`` filled with ``a``'s flattened elements, repeated as often as needed.
 
-    >>> resize(fnp.arange(3), (2, 2))    # [[0, 1], [2, 0]]
+    >>> resize(fnp.arange(3), (2, 2))
+    Array([[0, 1],
+           [2, 0]], dtype=int32)
     """
     a = arr(a)
     shape = shape_tuple(new_shape, "resize", "new_shape")
@@ -161,7 +172,8 @@ def resize(a: ArrayLike, new_shape: Any) -> Any:
 def kron(a: ArrayLike, b: ArrayLike) -> Array:
     """The Kronecker product: blocks ``a[i, j] * b`` (shapes aligned from the right).
 
-    >>> kron(fnp.eye(2), fnp.ones((2, 2))).shape    # (4, 4)
+    >>> kron(fnp.eye(2), fnp.ones((2, 2))).shape
+    (4, 4)
     """
     a, b = promote(arr(a), arr(b))
     nd = _py_max(a.ndim, b.ndim)
@@ -175,7 +187,8 @@ def kron(a: ArrayLike, b: ArrayLike) -> Array:
 def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list:
     """Coordinate arrays from 1-d coordinate vectors (``indexing='xy'``: the first two axes swapped).
 
-    >>> [g.shape for g in meshgrid(fnp.arange(3), fnp.arange(2))]    # [(2, 3), (2, 3)]
+    >>> [g.shape for g in meshgrid(fnp.arange(3), fnp.arange(2))]
+    [(2, 3), (2, 3)]
     """
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
@@ -200,7 +213,8 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = 
 def indices(dimensions: Sequence[int], dtype: DTypeLike | None = None, sparse: bool = False) -> Any:
     """An array of index grids, one per dimension (a tuple of broadcastable ones with ``sparse=True``).
 
-    >>> indices((2, 3)).shape    # (2, 2, 3)
+    >>> indices((2, 3)).shape
+    (2, 2, 3)
     """
     dims = shape_tuple(dimensions, "indices", "dimensions")
     dtype = _dtypes.canonicalize(dtype or _dtypes.int_, requested=True)
@@ -212,7 +226,8 @@ def ix_(*args: Any) -> tuple:
     """Open-mesh index arrays from 1-d integer (or boolean: their nonzero positions) sequences, for
     ``x[ix_(rows, cols)]``.  Other dtypes pass through unchanged, as in JAX.
 
-    >>> [i.shape for i in ix_(fnp.array([0, 1]), fnp.array([2, 0, 1]))]    # [(2, 1), (1, 3)]
+    >>> [i.shape for i in ix_(fnp.array([0, 1]), fnp.array([2, 0, 1]))]
+    [(2, 1), (1, 3)]
     """
     out = []
     n = len(args)

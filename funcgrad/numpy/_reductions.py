@@ -74,8 +74,10 @@ def sum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike 
     ``promote_integers=False``; ``where=`` (a bool mask broadcast to ``a``) sums only the
     selected elements; ``initial`` is added to the result.
 
-    >>> fnp.sum(fnp.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)        # [4, 6]
-    >>> fnp.sum(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, False, True]))   # 4
+    >>> fnp.sum(fnp.array([[1.0, 2.0], [3.0, 4.0]]), axis=0)
+    Array([4., 6.], dtype=float32)
+    >>> fnp.sum(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, False, True]))
+    Array(4., dtype=float32)
     """
     return _sum_or_prod("sum", lax.reduce_sum_p, lax.add_p, 0, a, axis, dtype, out, keepdims, initial, where,
                         promote_integers)
@@ -117,7 +119,8 @@ def prod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike
     """Product over ``axis``; its gradient is the product of the other elements (exact with zeros).
     ``where=`` multiplies only the selected elements; ``initial`` multiplies the result.
 
-    >>> fnp.prod(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, True, False]))   # 2
+    >>> fnp.prod(fnp.array([1.0, 2.0, 3.0]), where=fnp.array([True, True, False]))
+    Array(2., dtype=float32)
     """
     return _sum_or_prod("prod", lax.reduce_prod_p, lax.mul_p, 1, a, axis, dtype, out, keepdims, initial, where,
                         promote_integers)
@@ -161,7 +164,8 @@ def max(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
     ``initial`` joins the reduction (and is the result of an empty one); ``where=`` needs
     ``initial``, as in JAX.
 
-    >>> fnp.max(fnp.array([[1.0, 5.0], [3.0, 2.0]]), axis=1)        # [5, 3]
+    >>> fnp.max(fnp.array([[1.0, 5.0], [3.0, 2.0]]), axis=1)
+    Array([5., 3.], dtype=float32)
     """
     return _extreme("max", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
 
@@ -170,7 +174,8 @@ def min(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
         initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """Minimum over ``axis`` (as :func:`max`).
 
-    >>> fnp.min(fnp.array([3.0, 1.0]), initial=0.0)                  # 0
+    >>> fnp.min(fnp.array([3.0, 1.0]), initial=0.0)
+    Array(0., dtype=float32)
     """
     return _extreme("min", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
 
@@ -179,7 +184,8 @@ def amax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None
          initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """Alias of :func:`max`.
 
-    >>> fnp.amax(fnp.array([1.0, 3.0]))                              # 3
+    >>> fnp.amax(fnp.array([1.0, 3.0]))
+    Array(3., dtype=float32)
     """
     return _extreme("amax", lax.reduce_max_p, lax.maximum_p.bind, a, axis, out, keepdims, initial, where)
 
@@ -188,7 +194,8 @@ def amin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None
          initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """Alias of :func:`min`.
 
-    >>> fnp.amin(fnp.array([1.0, 3.0]))                              # 1
+    >>> fnp.amin(fnp.array([1.0, 3.0]))
+    Array(1., dtype=float32)
     """
     return _extreme("amin", lax.reduce_min_p, lax.minimum_p.bind, a, axis, out, keepdims, initial, where)
 
@@ -218,7 +225,8 @@ def mean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike
     """Mean over ``axis`` (integers in the default float); ``where=`` averages the selected
     elements only (NaN where none is selected).
 
-    >>> fnp.mean(fnp.array([1.0, 2.0, 4.0]), where=fnp.array([True, False, True]))   # 2.5
+    >>> fnp.mean(fnp.array([1.0, 2.0, 4.0]), where=fnp.array([True, False, True]))
+    Array(2.5, dtype=float32)
     """
     dtype, keepdims = _legacy_keepdims(dtype, keepdims)
     _no_out("mean", out)
@@ -243,7 +251,8 @@ def var(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike 
     name of ``ddof``); ``where=`` uses the selected elements only; ``mean=`` gives a precomputed
     mean (broadcastable as with ``keepdims=True``).
 
-    >>> fnp.var(fnp.array([1.0, 2.0, 4.0]), ddof=1)                  # 2.3333
+    >>> fnp.var(fnp.array([1.0, 2.0, 4.0]), ddof=1)
+    Array(2.3333, dtype=float32)
     """
     if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
         dtype, keepdims, out, ddof = None, bool(dtype), None, out   # the older (x, axis, keepdims, ddof)
@@ -281,7 +290,8 @@ def std(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike 
         correction: Any = None) -> Array:
     """Standard deviation: ``sqrt(var(...))`` with the same arguments.
 
-    >>> fnp.std(fnp.array([1.0, 3.0]))                               # 1
+    >>> fnp.std(fnp.array([1.0, 3.0]))
+    Array(1., dtype=float32)
     """
     if isinstance(dtype, (bool, np.bool_)) and isinstance(out, (int, float)) and not isinstance(out, bool):
         dtype, keepdims, out, ddof = None, bool(dtype), None, out   # the older (x, axis, keepdims, ddof)
@@ -304,7 +314,8 @@ def argmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = No
            keepdims: bool | None = None) -> Array:
     """Index of the first maximum (int32; int64 with x64) along ``axis`` (None: of the flattened array).
 
-    >>> fnp.argmax(fnp.array([1.0, 3.0, 3.0]))                       # 1
+    >>> fnp.argmax(fnp.array([1.0, 3.0, 3.0]))
+    Array(1, dtype=int32)
     """
     out, keepdims = _legacy_keepdims(out, keepdims)
     _no_out("argmax", out)
@@ -315,7 +326,8 @@ def argmin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = No
            keepdims: bool | None = None) -> Array:
     """Index of the first minimum (as :func:`argmax`).
 
-    >>> fnp.argmin(fnp.array([2.0, 1.0]))                            # 1
+    >>> fnp.argmin(fnp.array([2.0, 1.0]))
+    Array(1, dtype=int32)
     """
     out, keepdims = _legacy_keepdims(out, keepdims)
     _no_out("argmin", out)
@@ -326,7 +338,8 @@ def cumsum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLi
            out: None = None) -> Array:
     """Cumulative sum along ``axis`` (None: over the flattened array).
 
-    >>> fnp.cumsum(fnp.array([1.0, 2.0, 3.0]))                       # [1, 3, 6]
+    >>> fnp.cumsum(fnp.array([1.0, 2.0, 3.0]))
+    Array([1., 3., 6.], dtype=float32)
     """
     _no_out("cumsum", out)
     x = arr(a)
@@ -343,6 +356,7 @@ def logsumexp(x: ArrayLike, axis: int | Sequence[int] | None = None, keepdims: b
     sums the selected elements only (-inf where none is selected).
 
     >>> fnp.logsumexp(fnp.array([0.0, 0.0]))                         # log 2
+    Array(0.6931, dtype=float32)
     """
     (x,) = promote_inexact(arr(x))
     axes = normalize_axes("logsumexp", axis, x.ndim, x)
@@ -380,6 +394,7 @@ def all(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
     ``where=`` tests the selected elements only.
 
     >>> fnp.all(fnp.array([[1, 0], [1, 1]]), axis=1)                 # [False, True]
+    Array([False,  True], dtype=bool)
     """
     return _bool_reduce("all", a, axis, out, keepdims, where, True)
 
@@ -390,5 +405,6 @@ def any(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
     ``where=`` tests the selected elements only.
 
     >>> fnp.any(fnp.array([0.0, 2.0]))                               # True
+    Array(True, dtype=bool)
     """
     return _bool_reduce("any", a, axis, out, keepdims, where, False)

@@ -34,7 +34,8 @@ def nonzero(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | No
     Eagerly the length is the number of nonzeros; under jit/vmap pass ``size=`` (the first ``size`` are kept,
     missing ones padded with ``fill_value``: 0, a scalar, or one value per axis).
 
-    >>> nonzero(fnp.array([0, 3, 0, 4]))    # ([1, 3],)
+    >>> nonzero(fnp.array([0, 3, 0, 4]))
+    (Array([1, 3], dtype=int32),)
     """
     a = arr(a)
     if a.ndim == 0:
@@ -63,7 +64,8 @@ def nonzero(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | No
 def flatnonzero(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """The indices of the nonzero entries of the flattened ``a`` (``size=``/``fill_value=`` as :func:`nonzero`).
 
-    >>> flatnonzero(fnp.array([[0, 1], [1, 0]]))    # [1, 2]
+    >>> flatnonzero(fnp.array([[0, 1], [1, 0]]))
+    Array([1, 2], dtype=int32)
     """
     return nonzero(ravel(arr(a)), size=size, fill_value=fill_value)[0]
 
@@ -71,7 +73,9 @@ def flatnonzero(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike 
 def argwhere(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """The indices of the nonzero entries as rows of an ``(count, a.ndim)`` array (see :func:`nonzero`).
 
-    >>> argwhere(fnp.array([[0, 1], [1, 0]]))    # [[0, 1], [1, 0]]
+    >>> argwhere(fnp.array([[0, 1], [1, 0]]))
+    Array([[0, 1],
+           [1, 0]], dtype=int32)
     """
     a = arr(a)
     result = stack(nonzero(atleast_1d(a), size=size, fill_value=fill_value), axis=-1)
@@ -86,7 +90,8 @@ def compress(condition: ArrayLike, a: ArrayLike, axis: int | None = None, *, siz
 
     Under jit/vmap pass ``size=``: the first ``size`` slices are kept, the rest filled with ``fill_value``.
 
-    >>> compress(fnp.array([True, False, True]), fnp.arange(3.0))    # [0., 2.]
+    >>> compress(fnp.array([True, False, True]), fnp.arange(3.0))
+    Array([0., 2.], dtype=float32)
     """
     if out is not None:
         raise NotImplementedError("compress: the out argument is not supported (funcgrad arrays are immutable)")
@@ -121,7 +126,8 @@ def extract(condition: ArrayLike, arr: ArrayLike, *, size: int | None = None,  #
     """The entries of the flattened ``arr`` where the flattened ``condition`` is true (``size=`` as
     :func:`compress`).
 
-    >>> extract(fnp.array([1, 0, 1]), fnp.array([4.0, 5.0, 6.0]))    # [4., 6.]
+    >>> extract(fnp.array([1, 0, 1]), fnp.array([4.0, 5.0, 6.0]))
+    Array([4., 6.], dtype=float32)
     """
     from funcgrad.numpy._base import arr as _arr
     c, x = ravel(_arr(condition)), ravel(_arr(arr))
@@ -135,7 +141,8 @@ def trim_zeros(filt: Any, trim: str = "fb", axis: int | Sequence[int] | None = N
     """``filt`` without its leading ('f') and/or trailing ('b') zeros (along ``axis``: None = every axis, where
     a slice counts as zero when all its entries are).  Needs a concrete ``filt``.
 
-    >>> trim_zeros(fnp.array([0, 1, 0, 2, 0]))    # [1, 0, 2]
+    >>> trim_zeros(fnp.array([0, 1, 0, 2, 0]))
+    Array([1, 0, 2], dtype=int32)
     """
     x = arr(filt)
     t = trim.lower()

@@ -106,7 +106,8 @@ def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = Fal
     kept, and missing ones are ``fill_value`` (default: the smallest value; counts 0).  With ``axis`` the
     slices are compared whole, in lexicographic order.  The values are differentiable (a gather from ``ar``).
 
-    >>> unique(fnp.array([3, 1, 3]), return_counts=True)    # ([1, 3], [1, 2])
+    >>> unique(fnp.array([3, 1, 3]), return_counts=True)
+    (Array([1, 3], dtype=int32), Array([1, 2], dtype=int32))
     """
     x = arr(ar)
     extras = [f for f, on in (("index", return_index), ("inverse", return_inverse), ("counts", return_counts)) if on]
@@ -140,7 +141,8 @@ def unique_values(x: ArrayLike, /, *, size: int | None = None, fill_value: Array
     """The sorted unique values of the flattened ``x`` (NaNs all kept, as the array API); ``size=`` as
     :func:`unique`.
 
-    >>> unique_values(fnp.array([2, 1, 2]))    # [1, 2]
+    >>> unique_values(fnp.array([2, 1, 2]))
+    Array([1, 2], dtype=int32)
     """
     return unique(x, equal_nan=False, size=size, fill_value=fill_value)
 
@@ -148,7 +150,8 @@ def unique_values(x: ArrayLike, /, *, size: int | None = None, fill_value: Array
 def unique_counts(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """``(values, counts)`` of the flattened ``x`` as a named tuple (see :func:`unique`).
 
-    >>> unique_counts(fnp.array([2, 1, 2])).counts    # [1, 2]
+    >>> unique_counts(fnp.array([2, 1, 2])).counts
+    Array([1, 2], dtype=int32)
     """
     return _UniqueCountsResult(*unique(x, return_counts=True, equal_nan=False, size=size, fill_value=fill_value))
 
@@ -156,7 +159,8 @@ def unique_counts(x: ArrayLike, /, *, size: int | None = None, fill_value: Array
 def unique_inverse(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """``(values, inverse_indices)`` as a named tuple; ``inverse_indices`` has ``x``'s shape.
 
-    >>> unique_inverse(fnp.array([2, 1, 2])).inverse_indices    # [1, 0, 1]
+    >>> unique_inverse(fnp.array([2, 1, 2])).inverse_indices
+    Array([1, 0, 1], dtype=int32)
     """
     return _UniqueInverseResult(*unique(x, return_inverse=True, equal_nan=False, size=size, fill_value=fill_value))
 
@@ -164,7 +168,8 @@ def unique_inverse(x: ArrayLike, /, *, size: int | None = None, fill_value: Arra
 def unique_all(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """``(values, indices, inverse_indices, counts)`` as a named tuple (see :func:`unique`).
 
-    >>> unique_all(fnp.array([2, 1, 2])).indices    # [1, 0]
+    >>> unique_all(fnp.array([2, 1, 2])).indices
+    Array([1, 0], dtype=int32)
     """
     return _UniqueAllResult(*unique(x, return_index=True, return_inverse=True, return_counts=True,
                                     equal_nan=False, size=size, fill_value=fill_value))
@@ -177,6 +182,7 @@ def isin(element: ArrayLike, test_elements: ArrayLike, assume_unique: bool = Fal
     large ones (or ``method='sort'``/``'binary_search'``) sort both arrays together.
 
     >>> isin(fnp.array([1, 2, 3]), fnp.array([2, 5]))    # [False, True, False]
+    Array([False,  True, False], dtype=bool)
     """
     if method not in ("auto", "compare_all", "binary_search", "sort"):
         raise ValueError(f"isin: method={method!r} is not implemented; options are 'compare_all', "
@@ -210,7 +216,8 @@ def _isin_sorted(e: Any, t: Any) -> Any:
 def union1d(ar1: ArrayLike, ar2: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | None = None) -> Any:
     """The sorted unique values found in either array (flattened); ``size=``/``fill_value=`` as :func:`unique`.
 
-    >>> union1d(fnp.array([3, 1]), fnp.array([2, 1]))    # [1, 2, 3]
+    >>> union1d(fnp.array([3, 1]), fnp.array([2, 1]))
+    Array([1, 2, 3], dtype=int32)
     """
     return unique(concatenate(promote(ravel(arr(ar1)), ravel(arr(ar2))), axis=0), size=size, fill_value=fill_value)
 
@@ -220,7 +227,8 @@ def intersect1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, ret
     """The sorted unique values found in both arrays (flattened); with ``return_indices`` also the index of
     each one's first occurrence in each array (missing ones: the array's length).
 
-    >>> intersect1d(fnp.array([1, 2, 2, 5]), fnp.array([2, 5, 9]))    # [2, 5]
+    >>> intersect1d(fnp.array([1, 2, 2, 5]), fnp.array([2, 5, 9]))
+    Array([2, 5], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))
     got = _unique_1d("intersect1d", a, isin(a, b), size, fill_value, True)
@@ -241,7 +249,8 @@ def setdiff1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, *, si
     """The sorted unique values of ``ar1`` not in ``ar2`` (flattened); with ``size=`` missing ones are
     ``fill_value`` (default 0, as JAX).
 
-    >>> setdiff1d(fnp.array([3, 1, 2]), fnp.array([2]))    # [1, 3]
+    >>> setdiff1d(fnp.array([3, 1, 2]), fnp.array([2]))
+    Array([1, 3], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))
     return _unique_1d("setdiff1d", a, isin(a, b, invert=True), size, fill_value, True, fill_default=0)["values"]
@@ -251,7 +260,8 @@ def setxor1d(ar1: ArrayLike, ar2: ArrayLike, assume_unique: bool = False, *, siz
              fill_value: ArrayLike | None = None) -> Any:
     """The sorted unique values found in exactly one of the arrays (flattened); ``size=`` as :func:`unique`.
 
-    >>> setxor1d(fnp.array([1, 2]), fnp.array([2, 3]))    # [1, 3]
+    >>> setxor1d(fnp.array([1, 2]), fnp.array([2, 3]))
+    Array([1, 3], dtype=int32)
     """
     a, b = promote(ravel(arr(ar1)), ravel(arr(ar2)))
     keep = concatenate([isin(a, b, invert=True), isin(b, a, invert=True)], axis=0)

@@ -15,7 +15,12 @@ from funcgrad.typing import ArrayLike, DTypeLike, ShapeLike
 
 
 def reshape(x: ArrayLike, shape: ShapeLike, *more: int) -> Array:
-    """Reshape (one dimension may be -1)."""
+    """Reshape (one dimension may be -1).
+
+    >>> fnp.reshape(fnp.arange(6), (2, -1))
+    Array([[0, 1, 2],
+           [3, 4, 5]], dtype=int32)
+    """
     x = arr(x)
     shape = shape_tuple((shape,) + more if more else shape, "reshape", unknown=True)
     if shape.count(-1) > 1:
@@ -30,11 +35,21 @@ def reshape(x: ArrayLike, shape: ShapeLike, *more: int) -> Array:
 
 
 def ravel(x: ArrayLike) -> Array:
+    """``a`` flattened to 1-d (C order).
+
+    >>> fnp.ravel(fnp.array([[1, 2], [3, 4]]))
+    Array([1, 2, 3, 4], dtype=int32)
+    """
     x = arr(x)
     return lax.reshape(x, (x.size,))
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Array:
+    """``a`` with its axes permuted (reversed by default).
+
+    >>> fnp.transpose(fnp.ones((2, 3, 4))).shape
+    (4, 3, 2)
+    """
     x = arr(x)
     if axes is None:
         return lax.transpose(x, tuple(reversed(range(x.ndim))))
@@ -46,6 +61,11 @@ def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Array:
 
 
 def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Array:
+    """``a`` with ``axis1`` and ``axis2`` exchanged.
+
+    >>> fnp.swapaxes(fnp.ones((2, 3, 4)), 0, 2).shape
+    (4, 3, 2)
+    """
     x = arr(x)
     perm = list(range(x.ndim))
     a, b = normalize_axis("swapaxes", axis1, x.ndim, x), normalize_axis("swapaxes", axis2, x.ndim, x)
@@ -54,6 +74,11 @@ def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Array:
 
 
 def moveaxis(x: ArrayLike, source: Any, destination: Any) -> Array:
+    """``a`` with axis ``source`` moved to ``destination``.
+
+    >>> fnp.moveaxis(fnp.ones((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
     x = arr(x)
     src = normalize_axes("moveaxis", source, x.ndim, x, keep_order=True)
     dst = normalize_axes("moveaxis", destination, x.ndim, x, keep_order=True)
@@ -67,6 +92,11 @@ def moveaxis(x: ArrayLike, source: Any, destination: Any) -> Array:
 
 
 def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Array:
+    """``a`` with a length-1 axis inserted at ``axis``.
+
+    >>> fnp.expand_dims(fnp.ones((2, 3)), 0).shape
+    (1, 2, 3)
+    """
     x = arr(x)
     out_ndim = x.ndim + (len(axis) if isinstance(axis, (tuple, list)) else 1)
     axes = normalize_axes("expand_dims", axis, out_ndim, x,
@@ -78,6 +108,11 @@ def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Array:
 
 
 def squeeze(x: ArrayLike, axis: int | Sequence[int] | None = None) -> Array:
+    """``a`` without its length-1 axes (or only those in ``axis``).
+
+    >>> fnp.squeeze(fnp.ones((1, 3, 1))).shape
+    (3,)
+    """
     x = arr(x)
     if axis is None:
         axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
@@ -90,6 +125,12 @@ def squeeze(x: ArrayLike, axis: int | Sequence[int] | None = None) -> Array:
 
 
 def broadcast_to(x: ArrayLike, shape: ShapeLike) -> Array:
+    """``x`` broadcast to ``shape``.
+
+    >>> fnp.broadcast_to(fnp.array([1, 2]), (2, 2))
+    Array([[1, 2],
+           [1, 2]], dtype=int32)
+    """
     x, shape = arr(x), shape_tuple(shape, "broadcast_to")
     if len(shape) < x.ndim or any(a not in (1, b) for a, b in zip(x.shape[::-1], shape[::-1])):
         raise ValueError(f"broadcast_to: cannot broadcast an array {describe(x)} to shape {shape}: aligned from the "
@@ -98,12 +139,23 @@ def broadcast_to(x: ArrayLike, shape: ShapeLike) -> Array:
 
 
 def broadcast_arrays(*xs: Any) -> list:
+    """The arrays broadcast to their common shape.
+
+    >>> a, b = fnp.broadcast_arrays(fnp.ones((2, 1)), fnp.ones(3))
+    >>> a.shape, b.shape
+    ((2, 3), (2, 3))
+    """
     xs = as_list(xs)
     shape = tuple(np.broadcast_shapes(*[x.shape for x in xs]))
     return [lax.broadcast_to(x, shape) for x in xs]
 
 
 def concatenate(arrays: Sequence[Any], axis: int = 0) -> Array:
+    """The arrays joined along an existing ``axis``.
+
+    >>> fnp.concatenate([fnp.array([1, 2]), fnp.array([3])])
+    Array([1, 2, 3], dtype=int32)
+    """
     xs = promote(*as_list(arrays))
     if not xs:
         raise ValueError("concatenate: need at least one array")
@@ -118,6 +170,12 @@ def concatenate(arrays: Sequence[Any], axis: int = 0) -> Array:
 
 
 def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
+    """The arrays joined along a new ``axis``.
+
+    >>> fnp.stack([fnp.array([1, 2]), fnp.array([3, 4])], axis=1)
+    Array([[1, 3],
+           [2, 4]], dtype=int32)
+    """
     xs = as_list(arrays)
     if not xs:
         raise ValueError("stack: need at least one array")
@@ -130,6 +188,11 @@ def stack(arrays: Sequence[Any], axis: int = 0) -> Array:
 
 
 def split(x: ArrayLike, indices_or_sections: Any, axis: int = 0) -> list:
+    """``ary`` split into equal sections (or at the given indices) along ``axis``.
+
+    >>> fnp.split(fnp.arange(4), 2)
+    [Array([0, 1], dtype=int32), Array([2, 3], dtype=int32)]
+    """
     x = arr(x)
     axis = normalize_axis("split", axis, x.ndim, x)
     n = x.shape[axis]
@@ -151,6 +214,11 @@ def split(x: ArrayLike, indices_or_sections: Any, axis: int = 0) -> list:
 
 
 def flip(x: ArrayLike, axis: int | Sequence[int] | None = None) -> Array:
+    """``m`` reversed along ``axis`` (every axis by default).
+
+    >>> fnp.flip(fnp.array([1, 2, 3]))
+    Array([3, 2, 1], dtype=int32)
+    """
     x = arr(x)
     return lax.flip_p.bind(x, axes=normalize_axes("flip", axis, x.ndim, x))
 
@@ -292,7 +360,8 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Ar
     return the vector, as JAX: no in-place updates).  Differentiable in ``array`` and in the
     ``constant_values`` / ``end_values``.
 
-    >>> pad(fnp.array([1.0, 2.0, 3.0]), 2, mode="reflect")    # [3., 2., 1., 2., 3., 2., 1.]
+    >>> pad(fnp.array([1.0, 2.0, 3.0]), 2, mode="reflect")
+    Array([3., 2., 1., 2., 3., 2., 1.], dtype=float32)
     """
     x = arr(array)
     widths = _pad_widths(pad_width, x)
@@ -388,6 +457,11 @@ def pad(array: Any, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Ar
 
 
 def tile(x: ArrayLike, reps: Any) -> Array:
+    """``A`` repeated ``reps`` times along each axis.
+
+    >>> fnp.tile(fnp.array([1, 2]), 2)
+    Array([1, 2, 1, 2], dtype=int32)
+    """
     x = arr(x)
     reps = shape_tuple(reps, "tile", "reps")
     nd = max(x.ndim, len(reps))
@@ -399,6 +473,11 @@ def tile(x: ArrayLike, reps: Any) -> Array:
 
 
 def repeat(x: ArrayLike, repeats: Any, axis: int | None = None) -> Array:
+    """Each element repeated ``repeats`` times (along ``axis``; flattened by default).
+
+    >>> fnp.repeat(fnp.array([1, 2]), 2)
+    Array([1, 1, 2, 2], dtype=int32)
+    """
     x = arr(x)
     if axis is None:
         x, axis = ravel(x), 0
@@ -440,6 +519,7 @@ def take(a: ArrayLike, indices: Any, axis: int | None = None, out: None = None, 
     ``"wrap"`` takes indices modulo ``n``.
 
     >>> fnp.take(fnp.array([1., 2., 3.]), fnp.array([0, 2, 5]))   # Array([1., 3., nan])
+    Array([ 1.,  3., nan], dtype=float32)
     """
     if out is not None:
         raise NotImplementedError("take: the out= argument is not supported (funcgrad arrays are immutable); "
@@ -465,7 +545,9 @@ def take_along_axis(arr: ArrayLike, indices: Any, axis: int | None = -1, mode: s
     Out-of-bounds indices give ``fill_value`` (default NaN for floats) with the default mode
     ``"fill"``; ``"clip"`` clamps them. ``axis=None`` works on the flattened array.
 
-    >>> fnp.take_along_axis(fnp.array([[3., 1.], [0., 2.]]), fnp.array([[1], [0]]), axis=1)   # [[1.], [0.]]
+    >>> fnp.take_along_axis(fnp.array([[3., 1.], [0., 2.]]), fnp.array([[1], [0]]), axis=1)
+    Array([[1.],
+           [0.]], dtype=float32)
     """
     x, indices = _arr(arr), _arr(indices)
     if indices.dtype.kind not in "iu":
@@ -502,31 +584,61 @@ def _tri_mask(x: Any, k: int, lower: bool) -> np.ndarray:
 
 
 def tril(x: ArrayLike, k: int = 0) -> Array:
+    """``m`` with the entries above the ``k``-th diagonal zeroed.
+
+    >>> fnp.tril(fnp.ones((3, 3)))
+    Array([[1., 0., 0.],
+           [1., 1., 0.],
+           [1., 1., 1.]], dtype=float32)
+    """
     x = arr(x)
     return lax.select_p.bind(_tri_mask(x, k, True), x, False if x.dtype.kind == "b" else 0)
 
 
 def triu(x: ArrayLike, k: int = 0) -> Array:
+    """``m`` with the entries below the ``k``-th diagonal zeroed.
+
+    >>> fnp.triu(fnp.ones((3, 3)), k=1)
+    Array([[0., 1., 1.],
+           [0., 0., 1.],
+           [0., 0., 0.]], dtype=float32)
+    """
     x = arr(x)
     return lax.select_p.bind(_tri_mask(x, k, False), x, False if x.dtype.kind == "b" else 0)
 
 
 def astype(x: ArrayLike, dtype: DTypeLike) -> Array:
+    """``x`` converted to ``dtype`` (floats to integers truncate towards zero).
+
+    >>> fnp.astype(fnp.array([1.7, -1.7]), fnp.int32)
+    Array([ 1, -1], dtype=int32)
+    """
     return lax.convert_element_type(arr(x), dtype)
 
 
 def shape(x: Any) -> tuple[int, ...]:
+    """The shape of ``a`` (a tuple).
+
+    >>> fnp.shape(fnp.ones((2, 3)))
+    (2, 3)
+    """
     return tuple(np.shape(x)) if not hasattr(x, "shape") else tuple(x.shape)
 
 
 def ndim(x: Any) -> int:
+    """The number of axes of ``a``.
+
+    >>> fnp.ndim(fnp.ones((2, 3)))
+    2
+    """
     return len(shape(x))
 
 
 def size(a: Any, axis: int | tuple[int, ...] | None = None) -> int:
     """The number of elements of ``a`` (along ``axis``, an int or a tuple of ints, if given), as a Python int.
 
-    >>> size(fnp.zeros((2, 3)), axis=1)    # 3
+    >>> size(fnp.zeros((2, 3)), axis=1)
+    3
     """
     dims = shape(a)
     if axis is None:

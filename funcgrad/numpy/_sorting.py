@@ -5,8 +5,10 @@ Sorting is written on ``lax.sort`` (a stable argsort primitive, then a gather), 
 (``argsort``, ``searchsorted``, ``digitize``, ``bincount`` counts) have no gradient.
 
 >>> import funcgrad.numpy as fnp
->>> fnp.sort(fnp.array([3.0, 1.0, 2.0]))                  # [1., 2., 3.]
->>> fnp.searchsorted(fnp.array([1.0, 2.0, 3.0]), 2.5)     # 2
+>>> fnp.sort(fnp.array([3.0, 1.0, 2.0]))
+Array([1., 2., 3.], dtype=float32)
+>>> fnp.searchsorted(fnp.array([1.0, 2.0, 3.0]), 2.5)
+Array(2, dtype=int32)
 """
 from __future__ import annotations
 
@@ -57,7 +59,9 @@ def sort(a: ArrayLike, axis: int | Sequence[int] = -1, *, kind: Any = None, orde
 
     Differentiable: the gradient goes back to each element's original position.
 
-    >>> sort(fnp.array([[3, 1], [0, 2]]), axis=0)    # [[0, 1], [3, 2]]
+    >>> sort(fnp.array([[3, 1], [0, 2]]), axis=0)
+    Array([[0, 1],
+           [3, 2]], dtype=int32)
     """
     _no_kind_order("sort", kind, order)
     x, axis = _flat_axis("sort", arr(a), axis)
@@ -71,7 +75,8 @@ def argsort(a: ArrayLike, axis: int | Sequence[int] = -1, *, kind: Any = None, o
 
     Integer output (default int, or ``dtype``), no gradient.
 
-    >>> argsort(fnp.array([3.0, 1.0, 2.0]))     # [1, 2, 0]
+    >>> argsort(fnp.array([3.0, 1.0, 2.0]))
+    Array([1, 2, 0], dtype=int32)
     """
     _no_kind_order("argsort", kind, order)
     x, axis = _flat_axis("argsort", arr(a), axis)
@@ -88,7 +93,8 @@ def argsort(a: ArrayLike, axis: int | Sequence[int] = -1, *, kind: Any = None, o
 def lexsort(keys: Any, axis: int = -1) -> Any:
     """Indices that sort by several keys, the LAST key primary (numpy's order).
 
-    >>> lexsort([fnp.array([1, 0, 1]), fnp.array([0, 0, 1])])    # [1, 0, 2]
+    >>> lexsort([fnp.array([1, 0, 1]), fnp.array([0, 0, 1])])
+    Array([1, 0, 2], dtype=int32)
     """
     keys = [arr(k) for k in (keys if isinstance(keys, (tuple, list)) else
                              [keys[i] for i in _range(np.shape(keys)[0])])]
@@ -116,7 +122,8 @@ def partition(a: ArrayLike, kth: int, axis: int = -1) -> Any:
     ones after.  As in JAX, the part before is ascending and the part after DESCENDING (numpy leaves
     both in an unspecified order).  Differentiable.
 
-    >>> partition(fnp.array([5.0, 1.0, 4.0, 2.0, 3.0]), 1)    # [1., 2., 5., 4., 3.]
+    >>> partition(fnp.array([5.0, 1.0, 4.0, 2.0, 3.0]), 1)
+    Array([1., 2., 5., 4., 3.], dtype=float32)
     """
     x = arr(a)
     if x.ndim == 0:
@@ -133,7 +140,8 @@ def argpartition(a: ArrayLike, kth: int, axis: int = -1) -> Any:
     """Indices that partition ``a`` (see :func:`partition`): the ``kth + 1`` smallest first, ascending,
     then the other indices in increasing index order (JAX's layout).
 
-    >>> argpartition(fnp.array([5.0, 1.0, 4.0, 2.0]), 1)    # [1, 3, 0, 2]
+    >>> argpartition(fnp.array([5.0, 1.0, 4.0, 2.0]), 1)
+    Array([1, 3, 0, 2], dtype=int32)
     """
     x = arr(a)
     if x.ndim == 0:
@@ -165,7 +173,8 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: Any = N
     Every ``method`` gives the same result: "compare_all" counts over all pairs (``len(a) * v.size``
     comparisons); the others run an unrolled binary search (``log2(len(a))`` steps).
 
-    >>> searchsorted(fnp.array([1.0, 2.0, 2.0, 3.0]), fnp.array([2.0, 0.0]), side="right")    # [3, 0]
+    >>> searchsorted(fnp.array([1.0, 2.0, 2.0, 3.0]), fnp.array([2.0, 0.0]), side="right")
+    Array([3, 0], dtype=int32)
     """
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
@@ -204,7 +213,8 @@ def digitize(x: ArrayLike, bins: Any, right: bool = False, *, method: str | None
     """The index of the bin each ``x`` falls in: ``bins[i-1] <= x < bins[i]`` (``right=True``:
     ``bins[i-1] < x <= bins[i]``); ``bins`` increasing or decreasing.
 
-    >>> digitize(fnp.array([0.5, 1.0, 2.5]), fnp.array([1.0, 2.0, 3.0]))    # [0, 1, 2]
+    >>> digitize(fnp.array([0.5, 1.0, 2.5]), fnp.array([1.0, 2.0, 3.0]))
+    Array([0, 1, 2], dtype=int32)
     """
     x, bins = arr(x), arr(bins)
     if bins.ndim != 1:
@@ -228,7 +238,8 @@ def bincount(x: ArrayLike, weights: ArrayLike | None = None, minlength: int = 0,
     which needs ``x``'s value: under jit pass ``length=``.  Values outside ``[0, length)`` are dropped
     (negative ones count in bin 0, as JAX clips them).
 
-    >>> bincount(fnp.array([0, 1, 1, 3]))    # [1, 2, 0, 1]
+    >>> bincount(fnp.array([0, 1, 1, 3]))
+    Array([1, 2, 0, 1], dtype=int32)
     """
     if out_sharding is not None:
         raise NotImplementedError("bincount: out_sharding is not supported (funcgrad runs on one device)")
@@ -264,7 +275,8 @@ def histogram_bin_edges(a: ArrayLike, bins: Any = 10, range: Any = None,  # noqa
     """The ``bins + 1`` equally spaced edges over ``range`` (default: ``a``'s min and max; widened by 0.5
     each way when they are equal), or ``bins`` itself when it is an array of edges.
 
-    >>> histogram_bin_edges(fnp.array([0.0, 1.0]), bins=2)    # [0., 0.5, 1.]
+    >>> histogram_bin_edges(fnp.array([0.0, 1.0]), bins=2)
+    Array([0. , 0.5, 1. ], dtype=float32)
     """
     (a,) = promote_inexact(arr(a))
     if isinstance(bins, str):
@@ -310,7 +322,8 @@ def histogram(a: ArrayLike, bins: Any = 10, range: Any = None, weights: ArrayLik
     last bin includes its right edge; values outside the edges are not counted.  The counts are floats
     when ``weights`` or ``density`` are given, else the default float too (as JAX).
 
-    >>> histogram(fnp.array([0.0, 0.2, 0.9, 1.0]), bins=2)    # ([2., 2.], [0., 0.5, 1.])
+    >>> histogram(fnp.array([0.0, 0.2, 0.9, 1.0]), bins=2)
+    (Array([2., 2.], dtype=float32), Array([0. , 0.5, 1. ], dtype=float32))
     """
     (a,) = promote_inexact(arr(a))
     edges = histogram_bin_edges(a, bins, range, weights)

@@ -5,8 +5,10 @@ All are written on lax, so grad (any order), vmap and jit apply.  The NaN-ignori
 zero gradient at the NaN entries, as JAX.
 
 >>> import funcgrad.numpy as fnp
->>> fnp.median(fnp.array([3.0, 1.0, 2.0, 10.0]))      # 2.5
->>> fnp.nanmean(fnp.array([1.0, fnp.nan, 3.0]))       # 2.0
+>>> fnp.median(fnp.array([3.0, 1.0, 2.0, 10.0]))
+Array(2.5, dtype=float32)
+>>> fnp.nanmean(fnp.array([1.0, fnp.nan, 3.0]))
+Array(2., dtype=float32)
 """
 from __future__ import annotations
 
@@ -171,7 +173,8 @@ def quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None
     inverted_cdf, the only one taking ``weights`` (``a``'s shape, or the reduced axes' shape).  A slice
     with a NaN gives NaN.  Differentiable in ``a`` (and in ``q`` for linear and midpoint).
 
-    >>> quantile(fnp.array([1.0, 2.0, 3.0, 4.0]), 0.25)    # 1.75
+    >>> quantile(fnp.array([1.0, 2.0, 3.0, 4.0]), 0.25)
+    Array(1.75, dtype=float32)
     """
     return _quantile("quantile", a, q, axis, out, method, keepdims, weights, False, overwrite_input)
 
@@ -181,7 +184,8 @@ def nanquantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = N
                 weights: ArrayLike | None = None) -> Any:
     """:func:`quantile` ignoring NaNs (an all-NaN slice gives NaN); NaN entries get a zero gradient.
 
-    >>> nanquantile(fnp.array([1.0, fnp.nan, 3.0]), 0.5)    # 2.0
+    >>> nanquantile(fnp.array([1.0, fnp.nan, 3.0]), 0.5)
+    Array(2., dtype=float32)
     """
     return _quantile("nanquantile", a, q, axis, out, method, keepdims, weights, True, overwrite_input)
 
@@ -203,7 +207,8 @@ def percentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = No
                weights: ArrayLike | None = None, out_sharding: Any = None) -> Any:
     """:func:`quantile` with ``q`` in percent ([0, 100]).
 
-    >>> percentile(fnp.array([1.0, 2.0, 3.0, 4.0]), 50)    # 2.5
+    >>> percentile(fnp.array([1.0, 2.0, 3.0, 4.0]), 50)
+    Array(2.5, dtype=float32)
     """
     if out_sharding is not None:
         raise NotImplementedError("percentile: out_sharding is not supported (funcgrad runs on one device)")
@@ -216,7 +221,8 @@ def nanpercentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None =
                   weights: ArrayLike | None = None) -> Any:
     """:func:`percentile` ignoring NaNs.
 
-    >>> nanpercentile(fnp.array([1.0, fnp.nan, 3.0]), 50)    # 2.0
+    >>> nanpercentile(fnp.array([1.0, fnp.nan, 3.0]), 50)
+    Array(2., dtype=float32)
     """
     _check_percent("nanpercentile", q)
     return _quantile("nanpercentile", a, _percent(q), axis, out, method, keepdims, weights, True,
@@ -228,7 +234,8 @@ def median(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = No
     """The median over ``axis`` (the mean of the two middle values for an even count); NaN if a slice has
     a NaN.  Differentiable.
 
-    >>> median(fnp.array([[1.0, 3.0], [2.0, 5.0]]), axis=0)    # [1.5, 4.]
+    >>> median(fnp.array([[1.0, 3.0], [2.0, 5.0]]), axis=0)
+    Array([1.5, 4. ], dtype=float32)
     """
     return _quantile("median", a, 0.5, axis, out, "linear", keepdims, None, False, overwrite_input)
 
@@ -237,7 +244,8 @@ def nanmedian(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None =
               keepdims: bool = False) -> Array:
     """:func:`median` ignoring NaNs.
 
-    >>> nanmedian(fnp.array([1.0, fnp.nan, 4.0]))    # 2.5
+    >>> nanmedian(fnp.array([1.0, fnp.nan, 4.0]))
+    Array(2.5, dtype=float32)
     """
     return _quantile("nanmedian", a, 0.5, axis, out, "linear", keepdims, None, True, overwrite_input)
 
@@ -288,7 +296,8 @@ def nansum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLi
            keepdims: bool = False, initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """The sum over ``axis`` treating NaNs as 0 (``where``: only where True; ``initial`` is added).
 
-    >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))    # 3.0
+    >>> nansum(fnp.array([1.0, fnp.nan, 2.0]))
+    Array(3., dtype=float32)
     """
     _no_out("nansum", out)
     _axes("nansum", a, axis)
@@ -301,7 +310,8 @@ def nanprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeL
             keepdims: bool = False, initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """The product over ``axis`` treating NaNs as 1.
 
-    >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))    # 6.0
+    >>> nanprod(fnp.array([2.0, fnp.nan, 3.0]))
+    Array(6., dtype=float32)
     """
     _no_out("nanprod", out)
     _axes("nanprod", a, axis)
@@ -322,7 +332,8 @@ def nanmean(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeL
             keepdims: bool = False, where: ArrayLike | None = None) -> Array:
     """The mean over ``axis`` of the non-NaN entries (NaN where there are none).
 
-    >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)    # [1., 3.5]
+    >>> nanmean(fnp.array([[1.0, fnp.nan], [3.0, 4.0]]), axis=1)
+    Array([1. , 3.5], dtype=float32)
     """
     _no_out("nanmean", out)
     _axes("nanmean", a, axis)
@@ -338,7 +349,8 @@ def nanvar(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLi
     """The variance over ``axis`` of the non-NaN entries, divided by ``count - ddof`` (NaN if that is
     <= 0).  ``mean``: a precomputed mean (with ``keepdims=True`` shape).
 
-    >>> nanvar(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    >>> nanvar(fnp.array([1.0, fnp.nan, 3.0]))
+    Array(1., dtype=float32)
     """
     _no_out("nanvar", out)
     _axes("nanvar", a, axis)
@@ -360,7 +372,8 @@ def nanstd(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLi
            ddof: int = 0, keepdims: bool = False, where: ArrayLike | None = None, mean: Any = None) -> Array:
     """The square root of :func:`nanvar`.
 
-    >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))
+    Array(1., dtype=float32)
     """
     var = nanvar(a, axis, None if dtype is None or np.dtype(dtype).kind != "f" else dtype, out, ddof, keepdims,
                  where, mean)
@@ -398,7 +411,8 @@ def nanmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = No
            initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """The maximum over ``axis`` ignoring NaNs (NaN for an all-NaN slice, as JAX; numpy also warns).
 
-    >>> nanmax(fnp.array([1.0, fnp.nan, 3.0]))    # 3.0
+    >>> nanmax(fnp.array([1.0, fnp.nan, 3.0]))
+    Array(3., dtype=float32)
     """
     return _nan_extreme("nanmax", _R.max, -np.inf, a, axis, out, keepdims, initial, where)
 
@@ -407,7 +421,8 @@ def nanmin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = No
            initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Array:
     """The minimum over ``axis`` ignoring NaNs (NaN for an all-NaN slice).
 
-    >>> nanmin(fnp.array([1.0, fnp.nan, 3.0]))    # 1.0
+    >>> nanmin(fnp.array([1.0, fnp.nan, 3.0]))
+    Array(1., dtype=float32)
     """
     return _nan_extreme("nanmin", _R.min, np.inf, a, axis, out, keepdims, initial, where)
 
@@ -437,7 +452,8 @@ def _nanarg(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepd
 def nanargmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: Any = None) -> Array:
     """The index of the maximum ignoring NaNs; -1 for an all-NaN slice (as JAX; numpy raises).
 
-    >>> nanargmax(fnp.array([1.0, fnp.nan, 3.0]))    # 2
+    >>> nanargmax(fnp.array([1.0, fnp.nan, 3.0]))
+    Array(2, dtype=int32)
     """
     return _nanarg("nanargmax", _R.argmax, -np.inf, a, axis, out, keepdims)
 
@@ -445,7 +461,8 @@ def nanargmax(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None =
 def nanargmin(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: Any = None) -> Array:
     """The index of the minimum ignoring NaNs; -1 for an all-NaN slice.
 
-    >>> nanargmin(fnp.array([1.0, fnp.nan, 3.0]))    # 0
+    >>> nanargmin(fnp.array([1.0, fnp.nan, 3.0]))
+    Array(0, dtype=int32)
     """
     return _nanarg("nanargmin", _R.argmin, np.inf, a, axis, out, keepdims)
 
@@ -458,7 +475,8 @@ def average(a: ArrayLike, axis: int | Sequence[int] | None = None, weights: Arra
     """The (``weights``-weighted) mean over ``axis``; with ``returned`` also the sum of the weights.
     ``weights``: ``a``'s shape, or 1-d along a single ``axis``.
 
-    >>> average(fnp.array([1.0, 2.0, 4.0]), weights=fnp.array([1.0, 1.0, 2.0]))    # 2.75
+    >>> average(fnp.array([1.0, 2.0, 4.0]), weights=fnp.array([1.0, 1.0, 2.0]))
+    Array(2.75, dtype=float32)
     """
     (a,) = promote_inexact(arr(a))
     axes = normalize_axes("average", axis, a.ndim, a)
@@ -488,7 +506,8 @@ def average(a: ArrayLike, axis: int | Sequence[int] | None = None, weights: Arra
 def ptp(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, keepdims: bool = False) -> Array:
     """The range ``max - min`` over ``axis``.
 
-    >>> ptp(fnp.array([[1.0, 5.0], [2.0, 3.0]]), axis=1)    # [4., 1.]
+    >>> ptp(fnp.array([[1.0, 5.0], [2.0, 3.0]]), axis=1)
+    Array([4., 1.], dtype=float32)
     """
     _no_out("ptp", out)
     a = arr(a)
@@ -499,7 +518,8 @@ def ptp(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
 def count_nonzero(a: ArrayLike, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Array:
     """The number of nonzero (True) entries over ``axis`` (default int).
 
-    >>> count_nonzero(fnp.array([[0, 1], [2, 3]]), axis=0)    # [1, 2]
+    >>> count_nonzero(fnp.array([[0, 1], [2, 3]]), axis=0)
+    Array([1, 2], dtype=int32)
     """
     a = arr(a)
     _axes("count_nonzero", a, axis)
@@ -523,7 +543,9 @@ def cov(m: ArrayLike, y: ArrayLike | None = None, rowvar: bool = True, bias: boo
     ``fweights`` (integer repeat counts) and ``aweights`` (observation weights) as numpy.  A single
     variable gives a 0-d result.
 
-    >>> cov(fnp.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))    # [[1., -1.], [-1., 1.]]
+    >>> cov(fnp.array([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]]))
+    Array([[ 1., -1.],
+           [-1.,  1.]], dtype=float32)
     """
     m = arr(m)
     if dtype is not None:
@@ -575,7 +597,9 @@ def corrcoef(x: ArrayLike, y: ArrayLike | None = None, rowvar: bool = True, dtyp
     """The correlation coefficients of the variables (rows of ``x``, unless ``rowvar=False``), clipped to
     [-1, 1].  A single variable gives ``c / c`` (1, or NaN for a constant).
 
-    >>> corrcoef(fnp.array([1.0, 2.0, 4.0]), fnp.array([1.0, 0.0, 3.0]))    # [[1., 0.7857], [0.7857, 1.]]
+    >>> corrcoef(fnp.array([1.0, 2.0, 4.0]), fnp.array([1.0, 0.0, 3.0]))
+    Array([[1.       , 0.7857],
+           [0.7857, 1.       ]], dtype=float32)
     """
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:

@@ -63,7 +63,8 @@ def vectorize(pyfunc: Any, *, excluded: Any = frozenset(), signature: str | None
     ``jnp.vectorize`` drops them), and passed as they are with one.
 
     >>> dot = fnp.vectorize(lambda a, b: fnp.sum(a * b), signature="(n),(n)->()")
-    >>> dot(fnp.ones((4, 3)), fnp.ones(3)).shape            # (4,)
+    >>> dot(fnp.ones((4, 3)), fnp.ones(3)).shape
+    (4,)
     """
     from funcgrad.api import vmap
     from funcgrad.numpy._shape import expand_dims, squeeze
@@ -163,7 +164,8 @@ def apply_along_axis(func1d: Any, axis: int, arr: ArrayLike, *args: Any, **kwarg
     """``func1d`` applied to the 1-d slices of ``arr`` along ``axis`` (via vmap, as JAX); the
     slices' results take the place of that axis.
 
-    >>> fnp.apply_along_axis(fnp.sum, 1, fnp.ones((2, 3)))    # [3, 3]
+    >>> fnp.apply_along_axis(fnp.sum, 1, fnp.ones((2, 3)))
+    Array([3., 3.], dtype=float32)
     """
     from funcgrad.api import vmap
     from funcgrad.numpy._base import normalize_axis
@@ -188,7 +190,8 @@ def apply_over_axes(func: Any, a: ArrayLike, axes: Any) -> Any:
     """``func(a, axis)`` applied for each axis in ``axes`` in turn; a result with one axis fewer
     gets it back as length 1 (so ``fnp.sum`` keeps dims).
 
-    >>> fnp.apply_over_axes(fnp.sum, fnp.ones((2, 3, 4)), [0, 2]).shape     # (1, 3, 1)
+    >>> fnp.apply_over_axes(fnp.sum, fnp.ones((2, 3, 4)), [0, 2]).shape
+    (1, 3, 1)
     """
     from funcgrad.numpy._shape import expand_dims
     x = _as_array(a)
@@ -208,7 +211,8 @@ def kaiser(M: int, beta: Any) -> Any:
     """The Kaiser window of ``M`` points with shape parameter ``beta``
     (``i0(beta * sqrt(1 - (2n/(M-1) - 1)**2)) / i0(beta)``); differentiable in ``beta``.
 
-    >>> fnp.kaiser(4, 2.0)                                 # [0.4387, 0.9243, 0.9243, 0.4387]
+    >>> fnp.kaiser(4, 2.0)
+    Array([0.4387, 0.9243 , 0.9243 , 0.4387], dtype=float32)
     """
     M = index_arg("kaiser", "M", M)
     if not isinstance(beta, (Array, Tracer)):
@@ -229,6 +233,7 @@ class ufunc:
 
     >>> mul_add = fnp.frompyfunc(lambda a, b: a * b + 1, 2, 1)
     >>> mul_add.reduce(fnp.array([1.0, 2.0, 3.0]))      # ((1*2+1)*3+1) = 10
+    Array(10., dtype=float32)
     """
 
     def __init__(self, func: Any, /, nin: int, nout: int, *, name: str | None = None, nargs: int | None = None,
@@ -439,7 +444,8 @@ def frompyfunc(func: Any, /, nin: int, nout: int, *, identity: Any = None) -> uf
     """A :class:`ufunc` from a Python function on scalars with ``nin`` inputs and ``nout`` outputs.
 
     >>> add = fnp.frompyfunc(lambda a, b: a + b, 2, 1, identity=0)
-    >>> add.outer(fnp.arange(2.0), fnp.arange(3.0)).shape          # (2, 3)
+    >>> add.outer(fnp.arange(2.0), fnp.arange(3.0)).shape
+    (2, 3)
     """
     return ufunc(func, nin, nout, identity=identity)
 

@@ -8,6 +8,7 @@ floats. ``norm`` is ``"backward"`` (the default, ``None``), ``"ortho"`` or
 
 >>> import funcgrad.numpy as fnp
 >>> fnp.fft.fft(fnp.array([1.0, 0.0, 0.0, 0.0]))    # [1, 1, 1, 1] (complex64)
+Array([1.+0.j, 1.+0.j, 1.+0.j, 1.+0.j], dtype=complex64)
 """
 from __future__ import annotations
 
@@ -158,7 +159,8 @@ def _one_axis(name: str, fft_type: str, a: Any, n: Any, axis: Any, norm: Any) ->
 def fft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The 1-d discrete Fourier transform along ``axis`` (cut or zero-padded to ``n``); complex result.
 
-    >>> fnp.fft.fft(fnp.array([1.0, 2.0, 3.0, 4.0]))      # [10, -2+2j, -2, -2-2j]
+    >>> fnp.fft.fft(fnp.array([1.0, 2.0, 3.0, 4.0]))
+    Array([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j], dtype=complex64)
     """
     return _one_axis("fft", "fft", a, n, axis, norm)
 
@@ -167,6 +169,7 @@ def ifft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = 
     """The inverse of :func:`fft` (scaled by 1/n with the default norm); complex result.
 
     >>> fnp.fft.ifft(fnp.fft.fft(fnp.array([1.0, 2.0])))   # [1, 2] (complex)
+    Array([1.+0.j, 2.+0.j], dtype=complex64)
     """
     return _one_axis("ifft", "ifft", a, n, axis, norm)
 
@@ -174,7 +177,8 @@ def ifft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = 
 def rfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The DFT of real input: the ``n // 2 + 1`` non-negative frequencies along ``axis``.
 
-    >>> fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0]))     # [10, -2+2j, -2]
+    >>> fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0]))
+    Array([10.+0.j, -2.+2.j, -2.+0.j], dtype=complex64)
     """
     return _one_axis("rfft", "rfft", a, n, axis, norm)
 
@@ -182,7 +186,8 @@ def rfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = 
 def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Array:
     """The inverse of :func:`rfft`: ``n`` real values (default ``2 * (m - 1)`` for ``m`` input frequencies).
 
-    >>> fnp.fft.irfft(fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0])))   # [1, 2, 3, 4]
+    >>> fnp.fft.irfft(fnp.fft.rfft(fnp.array([1.0, 2.0, 3.0, 4.0])))
+    Array([1., 2., 3., 4.], dtype=float32)
     """
     return _one_axis("irfft", "irfft", a, n, axis, norm)
 
@@ -193,6 +198,7 @@ def hfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = 
     ``hfft(a, n) == irfft(conj(a), n) * n`` with the default norm, as numpy.
 
     >>> fnp.fft.hfft(fnp.array([1.0, 2.0, 3.0]))           # f32[4]
+    Array([ 8., -2.,  0., -2.], dtype=float32)
     """
     _check_norm("hfft", norm)
     a = arr(a)
@@ -206,6 +212,7 @@ def ihfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None =
     """The inverse of :func:`hfft`: the first ``n // 2 + 1`` entries of the Hermitian spectrum of real ``a``.
 
     >>> fnp.fft.ihfft(fnp.array([1.0, 2.0, 3.0, 4.0]))     # c64[3]
+    Array([ 2.5-0.j , -0.5-0.5j, -0.5-0.j ], dtype=complex64)
     """
     _check_norm("ihfft", norm)
     return lax.conj(_one_axis("ihfft", "rfft", a, n, axis, _SWAP[norm]))
@@ -218,7 +225,9 @@ def fft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2
          norm: str | None = None) -> Array:
     """The 2-d DFT over ``axes`` (default the last two); ``s`` cuts or zero-pads them.
 
-    >>> fnp.fft.fft2(fnp.ones((2, 2)))                     # [[4, 0], [0, 0]]
+    >>> fnp.fft.fft2(fnp.ones((2, 2)))
+    Array([[4.+0.j, 0.+0.j],
+           [0.+0.j, 0.+0.j]], dtype=complex64)
     """
     return _fftn("fft2", "fft", a, s, axes, norm)
 
@@ -228,6 +237,8 @@ def ifft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-
     """The inverse of :func:`fft2`.
 
     >>> fnp.fft.ifft2(fnp.fft.fft2(fnp.ones((2, 2))))      # ones (complex)
+    Array([[1.+0.j, 1.+0.j],
+           [1.+0.j, 1.+0.j]], dtype=complex64)
     """
     return _fftn("ifft2", "ifft", a, s, axes, norm)
 
@@ -318,7 +329,8 @@ def _freqs(name: str, base: np.ndarray, n: int, d: Any, dtype: np.dtype) -> Any:
 def fftfreq(n: int, d: Any = 1.0, *, dtype: DTypeLike | None = None, device: Any = None) -> Any:
     """The DFT sample frequencies for ``n`` samples spaced ``d`` apart: ``[0, 1, ..., -1] / (d * n)``.
 
-    >>> fnp.fft.fftfreq(4)                                  # [0, 0.25, -0.5, -0.25]
+    >>> fnp.fft.fftfreq(4)
+    Array([ 0.  ,  0.25, -0.5 , -0.25], dtype=float32)
     """
     n = index_arg("fftfreq", "n", n)
     if n < 0:
@@ -331,7 +343,8 @@ def fftfreq(n: int, d: Any = 1.0, *, dtype: DTypeLike | None = None, device: Any
 def rfftfreq(n: int, d: Any = 1.0, *, dtype: DTypeLike | None = None, device: Any = None) -> Any:
     """The sample frequencies of :func:`rfft`: ``[0, 1, ..., n // 2] / (d * n)``.
 
-    >>> fnp.fft.rfftfreq(4)                                 # [0, 0.25, 0.5]
+    >>> fnp.fft.rfftfreq(4)
+    Array([0.  , 0.25, 0.5 ], dtype=float32)
     """
     n = index_arg("rfftfreq", "n", n)
     if n < 0:
@@ -362,7 +375,8 @@ def _roll(name: str, x: Any, axes: Any, inverse: bool) -> Any:
 def fftshift(x: ArrayLike, axes: None | int | Sequence[int] = None) -> Array:
     """The zero frequency moved to the centre: roll each of ``axes`` (default all) by half its size.
 
-    >>> fnp.fft.fftshift(fnp.arange(5))                     # [3, 4, 0, 1, 2]
+    >>> fnp.fft.fftshift(fnp.arange(5))
+    Array([3, 4, 0, 1, 2], dtype=int32)
     """
     return _roll("fftshift", x, axes, inverse=False)
 
@@ -370,6 +384,7 @@ def fftshift(x: ArrayLike, axes: None | int | Sequence[int] = None) -> Array:
 def ifftshift(x: ArrayLike, axes: None | int | Sequence[int] = None) -> Array:
     """The inverse of :func:`fftshift` (they differ for odd sizes).
 
-    >>> fnp.fft.ifftshift(fnp.arange(5))                    # [2, 3, 4, 0, 1]
+    >>> fnp.fft.ifftshift(fnp.arange(5))
+    Array([2, 3, 4, 0, 1], dtype=int32)
     """
     return _roll("ifftshift", x, axes, inverse=True)

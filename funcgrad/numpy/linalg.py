@@ -45,6 +45,31 @@ EighResult = collections.namedtuple("EighResult", ["eigenvalues", "eigenvectors"
 QRResult = collections.namedtuple("QRResult", ["Q", "R"])
 SlogdetResult = collections.namedtuple("SlogdetResult", ["sign", "logabsdet"])
 SVDResult = collections.namedtuple("SVDResult", ["U", "S", "Vh"])
+EigResult.__doc__ = """``eig``'s result: ``(eigenvalues, eigenvectors)`` (complex).
+
+    >>> fnp.linalg.eig(fnp.diag(fnp.array([1.0, 2.0]))).eigenvalues
+    Array([1.+0.j, 2.+0.j], dtype=complex64)
+    """
+EighResult.__doc__ = """``eigh``'s result: ``(eigenvalues, eigenvectors)``, eigenvalues ascending.
+
+    >>> fnp.linalg.eigh(fnp.diag(fnp.array([2.0, 1.0]))).eigenvalues
+    Array([1., 2.], dtype=float32)
+    """
+QRResult.__doc__ = """``qr``'s result: ``(Q, R)``.
+
+    >>> fnp.linalg.qr(fnp.eye(2)).R.shape
+    (2, 2)
+    """
+SlogdetResult.__doc__ = """``slogdet``'s result: ``(sign, logabsdet)`` with ``det = sign * exp(logabsdet)``.
+
+    >>> fnp.linalg.slogdet(fnp.diag(fnp.array([-2.0, 3.0])))
+    SlogdetResult(sign=Array(-1., dtype=float32), logabsdet=Array(1.7918, dtype=float32))
+    """
+SVDResult.__doc__ = """``svd``'s result: ``(U, S, Vh)`` with ``a = U @ diag(S) @ Vh``, S descending.
+
+    >>> fnp.linalg.svd(fnp.diag(fnp.array([3.0, 2.0]))).S
+    Array([3., 2.], dtype=float32)
+    """
 
 # ------------------------------------------------------------------ helpers
 
@@ -111,7 +136,8 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = 
            preferred_element_type: Any = None) -> Any:
     """Dot product of vectors along ``axis`` (broadcasting the other axes).
 
-    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))   # [3., 3.]
+    >>> vecdot(fnp.ones((2, 3)), fnp.arange(3.0))
+    Array([3., 3.], dtype=float32)
     """
     return _vecdot(x1, x2, axis=axis, precision=precision, preferred_element_type=preferred_element_type)
 
@@ -119,7 +145,8 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1, precision: Any = 
 def cross(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Any:
     """Cross product of 3-vectors along ``axis`` (other axes broadcast).
 
-    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))   # [0., 0., 1.]
+    >>> cross(fnp.array([1.0, 0.0, 0.0]), fnp.array([0.0, 1.0, 0.0]))
+    Array([0., 0., 1.], dtype=float32)
     """
     x1, x2 = arr(x1), arr(x2)
     if x1.ndim == 0 or x2.ndim == 0 or x1.shape[axis] != 3 or x2.shape[axis] != 3:
@@ -155,7 +182,8 @@ def matrix_transpose(x: ArrayLike, /) -> Any:
 def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Any:
     """Diagonals of a stack of matrices: (..., m, n) -> (..., k).
 
-    >>> diagonal(fnp.eye(3))   # [1., 1., 1.]
+    >>> diagonal(fnp.eye(3))
+    Array([1., 1., 1.], dtype=float32)
     """
     x = arr(x)
     if x.ndim < 2:
@@ -166,7 +194,8 @@ def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Any:
 def trace(x: ArrayLike, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> Any:
     """Sum of the diagonal of each matrix: (..., m, n) -> (...).
 
-    >>> trace(fnp.eye(3))   # 3.0
+    >>> trace(fnp.eye(3))
+    Array(3., dtype=float32)
     """
     x = arr(x)
     if x.ndim < 2:
@@ -211,7 +240,9 @@ def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
 def matrix_power(a: ArrayLike, n: int) -> Any:
     """``a`` (..., m, m) to the integer power ``n`` (negative: powers of the inverse) by repeated squaring.
 
-    >>> matrix_power(fnp.array([[1.0, 1.0], [0.0, 1.0]]), 3)   # [[1, 3], [0, 1]]
+    >>> matrix_power(fnp.array([[1.0, 1.0], [0.0, 1.0]]), 3)
+    Array([[1., 3.],
+           [0., 1.]], dtype=float32)
     """
     a = arr(a)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
@@ -242,6 +273,8 @@ def cholesky(a: ArrayLike, *, upper: bool = False, symmetrize_input: bool = True
     (``upper``: ``U = L.T``). NaN where ``a`` is not positive definite (numpy raises).
 
     >>> cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))
+    Array([[2.       , 0.       ],
+           [1.       , 1.4142]], dtype=float32)
     """
     a = _matrix("cholesky", a, square=True)
     L = _L.cholesky(a, symmetrize_input=symmetrize_input)
@@ -277,7 +310,8 @@ def eigvals(a: ArrayLike) -> Array:
     """Eigenvalues of general square matrices, complex: (..., n, n) -> (..., n) (LAPACK's order, unsorted).
     Differentiable (forward and reverse; distinct eigenvalues), as JAX.
 
-    >>> eigvals(fnp.array([[0.0, 1.0], [-1.0, 0.0]]))   # [0+1j, 0-1j]
+    >>> eigvals(fnp.array([[0.0, 1.0], [-1.0, 0.0]]))
+    Array([0.+1.j, 0.-1.j], dtype=complex64)
     """
     a = _matrix("eigvals", a, square=True)
     (w,) = _L.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)
@@ -287,7 +321,8 @@ def eigvals(a: ArrayLike) -> Array:
 def eigvalsh(a: ArrayLike, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Array:
     """Eigenvalues (ascending) of symmetric matrices: (..., n, n) -> (..., n).
 
-    >>> eigvalsh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))   # [1., 3.]
+    >>> eigvalsh(fnp.array([[2.0, 1.0], [1.0, 2.0]]))
+    Array([1., 3.], dtype=float32)
     """
     return eigh(a, UPLO, symmetrize_input).eigenvalues
 
@@ -310,7 +345,8 @@ def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, hermi
 def svdvals(x: ArrayLike, /) -> Any:
     """Singular values, descending: (..., m, n) -> (..., min(m, n)).
 
-    >>> svdvals(fnp.array([[3.0, 0.0], [0.0, 4.0]]))   # [4., 3.]
+    >>> svdvals(fnp.array([[3.0, 0.0], [0.0, 4.0]]))
+    Array([4., 3.], dtype=float32)
     """
     return svd(x, full_matrices=False, compute_uv=False)
 
@@ -343,7 +379,8 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """Solve ``a @ x = b``: a (..., n, n); b (n,) (a vector) or (..., n, k) (batch dims broadcast).
     A singular ``a`` gives inf/NaN (numpy raises LinAlgError).
 
-    >>> solve(fnp.array([[2.0, 0.0], [0.0, 4.0]]), fnp.array([2.0, 2.0]))   # [1., 0.5]
+    >>> solve(fnp.array([[2.0, 0.0], [0.0, 4.0]]), fnp.array([2.0, 2.0]))
+    Array([1. , 0.5], dtype=float32)
     """
     a, b = promote_inexact(arr(a), arr(b))
     a = _matrix("solve", a, square=True)
@@ -369,7 +406,9 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
 def inv(a: ArrayLike) -> Array:
     """Inverse of square matrices (..., n, n); inf/NaN for a singular matrix (numpy raises).
 
-    >>> inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))   # [[0.5, 0], [0, 0.25]]
+    >>> inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))
+    Array([[0.5 , 0.  ],
+           [0.  , 0.25]], dtype=float32)
     """
     a = _matrix("inv", a, square=True)
     lu, _, perm = _L.lu(a)
@@ -445,7 +484,8 @@ def det(a: ArrayLike) -> Array:
     """Determinant of square matrices: (..., n, n) -> (...), through the LU decomposition. Its derivative
     is ``trace(adj(a) @ da)`` (as JAX: finite at singular matrices of rank n - 1 too).
 
-    >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # -2.0
+    >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
+    Array(-2.0000, dtype=float32)
     """
     a = _matrix("det", a, square=True)
     if a.shape[-1] < 2:
@@ -458,6 +498,7 @@ def slogdet(a: ArrayLike, *, method: str | None = None) -> SlogdetResult:
     A singular matrix gives sign 0 and logabsdet -inf.
 
     >>> slogdet(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # sign -1, logabsdet log(2)
+    SlogdetResult(sign=Array(-1., dtype=float32), logabsdet=Array(0.6931, dtype=float32))
     """
     if method not in (None, "lu"):
         raise NotImplementedError(f"linalg.slogdet: method={method!r} is not supported; use method='lu' "
@@ -617,7 +658,8 @@ def norm(x: ArrayLike, ord: Any = None, axis: int | Sequence[int] | None = None,
     """Vector norms (``ord`` None/2, 1, inf, -inf, 0, any p) and matrix norms (``'fro'``, ``'nuc'``,
     1, -1, 2, -2, inf, -inf) over ``axis`` (int, 2-tuple or None: all axes of a 1-d/2-d array).
 
-    >>> norm(fnp.array([3.0, 4.0]))   # 5.0
+    >>> norm(fnp.array([3.0, 4.0]))
+    Array(5., dtype=float32)
     """
     (x,) = promote_inexact(arr(x))
     if axis is None and ord is None:
@@ -695,7 +737,8 @@ def vector_norm(x: ArrayLike, /, *, axis: int | Sequence[int] | None = None, kee
                 ord: Any = 2) -> Any:
     """Vector norm over ``axis`` (None: all elements, as one flat vector).
 
-    >>> vector_norm(fnp.ones((2, 2)))   # 2.0
+    >>> vector_norm(fnp.ones((2, 2)))
+    Array(2., dtype=float32)
     """
     (x,) = promote_inexact(arr(x))
     if axis is None:
@@ -709,6 +752,7 @@ def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Any = "fro") ->
     """Matrix norm of the last two axes (``ord`` as :func:`norm`).
 
     >>> matrix_norm(fnp.eye(2))   # sqrt(2)
+    Array(1.4142, dtype=float32)
     """
     x = arr(x)
     if x.ndim < 2:
@@ -720,7 +764,8 @@ def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any =
     """Number of singular values above ``rtol`` (default ``max(s) * max(m, n) * eps``); int32 (...).
     Its gradient is zero.
 
-    >>> matrix_rank(fnp.array([[1.0, 0.0], [0.0, 0.0]]))   # 1
+    >>> matrix_rank(fnp.array([[1.0, 0.0], [0.0, 0.0]]))
+    Array(1, dtype=int32)
     """
     if tol is not None:
         if rtol is not None:
@@ -742,7 +787,8 @@ def cond(x: Any, p: Any = None) -> Array:
     """Condition number: ``p`` None/2 (largest over smallest singular value), -2, or any matrix-norm ``ord``
     (square matrices: ``norm(x, p) * norm(inv(x), p)``). A singular matrix gives inf.
 
-    >>> cond(fnp.array([[1.0, 0.0], [0.0, 2.0]]))   # 2.0
+    >>> cond(fnp.array([[1.0, 0.0], [0.0, 2.0]]))
+    Array(2., dtype=float32)
     """
     x = _matrix("cond", x)
     if x.shape[-1] == 0 or x.shape[-2] == 0:

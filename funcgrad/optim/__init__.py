@@ -1,9 +1,11 @@
 """``funcgrad.optim``: optax-style optimizers as pure ``(init, update)`` pairs.
 
->>> import funcgrad as fg
+>>> import funcgrad as fg, funcgrad.numpy as fnp
 >>> from funcgrad import optim
 >>> opt = optim.chain(optim.clip_by_global_norm(1.0),
 ...                   optim.adamw(optim.warmup_cosine_decay_schedule(0.0, 1e-3, 100, 1000)))
+>>> params = {"w": fnp.zeros(3)}
+>>> loss = lambda params, x, y: fnp.mean((x @ params["w"] - y) ** 2)
 >>> state = opt.init(params)                     # a NamedTuple pytree of arrays
 >>> @fg.jit
 ... def step(params, state, x, y):

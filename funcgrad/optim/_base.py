@@ -26,10 +26,12 @@ OptState = Any
 class GradientTransformation(NamedTuple):
     """``init(params) -> state``; ``update(grads, state, params=None) -> (updates, new_state)``.
 
-    >>> opt = sgd(0.1)
+    >>> opt = optim.sgd(0.1)
+    >>> params, grads = {"w": fnp.ones(2)}, {"w": fnp.array([1.0, -2.0])}
     >>> state = opt.init(params)                       # any pytree of arrays
     >>> updates, state = opt.update(grads, state, params)
-    >>> params = apply_updates(params, updates)        # params + updates
+    >>> optim.apply_updates(params, updates)           # params + updates
+    {'w': Array([0.9, 1.2], dtype=float32)}
     """
 
     init: Callable[[Params], OptState]
@@ -37,7 +39,11 @@ class GradientTransformation(NamedTuple):
 
 
 class EmptyState(NamedTuple):
-    """The state of a transformation that keeps none."""
+    """The state of a transformation that keeps none.
+
+    >>> optim.sgd(0.1).init({"w": fnp.zeros(2)})
+    (EmptyState(), EmptyState())
+    """
 
 
 def apply_updates(params: Params, updates: Updates) -> Params:
@@ -73,7 +79,10 @@ def chain(*transforms: GradientTransformation, name: str = "chain") -> GradientT
     makes, and that the gradients match the parameters' structure and shapes
     (``name`` is how errors refer to the chain).
 
-    >>> opt = chain(clip_by_global_norm(1.0), adam(1e-3))
+    >>> opt = optim.chain(optim.clip_by_global_norm(1.0), optim.adam(1e-3))
+    >>> state = opt.init({"w": fnp.zeros(2)})
+    >>> len(state)                                     # one part per transformation
+    2
     """
     transforms = tuple(transforms)
     for i, t in enumerate(transforms):

@@ -27,19 +27,33 @@ ScalarOrSchedule = Union[float, Callable[[Any], Any]]
 
 
 class TraceState(NamedTuple):
-    """Momentum buffer, shaped like the parameters."""
+    """Momentum buffer, shaped like the parameters.
+
+    >>> optim.trace(decay=0.9).init({"w": fnp.zeros(2)})
+    TraceState(trace={'w': Array([0., 0.], dtype=float32)})
+    """
     trace: PyTree
 
 
 class ScaleByAdamState(NamedTuple):
-    """Adam's step counter (int32) and first/second moment estimates."""
+    """Adam's step counter (int32) and first/second moment estimates.
+
+    >>> state = optim.scale_by_adam().init({"w": fnp.zeros(2)})
+    >>> state.count, state.mu["w"].shape
+    (Array(0, dtype=int32), (2,))
+    """
     count: Any
     mu: PyTree
     nu: PyTree
 
 
 class ScaleByScheduleState(NamedTuple):
-    """Step counter (int32) feeding a learning-rate schedule."""
+    """Step counter (int32) feeding a learning-rate schedule.
+
+    >>> state = optim.scale_by_learning_rate(optim.warmup_cosine_decay_schedule(0.0, 1e-3, 10, 100)).init({})
+    >>> state
+    ScaleByScheduleState(count=Array(0, dtype=int32))
+    """
     count: Any
 
 
@@ -84,7 +98,13 @@ def _require_params(params: Params, name: str) -> None:
 
 
 def add_decayed_weights(weight_decay: float) -> GradientTransformation:
-    """``updates + weight_decay * params`` (L2 decay when placed before the step size)."""
+    """``updates + weight_decay * params`` (L2 decay when placed before the step size).
+
+    >>> opt = optim.add_decayed_weights(0.1)
+    >>> updates, _ = opt.update({"w": fnp.zeros(2)}, opt.init({"w": fnp.ones(2)}), {"w": fnp.ones(2)})
+    >>> updates["w"]                      # g + 0.1 * p
+    Array([0.1, 0.1], dtype=float32)
+    """
     weight_decay = _hyper("add_decayed_weights", "weight_decay", weight_decay)
 
     def init(params: Params) -> EmptyState:
@@ -105,6 +125,13 @@ def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
     """Momentum: ``buf = decay * buf + g``; the update is ``buf`` (or ``g + decay * buf`` with Nesterov).
 
     Matches PyTorch's SGD (no dampening): the first step's buffer is ``g``.
+
+    >>> opt = optim.trace(decay=0.9)
+    >>> state = opt.init({"w": fnp.zeros(2)})
+    >>> updates, state = opt.update({"w": fnp.ones(2)}, state)
+    >>> updates, state = opt.update({"w": fnp.ones(2)}, state)
+    >>> updates["w"]                      # 1 + 0.9 * 1
+    Array([1.9, 1.9], dtype=float32)
     """
     decay = _hyper("trace", "decay (momentum)", decay)
 
@@ -122,7 +149,13 @@ def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
 
 
 def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> GradientTransformation:
-    """Adam's direction ``m_hat / (sqrt(v_hat) + eps)`` with bias-corrected moments."""
+    """Adam's direction ``m_hat / (sqrt(v_hat) + eps)`` with bias-corrected moments.
+
+    >>> opt = optim.scale_by_adam()
+    >>> updates, state = opt.update({"w": fnp.array([2.0, -2.0])}, opt.init({"w": fnp.zeros(2)}))
+    >>> updates["w"]                      # the first step is sign(g)
+    Array([ 1.0000, -1.0000], dtype=float32)
+    """
     b1 = _hyper("scale_by_adam", "b1", b1, 0.0, 1.0, open_high=True)
     b2 = _hyper("scale_by_adam", "b2", b2, 0.0, 1.0, open_high=True)
     eps = _hyper("scale_by_adam", "eps", eps)
@@ -152,7 +185,13 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Grad
 
 
 def scale_by_learning_rate(learning_rate: ScalarOrSchedule) -> GradientTransformation:
-    """Multiply by ``-learning_rate`` (a float, or a schedule of the step count kept in the state)."""
+    """Multiply by ``-learning_rate`` (a float, or a schedule of the step count kept in the state).
+
+    >>> opt = optim.scale_by_learning_rate(0.1)
+    >>> updates, _ = opt.update({"w": fnp.ones(2)}, opt.init({"w": fnp.ones(2)}))
+    >>> updates["w"]                      # -0.1 * g
+    Array([-0.1, -0.1], dtype=float32)
+    """
     if not callable(learning_rate):
         rate = _learning_rate("scale_by_learning_rate", learning_rate)
 
@@ -236,8 +275,11 @@ def adam(learning_rate: ScalarOrSchedule, b1: float = 0.9, b2: float = 0.999, ep
          ) -> GradientTransformation:
     """Adam (Kingma & Ba): ``p -= lr * m_hat / (sqrt(v_hat) + eps)``.
 
-    >>> opt = adam(1e-3)
-    >>> state = opt.init(params)     # (ScaleByAdamState(count=i32[], mu=..., nu=...), EmptyState())
+    >>> opt = optim.adam(1e-3)
+    >>> state = opt.init({"w": fnp.zeros(2)})     # (ScaleByAdamState(count, mu, nu), EmptyState())
+    >>> updates, state = opt.update({"w": fnp.array([1.0, -1.0])}, state)
+    >>> updates["w"]                              # the first step is -lr * sign(g)
+    Array([-0.0010,  0.0010], dtype=float32)
     """
     learning_rate = _learning_rate("adam", learning_rate)
     return chain(scale_by_adam(b1, b2, eps), scale_by_learning_rate(learning_rate), name="adam")

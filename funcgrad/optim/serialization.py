@@ -17,9 +17,16 @@ loading a file never runs code from it.  A ``.safetensors`` file written by
 another program (no funcgrad structure) loads as a flat ``{name: array}``
 dict.
 
+>>> import os, tempfile
+>>> from funcgrad import optim
 >>> from funcgrad.optim import serialization
->>> serialization.save("ckpt.safetensors", {"params": params, "opt_state": state})
->>> restored = serialization.load("ckpt.safetensors", like={"params": params, "opt_state": state})
+>>> params = {"w": fnp.ones(2)}
+>>> state = optim.adam(1e-3).init(params)
+>>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
+>>> _ = serialization.save(path, {"params": params, "opt_state": state})      # returns the path
+>>> restored = serialization.load(path, like={"params": params, "opt_state": state})
+>>> restored["params"]["w"]
+Array([1., 1.], dtype=float32)
 
 With ``like=`` (a tree of the same structure, e.g. freshly initialised
 parameters) the file is checked against it first and the result uses the

@@ -174,7 +174,12 @@ flash_attention_bwd_p.batch = _backward_batch
 
 
 def flash_attention(q: Any, k: Any, v: Any, *, causal: bool, scale: float) -> Any:
-    """``o`` of shape (B, Nq, d); see the module docstring."""
+    """``o`` of shape (B, Nq, d); see the module docstring.
+
+    >>> q = k = v = fnp.ones((1, 4, 8))             # f32[B, N, d]
+    >>> lax.flash_attention(q, k, v, causal=True, scale=8 ** -0.5).shape
+    (1, 4, 8)
+    """
     o, _ = bind(flash_attention_p, (q, k, v), {"causal": bool(causal), "scale": float(scale)})
     return o
 

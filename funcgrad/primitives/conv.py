@@ -313,6 +313,9 @@ def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
 
     ``OH = (H + 2*padding - dilation*(KH - 1) - 1) // stride + 1``; stride,
     padding and dilation are ints or (h, w) pairs.
+
+    >>> nn.conv2d(fnp.ones((1, 3, 8, 8)), fnp.ones((4, 3, 3, 3)), padding=1).shape   # NCHW, OIHW
+    (1, 4, 8, 8)
     """
     if not isinstance(groups, (int, np.integer)) or groups < 1:
         raise ValueError(f"conv2d: groups must be a positive int, got {groups!r}")
@@ -327,14 +330,22 @@ def _conv_params(stride: Any, padding: Any, dilation: Any, groups: Any) -> dict:
 
 def conv2d_input_grad(dy: Any, w: Any, in_hw: tuple[int, int], stride: Any = 1, padding: Any = 0,
                       dilation: Any = 1, groups: int = 1) -> Any:
-    """The vjp of conv2d with respect to x (a transposed convolution). -> f32[N, C, *in_hw]."""
+    """The vjp of conv2d with respect to x (a transposed convolution). -> f32[N, C, *in_hw].
+
+    >>> lax.conv2d_input_grad(fnp.ones((1, 2, 2, 2)), fnp.ones((2, 3, 3, 3)), (4, 4)).shape
+    (1, 3, 4, 4)
+    """
     return conv2d_input_grad_p.bind(dy, w, in_hw=tuple(int(s) for s in in_hw),
                                     **_conv_params(stride, padding, dilation, groups))
 
 
 def conv2d_weight_grad(dy: Any, x: Any, kernel_hw: tuple[int, int], stride: Any = 1, padding: Any = 0,
                        dilation: Any = 1, groups: int = 1) -> Any:
-    """The vjp of conv2d with respect to w. -> f32[O, C/groups, *kernel_hw]."""
+    """The vjp of conv2d with respect to w. -> f32[O, C/groups, *kernel_hw].
+
+    >>> lax.conv2d_weight_grad(fnp.ones((1, 2, 2, 2)), fnp.ones((1, 3, 4, 4)), (3, 3)).shape
+    (2, 3, 3, 3)
+    """
     return conv2d_weight_grad_p.bind(dy, x, kernel_hw=tuple(int(s) for s in kernel_hw),
                                      **_conv_params(stride, padding, dilation, groups))
 
@@ -517,11 +528,20 @@ def max_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any
     """Max over windows. x: f32[N, C, H, W] -> f32[N, C, OH, OW]; stride defaults to kernel.
 
     Padding counts as -inf. The gradient goes to the first maximum of each window.
+
+    >>> nn.max_pool2d(fnp.arange(16.0).reshape(1, 1, 4, 4), 2)
+    Array([[[[ 5.,  7.],
+             [13., 15.]]]], dtype=float32)
     """
     return max_pool2d_p.bind(x, **_pool_params("max_pool2d", kernel, stride, padding))[0]
 
 
 def avg_pool2d(x: Any, kernel: Any, stride: Any = None, padding: Any = 0) -> Any:
-    """Mean over windows (zero padding counted, as PyTorch's default). f32[N, C, H, W] -> f32[N, C, OH, OW]."""
+    """Mean over windows (zero padding counted, as PyTorch's default). f32[N, C, H, W] -> f32[N, C, OH, OW].
+
+    >>> nn.avg_pool2d(fnp.arange(16.0).reshape(1, 1, 4, 4), 2)
+    Array([[[[ 2.5,  4.5],
+             [10.5, 12.5]]]], dtype=float32)
+    """
     return avg_pool2d_p.bind(x, **_pool_params("avg_pool2d", kernel, stride, padding))
 

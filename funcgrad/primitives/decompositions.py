@@ -350,7 +350,9 @@ def _lu_aval(a):
 def permutation_matrix(perm: Any, dtype: Any) -> Any:
     """(..., n) int permutation -> (..., n, n) matrix P with (P @ x) = x[perm].
 
-    >>> permutation_matrix(fnp.array([1, 0], dtype=fnp.int32), np.float32)   # [[0, 1], [1, 0]]
+    >>> permutation_matrix(fnp.array([1, 0], dtype=fnp.int32), np.float32)
+    Array([[0., 1.],
+           [1., 0.]], dtype=float32)
     """
     n = shape_of(perm)[-1]
     s = shape_of(perm)

@@ -297,8 +297,12 @@ def dynamic_slice(operand: Any, start_indices: Sequence[Any], slice_sizes: Seque
     from the end):
 
     >>> x = fnp.arange(12).reshape(3, 4)
-    >>> dynamic_slice(x, (1, 1), (2, 3))    # [[5, 6, 7], [9, 10, 11]]
+    >>> dynamic_slice(x, (1, 1), (2, 3))
+    Array([[ 5,  6,  7],
+           [ 9, 10, 11]], dtype=int32)
     >>> dynamic_slice(x, (1, 1), (2, 4))    # start (1, 0): [[4, 5, 6, 7], [8, 9, 10, 11]]
+    Array([[ 4,  5,  6,  7],
+           [ 8,  9, 10, 11]], dtype=int32)
     """
     operand = _core.as_array(operand)
     starts = _start_list("dynamic_slice", operand, start_indices)
@@ -311,7 +315,8 @@ def dynamic_update_slice(operand: Any, update: Any, start_indices: Sequence[Any]
     """``operand`` with the window at ``start_indices`` replaced by ``update`` (same rank and
     dtype), as ``jax.lax.dynamic_update_slice``; starts are clamped as in :func:`dynamic_slice`.
 
-    >>> dynamic_update_slice(fnp.zeros(6), fnp.ones(3), (5,))    # [0, 0, 0, 1, 1, 1]
+    >>> dynamic_update_slice(fnp.zeros(6), fnp.ones(3), (5,))
+    Array([0., 0., 0., 1., 1., 1.], dtype=float32)
     """
     operand = _core.as_array(operand)
     update = _update_array(update, operand)
@@ -324,7 +329,8 @@ def dynamic_slice_in_dim(operand: Any, start_index: Any, slice_size: int, axis: 
     """``operand[..., start_index:start_index + slice_size]`` along ``axis``, with a clamped
     (possibly traced) start, as ``jax.lax.dynamic_slice_in_dim``.
 
-    >>> dynamic_slice_in_dim(fnp.arange(5), 4, 3)    # [2, 3, 4]
+    >>> dynamic_slice_in_dim(fnp.arange(5), 4, 3)
+    Array([2, 3, 4], dtype=int32)
     """
     operand = _core.as_array(operand)
     axis = _axis("dynamic_slice_in_dim", operand, axis)
@@ -338,7 +344,8 @@ def dynamic_index_in_dim(operand: Any, index: Any, axis: int = 0, keepdims: bool
     """``operand[..., index]`` along ``axis`` with a clamped (possibly traced) index, as
     ``jax.lax.dynamic_index_in_dim`` (``keepdims`` keeps the axis, of length 1).
 
-    >>> dynamic_index_in_dim(fnp.arange(12).reshape(3, 4), 1, axis=1, keepdims=False)   # [1, 5, 9]
+    >>> dynamic_index_in_dim(fnp.arange(12).reshape(3, 4), 1, axis=1, keepdims=False)
+    Array([1, 5, 9], dtype=int32)
     """
     operand = _core.as_array(operand)
     axis = _axis("dynamic_index_in_dim", operand, axis)
@@ -351,6 +358,10 @@ def dynamic_update_slice_in_dim(operand: Any, update: Any, start_index: Any, axi
     as ``jax.lax.dynamic_update_slice_in_dim``.
 
     >>> dynamic_update_slice_in_dim(fnp.zeros((4, 4)), fnp.ones((2, 3)), 1, axis=0)   # rows 1-2, columns 0-2
+    Array([[0., 0., 0., 0.],
+           [1., 1., 1., 0.],
+           [1., 1., 1., 0.],
+           [0., 0., 0., 0.]], dtype=float32)
     """
     operand = _core.as_array(operand)
     axis = _axis("dynamic_update_slice_in_dim", operand, axis)
@@ -364,6 +375,10 @@ def dynamic_update_index_in_dim(operand: Any, update: Any, index: Any, axis: int
     that axis), as ``jax.lax.dynamic_update_index_in_dim``.
 
     >>> dynamic_update_index_in_dim(fnp.zeros((4, 4)), fnp.ones(4), 1, axis=0)   # row 1 set to ones
+    Array([[0., 0., 0., 0.],
+           [1., 1., 1., 1.],
+           [0., 0., 0., 0.],
+           [0., 0., 0., 0.]], dtype=float32)
     """
     operand = _core.as_array(operand)
     axis = _axis("dynamic_update_index_in_dim", operand, axis)

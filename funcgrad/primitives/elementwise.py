@@ -189,22 +189,47 @@ neg_p = _declare("neg", np.negative, _no_bool("neg", "use fnp.logical_not"))
 
 
 def add(x: Any, y: Any) -> Any:
+    """Elementwise ``x + y`` (same dtypes; scalars broadcast).
+
+    >>> lax.add(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([ 3., -1.], dtype=float32)
+    """
     return bind(add_p, (x, y), _NO_PARAMS)
 
 
 def sub(x: Any, y: Any) -> Any:
+    """Elementwise ``x - y`` (same dtypes; scalars broadcast).
+
+    >>> lax.sub(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([-1., -5.], dtype=float32)
+    """
     return bind(sub_p, (x, y), _NO_PARAMS)
 
 
 def mul(x: Any, y: Any) -> Any:
+    """Elementwise ``x * y`` (same dtypes; scalars broadcast).
+
+    >>> lax.mul(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([ 2., -6.], dtype=float32)
+    """
     return bind(mul_p, (x, y), _NO_PARAMS)
 
 
 def div(x: Any, y: Any) -> Any:
+    """Elementwise ``x / y``; integers divide rounding towards zero (as C).
+
+    >>> lax.div(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([ 0.5, -1.5], dtype=float32)
+    """
     return bind(div_p, (x, y), _NO_PARAMS)
 
 
 def neg(x: Any) -> Any:
+    """Elementwise ``-x``.
+
+    >>> lax.neg(fnp.array([1.0, -3.0]))
+    Array([-1.,  3.], dtype=float32)
+    """
     return bind(neg_p, (x,), _NO_PARAMS)
 
 
@@ -575,7 +600,11 @@ add_traits(convert_p, "elementwise")
 
 
 def convert(x: Any, dtype: Any) -> Any:
-    """``x`` as ``dtype`` (canonicalised); a no-op when it already is."""
+    """``x`` as ``dtype`` (canonicalised); a no-op when it already is.
+
+    >>> lax.convert_element_type(fnp.array([1.7, -1.7]), fnp.int32)
+    Array([ 1, -1], dtype=int32)
+    """
     dtype = _dtypes.canonicalize(dtype, requested=True)
     if not isinstance(x, (bool, int, float)) and x.dtype == dtype:
         return x
@@ -603,3 +632,31 @@ stop_gradient_p.abstract_eval = lambda x: ShapedArray(shape_of(x), x.dtype)
 stop_gradient_p.batch = lambda values, dims, size: (stop_gradient_p.bind(values[0]), dims[0])
 add_traits(stop_gradient_p, "elementwise")
 
+
+# Docstrings of the one-line wrappers above: (summary, checked example, printed result).
+_WRAPPER_DOCS = (
+    (cos, 'Cosine, elementwise.',
+        'lax.cos(fnp.array([0.0, 1.0]))', 'Array([1. , 0.5403], dtype=float32)'),
+    (cosh, 'Hyperbolic cosine, elementwise.',
+        'lax.cosh(fnp.array([0.0, 1.0]))', 'Array([1. , 1.5431], dtype=float32)'),
+    (exp, '``e ** x``, elementwise.',
+        'lax.exp(fnp.array([0.0, 1.0]))', 'Array([1. , 2.7183], dtype=float32)'),
+    (log, 'Natural logarithm, elementwise (NaN below 0, -inf at 0).',
+        'lax.log(fnp.array([1.0, 2.0]))', 'Array([0. , 0.6931], dtype=float32)'),
+    (logistic, 'The logistic sigmoid ``1 / (1 + exp(-x))``, elementwise.',
+        'lax.logistic(fnp.array([0.0, 2.0]))', 'Array([0.5 , 0.8808], dtype=float32)'),
+    (sign, "-1, 0 or 1 by the sign of ``x`` (in ``x``'s dtype); zero gradient.",
+        'lax.sign(fnp.array([-2.0, 0.0, 3.0]))', 'Array([-1., 0., 1.], dtype=float32)'),
+    (sin, 'Sine, elementwise.',
+        'lax.sin(fnp.array([0.0, 1.0]))', 'Array([0. , 0.8415], dtype=float32)'),
+    (sinh, 'Hyperbolic sine, elementwise.',
+        'lax.sinh(fnp.array([0.0, 1.0]))', 'Array([0. , 1.1752], dtype=float32)'),
+    (sqrt, 'Square root, elementwise (NaN below 0).',
+        'lax.sqrt(fnp.array([4.0, 2.0]))', 'Array([2. , 1.4142], dtype=float32)'),
+    (tanh, 'Hyperbolic tangent, elementwise.',
+        'lax.tanh(fnp.array([0.0, 1.0]))', 'Array([0. , 0.7616], dtype=float32)'),
+    (select, '``x`` where ``c`` is True, else ``y`` (elementwise, same shapes).',
+        'lax.select(fnp.array([True, False]), fnp.array([1.0, 2.0]), fnp.array([10.0, 20.0]))', 'Array([ 1., 20.], dtype=float32)'),
+)
+for _fn, _summary, _call, _result in _WRAPPER_DOCS:
+    _fn.__doc__ = f"{_summary}\n\n    >>> {_call}\n    {_result}\n"

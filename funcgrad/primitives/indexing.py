@@ -201,6 +201,9 @@ def getitem(x: Any, index: Any, mode: str | None = None, fill_value: Any = None,
     ``fill_value`` (default: NaN for inexact dtypes, the most negative value for signed integers,
     the largest for unsigned, True for bool) at out-of-bounds positions. With
     ``config.checked_indexing`` set, the default mode raises an IndexError instead.
+
+    >>> lax.getitem(fnp.arange(4), 1)
+    Array(1, dtype=int32)
     """
     shape = shape_of(x)
     template, arrays = split_index(index, shape, x, op)
@@ -246,6 +249,12 @@ def _masked_single_array(shape: tuple[int, ...], template: tuple, arrays: Sequen
 
 
 def static_slice(x: Any, axis: int, start: int, stop: int) -> Any:
+    """``x[..., start:stop, ...]`` on ``axis`` (static bounds).
+
+    >>> lax.static_slice(fnp.arange(6).reshape(2, 3), 1, 0, 2)
+    Array([[0, 1],
+           [3, 4]], dtype=int32)
+    """
     index = (slice(None),) * axis + (slice(start, stop),)
     return getitem(x, index)
 

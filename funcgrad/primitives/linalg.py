@@ -41,6 +41,11 @@ def _swap(x: Any) -> Any:
 
 
 def matmul(x: Any, y: Any) -> Any:
+    """``x @ y`` for 2-d (or batched) operands.
+
+    >>> lax.matmul(fnp.ones((2, 3)), fnp.ones((3, 4))).shape
+    (2, 4)
+    """
     return matmul_p.bind(x, y)
 
 
@@ -154,6 +159,11 @@ def _einsum_aval(*xs, spec):
 
 
 def einsum(spec: str, *xs: Any) -> Any:
+    """``numpy.einsum`` over funcgrad arrays (contracted pairwise).
+
+    >>> fnp.asarray(lax.einsum("ij,j->i", fnp.ones((2, 3)), fnp.ones(3)))
+    Array([3., 3.], dtype=float32)
+    """
     ins, out = parse_spec(spec, len(xs))
     return einsum_p.bind(*xs, spec=",".join(ins) + "->" + out)
 

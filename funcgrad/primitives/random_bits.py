@@ -61,7 +61,10 @@ threefry2x32_p.batch = _threefry_batch
 def threefry2x32(k0: Any, k1: Any, x0: Any, x1: Any) -> list:
     """Hash uint32 counters ``(x0, x1)`` under the key words ``(k0, k1)`` (broadcast together).
 
-    >>> y0, y1 = threefry2x32(k[0], k[1], fnp.arange(4, dtype=fnp.uint32), zeros_u32)   # u32[4] each
+    >>> k = fnp.array([0, 42], dtype=fnp.uint32)
+    >>> y0, y1 = threefry2x32(k[0], k[1], fnp.arange(4, dtype=fnp.uint32), fnp.zeros(4, fnp.uint32))
+    >>> y0.shape, y0.dtype
+    ((4,), dtype('uint32'))
     """
     return threefry2x32_p.bind(k0, k1, x0, x1)
 
@@ -105,20 +108,38 @@ bitwise_or_p = binary("bitwise_or", np.bitwise_or, None, None, _unsigned_dtype("
 
 
 def shift_right_logical(x: Any, s: Any) -> Any:
-    """``x >> s`` filling with zeros (``x`` unsigned; ``s >= bits`` gives 0)."""
+    """``x >> s`` filling with zeros (``x`` unsigned; ``s >= bits`` gives 0).
+
+    >>> lax.shift_right_logical(fnp.array([8, 7], fnp.uint32), fnp.array([2, 1], fnp.uint32))
+    Array([2, 3], dtype=uint32)
+    """
     return shift_right_logical_p.bind(x, s)
 
 
 def shift_left(x: Any, s: Any) -> Any:
-    """``x << s`` modulo ``2**bits`` (``x`` unsigned; ``s >= bits`` gives 0)."""
+    """``x << s`` modulo ``2**bits`` (``x`` unsigned; ``s >= bits`` gives 0).
+
+    >>> lax.shift_left(fnp.array([1, 3], fnp.uint32), fnp.array([2, 1], fnp.uint32))
+    Array([4, 6], dtype=uint32)
+    """
     return shift_left_p.bind(x, s)
 
 
 def bitwise_and(x: Any, y: Any) -> Any:
+    """Elementwise ``x & y`` for integers and bools.
+
+    >>> lax.bitwise_and(fnp.array([12, 5]), fnp.array([10, 3]))
+    Array([8, 1], dtype=int32)
+    """
     return bitwise_and_p.bind(x, y)
 
 
 def bitwise_or(x: Any, y: Any) -> Any:
+    """Elementwise ``x | y`` for integers and bools.
+
+    >>> lax.bitwise_or(fnp.array([12, 5]), fnp.array([10, 3]))
+    Array([14,  7], dtype=int32)
+    """
     return bitwise_or_p.bind(x, y)
 
 
@@ -145,7 +166,11 @@ bitcast_convert_type_p.batch = lambda values, dims, size, dtype: (
 
 
 def bitcast_convert_type(x: Any, dtype: Any) -> Any:
-    """The bits of ``x`` read as ``dtype`` of the same width (u32[n] -> f32[n])."""
+    """The bits of ``x`` read as ``dtype`` of the same width (u32[n] -> f32[n]).
+
+    >>> lax.bitcast_convert_type(fnp.array([1.0], fnp.float32), fnp.uint32)
+    Array([1065353216], dtype=uint32)
+    """
     return bitcast_convert_type_p.bind(x, dtype=np.dtype(dtype))
 
 
@@ -175,7 +200,11 @@ argsort_p.batch = _argsort_batch
 
 
 def argsort(x: Any, axis: int) -> Any:
-    """Indices that sort ``x`` along ``axis`` (non-negative), ties in order of position."""
+    """Indices that sort ``x`` along ``axis`` (non-negative), ties in order of position.
+
+    >>> lax.argsort(fnp.array([3.0, 1.0, 2.0]), 0)
+    Array([1, 2, 0], dtype=int32)
+    """
     return argsort_p.bind(x, axis=axis)
 
 
@@ -210,15 +239,29 @@ nextafter_p = binary("nextafter", np.nextafter, None, None)
 
 
 def erf(x: Any) -> Any:
+    """The error function ``2/sqrt(pi) * integral_0^x exp(-t**2) dt``, elementwise.
+
+    >>> lax.erf(fnp.array([0.0, 1.0]))
+    Array([0. , 0.8427], dtype=float32)
+    """
     return erf_p.bind(x)
 
 
 def erf_inv(x: Any) -> Any:
-    """Inverse of ``erf`` on (-1, 1); ``+-inf`` at ``+-1``."""
+    """Inverse of ``erf`` on (-1, 1); ``+-inf`` at ``+-1``.
+
+    >>> lax.erf_inv(fnp.array([0.25, 0.5]))
+    Array([0.2253, 0.4769], dtype=float32)
+    """
     return erf_inv_p.bind(x)
 
 
 def nextafter(x: Any, y: Any) -> Any:
+    """Elementwise ``nextafter``: the next float after ``x`` towards ``y``.
+
+    >>> lax.nextafter(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))
+    Array([ 1.0000, -3.0000], dtype=float32)
+    """
     return nextafter_p.bind(x, y)
 
 
@@ -314,5 +357,6 @@ def random_gamma_grad(a: Any, x: Any) -> Any:
     """The derivative of a ``Gamma(a)`` sample ``x`` w.r.t. ``a`` at a fixed uniform (``jax.lax.random_gamma_grad``).
 
     >>> random_gamma_grad(fnp.array(2.0), fnp.array(1.5))     # f32[]
+    Array(0.9366, dtype=float32)
     """
     return random_gamma_grad_p.bind(a, x)

@@ -35,6 +35,11 @@ def linear_jvp(p: Primitive):
 
 
 def moveaxis(x: Any, src: int, dst: int) -> Any:
+    """``x`` with axis ``src`` moved to position ``dst``.
+
+    >>> lax.moveaxis(fnp.ones((2, 3, 4)), 0, 2).shape
+    (3, 4, 2)
+    """
     if src == dst:
         return x
     ndim = len(shape_of(x))
@@ -71,6 +76,12 @@ reshape_p.batch = lambda values, dims, size, shape: (
 
 
 def reshape(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` with a new ``shape`` of the same size (C order).
+
+    >>> lax.reshape(fnp.arange(6), (2, 3))
+    Array([[0, 1, 2],
+           [3, 4, 5]], dtype=int32)
+    """
     shape = tuple(map(int, shape))
     return x if shape_of(x) == shape else reshape_p.bind(x, shape=shape)
 
@@ -95,6 +106,11 @@ transpose_p.batch = lambda values, dims, size, perm: (
 
 
 def transpose(x: Any, perm: Sequence[int]) -> Any:
+    """``x`` with its axes permuted to ``perm``.
+
+    >>> lax.transpose(fnp.ones((2, 3, 4)), (2, 0, 1)).shape
+    (4, 2, 3)
+    """
     perm = tuple(int(p) for p in perm)
     if perm == tuple(range(len(perm))):
         return x
@@ -150,6 +166,12 @@ broadcast_to_p.batch = _broadcast_batch
 
 
 def broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` broadcast to ``shape`` (numpy's rules).
+
+    >>> lax.broadcast_to(fnp.array([1.0, 2.0]), (2, 2))
+    Array([[1., 2.],
+           [1., 2.]], dtype=float32)
+    """
     shape = tuple(map(int, shape))
     return x if shape_of(x) == shape and not isinstance(x, (bool, int, float)) else broadcast_to_p.bind(x, shape=shape)
 
@@ -235,6 +257,11 @@ reduce_sum_p = declare_reduction("reduce_sum", _sum_impl, sum_dtype)
 
 
 def reduce_sum(x: Any, axes: tuple[int, ...]) -> Any:
+    """The sum over ``axes``.
+
+    >>> lax.reduce_sum(fnp.array([[1.0, 5.0], [3.0, 2.0]]), (1,))
+    Array([6., 5.], dtype=float32)
+    """
     return reduce_sum_p.bind(x, axes=tuple(axes))
 
 

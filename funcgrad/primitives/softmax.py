@@ -46,12 +46,20 @@ log_softmax_p.batch = _batch_last_axis(log_softmax_p)
 
 
 def softmax(x: Any) -> Any:
-    """``exp(x) / sum(exp(x))`` over the last axis (max-shifted). f32[..., C] -> f32[..., C]."""
+    """``exp(x) / sum(exp(x))`` over the last axis (max-shifted). f32[..., C] -> f32[..., C].
+
+    >>> lax.softmax(fnp.array([0.0, 0.0]))
+    Array([0.5, 0.5], dtype=float32)
+    """
     return softmax_p.bind(x)
 
 
 def log_softmax(x: Any) -> Any:
-    """``x - logsumexp(x)`` over the last axis. f32[..., C] -> f32[..., C]."""
+    """``x - logsumexp(x)`` over the last axis. f32[..., C] -> f32[..., C].
+
+    >>> lax.log_softmax(fnp.array([0.0, 0.0]))
+    Array([-0.6931, -0.6931], dtype=float32)
+    """
     return log_softmax_p.bind(x)
 
 
@@ -139,7 +147,11 @@ logsumexp_p.vjp = lambda ct, primals, out, needs: (E.mul(_expand_last(ct), _logs
 
 
 def logsumexp(x: Any) -> Any:
-    """``log(sum(exp(x)))`` over the last axis. f32[..., C] -> f32[...]."""
+    """``log(sum(exp(x)))`` over the last axis. f32[..., C] -> f32[...].
+
+    >>> lax.logsumexp(fnp.array([0.0, 0.0]))
+    Array(0.6931, dtype=float32)
+    """
     return logsumexp_p.bind(x)
 
 
@@ -252,6 +264,9 @@ def softmax_cross_entropy(logits: Any, labels: Any) -> Any:
 
     logits: f32[N, C]; labels: int[N] in [0, C) (out of range: ValueError).
     Returns f32[N].
+
+    >>> lax.softmax_cross_entropy(fnp.zeros((1, 4)), fnp.array([2]))
+    Array([1.3863], dtype=float32)
     """
     return softmax_cross_entropy_p.bind(logits, labels)
 

@@ -34,7 +34,7 @@ def uniform(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, minval
             maxval: Any = 1.0, *, out_sharding: Any = None) -> Any:
     """Floats uniform on ``[minval, maxval)`` (``minval``/``maxval`` broadcast into ``shape``).
 
-    >>> x = uniform(key(0), (1000,), minval=-1.0, maxval=1.0)   # f32[1000] in [-1, 1)
+    >>> x = random.uniform(random.key(0), (1000,), minval=-1.0, maxval=1.0)   # f32[1000] in [-1, 1)
     """
     k = _check_key(key, "uniform")
     _no_sharding(out_sharding, "uniform")
@@ -53,7 +53,7 @@ def uniform(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, minval
 def normal(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Standard normal floats (inverse-erf method: ``sqrt(2) * erf_inv(u)``, ``u`` uniform on (-1, 1)).
 
-    >>> z = normal(key(0), (2, 3))        # f32[2,3]
+    >>> z = random.normal(random.key(0), (2, 3))        # f32[2,3]
     """
     k = _check_key(key, "normal")
     _no_sharding(out_sharding, "normal")
@@ -74,7 +74,7 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | No
     loop); bounds deep in one tail (|bound| > ~5 in float32) lose precision
     because ``erf`` rounds to +-1 there.
 
-    >>> x = truncated_normal(key(0), -1.0, 2.0, (1000,))     # f32[1000] in (-1, 2)
+    >>> x = random.truncated_normal(random.key(0), -1.0, 2.0, (1000,))     # f32[1000] in (-1, 2)
     """
     k, dtype = _start("truncated_normal", key, dtype, out_sharding)
     lower = _as(lower, dtype, "truncated_normal", "lower")
@@ -102,7 +102,7 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: s
     probabilities below ~1e-7 in float32), and ``"highest"`` (float32; other
     dtypes use ``"high"``) from 64 random bits, as JAX.
 
-    >>> g = gumbel(key(0), (5,))          # f32[5]
+    >>> g = random.gumbel(random.key(0), (5,))          # f32[5]
     """
     k = _check_key(key, "gumbel")
     _no_sharding(out_sharding, "gumbel")
@@ -172,7 +172,7 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: 
     ``mode="high"`` compares against two uniforms (resolution 2**-46 in
     float32 instead of 2**-23), as JAX.
 
-    >>> b = bernoulli(key(0), 0.3, (100,))     # bool[100], about 30 True
+    >>> b = random.bernoulli(random.key(0), 0.3, (100,))     # bool[100], about 30 True
     """
     k = _check_key(key, "bernoulli")
     _no_sharding(out_sharding, "bernoulli")
@@ -211,7 +211,7 @@ def randint(key: Any, shape: Sequence[int] | int, minval: Any, maxval: Any, dtyp
     the dtype's largest value (e.g. ``randint(k, s, 0, 256, uint8)``) covers
     the whole range when given as a Python int.
 
-    >>> d = randint(key(0), (10,), 1, 7)   # i32[10], dice rolls in 1..6
+    >>> d = random.randint(random.key(0), (10,), 1, 7)   # i32[10], dice rolls in 1..6
     """
     k = _check_key(key, "randint")
     _no_sharding(out_sharding, "randint")
@@ -271,7 +271,7 @@ def _params(name: str, shape: Any, dtype: np.dtype, **params: Any) -> tuple[tupl
 def exponential(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Standard exponential floats (rate 1): ``-log1p(-u)``.
 
-    >>> e = exponential(key(0), (3,))          # f32[3], mean 1
+    >>> e = random.exponential(random.key(0), (3,))          # f32[3], mean 1
     """
     k = _check_key(key, "exponential")
     _no_sharding(out_sharding, "exponential")
@@ -282,7 +282,7 @@ def exponential(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *,
 def laplace(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Standard Laplace floats (density ``exp(-|x|) / 2``).
 
-    >>> x = laplace(key(0), (3,))
+    >>> x = random.laplace(random.key(0), (3,))
     """
     k, dtype = _start("laplace", key, dtype, out_sharding)
     u = uniform(k, _shape(shape, "laplace"), dtype, -1.0 + float(np.finfo(dtype).epsneg), 1.0)
@@ -292,7 +292,7 @@ def laplace(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out
 def logistic(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Standard logistic floats: ``log(u) - log1p(-u)``.
 
-    >>> x = logistic(key(0), (3,))
+    >>> x = random.logistic(random.key(0), (3,))
     """
     k, dtype = _start("logistic", key, dtype, out_sharding)
     x = uniform(k, _shape(shape, "logistic"), dtype, float(np.finfo(dtype).tiny), 1.0)
@@ -302,7 +302,7 @@ def logistic(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, ou
 def cauchy(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Standard Cauchy floats: ``tan(pi * (u - 1/2))``.
 
-    >>> x = cauchy(key(0), (3,))
+    >>> x = random.cauchy(random.key(0), (3,))
     """
     k, dtype = _start("cauchy", key, dtype, out_sharding)
     u = uniform(k, _shape(shape, "cauchy"), dtype, float(np.finfo(dtype).eps), 1.0)
@@ -313,7 +313,8 @@ def cauchy(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_
 def rademacher(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Random signs: -1 or +1 with probability 1/2 each (integers by default).
 
-    >>> rademacher(key(0), (4,))                # i32[4] of +-1
+    >>> random.rademacher(random.key(0), (4,))                # i32[4] of +-1
+    Array([-1, -1,  1,  1], dtype=int32)
     """
     k = _check_key(key, "rademacher")
     _no_sharding(out_sharding, "rademacher")
@@ -329,7 +330,7 @@ def pareto(key: Any, b: Any, shape: Sequence[int] | None = None, dtype: Any = No
            out_sharding: Any = None) -> Any:
     """Pareto floats with shape ``b`` (support ``[1, inf)``): ``exp(e / b)``, ``e`` exponential.
 
-    >>> x = pareto(key(0), 3.0, (4,))
+    >>> x = random.pareto(random.key(0), 3.0, (4,))
     """
     k, dtype = _start("pareto", key, dtype, out_sharding)
     shape, (b,) = _params("pareto", shape, dtype, b=b)
@@ -340,7 +341,7 @@ def rayleigh(key: Any, scale: Any, shape: Sequence[int] | None = None, dtype: An
              out_sharding: Any = None) -> Any:
     """Rayleigh floats: ``scale * sqrt(-2 log u)``.
 
-    >>> x = rayleigh(key(0), 2.0, (4,))
+    >>> x = random.rayleigh(random.key(0), 2.0, (4,))
     """
     k, dtype = _start("rayleigh", key, dtype, out_sharding)
     shape, (scale,) = _params("rayleigh", shape, dtype, scale=scale)
@@ -351,7 +352,7 @@ def rayleigh(key: Any, scale: Any, shape: Sequence[int] | None = None, dtype: An
 def maxwell(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Maxwell floats: the length of a standard normal 3-vector.
 
-    >>> x = maxwell(key(0), (4,))
+    >>> x = random.maxwell(random.key(0), (4,))
     """
     k, dtype = _start("maxwell", key, dtype, out_sharding)
     z = normal(k, _shape(shape, "maxwell") + (3,), dtype)
@@ -364,7 +365,7 @@ def double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: Sequence[int] | 
     As in JAX the output shape is ``shape + broadcast(loc, scale).shape``
     (``shape`` is a prefix), or the parameters' shape when ``shape`` is ``()``.
 
-    >>> x = double_sided_maxwell(key(0), 0.0, 1.0, (4,))
+    >>> x = random.double_sided_maxwell(random.key(0), 0.0, 1.0, (4,))
     """
     k, dtype = _start("double_sided_maxwell", key, dtype)
     loc, scale = _as(loc, dtype, "double_sided_maxwell", "loc"), _as(scale, dtype, "double_sided_maxwell", "scale")
@@ -378,7 +379,7 @@ def double_sided_maxwell(key: Any, loc: Any, scale: Any, shape: Sequence[int] | 
 def weibull_min(key: Any, scale: Any, concentration: Any, shape: Sequence[int] | int = (), dtype: Any = None) -> Any:
     """Weibull floats (inverse CDF): ``scale * (-log1p(-u)) ** (1 / concentration)``.
 
-    >>> x = weibull_min(key(0), 1.0, 2.0, (4,))
+    >>> x = random.weibull_min(random.key(0), 1.0, 2.0, (4,))
     """
     k, dtype = _start("weibull_min", key, dtype)
     scale = _as(scale, dtype, "weibull_min", "scale")
@@ -391,7 +392,7 @@ def lognormal(key: Any, sigma: Any = 1.0, shape: Sequence[int] | None = None, dt
               out_sharding: Any = None) -> Any:
     """Log-normal floats: ``exp(sigma * z)``, ``z`` standard normal.
 
-    >>> x = lognormal(key(0), 0.5, (4,))
+    >>> x = random.lognormal(random.key(0), 0.5, (4,))
     """
     k, dtype = _start("lognormal", key, dtype, out_sharding)
     shape, (sigma,) = _params("lognormal", shape, dtype, sigma=sigma)
@@ -402,7 +403,7 @@ def triangular(key: Any, left: Any, mode: Any, right: Any, shape: Sequence[int] 
                out_sharding: Any = None) -> Any:
     """Triangular floats on ``[left, right]`` with peak at ``mode`` (inverse CDF).
 
-    >>> x = triangular(key(0), 0.0, 0.3, 1.0, (4,))
+    >>> x = random.triangular(random.key(0), 0.0, 0.3, 1.0, (4,))
     """
     k, dtype = _start("triangular", key, dtype, out_sharding)
     shape, (left, mode, right) = _params("triangular", shape, dtype, left=left, mode=mode, right=right)
@@ -417,7 +418,7 @@ def wald(key: Any, mean: Any, shape: Sequence[int] | None = None, dtype: Any = N
          out_sharding: Any = None) -> Any:
     """Wald (inverse Gaussian, scale 1) floats with the given ``mean`` (Michael-Schucany-Haas).
 
-    >>> x = wald(key(0), 2.0, (4,))
+    >>> x = random.wald(random.key(0), 2.0, (4,))
     """
     k, dtype = _start("wald", key, dtype, out_sharding)
     shape, (mean,) = _params("wald", shape, dtype, mean=mean)
@@ -436,7 +437,7 @@ def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any =
               out_sharding: Any = None) -> Any:
     """Geometric integers: the number of Bernoulli(``p``) trials up to the first success (support 1, 2, ...).
 
-    >>> n = geometric(key(0), 0.25, (4,))       # i32[4], mean 4
+    >>> n = random.geometric(random.key(0), 0.25, (4,))       # i32[4], mean 4
     """
     k, dtype = _start("geometric", key, dtype, out_sharding, integer=True)
     fdtype = p.dtype if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else default_float_dtype()

@@ -96,7 +96,7 @@ def poisson(key: Any, lam: Any, shape: Sequence[int] | None = None, dtype: Any =
             out_sharding: Any = None) -> Any:
     """Poisson(``lam``) integers (Knuth below 10, transformed rejection above; computed in float32, as JAX).
 
-    >>> n = poisson(key(0), 3.5, (4,))          # i32[4], mean 3.5
+    >>> n = random.poisson(random.key(0), 3.5, (4,))          # i32[4], mean 3.5
     """
     k, dtype = _start("poisson", key, dtype, out_sharding, integer=True)
     shape, (lam,) = _params("poisson", shape, np.dtype(np.float32), lam=lam)
@@ -161,7 +161,7 @@ def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype
 
     NaN or negative ``n``, or ``p`` outside [0, 1] or NaN, give NaN; ``n = inf`` gives inf.
 
-    >>> x = binomial(key(0), 20.0, 0.3, (4,))   # f32[4], mean 6
+    >>> x = random.binomial(random.key(0), 20.0, 0.3, (4,))   # f32[4], mean 6
     """
     k, dtype = _start("binomial", key, dtype)
     fdtype = p.dtype if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else default_float_dtype()
@@ -197,7 +197,7 @@ def multinomial(key: Any, n: Any, p: Any, *, shape: Sequence[int] | None = None,
     Drawn category by category with binomials of the remaining count, as JAX;
     ``shape`` (ending with the number of categories) batches the draws.
 
-    >>> c = multinomial(key(0), 10.0, fnp.array([0.2, 0.3, 0.5]))    # f32[3], sums to 10
+    >>> c = random.multinomial(random.key(0), 10.0, fnp.array([0.2, 0.3, 0.5]))    # f32[3], sums to 10
     """
     k, dtype = _start("multinomial", key, dtype)
     fdtype = default_float_dtype()

@@ -108,7 +108,7 @@ def gamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = Non
     derivative of the sample at a fixed uniform; first and second derivatives
     (third derivatives raise ``NotImplementedError``).  Very small ``a`` underflows to 0; use :func:`loggamma`.
 
-    >>> x = gamma(key(0), 2.5, (4,))              # f32[4], mean 2.5
+    >>> x = random.gamma(random.key(0), 2.5, (4,))              # f32[4], mean 2.5
     """
     _no_sharding(out_sharding, "gamma")
     return _gamma("gamma", key, a, shape, dtype, False)
@@ -118,7 +118,7 @@ def loggamma(key: Any, a: Any, shape: Sequence[int] | None = None, dtype: Any = 
              out_sharding: Any = None) -> Any:
     """``log`` of Gamma(``a``) samples, computed in log space (accurate for tiny ``a``, where gamma underflows).
 
-    >>> x = loggamma(key(0), 0.01, (4,))          # f32[4], large negative numbers
+    >>> x = random.loggamma(random.key(0), 0.01, (4,))          # f32[4], large negative numbers
     """
     _no_sharding(out_sharding, "loggamma")
     return _gamma("loggamma", key, a, shape, dtype, True)
@@ -128,7 +128,7 @@ def beta(key: Any, a: Any, b: Any, shape: Sequence[int] | None = None, dtype: An
          out_sharding: Any = None) -> Any:
     """Beta(``a``, ``b``) floats on [0, 1]: ``Ga / (Ga + Gb)`` from two log-gamma draws.
 
-    >>> x = beta(key(0), 2.0, 5.0, (4,))          # f32[4], mean 2/7
+    >>> x = random.beta(random.key(0), 2.0, 5.0, (4,))          # f32[4], mean 2/7
     """
     k, dtype = _start("beta", key, dtype, out_sharding)
     shape, (a, b) = _params("beta", shape, dtype, a=a, b=b)
@@ -146,7 +146,7 @@ def dirichlet(key: Any, alpha: Any, shape: Sequence[int] | None = None, dtype: A
 
     ``shape`` is the batch shape; the result has shape ``shape + alpha.shape[-1:]``.
 
-    >>> x = dirichlet(key(0), fnp.array([1.0, 2.0, 3.0]), (5,))    # f32[5,3], rows sum to 1
+    >>> x = random.dirichlet(random.key(0), fnp.array([1.0, 2.0, 3.0]), (5,))    # f32[5,3], rows sum to 1
     """
     k, dtype = _start("dirichlet", key, dtype, out_sharding)
     alpha = _as(alpha, dtype, "dirichlet", "alpha")
@@ -169,7 +169,7 @@ def chisquare(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any 
               out_sharding: Any = None) -> Any:
     """Chi-square floats with ``df`` degrees of freedom: ``2 * Gamma(df / 2)``.
 
-    >>> x = chisquare(key(0), 3.0, (4,))          # f32[4], mean 3
+    >>> x = random.chisquare(random.key(0), 3.0, (4,))          # f32[4], mean 3
     """
     k, dtype = _start("chisquare", key, dtype, out_sharding)
     shape, (df,) = _params("chisquare", shape, dtype, df=df)
@@ -180,7 +180,7 @@ def f(key: Any, dfnum: Any, dfden: Any, shape: Sequence[int] | None = None, dtyp
       out_sharding: Any = None) -> Any:
     """F-distributed floats: ``(chi2(dfnum) / dfnum) / (chi2(dfden) / dfden)``.
 
-    >>> x = f(key(0), 5.0, 10.0, (4,))
+    >>> x = random.f(random.key(0), 5.0, 10.0, (4,))
     """
     k, dtype = _start("f", key, dtype, out_sharding)
     shape, (dfnum, dfden) = _params("f", shape, dtype, dfnum=dfnum, dfden=dfden)
@@ -193,7 +193,7 @@ def f(key: Any, dfnum: Any, dfden: Any, shape: Sequence[int] | None = None, dtyp
 def t(key: Any, df: Any, shape: Sequence[int] | None = None, dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Student's t floats with ``df`` degrees of freedom: ``z * sqrt((df/2) / Gamma(df/2))``.
 
-    >>> x = t(key(0), 4.0, (4,))
+    >>> x = random.t(random.key(0), 4.0, (4,))
     """
     k, dtype = _start("t", key, dtype, out_sharding)
     shape, (df,) = _params("t", shape, dtype, df=df)
@@ -208,7 +208,7 @@ def generalized_normal(key: Any, p: float, shape: Sequence[int] | int = (), dtyp
                        out_sharding: Any = None) -> Any:
     """Generalized normal floats (density ``∝ exp(-|x|**p)``): a random sign times ``Gamma(1/p) ** (1/p)``.
 
-    >>> x = generalized_normal(key(0), 1.5, (4,))
+    >>> x = random.generalized_normal(random.key(0), 1.5, (4,))
     """
     k, dtype = _start("generalized_normal", key, dtype, out_sharding)
     shape = _shape(shape, "generalized_normal")
@@ -222,7 +222,7 @@ def ball(key: Any, d: int, p: float = 2, shape: Sequence[int] | int = (), dtype:
          out_sharding: Any = None) -> Any:
     """Points uniform in the ``d``-dimensional unit ``p``-norm ball, shape ``shape + (d,)``.
 
-    >>> x = ball(key(0), 3, shape=(5,))          # f32[5,3], every row's 2-norm below 1
+    >>> x = random.ball(random.key(0), 3, shape=(5,))          # f32[5,3], every row's 2-norm below 1
     """
     k = _check_key(key, "ball")
     _no_sharding(out_sharding, "ball")

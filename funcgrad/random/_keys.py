@@ -29,7 +29,7 @@ _IMPL = "threefry2x32"
 class KeyDtype:
     """The dtype of typed keys (``key<fry>``): names the PRNG implementation.
 
-    >>> key_dtype()
+    >>> random.key_dtype()
     key<fry>
     """
     __slots__ = ("name",)
@@ -56,8 +56,8 @@ class PRNGKeyArray:
     leaf is the words, so it passes through ``jit``, ``vmap`` (which maps a key axis) and ``grad``'s
     other arguments.  Not an ``Array``: numpy functions do not take it; use :func:`key_data`.
 
-    >>> keys = split(key(0), 4)      # PRNGKeyArray of shape (4,)
-    >>> keys[1].shape, key_data(keys).shape
+    >>> keys = random.split(random.key(0), 4)      # PRNGKeyArray of shape (4,)
+    >>> keys[1].shape, random.key_data(keys).shape
     ((), (4, 2))
     """
     __slots__ = ("_data",)
@@ -264,8 +264,8 @@ def key(seed: Any, *, impl: Any = None, dtype: Any = None) -> PRNGKeyArray:
     threefry2x32 implementation exists (``impl``/``dtype`` naming another
     raise ``NotImplementedError``).
 
-    >>> k = key(0)
-    >>> k.shape, key_data(k)
+    >>> k = random.key(0)
+    >>> k.shape, random.key_data(k)
     ((), Array([0, 0], dtype=uint32))
     """
     _impl_check(impl, "key")
@@ -281,9 +281,9 @@ def PRNGKey(seed: Any, *, impl: Any = None) -> Any:
     (negative seeds in two's complement).  ``seed`` may be a traced 0-d
     integer array (e.g. inside ``jit`` or ``vmap``).
 
-    >>> PRNGKey(0)
+    >>> random.PRNGKey(0)
     Array([0, 0], dtype=uint32)
-    >>> PRNGKey(2**32 + 5)
+    >>> random.PRNGKey(2**32 + 5)
     Array([1, 5], dtype=uint32)
     """
     _impl_check(impl, "PRNGKey")
@@ -306,7 +306,7 @@ def _seed_key(seed: Any, name: str) -> Any:
 def key_data(keys: Any) -> Any:
     """The ``uint32`` words of a key array: shape ``keys.shape + (2,)`` (a raw key is returned as is).
 
-    >>> key_data(key(42))
+    >>> random.key_data(random.key(42))
     Array([ 0, 42], dtype=uint32)
     """
     words, _ = _key_words(keys, "key_data")
@@ -316,7 +316,7 @@ def key_data(keys: Any) -> Any:
 def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -> PRNGKeyArray:
     """Typed keys from their ``uint32[..., 2]`` words (the inverse of :func:`key_data`).
 
-    >>> wrap_key_data(PRNGKey(7)).shape
+    >>> random.wrap_key_data(random.PRNGKey(7)).shape
     ()
     """
     _impl_check(impl, "wrap_key_data")
@@ -332,7 +332,7 @@ def wrap_key_data(key_bits_array: Any, *, impl: Any = None, dtype: Any = None) -
 def key_impl(keys: Any) -> str:
     """The name of the PRNG implementation of ``keys``: always ``"threefry2x32"`` here.
 
-    >>> key_impl(key(0))
+    >>> random.key_impl(random.key(0))
     'threefry2x32'
     """
     _key_words(keys, "key_impl")
@@ -342,7 +342,7 @@ def key_impl(keys: Any) -> str:
 def key_dtype(impl_spec: Any = None) -> KeyDtype:
     """The dtype of typed keys of the given implementation (only threefry2x32: ``key<fry>``).
 
-    >>> key(0).dtype == key_dtype()
+    >>> random.key(0).dtype == random.key_dtype()
     True
     """
     _impl_check(impl_spec, "key_dtype")
@@ -352,7 +352,7 @@ def key_dtype(impl_spec: Any = None) -> KeyDtype:
 def clone(key: Any) -> Any:
     """A copy of ``key`` (JAX uses it to mark deliberate reuse; funcgrad has no reuse checker, so the key itself).
 
-    >>> clone(key(0)).shape
+    >>> random.clone(random.key(0)).shape
     ()
     """
     _key_words(key, "clone")
@@ -421,8 +421,8 @@ def split(key: Any, num: Any = 2) -> Any:
 
     Typed keys give a typed key array of shape ``num``; a raw key ``u32[2]`` gives ``u32[num, 2]``.
 
-    >>> k1, k2 = split(key(0))            # two typed keys
-    >>> split(PRNGKey(0), 4).shape
+    >>> k1, k2 = random.split(random.key(0))            # two typed keys
+    >>> random.split(random.PRNGKey(0), 4).shape
     (4, 2)
     """
     words, typed = _key_words(key, "split")
@@ -451,7 +451,7 @@ def fold_in(key: Any, data: Any) -> Any:
     Useful to derive per-step keys: ``fold_in(key, step)``; ``data`` may be a
     traced 0-d integer array.  The same in both Threefry schemes.
 
-    >>> fold_in(key(0), 7).shape
+    >>> random.fold_in(random.key(0), 7).shape
     ()
     """
     _, typed = _key_words(key, "fold_in")
@@ -507,7 +507,7 @@ def _random_bits(k: Any, nbits: int, n: int) -> Any:
 def bits(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_sharding: Any = None) -> Any:
     """Uniform random unsigned integers (all bits random), like ``jax.random.bits`` (default ``uint32``).
 
-    >>> bits(key(0), (4,)).dtype
+    >>> random.bits(random.key(0), (4,)).dtype
     dtype('uint32')
     """
     k = _check_key(key, "bits")

@@ -33,7 +33,7 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Sequence[int] | No
     Cholesky factor (``method="cholesky"``), or ``U sqrt(S)`` from ``svd`` /
     ``eigh``.  ``shape`` is the batch shape (broadcast with the parameters').
 
-    >>> x = multivariate_normal(key(0), fnp.zeros(2), fnp.eye(2), (5,))    # f32[5,2]
+    >>> x = random.multivariate_normal(random.key(0), fnp.zeros(2), fnp.eye(2), (5,))    # f32[5,2]
     """
     k = _check_key(key, "multivariate_normal")
     _no_sharding(out_sharding, "multivariate_normal")
@@ -78,7 +78,7 @@ def orthogonal(key: Any, n: int, shape: Sequence[int] | int = (), dtype: Any = N
     The QR factorization of a Gaussian matrix with the signs of ``R``'s
     diagonal moved into ``Q``, as JAX; ``m`` defaults to ``n``.
 
-    >>> q = orthogonal(key(0), 3)                # f32[3,3], q @ q.T = I
+    >>> q = random.orthogonal(random.key(0), 3)                # f32[3,3], q @ q.T = I
     """
     k = _check_key(key, "orthogonal")
     _no_sharding(out_sharding, "orthogonal")

@@ -36,8 +36,11 @@ def permutation(key: Any, x: Any, axis: int = 0, independent: bool = False, *,
     With ``independent=True`` every slice along the other axes is shuffled
     on its own; otherwise whole slices are moved together.
 
-    >>> permutation(key(0), 5)               # i32[5], e.g. [3, 0, 4, 1, 2]
-    >>> permutation(key(0), x2d).shape == x2d.shape   # rows shuffled
+    >>> random.permutation(random.key(0), 5)               # i32[5], e.g. [3, 0, 4, 1, 2]
+    Array([0, 1, 4, 3, 2], dtype=int32)
+    >>> x2d = fnp.arange(6).reshape(3, 2)
+    >>> random.permutation(random.key(0), x2d).shape == x2d.shape   # rows shuffled
+    True
     """
     k = _check_key(key, "permutation")
     _no_sharding(out_sharding, "permutation")
@@ -64,7 +67,8 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | No
     top-k), so their number may not exceed the number of categories.
 
     >>> logits = fnp.log(fnp.array([0.2, 0.5, 0.3]))
-    >>> categorical(key(0), logits, shape=(1000,))    # i32[1000] in {0, 1, 2}
+    >>> random.categorical(random.key(0), logits, shape=(8,))    # i32[8] in {0, 1, 2}
+    Array([1, 1, 1, 1, 2, 0, 0, 0], dtype=int32)
     """
     k = _check_key(key, "categorical")
     _no_sharding(out_sharding, "categorical")
@@ -103,8 +107,10 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
     prefix, or Gumbel top-k with ``p``); ``p`` gives the probabilities of
     the entries (1-d, length ``a.shape[axis]``; normalized by its sum).
 
-    >>> choice(key(0), 10, (3,))                     # i32[3] in 0..9
-    >>> choice(key(0), fnp.arange(5.0), (2,), replace=False, p=fnp.array([.1, .2, .3, .2, .2]))
+    >>> random.choice(random.key(0), 10, (3,))                     # i32[3] in 0..9
+    Array([9, 0, 2], dtype=int32)
+    >>> random.choice(random.key(0), fnp.arange(5.0), (2,), replace=False, p=fnp.array([.1, .2, .3, .2, .2]))
+    Array([1., 0.], dtype=float32)
     """
     k = _check_key(key, "choice")
     if not isinstance(shape, (tuple, list)):

@@ -69,6 +69,8 @@ def cholesky(a: ArrayLike, lower: bool = False, overwrite_a: bool = False, check
     gradient is not symmetric). NaN where ``a`` is not positive definite.
 
     >>> cholesky(fnp.array([[4.0, 2.0], [2.0, 3.0]]))   # upper triangular
+    Array([[2.       , 1.       ],
+           [0.       , 1.4142]], dtype=float32)
     """
     a = _square("cholesky", a)
     # As JAX: the lower (or upper) triangle is read, without symmetrizing.
@@ -89,6 +91,7 @@ def cho_solve(c_and_lower: tuple[Any, bool], b: ArrayLike, overwrite_b: bool = F
     """Solve ``a @ x = b`` given ``cho_factor(a)``. b: (n,) or (..., n, k).
 
     >>> cho_solve(cho_factor(fnp.array([[4.0, 2.0], [2.0, 3.0]])), fnp.array([1.0, 2.0]))
+    Array([-0.1250,  0.7500], dtype=float32)
     """
     c, lower = c_and_lower
     c, b = promote_inexact(arr(c), arr(b))
@@ -109,7 +112,8 @@ def solve_triangular(a: ArrayLike, b: ArrayLike, trans: Any = 0, lower: bool = F
     ``trans`` 0/'N', 1/'T' or 2/'C' (conjugate transpose). b: (n,) or (..., n, k).
     A zero on the diagonal gives inf/NaN.
 
-    >>> solve_triangular(fnp.array([[2.0, 0.0], [1.0, 1.0]]), fnp.array([2.0, 3.0]), lower=True)   # [1., 2.]
+    >>> solve_triangular(fnp.array([[2.0, 0.0], [1.0, 1.0]]), fnp.array([2.0, 3.0]), lower=True)
+    Array([1., 2.], dtype=float32)
     """
     a, b = promote_inexact(arr(a), arr(b))
     a = _square("solve_triangular", a)
@@ -194,7 +198,8 @@ def lu_solve(lu_and_piv: tuple[Any, Any], b: ArrayLike, trans: int = 0, overwrit
     """Solve ``a @ x = b`` (``trans`` 1: ``a.T @ x = b``, 2: ``a^H @ x = b``) given ``lu_factor(a)``.
     b: (n,) or (..., n, k).
 
-    >>> lu_solve(lu_factor(fnp.array([[2.0, 0.0], [0.0, 4.0]])), fnp.array([2.0, 2.0]))   # [1., 0.5]
+    >>> lu_solve(lu_factor(fnp.array([[2.0, 0.0], [0.0, 4.0]])), fnp.array([2.0, 2.0]))
+    Array([1. , 0.5], dtype=float32)
     """
     lu_, piv = lu_and_piv
     lu_, b = promote_inexact(arr(lu_), arr(b))
@@ -221,7 +226,8 @@ def solve(a: ArrayLike, b: ArrayLike, lower: bool = False, overwrite_a: bool = F
     """Solve ``a @ x = b``; ``assume_a`` 'gen', 'sym', 'her' (LU) or 'pos' (Cholesky, reading the
     ``lower``/upper triangle). b: (n,) or (..., n, k).
 
-    >>> solve(fnp.array([[2.0, 0.0], [0.0, 4.0]]), fnp.array([2.0, 2.0]))   # [1., 0.5]
+    >>> solve(fnp.array([[2.0, 0.0], [0.0, 4.0]]), fnp.array([2.0, 2.0]))
+    Array([1. , 0.5], dtype=float32)
     """
     if assume_a not in ("gen", "sym", "her", "pos"):
         raise ValueError(f"scipy.linalg.solve: assume_a must be 'gen', 'sym', 'her' or 'pos', got {assume_a!r}")
@@ -236,7 +242,8 @@ def solve(a: ArrayLike, b: ArrayLike, lower: bool = False, overwrite_a: bool = F
 def det(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> Any:
     """Determinant of square matrices (..., n, n) -> (...).
 
-    >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))   # -2.0
+    >>> det(fnp.array([[1.0, 2.0], [3.0, 4.0]]))
+    Array(-2.0000, dtype=float32)
     """
     return _nl.det(a)
 
@@ -245,6 +252,8 @@ def inv(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> A
     """Inverse of square matrices; inf/NaN for a singular matrix.
 
     >>> inv(fnp.array([[2.0, 0.0], [0.0, 4.0]]))
+    Array([[0.5 , 0.  ],
+           [0.  , 0.25]], dtype=float32)
     """
     return _nl.inv(a)
 
@@ -272,6 +281,7 @@ def eigh_tridiagonal(d: Any, e: Any, *, eigvals_only: bool = False, select: str 
     diagonal ``d`` (n,) and off-diagonal ``e`` (n-1,).
 
     >>> eigh_tridiagonal(fnp.array([1.0, 2.0, 3.0]), fnp.array([1.0, 1.0]), eigvals_only=True)
+    Array([0.2679, 2.       , 3.7321 ], dtype=float32)
     """
     if select != "a" or select_range is not None:
         raise NotImplementedError("scipy.linalg.eigh_tridiagonal: only select='a' is supported")
@@ -379,6 +389,8 @@ def sqrtm(A: Any, blocksize: int = 1) -> Any:
     (as in JAX). A matrix with a non-finite entry, or without a square root (``[[0, 1], [0, 0]]``), gives NaN.
 
     >>> sqrtm(fnp.array([[4.0, 0.0], [0.0, 9.0]]))   # [[2, 0], [0, 3]] as complex
+    Array([[2.+0.j, 0.+0.j],
+           [0.+0.j, 3.+0.j]], dtype=complex64)
     """
     if blocksize > 1:
         raise NotImplementedError("scipy.linalg.sqrtm: the blocked version (blocksize > 1) is not implemented "
@@ -411,6 +423,8 @@ def funm(A: Any, func: Any, disp: bool = True) -> Any:
     error (JAX's formula). Inaccurate for close or repeated eigenvalues (as scipy and JAX).
 
     >>> funm(fnp.array([[1.0, 2.0], [0.0, 3.0]]), fnp.exp)   # equals expm(A), as complex
+    Array([[ 2.7183+0.j, 17.3673 +0.j],
+           [ 0.       +0.j, 20.0855 +0.j]], dtype=complex64)
     """
     (A,) = promote_inexact(arr(A))
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
@@ -440,7 +454,9 @@ def dft(n: int, scale: str | None = None, *, dtype: DTypeLike | None = None) -> 
     fft(x)``); ``scale``: None, ``'sqrtn'`` (unitary) or ``'n'``. Complex (the default complex dtype:
     complex64, complex128 with x64, or ``dtype``).
 
-    >>> dft(2)   # [[1, 1], [1, -1]]
+    >>> dft(2)
+    Array([[ 1.+0.0000000e+00j,  1.+0.0000000e+00j],
+           [ 1.+0.0000000e+00j, -1.-1.2246469e-16j]], dtype=complex64)
     """
     if scale is not None and scale not in ("sqrtn", "n"):
         raise ValueError(f"scipy.linalg.dft: scale must be None, 'sqrtn' or 'n', got {scale!r}")
@@ -505,6 +521,8 @@ def expm(A: Any, *, upper_triangular: bool = False, max_squarings: int = 16) -> 
     """Matrix exponential of square matrices (..., n, n); its derivative is the Frechet derivative.
 
     >>> expm(fnp.zeros((2, 2)))   # identity
+    Array([[1., 0.],
+           [0., 1.]], dtype=float32)
     """
     return _L.expm(_square("expm", A))
 
@@ -533,6 +551,8 @@ def solve_sylvester(A: Any, B: Any, C: Any, *, method: str = "schur", tol: float
     (Kronecker form: exact and differentiable; meant for small matrices).
 
     >>> solve_sylvester(fnp.eye(2), fnp.eye(2), fnp.ones((2, 2)))   # all 0.5
+    Array([[0.5, 0.5],
+           [0.5, 0.5]], dtype=float32)
     """
     if method not in ("schur", "eigen"):
         raise ValueError(f"scipy.linalg.solve_sylvester: method must be 'schur' or 'eigen', got {method!r}")
@@ -585,6 +605,9 @@ def toeplitz(c: Any, r: Any = None) -> Any:
     (as JAX: c (..., m), r (..., n) -> (..., m, n)).
 
     >>> toeplitz(fnp.array([1.0, 2.0, 3.0]))
+    Array([[1., 2., 3.],
+           [2., 1., 2.],
+           [3., 2., 1.]], dtype=float32)
     """
     c = _vec_last("toeplitz", c)
     r = c if r is None else _vec_last("toeplitz", r)
@@ -601,6 +624,9 @@ def hankel(c: Any, r: Any = None) -> Any:
     """Hankel matrix with first column ``c`` and last row ``r`` (default zeros); batched as :func:`toeplitz`.
 
     >>> hankel(fnp.array([1.0, 2.0, 3.0]), fnp.array([3.0, 4.0, 5.0, 6.0]))
+    Array([[1., 2., 3., 4.],
+           [2., 3., 4., 5.],
+           [3., 4., 5., 6.]], dtype=float32)
     """
     c = _vec_last("hankel", c)
     r = multiply(c, 0) if r is None else _vec_last("hankel", r)
@@ -617,6 +643,9 @@ def circulant(c: Any) -> Any:
     """Circulant matrix with first column ``c`` (..., n) -> (..., n, n).
 
     >>> circulant(fnp.array([1.0, 2.0, 3.0]))
+    Array([[1., 3., 2.],
+           [2., 1., 3.],
+           [3., 2., 1.]], dtype=float32)
     """
     c = _vec_last("circulant", c)
     n = c.shape[-1]
@@ -627,7 +656,9 @@ def circulant(c: Any) -> Any:
 def companion(a: ArrayLike) -> Any:
     """Companion matrix of the polynomial with coefficients ``a`` (n,), highest degree first: (n-1, n-1).
 
-    >>> companion(fnp.array([1.0, 2.0, 3.0]))   # [[-2, -3], [1, 0]]
+    >>> companion(fnp.array([1.0, 2.0, 3.0]))
+    Array([[-2., -3.],
+           [ 1.,  0.]], dtype=float32)
     """
     (a,) = promote_inexact(arr(a))
     if a.ndim != 1 or a.shape[0] < 2:
@@ -642,6 +673,9 @@ def fiedler(a: ArrayLike) -> Any:
     """Fiedler matrix ``|a[i] - a[j]|`` of a 1-d array.
 
     >>> fiedler(fnp.array([1.0, 3.0, 7.0]))
+    Array([[0., 2., 6.],
+           [2., 0., 4.],
+           [6., 4., 0.]], dtype=float32)
     """
     (a,) = promote_inexact(arr(a))
     if a.ndim != 1:
@@ -679,6 +713,9 @@ def hilbert(n: int) -> Any:
     """Hilbert matrix ``1 / (i + j + 1)``, (n, n), default float dtype.
 
     >>> hilbert(3)
+    Array([[1.        , 0.5       , 0.3333],
+           [0.5       , 0.3333, 0.25      ],
+           [0.3333, 0.25      , 0.2       ]], dtype=float32)
     """
     i = np.arange(int(n))
     return _float_const(1.0 / (i[:, None] + i[None, :] + 1))
@@ -692,7 +729,9 @@ def _float_const(x: np.ndarray) -> Any:
 def invhilbert(n: int) -> Any:
     """Inverse of the (n, n) Hilbert matrix (exact formula, default float dtype).
 
-    >>> invhilbert(2)   # [[4, -6], [-6, 12]]
+    >>> invhilbert(2)
+    Array([[ 4., -6.],
+           [-6., 12.]], dtype=float32)
     """
     import scipy.linalg as _sl
     return _float_const(_sl.invhilbert(int(n)).astype(np.float64))
@@ -702,6 +741,9 @@ def pascal(n: int, kind: str | None = None) -> Any:
     """Pascal matrix (n, n): ``kind`` 'symmetric' (default), 'lower' or 'upper'; default float dtype.
 
     >>> pascal(3, "lower")
+    Array([[1., 0., 0.],
+           [1., 1., 0.],
+           [1., 2., 1.]], dtype=float32)
     """
     kind = "symmetric" if kind is None else kind
     if kind not in ("symmetric", "lower", "upper"):
@@ -714,6 +756,9 @@ def invpascal(n: int, kind: str | None = None) -> Any:
     """Inverse of the Pascal matrix (see :func:`pascal`); default float dtype.
 
     >>> invpascal(3)
+    Array([[ 3., -3.,  1.],
+           [-3.,  5., -2.],
+           [ 1., -2.,  1.]], dtype=float32)
     """
     kind = "symmetric" if kind is None else kind
     if kind not in ("symmetric", "lower", "upper"):
@@ -725,7 +770,9 @@ def invpascal(n: int, kind: str | None = None) -> Any:
 def hadamard(n: int, dtype: DTypeLike = int) -> Any:
     """Sylvester's Hadamard matrix (n, n), n a power of 2.
 
-    >>> hadamard(2)   # [[1, 1], [1, -1]]
+    >>> hadamard(2)
+    Array([[ 1,  1],
+           [ 1, -1]], dtype=int32)
     """
     n = int(n)
     if n < 1 or n & (n - 1):
@@ -748,6 +795,9 @@ def leslie(f: Any, s: Any) -> Any:
     """Leslie matrix from fecundities ``f`` (n,) and survival rates ``s`` (n-1,): (n, n).
 
     >>> leslie(fnp.array([1.0, 2.0, 3.0]), fnp.array([0.5, 0.6]))
+    Array([[1. , 2. , 3. ],
+           [0.5, 0. , 0. ],
+           [0. , 0.6, 0. ]], dtype=float32)
     """
     f, s = promote_inexact(arr(f), arr(s))
     if f.ndim != 1 or s.ndim != 1 or s.shape[0] != f.shape[0] - 1 or f.shape[0] < 1:

@@ -38,6 +38,7 @@ class CpuBackend(Backend):
     >>> from funcgrad.backends.cpu import backend
     >>> program = backend.compile(fg.make_jaxpr(lambda x: fnp.sin(x) * 2)(fnp.ones(3)))
     >>> program.run([np.ones(3, np.float32)])[0]      # Array([1.6829419, ...])
+    Array([1.6829, 1.6829, 1.6829], dtype=float32)
     """
 
     name = "cpu"

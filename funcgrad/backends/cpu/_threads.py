@@ -173,7 +173,14 @@ _applied = threading.local()
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads (1 <= n <= max_threads()) in funcgrad's kernels."""
+    """Use ``n`` threads (1 <= n <= max_threads()) in funcgrad's kernels.
+
+    >>> n = fg.get_num_threads()
+    >>> fg.set_num_threads(1)
+    >>> fg.get_num_threads()
+    1
+    >>> fg.set_num_threads(n)
+    """
     global _requested, _generation
     n = int(n)
     if not 1 <= n <= max_threads():
@@ -185,7 +192,11 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    """Thread count funcgrad's parallel kernels will use."""
+    """Thread count funcgrad's parallel kernels will use.
+
+    >>> fg.get_num_threads() >= 1
+    True
+    """
     return _requested if _requested is not None else max_threads()
 
 

@@ -14,6 +14,11 @@ __all__ = ["ModeResult", "mode", "rankdata", "sem"]
 
 
 class ModeResult(NamedTuple):
+    """``mode``'s result: the most common value and how often it occurs (``scipy.stats.mode``'s fields).
+
+    >>> scipy.stats.mode(fnp.array([1.0, 2.0, 2.0, 3.0])).count
+    Array(2, dtype=int32)
+    """
     mode: Any
     count: Any
 
@@ -56,6 +61,7 @@ def mode(a: ArrayLike, axis: int | Sequence[int] = 0, nan_policy: str = "propaga
     axis gives mode NaN and count 0.0 in the default float dtype (as JAX and scipy).
 
     >>> mode(fnp.array([1.0, 2.0, 2.0, 3.0]))   # ModeResult(mode=2.0, count=2)
+    ModeResult(mode=Array(2., dtype=float32), count=Array(2, dtype=int32))
     """
     _check_nan_policy("mode", nan_policy)
     x = arr(a)
@@ -93,7 +99,8 @@ def rankdata(a: ArrayLike, method: str = "average", *, axis: int | Sequence[int]
     The result is in the default float dtype (as JAX) and has no gradient. Sort-based: O(n log n)
     (a stable sort, so ``ordinal`` ranks ties in their order of appearance).
 
-    >>> rankdata(fnp.array([3.0, 1.0, 3.0, 2.0]))   # [3.5, 1, 3.5, 2]
+    >>> rankdata(fnp.array([3.0, 1.0, 3.0, 2.0]))
+    Array([3.5, 1. , 3.5, 2. ], dtype=float32)
     """
     _check_nan_policy("rankdata", nan_policy)
     if method not in _METHODS:
@@ -139,7 +146,8 @@ def sem(a: ArrayLike, axis: int | Sequence[int] = 0, ddof: int = 1, nan_policy: 
         keepdims: bool = False) -> Any:
     """The standard error of the mean, ``std(a, axis, ddof) / sqrt(n)``; ``nan_policy='omit'`` ignores NaNs.
 
-    >>> sem(fnp.array([1.0, 2.0, 3.0]))   # [0.5773...]
+    >>> sem(fnp.array([1.0, 2.0, 3.0]))
+    Array(0.5774, dtype=float32)
     """
     (b,) = promote_inexact(arr(a))
     if nan_policy == "propagate":

@@ -15,6 +15,7 @@ def logpmf(k: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """``k log p + (1 - k) log(1 - p)`` for ``0 <= k - loc <= 1`` (as JAX, not only at 0 and 1); -inf outside.
 
     >>> logpmf(fnp.array([0.0, 1.0]), 0.25)   # [log 0.75, log 0.25]
+    Array([-0.2877, -1.3863], dtype=float32)
     """
     k, p, loc = promote(k, p, loc)
     x = k - loc
@@ -30,7 +31,8 @@ def pmf(k: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
 def cdf(k: Any, p: ArrayLike) -> Any:
     """CDF: 0 below 0, ``1 - p`` on [0, 1), 1 from 1 on; NaN for ``p`` outside [0, 1].
 
-    >>> cdf(fnp.array([0.5]), 0.25)   # [0.75]
+    >>> cdf(fnp.array([0.5]), 0.25)
+    Array([0.75], dtype=float32)
     """
     k, p = promote(k, p)
     invalid = fnp.isnan(k) | fnp.isnan(p) | (p < 0) | (p > 1)
@@ -41,7 +43,8 @@ def ppf(q: ArrayLike, p: ArrayLike) -> Any:
     """Quantile: 0 for ``q <= 1 - p``, else 1; NaN for ``q`` or ``p`` outside [0, 1]
     (ppf(0) is 0, as JAX; scipy gives -1).
 
-    >>> ppf(fnp.array([0.5, 0.9]), 0.25)   # [0, 1]
+    >>> ppf(fnp.array([0.5, 0.9]), 0.25)
+    Array([0., 1.], dtype=float32)
     """
     q, p = promote(q, p)
     ok = (q >= 0) & (q <= 1) & (p >= 0) & (p <= 1)

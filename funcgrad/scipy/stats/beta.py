@@ -16,6 +16,7 @@ def logpdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: 
     NaN for ``a <= 0``, ``b <= 0`` or ``scale <= 0`` (as JAX).
 
     >>> logpdf(fnp.array([0.5]), 2.0, 2.0)   # [log 1.5]
+    Array([0.4055], dtype=float32)
     """
     x, a, b, loc, scale = promote(x, a, b, loc, scale)
     z = (x - loc) / scale
@@ -40,7 +41,8 @@ def _z(x, a, b, loc, scale):
 def cdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """CDF ``betainc(a, b, z)`` (differentiable in x, loc, scale; not in a, b: as JAX).
 
-    >>> cdf(fnp.array([0.5]), 2.0, 2.0)   # [0.5]
+    >>> cdf(fnp.array([0.5]), 2.0, 2.0)
+    Array([0.5], dtype=float32)
     """
     a, b, z = _z(x, a, b, loc, scale)
     return special.betainc(a, b, z)

@@ -16,6 +16,7 @@ def logpmf(k: Any, n: Any, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0) -> An
     n - y + b) - betaln(a, b)``; -inf outside; NaN for ``n < 0``, ``a <= 0`` or ``b <= 0``.
 
     >>> logpmf(fnp.array([1.0]), 2.0, 1.0, 1.0)   # [log 1/3]
+    Array([-1.0986], dtype=float32)
     """
     k, n, a, b, loc = promote(k, n, a, b, loc)
     y = fnp.floor(k) - loc

@@ -16,6 +16,7 @@ def logpmf(k: Any, n: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     need not be an integer); -inf outside.
 
     >>> logpmf(fnp.array([1.0]), 2.0, 0.5)   # [log 0.5]
+    Array([-0.6931], dtype=float32)
     """
     k, n, p, loc = promote(k, n, p, loc)
     inside = (k >= loc) & (k < loc + n + 1)

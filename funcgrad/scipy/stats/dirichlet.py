@@ -16,6 +16,7 @@ def logpdf(x: ArrayLike, alpha: Any) -> Any:
     for ``alpha`` of shape ``(K,)``, as scipy; -inf off the simplex (tolerance 1e-6, as JAX).
 
     >>> logpdf(fnp.array([0.2, 0.8]), fnp.array([1.0, 2.0]))   # [log 1.6]
+    Array(0.4700, dtype=float32)
     """
     x, alpha = promote(x, alpha, broadcast=False)
     if alpha.ndim != 1:

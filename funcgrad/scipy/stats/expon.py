@@ -27,7 +27,8 @@ def _valid(scale, value):
 def logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """``-z - log(scale)`` for ``z = (x - loc) / scale >= 0``, -inf below.
 
-    >>> logpdf(fnp.array([1.0]))   # [-1]
+    >>> logpdf(fnp.array([1.0]))
+    Array([-1.], dtype=float32)
     """
     z, zs, scale = _z(x, loc, scale)
     return _valid(scale, fnp.where(z < 0, -INF, -zs - fnp.log(fnp.where(scale > 0, scale, 1.0))))

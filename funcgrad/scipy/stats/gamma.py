@@ -14,7 +14,8 @@ __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 def logpdf(x: ArrayLike, a: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """``(a-1) log z - z - gammaln(a) - log(scale)`` for ``z = (x - loc) / scale >= 0``; -inf below.
 
-    >>> logpdf(fnp.array([1.0]), 2.0)   # [-1]
+    >>> logpdf(fnp.array([1.0]), 2.0)
+    Array([-1.], dtype=float32)
     """
     x, a, loc, scale = promote(x, a, loc, scale)
     z = (x - loc) / scale

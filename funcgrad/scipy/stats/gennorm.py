@@ -25,7 +25,8 @@ def pdf(x: ArrayLike, beta: Any) -> Any:
 def cdf(x: ArrayLike, beta: Any) -> Any:
     """CDF ``(1 + sign(x) gammainc(1 / beta, |x|**beta)) / 2`` (second derivative in beta unsupported).
 
-    >>> cdf(fnp.array([0.0]), 2.0)   # [0.5]
+    >>> cdf(fnp.array([0.0]), 2.0)
+    Array([0.5], dtype=float32)
     """
     x, beta = promote(x, beta)
     return 0.5 * (1.0 + fnp.sign(x) * special.gammainc(1.0 / beta, fnp.abs(x) ** beta))

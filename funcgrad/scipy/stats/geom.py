@@ -15,6 +15,7 @@ def logpmf(k: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """``(k - 1) log(1 - p) + log p`` for ``k - loc > 0`` (JAX's support test); -inf from 0 down.
 
     >>> logpmf(fnp.array([1.0, 2.0]), 0.5)   # [log 0.5, log 0.25]
+    Array([-0.6931, -1.3863], dtype=float32)
     """
     k, p, loc = promote(k, p, loc)
     x = k - loc

@@ -18,6 +18,7 @@ def logpmf(x: ArrayLike, n: Any, p: ArrayLike) -> Any:
     probabilities ``p``; -inf where ``sum(x) != n``.
 
     >>> logpmf(fnp.array([1, 2]), 3, fnp.array([0.5, 0.5]))   # [log 3/8]
+    Array(-0.9808, dtype=float32)
     """
     x, n = arr(x), arr(n)
     if x.dtype.kind not in "iu" or n.dtype.kind not in "iu":

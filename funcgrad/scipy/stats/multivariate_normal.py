@@ -19,6 +19,7 @@ def logpdf(x: ArrayLike, mean: Any, cov: Any, allow_singular: None = None) -> An
     ``cov * I``. ``allow_singular`` raises NotImplementedError unless None (as JAX).
 
     >>> logpdf(fnp.zeros(2), fnp.zeros(2), fnp.eye(2))   # -log(2 pi)
+    Array(-1.8379, dtype=float32)
     """
     if allow_singular is not None:
         raise NotImplementedError("allow_singular argument of multivariate_normal.logpdf")

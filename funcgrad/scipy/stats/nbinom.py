@@ -15,6 +15,7 @@ def logpmf(k: Any, n: Any, p: ArrayLike, loc: ArrayLike = 0) -> Any:
     """``gammaln(k + n) - gammaln(n) - gammaln(k + 1) + n log p + k log(1 - p)`` for ``k >= loc``; -inf below.
 
     >>> logpmf(fnp.array([0.0]), 2.0, 0.5)   # [2 log 0.5]
+    Array([-1.3863], dtype=float32)
     """
     k, n, p, loc = promote(k, n, p, loc)
     y = k - loc

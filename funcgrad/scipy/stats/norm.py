@@ -14,7 +14,8 @@ __all__ = ["cdf", "isf", "logcdf", "logpdf", "logsf", "pdf", "ppf", "sf"]
 def logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """Log density of N(loc, scale**2) at ``x`` (broadcast together).
 
-    >>> logpdf(fnp.array([0.0, 1.0]))   # [-0.9189..., -1.4189...]
+    >>> logpdf(fnp.array([0.0, 1.0]))
+    Array([-0.9189, -1.4189], dtype=float32)
     """
     x, loc, scale = promote(x, loc, scale)
     z = (x - loc) / scale

@@ -29,6 +29,7 @@ def logpdf(x: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1)
     """``log(b) - (b + 1) log z - log(scale)`` for ``z = (x - loc) / scale >= 1``; -inf below.
 
     >>> logpdf(fnp.array([1.0]), 2.0)   # [log 2]
+    Array([0.6931], dtype=float32)
     """
     b, z, ok, zs, scale = _z(x, b, loc, scale)
     val = fnp.where(ok, fnp.log(b) - (b + 1.0) * fnp.log(zs) - fnp.log(scale), -INF)

@@ -36,6 +36,7 @@ def logpdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: 
     """Normal log density renormalised to [a, b] (standard units); -inf outside, NaN if ``a >= b``.
 
     >>> logpdf(fnp.array([0.0]), -1.0, 1.0)
+    Array([-0.5372], dtype=float32)
     """
     x, a, b, loc, scale = promote(x, a, b, loc, scale)
     val = _norm.logpdf(x, loc, scale) - _log_gauss_mass(a, b)

@@ -17,6 +17,7 @@ def logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     """``-log(scale)`` on [loc, loc + scale] (both ends included), -inf outside.
 
     >>> logpdf(fnp.array([0.5, 2.0]))   # [0, -inf]
+    Array([ -0., -inf], dtype=float32)
     """
     x, loc, scale = promote(x, loc, scale)
     inside = fnp.logical_and(x >= loc, x <= loc + scale)

@@ -14,6 +14,7 @@ def logpdf(x: ArrayLike, c: Any) -> Any:
     """``log((1 - c**2) / (2 pi (1 + c**2 - 2 c cos x)))`` on [0, 2 pi]; -inf outside; NaN unless 0 < c < 1.
 
     >>> logpdf(fnp.array([0.0]), 0.5)
+    Array([-0.7393], dtype=float32)
     """
     x, c = promote(x, c)
     val = fnp.log(1.0 - c * c) - LOG_2PI - fnp.log(1.0 + c * c - 2.0 * c * fnp.cos(x))
