@@ -234,7 +234,7 @@ def _header_of(data):
 
 @pytest.mark.parametrize("damage, message", [
     (lambda h: h.__setitem__("leaf_0", {"dtype": "F32", "shape": [2, 3]}),
-     r"header is not valid: expected a JSON object of \{name: \{dtype, shape, data_offsets\}\}.*missing field "
+     r"header is not valid: expected UTF-8 JSON, an object of \{name: \{dtype, shape, data_offsets\}\}.*missing field "
      r"`data_offsets`"),
     (lambda h: h["leaf_0"].__setitem__("shape", [2, -3]), r"header is not valid.*integer `-3`, expected usize"),
     (lambda h: h["leaf_0"].__setitem__("dtype", "F7"), r"header is not valid.*unknown variant `F7`"),
@@ -247,6 +247,8 @@ def _header_of(data):
      r"structure record in its metadata is corrupted"),
     (lambda h: h["__metadata__"].__setitem__("funcgrad.tree", '{"node": "set", "children": []}'),
      r"structure record is malformed: <root>: unknown node type 'set'"),
+    (lambda h: h["__metadata__"].__setitem__("funcgrad.tree", h["__metadata__"]["funcgrad.tree"].replace(
+        '"dtype":"<f4"', '"dtype":"01"', 1)), r"structure record is malformed: a: unsupported dtype '01'"),
     (lambda h: h["__metadata__"].__setitem__("version", "9"), r"format version '9' is not supported"),
     (lambda h: h["__metadata__"].__setitem__("format", "other"), r"'funcgrad.tree' but format 'other'"),
     (lambda h: h.pop("leaf_2"), r"unexpected bytes after the last tensor"),
@@ -263,10 +265,15 @@ def test_bad_header_or_metadata_is_a_clear_error(tmp_path, damage, message):
 def test_header_that_is_not_json_or_too_long(tmp_path):
     path = tmp_path / "bad.safetensors"
     path.write_bytes(struct.pack("<Q", 12) + b"{not json}  " + b"\0" * 8)
-    with pytest.raises(ValueError, match=r"safetensors header is not valid: expected a JSON object"):
+    with pytest.raises(ValueError, match=r"safetensors header is not valid: expected UTF-8 JSON"):
         S.load(path)
     path.write_bytes(struct.pack("<Q", 1000) + b'{"a": 1}')
     with pytest.raises(ValueError, match=r"truncated safetensors file: the header says 1000 bytes"):
+        S.load(path)
+    data = bytearray(_good_bytes(tmp_path))
+    data[20] = 0xFF                       # inside the header: not UTF-8
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"safetensors header is not valid: expected UTF-8 JSON.*invalid UTF-8"):
         S.load(path)
     path.write_bytes(struct.pack("<Q", 2) + b"[]")
     with pytest.raises(ValueError, match=r"not an .npz"):
@@ -280,3 +287,24 @@ def test_extra_bytes_after_the_tensors_are_rejected(tmp_path):
     with pytest.raises(ValueError, match=r"truncated safetensors file, or unexpected bytes after the last tensor.*"
                                          r"save it anew"):
         S.load(path)
+
+
+def test_damaged_header_bytes_give_our_error_or_load(tmp_path):
+    """Random byte changes in a header: every outcome is a load or a ValueError from funcgrad (never one of the
+    library's exceptions, a KeyError, a SyntaxError ...)."""
+    data = _good_bytes(tmp_path)
+    n = struct.unpack("<Q", data[:8])[0]
+    rng = np.random.default_rng(1)
+    path = tmp_path / "bad.safetensors"
+    rejected = 0
+    for _ in range(300):
+        damaged = bytearray(data)
+        for pos in rng.integers(0, 8 + n, size=rng.integers(1, 4)):
+            damaged[pos] = rng.choice(list(b'{}[]",:0123456789 ax\xff'))
+        path.write_bytes(bytes(damaged))
+        try:
+            S.load(path)
+        except ValueError as e:
+            assert str(e).startswith(f"serialization.load: {path}"), str(e)
+            rejected += 1
+    assert rejected > 250

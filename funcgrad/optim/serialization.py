@@ -225,8 +225,8 @@ def _library_error(path: str, head: bytes, file_size: int, e: Exception) -> Valu
     elif "not fully covered" in said:
         why = ("truncated safetensors file, or unexpected bytes after the last tensor: the tensors' data_offsets do "
                "not cover the data exactly")
-    elif "invalid JSON" in said or "header length" in said:
-        why = ("the safetensors header is not valid: expected a JSON object of {name: {dtype, shape, data_offsets}} "
+    elif "invalid JSON" in said or "UTF-8" in said or "header length" in said:
+        why = ("the safetensors header is not valid: expected UTF-8 JSON, an object of {name: {dtype, shape, data_offsets}} "
                "and an optional __metadata__ map of strings to strings")
     elif "offset" in said:
         why = "a tensor's dtype, shape and data_offsets disagree (its bytes are not where the header says)"
@@ -412,7 +412,7 @@ def _validate_leaf(spec: dict, path: str) -> None:
     dtype = _field(spec, "dtype", str, path)
     try:
         ok = np.dtype(dtype).kind in "biuf"
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):    # numpy parses some dtype strings as Python literals
         ok = False
     if not ok:
         raise _Rejected(f"{_show(path)}: unsupported dtype {dtype!r:.20}")
