@@ -1,7 +1,7 @@
 """Checkpoints as .safetensors (and .npz): round trips, files of the reference library, damaged files, templates.
 
-References: the arrays saved (numpy, compared exactly) and the ``safetensors`` package itself (the test extra) for
-the file format in both directions.
+References: the arrays saved (numpy, compared exactly) and the ``safetensors`` package's own ``load_file`` and
+``save_file`` for the file format in both directions.
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+import safetensors
+import safetensors.numpy as st
 
 import funcgrad.numpy as fnp
 from funcgrad import optim
@@ -81,7 +83,6 @@ def test_every_dtype_round_trips(tmp_path, dtype):
 
 
 def test_the_reference_library_reads_our_files(tmp_path):
-    st = pytest.importorskip("safetensors.numpy")
     for dtype in DTYPES:
         tree = _dtype_tree(dtype)
         raw = st.load_file(S.save(tmp_path / f"{np.dtype(dtype).name}.safetensors", tree))
@@ -135,7 +136,6 @@ def test_save_format_by_suffix_and_load_by_content(tmp_path):
 
 
 def test_file_written_by_the_reference_library_loads(tmp_path):
-    st = pytest.importorskip("safetensors.numpy")
     tensors = {"embed.weight": np.arange(12, dtype=np.float32).reshape(3, 4), "mask": np.array([True, False]),
                "step": np.array(7, dtype=np.int64), "empty": np.zeros((0, 2), np.float16)}
     path = tmp_path / "model.safetensors"
@@ -152,11 +152,41 @@ def test_file_written_by_the_reference_library_loads(tmp_path):
         S.load(path, like={"embed.weight": like["embed.weight"]})
 
 
-def test_bfloat16_from_another_program_is_a_clear_error(tmp_path):
-    path = tmp_path / "bf16.safetensors"
-    _write_raw(path, {"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]}}, b"\x80\x3f\x00\x40")
-    with pytest.raises(ValueError, match=r"tensor 'w': dtype 'BF16' is not supported \(funcgrad reads BOOL, U8"):
+@pytest.mark.parametrize("dtype, itemsize", [("BF16", 2), ("F8_E4M3", 1), ("C64", 8)])
+def test_dtype_funcgrad_has_no_array_for_is_a_clear_error(tmp_path, dtype, itemsize):
+    path = tmp_path / "other.safetensors"
+    # A tensor funcgrad reads first (in name order), then one it has no dtype for: nothing is returned.
+    header = {"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+              "w": {"dtype": dtype, "shape": [2], "data_offsets": [4, 4 + 2 * itemsize]}}
+    _write_raw(path, header, np.float32(1.0).tobytes() + b"\x3f" * (2 * itemsize))
+    with pytest.raises(ValueError, match=rf"other.safetensors is not a valid funcgrad checkpoint: tensor 'w': dtype "
+                                         rf"'{dtype}' is not supported \(funcgrad reads BOOL, U8.*convert it"):
         S.load(path)
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_views_and_foreign_byte_order_round_trip(tmp_path, suffix):
+    base = np.arange(24, dtype=np.float64).reshape(4, 6)
+    tree = {"t": base.T, "strided": base[::2, 1::3], "neg": base[::-1], "big": np.arange(5, dtype=">i4"),
+            "scalar": np.float32(2.5)}
+    back = S.load(S.save(tmp_path / f"v{suffix}", tree), like=tree)      # a numpy template: numpy leaves back
+    for name, value in tree.items():
+        got = back[name]
+        assert got.shape == np.shape(value) and got.dtype == np.dtype(value.dtype).newbyteorder("="), name
+        np.testing.assert_array_equal(got, value)
+    if suffix == ".safetensors":      # the reference reader sees the same values
+        raw = st.load_file(tmp_path / f"v{suffix}")
+        np.testing.assert_array_equal(raw["leaf_4"], base.T)     # leaves in sorted-key order: big, neg, scalar, strided, t
+
+
+def test_a_failed_write_leaves_no_file_and_says_why(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise safetensors.SafetensorError("Error while serializing: No space left on device (os error 28)")
+    monkeypatch.setattr(st, "save_file", refuse)
+    with pytest.raises(OSError, match=r"serialization.save: writing .*full.safetensors failed \(safetensors: .*No "
+                                      r"space left.*check the disk space"):
+        S.save(tmp_path / "full.safetensors", {"w": np.ones(3)})
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_template_mismatch_is_a_clear_error(tmp_path):
@@ -203,20 +233,26 @@ def _header_of(data):
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda h: h.__setitem__("leaf_0", {"dtype": "F32", "shape": [2, 3]}), r"tensor 'leaf_0': expected"),
-    (lambda h: h["leaf_0"].__setitem__("shape", [2, -3]), r"shape \[2, -3\] is not a list of sizes"),
-    (lambda h: h["leaf_0"].__setitem__("dtype", "F7"), r"dtype 'F7' is not supported"),
-    (lambda h: h["leaf_0"].__setitem__("shape", [3, 3]), r"f32\[3,3\] needs 36 bytes, data_offsets span 24"),
-    (lambda h: h["leaf_0"].__setitem__("data_offsets", [8, 32]), r"data_offsets start at 8, expected 0"),
+    (lambda h: h.__setitem__("leaf_0", {"dtype": "F32", "shape": [2, 3]}),
+     r"header is not valid: expected UTF-8 JSON, an object of \{name: \{dtype, shape, data_offsets\}\}.*missing field "
+     r"`data_offsets`"),
+    (lambda h: h["leaf_0"].__setitem__("shape", [2, -3]), r"header is not valid.*integer `-3`, expected usize"),
+    (lambda h: h["leaf_0"].__setitem__("dtype", "F7"), r"header is not valid.*unknown variant `F7`"),
+    (lambda h: h["leaf_0"].__setitem__("shape", [3, 3]), r"a tensor's dtype, shape and data_offsets disagree"),
+    (lambda h: h["leaf_0"].__setitem__("data_offsets", [o + 4 for o in h["leaf_0"]["data_offsets"]]),
+     r"data_offsets disagree .*invalid offset for tensor `leaf_0`"),
     (lambda h: h.__setitem__("__metadata__", {"format": "funcgrad.checkpoint", "version": 1}),
-     r"__metadata__ is not a map of strings to strings"),
+     r"__metadata__ map of strings to strings.*integer `1`, expected a string"),
     (lambda h: h["__metadata__"].__setitem__("funcgrad.tree", '{"node": "dict", "keys"'),
      r"structure record in its metadata is corrupted"),
     (lambda h: h["__metadata__"].__setitem__("funcgrad.tree", '{"node": "set", "children": []}'),
      r"structure record is malformed: <root>: unknown node type 'set'"),
+    (lambda h: h["__metadata__"].__setitem__("funcgrad.tree", h["__metadata__"]["funcgrad.tree"].replace(
+        '"dtype":"<f4"', '"dtype":"01"', 1)), r"structure record is malformed: a: unsupported dtype '01'"),
     (lambda h: h["__metadata__"].__setitem__("version", "9"), r"format version '9' is not supported"),
     (lambda h: h["__metadata__"].__setitem__("format", "other"), r"'funcgrad.tree' but format 'other'"),
-    (lambda h: h.pop("leaf_2"), r"unexpected bytes after the last tensor|holds 2 arrays but its structure names 3"),
+    (lambda h: h.pop("leaf_2"), r"unexpected bytes after the last tensor"),
+    (lambda h: h.__setitem__("leaf_2", "x"), r"header is not valid.*expected struct TensorInfo"),
 ])
 def test_bad_header_or_metadata_is_a_clear_error(tmp_path, damage, message):
     header, data = _header_of(_good_bytes(tmp_path))
@@ -229,10 +265,15 @@ def test_bad_header_or_metadata_is_a_clear_error(tmp_path, damage, message):
 def test_header_that_is_not_json_or_too_long(tmp_path):
     path = tmp_path / "bad.safetensors"
     path.write_bytes(struct.pack("<Q", 12) + b"{not json}  " + b"\0" * 8)
-    with pytest.raises(ValueError, match=r"safetensors header is not valid JSON"):
+    with pytest.raises(ValueError, match=r"safetensors header is not valid: expected UTF-8 JSON"):
         S.load(path)
     path.write_bytes(struct.pack("<Q", 1000) + b'{"a": 1}')
     with pytest.raises(ValueError, match=r"truncated safetensors file: the header says 1000 bytes"):
+        S.load(path)
+    data = bytearray(_good_bytes(tmp_path))
+    data[20] = 0xFF                       # inside the header: not UTF-8
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"safetensors header is not valid: expected UTF-8 JSON.*invalid UTF-8"):
         S.load(path)
     path.write_bytes(struct.pack("<Q", 2) + b"[]")
     with pytest.raises(ValueError, match=r"not an .npz"):
@@ -243,5 +284,27 @@ def test_extra_bytes_after_the_tensors_are_rejected(tmp_path):
     data = _good_bytes(tmp_path)
     path = tmp_path / "bad.safetensors"
     path.write_bytes(data + b"\0" * 8)
-    with pytest.raises(ValueError, match=r"8 unexpected bytes after the last tensor"):
+    with pytest.raises(ValueError, match=r"truncated safetensors file, or unexpected bytes after the last tensor.*"
+                                         r"save it anew"):
         S.load(path)
+
+
+def test_damaged_header_bytes_give_our_error_or_load(tmp_path):
+    """Random byte changes in a header: every outcome is a load or a ValueError from funcgrad (never one of the
+    library's exceptions, a KeyError, a SyntaxError ...)."""
+    data = _good_bytes(tmp_path)
+    n = struct.unpack("<Q", data[:8])[0]
+    rng = np.random.default_rng(1)
+    path = tmp_path / "bad.safetensors"
+    rejected = 0
+    for _ in range(300):
+        damaged = bytearray(data)
+        for pos in rng.integers(0, 8 + n, size=rng.integers(1, 4)):
+            damaged[pos] = rng.choice(list(b'{}[]",:0123456789 ax\xff'))
+        path.write_bytes(bytes(damaged))
+        try:
+            S.load(path)
+        except ValueError as e:
+            assert str(e).startswith(f"serialization.load: {path}"), str(e)
+            rejected += 1
+    assert rejected > 250

@@ -6,7 +6,8 @@ Two formats, chosen by ``save`` from the file name's suffix (or ``format=``):
   format, readable by PyTorch, JAX/Flax and Hugging Face tools): every leaf
   is a tensor ``leaf_0``, ``leaf_1``, ... (flattening order) and the
   structure is a JSON string in the header's ``__metadata__``
-  (``funcgrad.tree``).  funcgrad reads and writes it with numpy alone.
+  (``funcgrad.tree``).  funcgrad reads and writes it with the
+  ``safetensors`` library.
 * ``.npz`` (the default for any other suffix): the same leaves as arrays
   and the JSON record under ``__funcgrad_checkpoint__``.
 
@@ -45,6 +46,8 @@ from collections import namedtuple
 from typing import Any
 
 import numpy as np
+import safetensors
+import safetensors.numpy
 
 import funcgrad.numpy as fnp
 from funcgrad.core import Array, ShapedArray, Tracer
@@ -171,13 +174,14 @@ def save(path: str | os.PathLike, tree: Any, format: str | None = None) -> str:
         raise FileNotFoundError(f"serialization.save: the directory {directory} of {path} does not exist; create it "
                                 "first (os.makedirs(..., exist_ok=True))")
     fd, tmp = tempfile.mkstemp(prefix=".tmp-ckpt-", dir=directory)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            if kind == "safetensors":
-                _write_safetensors(f, record, leaves)
-            else:
-                arrays = {f"leaf_{i}": leaf for i, leaf in enumerate(leaves)}
-                arrays[_RECORD] = np.frombuffer(json.dumps(record).encode("utf-8"), dtype=np.uint8)
+        if kind == "safetensors":
+            _write_safetensors(tmp, path, record, leaves)
+        else:
+            arrays = {f"leaf_{i}": leaf for i, leaf in enumerate(leaves)}
+            arrays[_RECORD] = np.frombuffer(json.dumps(record).encode("utf-8"), dtype=np.uint8)
+            with open(tmp, "wb") as f:
                 np.savez(f, **arrays)   # a file object: numpy does not append ".npz"
         os.replace(tmp, path)
     except BaseException:
@@ -188,112 +192,76 @@ def save(path: str | os.PathLike, tree: Any, format: str | None = None) -> str:
 
 
 # --------------------------------------------------------------------------
-# The safetensors format: an 8-byte little-endian header size N, N bytes of
-# JSON ({name: {"dtype", "shape", "data_offsets": [begin, end]}, optional
-# "__metadata__": {str: str}}), then the tensors' little-endian bytes, which
-# the offsets (relative to the end of the header) cover exactly.
+# safetensors files, through the safetensors library: leaves are tensors
+# leaf_0, leaf_1, ... and the structure is a JSON string in __metadata__.
 # --------------------------------------------------------------------------
 
-_ST_DTYPES = {
-    "BOOL": np.dtype(bool), "U8": np.dtype("<u1"), "I8": np.dtype("<i1"), "U16": np.dtype("<u2"),
-    "I16": np.dtype("<i2"), "U32": np.dtype("<u4"), "I32": np.dtype("<i4"), "U64": np.dtype("<u8"),
-    "I64": np.dtype("<i8"), "F16": np.dtype("<f2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8"),
-}
-_ST_NAMES = {dtype: name for name, dtype in _ST_DTYPES.items()}
+# The safetensors dtypes funcgrad has arrays for (not BF16, F8_*, F4, C64).
+_ST_DTYPES = ("BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "F32", "F64")
 _ST_META_TREE = "funcgrad.tree"
-_ST_MAX_HEADER = 100 * 2**20      # the reference implementation's limit
+_ST_MAX_HEADER = 100 * 2**20      # the library's limit
 
 
-def _write_safetensors(f: Any, record: dict, leaves: list) -> None:
-    header: dict[str, Any] = {"__metadata__": {"format": _FORMAT, "version": str(_VERSION),
-                                               _ST_META_TREE: json.dumps(record["tree"], separators=(",", ":"))}}
-    offset = 0
-    blobs = []
-    for i, leaf in enumerate(leaves):
-        little = np.asarray(leaf, dtype=leaf.dtype.newbyteorder("<"), order="C")   # keeps 0-d shapes
-        size = little.nbytes
-        header[f"leaf_{i}"] = {"dtype": _ST_NAMES[little.dtype], "shape": list(little.shape),
-                               "data_offsets": [offset, offset + size]}
-        blobs.append(little)
-        offset += size
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 8)          # tensors start 8-byte aligned, as the reference writer does
-    f.write(len(text).to_bytes(8, "little"))
-    f.write(text)
-    for blob in blobs:
-        f.write(memoryview(blob.reshape(-1)).cast("B") if blob.size else b"")
+def _write_safetensors(tmp: str, path: str, record: dict, leaves: list) -> None:
+    metadata = {"format": _FORMAT, "version": str(_VERSION),
+                _ST_META_TREE: json.dumps(record["tree"], separators=(",", ":"))}
+    # The library writes each array's memory as it lies: views (a transpose, a
+    # slice) are made contiguous first; order="C" keeps 0-d shapes.
+    tensors = {f"leaf_{i}": np.asarray(leaf, order="C") for i, leaf in enumerate(leaves)}
+    try:
+        safetensors.numpy.save_file(tensors, tmp, metadata=metadata)
+    except safetensors.SafetensorError as e:     # the disk is full, the file system refuses, ...
+        raise OSError(f"serialization.save: writing {path} failed (safetensors: {e}); check the disk space and "
+                      "the permissions of its directory") from None
 
 
-def _looks_like_safetensors(head: bytes, file_size: int) -> bool:
+def _looks_like_safetensors(head: bytes) -> bool:
+    """An 8-byte little-endian header size, then a JSON object: how a safetensors file starts."""
     if len(head) < 9:
         return False
     n = int.from_bytes(head[:8], "little")
     return 2 <= n <= _ST_MAX_HEADER and head[8:9] == b"{"
 
 
-def _read_safetensors(path: str, f: Any, file_size: int) -> tuple[dict | None, dict]:
+def _library_error(path: str, head: bytes, file_size: int, e: Exception) -> ValueError:
+    """The library's complaint about a damaged file, said in terms of the file."""
+    said = str(e).removeprefix("Error while deserializing header: ")
+    n = int.from_bytes(head[:8], "little")
+    if "header length" in said and 8 + n > file_size:
+        why = f"truncated safetensors file: the header says {n} bytes, the file has {file_size - 8} after the size field"
+    elif "not fully covered" in said:
+        why = ("truncated safetensors file, or unexpected bytes after the last tensor: the tensors' data_offsets do "
+               "not cover the data exactly")
+    elif "invalid JSON" in said or "UTF-8" in said or "header length" in said:
+        why = ("the safetensors header is not valid: expected UTF-8 JSON, an object of {name: {dtype, shape, data_offsets}} "
+               "and an optional __metadata__ map of strings to strings")
+    elif "offset" in said:
+        why = "a tensor's dtype, shape and data_offsets disagree (its bytes are not where the header says)"
+    else:
+        why = "the safetensors library cannot read it"
+    return _reject(path, f"{why} (safetensors: {said}); the file is damaged: copy it again, or save it anew")
+
+
+def _read_safetensors(path: str, head: bytes, file_size: int) -> tuple[dict | None, dict]:
     """The structure (None for a file without funcgrad's) and the tensors of a safetensors file.
 
-    The header is checked whole (dtypes, shapes, offsets covering the data
-    exactly, metadata strings) before any tensor is made.
+    The library checks the header whole (dtypes, shapes, offsets covering the
+    data exactly, metadata strings) when it opens the file; every tensor's
+    dtype is checked before any tensor is read.
     """
-    n = int.from_bytes(f.read(8), "little")
-    if 8 + n > file_size:
-        raise _reject(path, f"truncated safetensors file: the header says {n} bytes, the file has {file_size - 8} "
-                            "after the size field")
     try:
-        header = json.loads(f.read(n).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise _reject(path, f"the safetensors header is not valid JSON ({e})") from e
-    if not isinstance(header, dict):
-        raise _reject(path, f"the safetensors header is a {type(header).__name__}, not a JSON object")
-    metadata = header.pop("__metadata__", None)
-    if metadata is not None and not (isinstance(metadata, dict) and
-                                     all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
-        raise _reject(path, "its __metadata__ is not a map of strings to strings")
-    spans = []
-    for name, entry in header.items():
-        spans.append(_check_tensor_entry(path, name, entry))
-    data_size = file_size - 8 - n
-    spans.sort(key=lambda s: s[1])
-    end = 0
-    for name, begin, stop, _, _ in spans:
-        if begin != end:
-            raise _reject(path, f"tensor {name!r}: data_offsets start at {begin}, expected {end} (the tensors "
-                                "must cover the data without gaps or overlaps)")
-        end = stop
-    if end > data_size:
-        raise _reject(path, f"truncated safetensors file: the tensors need {end} data bytes, the file has {data_size}")
-    if end < data_size:
-        raise _reject(path, f"{data_size - end} unexpected bytes after the last tensor")
-    buffer = bytearray(data_size)
-    if f.readinto(buffer) != data_size:
-        raise _reject(path, "truncated safetensors file (read fewer bytes than its size)")
-    arrays = {}
-    for name, begin, stop, dtype, shape in spans:
-        value = np.frombuffer(buffer, dtype=dtype, count=int(np.prod(shape, dtype=np.int64)), offset=begin)
-        arrays[name] = value.reshape(shape).astype(dtype.newbyteorder("="), copy=False)
+        with safetensors.safe_open(path, framework="numpy") as f:
+            metadata = f.metadata()
+            names = list(f.keys())
+            for name in names:
+                dtype = f.get_slice(name).get_dtype()
+                if dtype not in _ST_DTYPES:
+                    raise _reject(path, f"tensor {name!r}: dtype {dtype!r:.20} is not supported (funcgrad reads "
+                                        f"{', '.join(_ST_DTYPES)}; convert it, e.g. to F32, where it is written)")
+            arrays = {name: f.get_tensor(name) for name in names}   # copies: the file is closed after
+    except safetensors.SafetensorError as e:
+        raise _library_error(path, head, file_size, e) from None
     return _safetensors_tree(path, metadata), arrays
-
-
-def _check_tensor_entry(path: str, name: str, entry: Any) -> tuple:
-    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= set(entry):
-        raise _reject(path, f"tensor {name!r}: expected {{dtype, shape, data_offsets}}, got {entry!r:.80}")
-    dtype = _ST_DTYPES.get(entry["dtype"]) if isinstance(entry["dtype"], str) else None
-    if dtype is None:
-        raise _reject(path, f"tensor {name!r}: dtype {entry['dtype']!r:.20} is not supported (funcgrad reads "
-                            f"{', '.join(_ST_DTYPES)})")
-    shape, offsets = entry["shape"], entry["data_offsets"]
-    if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
-        raise _reject(path, f"tensor {name!r}: shape {shape!r:.40} is not a list of sizes")
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
-            and 0 <= offsets[0] <= offsets[1]):
-        raise _reject(path, f"tensor {name!r}: data_offsets {offsets!r:.40} is not [begin, end]")
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if offsets[1] - offsets[0] != size:
-        raise _reject(path, f"tensor {name!r}: {_aval_str(dtype, shape)} needs {size} bytes, data_offsets span "
-                            f"{offsets[1] - offsets[0]}")
-    return name, offsets[0], offsets[1], dtype, tuple(shape)
 
 
 def _safetensors_tree(path: str, metadata: dict | None) -> dict | None:
@@ -348,8 +316,8 @@ def _read(path: str) -> tuple[dict | None, dict]:
             raise _reject(path, "the file is empty")
         if head.startswith(_NPY_MAGIC):
             raise _reject(path, "it holds a single array (.npy), not an .npz archive")
-        if _looks_like_safetensors(head, os.fstat(f.fileno()).st_size):
-            tree, arrays = _read_safetensors(path, f, os.fstat(f.fileno()).st_size)
+        if _looks_like_safetensors(head):
+            tree, arrays = _read_safetensors(path, head, os.fstat(f.fileno()).st_size)
             if tree is not None:
                 _validate_record_tree(path, tree)
             return tree, arrays
@@ -451,7 +419,7 @@ def _validate_leaf(spec: dict, path: str) -> None:
     dtype = _field(spec, "dtype", str, path)
     try:
         ok = np.dtype(dtype).kind in "biuf"
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):    # numpy parses some dtype strings as Python literals
         ok = False
     if not ok:
         raise _Rejected(f"{_show(path)}: unsupported dtype {dtype!r:.20}")
@@ -547,7 +515,8 @@ def _leaf_aval(x: Any) -> ShapedArray | None:
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
     if shape is None or dtype is None:
         return None
-    return ShapedArray(tuple(shape), canonicalize_dtype(dtype))
+    # A big-endian template (">i4") describes the same array as a native one.
+    return ShapedArray(tuple(shape), canonicalize_dtype(np.dtype(dtype).newbyteorder("=")))
 
 
 def _build_leaf(spec: dict, arrays: dict, counter: list, path: str, like: Any, has_like: bool) -> Any:
