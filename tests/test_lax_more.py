@@ -272,3 +272,43 @@ def test_reduce_recognises_the_monoid_however_written():
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(lax.reduce_window(a(x), 0.0, operator.add, (1, 2), (1, 2))),
                                x.reshape(3, 2, 2).sum(-1), rtol=1e-6)
+
+
+def test_round_breaks_ties_away_from_zero_by_default_as_jax():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -0.49999997, 1e8 + 0.5, 3.7, -3.2, 0.0],
+                 np.float32)
+    x64 = x.astype(np.float64)
+    want = np.sign(x64) * np.floor(np.abs(x64) + 0.5)          # exact in float64 for these float32 values
+    np.testing.assert_array_equal(np.asarray(lax.round(x)), want.astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)), np.round(x))
+    np.testing.assert_array_equal(np.asarray(fg.jit(lax.round)(x)), want.astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(fg.grad(lambda v: lax.round(v).sum())(x)), np.zeros_like(x))
+    with pytest.raises(ValueError, match="rounding_method"):
+        lax.round(x, 7)
+    with pytest.raises(TypeError, match="floating-point"):
+        lax.round(np.array([1, 2]))
+
+
+def test_rem_is_c_fmod_as_jax():
+    x = np.array([7.0, -7.0, 7.5, -0.5], np.float64)
+    y = np.array([3.0, 3.0, -2.0, 0.25], np.float64)
+    np.testing.assert_allclose(np.asarray(lax.rem(x.astype(np.float32), y.astype(np.float32))), np.fmod(x, y))
+    xi, yi = np.array([7, -7, 7, -7]), np.array([3, 3, -3, -3])
+    np.testing.assert_array_equal(np.asarray(lax.rem(xi, yi)), np.fmod(xi, yi))
+    check_grads(lambda a, b: lax.rem(a, b), (x[:2], y[:2]), order=1, modes=("rev",))
+
+
+def test_population_count_keeps_the_dtype_and_argmax_takes_index_dtype():
+    for dt in (np.int32, np.uint8, np.int8):
+        x = np.array([7, 8, 0, -1 if np.dtype(dt).kind == "i" else 255], dt)
+        got = lax.population_count(x)
+        assert np.asarray(got).dtype == dt
+        want = [bin(int(v) & (2 ** (8 * np.dtype(dt).itemsize) - 1)).count("1") for v in x]
+        np.testing.assert_array_equal(np.asarray(got), want)
+    m = np.array([[1.0, 3.0, 2.0], [5.0, 4.0, 6.0]])
+    got = lax.argmax(m, 1, np.int16)
+    assert np.asarray(got).dtype == np.int16
+    np.testing.assert_array_equal(np.asarray(got), m.argmax(1))
+    np.testing.assert_array_equal(np.asarray(lax.argmin(m, 0, np.int32)), m.argmin(0))
+    with pytest.raises(TypeError, match="index_dtype"):
+        lax.argmax(m, 1, np.float32)

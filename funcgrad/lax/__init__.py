@@ -20,12 +20,14 @@ weakly typed.
 """
 from __future__ import annotations
 
+import enum
 from typing import Any, Sequence
 
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import bind
+from funcgrad._core import bind, get_aval
+from funcgrad.primitives.elementwise_more import fmod_p
 from funcgrad.primitives import elementwise as _E, indexing as _I, reduce as _R, shape as _S
 from funcgrad.primitives.attention import flash_attention
 from funcgrad.primitives import conv as _C
@@ -104,7 +106,7 @@ atan = _unary(_E.arctan_p, "Inverse tangent, elementwise.")
 abs = _unary(_E.abs_p, "Absolute value; its derivative at 0 is 0 (sign(x)).")  # noqa: A001
 floor = _unary(_E.floor_p, "Round down; zero gradient.")
 ceil = _unary(_E.ceil_p, "Round up; zero gradient.")
-round = _unary(_E.round_p, "Round half to even (numpy's rule); zero gradient.")  # noqa: A001
+round_half_even = _unary(_E.round_p, "Round half to even (numpy's rule); zero gradient.")   # not in jax.lax
 is_finite = _unary(_E.isfinite_p, "True where x is neither inf nor NaN.")
 isnan = _unary(_E.isnan_p, "True where x is NaN.")
 logical_not = _unary(_E.logical_not_p, "Boolean not.")
@@ -113,8 +115,53 @@ min = _binary(_E.minimum_p, "min", "Elementwise minimum; ties share the gradient
 pow = _binary(_E.pow_p, "pow", "x ** y, elementwise.")  # noqa: A001
 atan2 = _binary(_E.arctan2_p, "atan2",
                 "The angle of the point (y, x): arctan(x / y) in the right quadrant, as numpy's arctan2(x, y).")
-rem = _binary(_E.mod_p, "rem", "x mod y with the sign of y (numpy's mod; jax.lax.rem follows C's fmod).")
+mod = _binary(_E.mod_p, "mod", "x mod y with the sign of y (numpy's mod; not in jax.lax, whose rem is C's fmod).")
 floor_divide = _binary(_E.floor_divide_p, "floor_divide", "floor(x / y); zero gradient.")
+
+
+class RoundingMethod(enum.IntEnum):
+    """How :func:`round` breaks ties: ``AWAY_FROM_ZERO`` (JAX's default) or ``TO_NEAREST_EVEN`` (numpy's)."""
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def round(x: Array, rounding_method: Any = RoundingMethod.AWAY_FROM_ZERO) -> Array:  # noqa: A001
+    """Round to the nearest integer; ties go away from zero by default (as ``jax.lax.round``; numpy's
+    ``round`` and :func:`funcgrad.numpy.round` go to the even neighbour: pass
+    ``RoundingMethod.TO_NEAREST_EVEN`` for that). Zero gradient.
+
+    >>> lax.round(fnp.array([-0.5, 0.5, 1.5, 2.5]))
+    Array([-1.,  1.,  2.,  3.], dtype=float32)
+    >>> lax.round(fnp.array([0.5, 1.5, 2.5]), lax.RoundingMethod.TO_NEAREST_EVEN)
+    Array([0., 2., 2.], dtype=float32)
+    """
+    try:
+        method = RoundingMethod(rounding_method)
+    except ValueError:
+        raise ValueError(f"lax.round: rounding_method must be RoundingMethod.AWAY_FROM_ZERO (0) or TO_NEAREST_EVEN "
+                         f"(1), got {rounding_method!r}") from None
+    if method is RoundingMethod.TO_NEAREST_EVEN:
+        return round_half_even(x)
+    dt = get_aval(x).dtype
+    if dt.kind != "f":
+        raise TypeError(f"lax.round: needs a floating-point operand, got {dt}; integers are already round")
+    # trunc(|x|) + 1 where the dropped fraction is at least one half, with x's sign: exact (|x| - floor(|x|) is
+    # exact in floating point), unlike floor(x + 0.5), which rounds 0.49999997 up.
+    a = abs(x)
+    t = floor(a)
+    half, one = np.asarray(0.5, dt), np.asarray(1.0, dt)
+    t = select(bind(_E.ge_p, (sub(a, t), half), _NO_PARAMS), add(t, one), t)
+    return mul(sign(x), t)
+
+
+def rem(x: Array, y: Array) -> Array:
+    """C's remainder ``x - y * trunc(x / y)``: the result has the sign of ``x`` (as ``jax.lax.rem``; numpy's
+    ``%``/``mod`` takes the sign of ``y``). Gradients: 1 for ``x``, ``-trunc(x / y)`` for ``y``.
+
+    >>> lax.rem(fnp.array([7.0, -7.0]), fnp.array([3.0, 3.0]))
+    Array([ 1., -1.], dtype=float32)
+    """
+    return bind(fmod_p, (x, y), _NO_PARAMS)
 eq = _binary(_E.eq_p, "eq", "x == y, elementwise (bool).")
 ne = _binary(_E.ne_p, "ne", "x != y, elementwise (bool).")
 lt = _binary(_E.lt_p, "lt", "x < y, elementwise (bool).")
@@ -148,8 +195,8 @@ _EXAMPLES = (
         'Array([0.4055, 1.0986], dtype=float32)'),
     (log2, 'lax.log2(fnp.array([0.5, 2.0]))',
         'Array([-1., 1.], dtype=float32)'),
-    (round, 'lax.round(fnp.array([-0.5, 1.5]))',
-        'Array([-0., 2.], dtype=float32)'),
+    (round_half_even, 'lax.round_half_even(fnp.array([-0.5, 1.5, 2.5]))',
+        'Array([-0., 2., 2.], dtype=float32)'),
     (tan, 'lax.tan(fnp.array([0.5, 2.0]))',
         'Array([ 0.5463, -2.1850], dtype=float32)'),
     (is_finite, 'lax.is_finite(fnp.array([0.5, 2.0]))',
@@ -160,7 +207,7 @@ _EXAMPLES = (
         'Array([ 0.4636 , -0.9828], dtype=float32)'),
     (pow, 'lax.pow(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
         'Array([1., 9.], dtype=float32)'),
-    (rem, 'lax.rem(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
+    (mod, 'lax.mod(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
         'Array([1., 1.], dtype=float32)'),
     (floor_divide, 'lax.floor_divide(fnp.array([1.0, -3.0]), fnp.array([2.0, 2.0]))',
         'Array([ 0., -2.], dtype=float32)'),
@@ -241,22 +288,31 @@ def reduce_prod(x: Array, axes: Sequence[int]) -> Array:
     return bind(_R.reduce_prod_p, (x,), {"axes": _axes(axes)})
 
 
-def argmax(x: Array, axis: int) -> Array:
-    """Index of the first maximum along ``axis`` (int32, or int64 with x64).
+def _index_as(out: Array, index_dtype: Any, name: str) -> Array:
+    dt = np.dtype(_dtypes.canonicalize(index_dtype))
+    if dt.kind not in "iu":
+        raise TypeError(f"{name}: index_dtype must be an integer dtype, got {dt}; use e.g. fnp.int32")
+    return convert_element_type(out, dt)
+
+
+def argmax(operand: Array, axis: int, index_dtype: Any = None) -> Array:
+    """Index of the first maximum along ``axis``, as ``index_dtype`` (int32, or int64 with x64).
 
     >>> lax.argmax(fnp.array([[1.0, 3.0, 2.0]]), 1)
     Array([1], dtype=int32)
     """
-    return bind(_R.argmax_p, (x,), {"axis": int(axis)})
+    out = bind(_R.argmax_p, (operand,), {"axis": int(axis)})
+    return out if index_dtype is None else _index_as(out, index_dtype, "lax.argmax")
 
 
-def argmin(x: Array, axis: int) -> Array:
-    """Index of the first minimum along ``axis``.
+def argmin(operand: Array, axis: int, index_dtype: Any = None) -> Array:
+    """Index of the first minimum along ``axis``, as ``index_dtype``.
 
     >>> lax.argmin(fnp.array([[1.0, 3.0, 0.5]]), 1)
     Array([2], dtype=int32)
     """
-    return bind(_R.argmin_p, (x,), {"axis": int(axis)})
+    out = bind(_R.argmin_p, (operand,), {"axis": int(axis)})
+    return out if index_dtype is None else _index_as(out, index_dtype, "lax.argmin")
 
 
 def cumsum(x: Array, axis: int = 0, reverse: bool = False) -> Array:
@@ -440,7 +496,7 @@ __all__ = [
     "minimum_p", "mod_p", "moveaxis", "mul", "mul_p", "ne", "ne_p", "neg", "neg_p", "nextafter", "nextafter_p", "or_p",
     "pad_p", "pool2d_shape", "pow", "pow_p", "reduce_max", "reduce_max_p", "reduce_min", "reduce_min_p", "reduce_prod",
     "random_gamma_grad", "random_gamma_grad_p", "reduce_prod_p", "reduce_sum", "reduce_sum_p", "rem", "reshape",
-    "reshape_p", "rev", "round", "round_p", "scan",
+    "reshape_p", "rev", "round", "round_p", "RoundingMethod", "scan",
     "scan_p", "scatter", "scatter_add", "scatter_add_p", "scatter_set_p", "select", "select_p", "shift_left",
     "shift_left_p", "shift_right_logical", "shift_right_logical_p", "sign", "sign_p", "sin", "sin_p", "sinh", "sinh_p",
     "softmax", "softmax_cross_entropy", "softmax_cross_entropy_grad_p", "softmax_cross_entropy_p", "softmax_grad_p",

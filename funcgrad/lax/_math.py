@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from funcgrad._core import get_aval
+from funcgrad.primitives.elementwise import convert
+
 from funcgrad.primitives.elementwise_more import (arccosh_p, arcsinh_p, arctanh_p, cbrt_p, fmod_p, frexp_exponent_p,
                                                   frexp_mantissa_p, gcd_p, lcm_p, logaddexp_p, population_count_p)
 
@@ -50,9 +53,9 @@ def cbrt(x: Any) -> Any:
 
 def population_count(x: Any) -> Any:
     """The number of 1 bits of each element (two's complement for signed integers: -1 has them
-    all), as uint8.
+    all), in ``x``'s dtype (as JAX).
 
-    >>> lax.population_count(fnp.array([7, 8]))
-    Array([3, 1], dtype=uint8)
+    >>> lax.population_count(fnp.array([7, 8, -1]))
+    Array([ 3,  1, 32], dtype=int32)
     """
-    return population_count_p.bind(x)
+    return convert(population_count_p.bind(x), get_aval(x).dtype)

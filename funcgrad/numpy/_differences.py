@@ -304,8 +304,8 @@ def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: Any = None, right: 
     if period is not None:
         (period,) = promote_inexact(arr(period))
         period = lax.abs(lax.convert_element_type(period, x.dtype))
-        x = lax.rem(x, period)
-        xp = lax.rem(xp, period)
+        x = lax.mod(x, period)
+        xp = lax.mod(xp, period)
         xp, fp = lax.sort_key_val(xp, fp)
         xp = lax.concatenate([lax.sub(xp[-1:], period), xp, lax.add(xp[:1], period)], 0)
         fp = lax.concatenate([fp[-1:], fp, fp[:1]], 0)
@@ -353,7 +353,7 @@ def unwrap(p: ArrayLike, discont: Any = None, axis: int = -1, period: Any = 2 * 
     if n < 2:
         return p
     dd = diff(p, axis=axis)
-    ddmod = lax.sub(lax.rem(lax.add(dd, interval), period), interval)
+    ddmod = lax.sub(lax.mod(lax.add(dd, interval), period), interval)
     ddmod = lax.select(lax.logical_and(lax.eq(ddmod, lax.neg(interval) if not isinstance(interval, float)
                                               else -interval), lax.gt(dd, 0.0)),
                        lax.broadcast_to(interval, dd.shape) if not isinstance(interval, float) else

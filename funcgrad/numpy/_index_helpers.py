@@ -35,7 +35,7 @@ def _index_mode(name: str, idx: Any, n: int, mode: str | None, default: str) -> 
     size = lax.full((), n, np.int32)
     zero = lax.full((), 0, np.int32)
     if mode == "wrap":
-        return lax.rem(idx, size) if n else idx
+        return lax.mod(idx, size) if n else idx
     if mode == "clip":
         return lax.max(lax.min(idx, lax.full((), _py_max(n - 1, 0), np.int32)), zero)
     if mode == "negative-then-clip":   # JAX's put default: negatives count from the end, the rest is clipped
@@ -104,7 +104,7 @@ def place(arr: ArrayLike, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
             raise ValueError("place: vals is empty but mask selects entries")
         return x
     k = lax.cumsum(lax.convert_element_type(ravel(m), np.int32), 0)
-    src = lax.rem(lax.sub(k, lax.full((), 1, np.int32)), lax.full((), v.size, np.int32))
+    src = lax.mod(lax.sub(k, lax.full((), 1, np.int32)), lax.full((), v.size, np.int32))
     fills = lax.reshape(_take(lax.convert_element_type(v, x.dtype), src, 0), x.shape)
     return lax.select_p.bind(m, fills, x)
 
@@ -229,7 +229,7 @@ def unravel_index(indices: Any, shape: ShapeLike) -> tuple:
     out = []
     for d in range(len(shape) - 1, -1, -1):
         n = lax.full((), shape[d], dtype)
-        out.append(lax.rem(i, n))
+        out.append(lax.mod(i, n))
         i = lax.floor_divide(i, n)
     return tuple(reversed(out))
 

@@ -256,7 +256,7 @@ def rint(x: ArrayLike, /) -> Any:
     Array([ 0.,  2., -2.], dtype=float32)
     """
     (x,) = promote_inexact(x)
-    return lax.round(x)
+    return lax.round_half_even(x)
 
 
 def modf(x: ArrayLike, /, out: None = None) -> tuple:

@@ -70,7 +70,7 @@ def unpackbits(a: ArrayLike, axis: int | None = None, count: int | None = None, 
     axis = normalize_axis("unpackbits", axis, x.ndim, x)
     v = lax.convert_element_type(moveaxis(x, axis, -1), np.int32)
     v = lax.reshape(v, v.shape + (1,))
-    bits = lax.rem(lax.floor_divide(v, _const(weights)), lax.full((), 2, np.int32))
+    bits = lax.mod(lax.floor_divide(v, _const(weights)), lax.full((), 2, np.int32))
     bits = lax.reshape(bits, bits.shape[:-2] + (bits.shape[-2] * 8,))
     total = bits.shape[-1]
     if count is not None:

@@ -123,7 +123,7 @@ def roll(a: ArrayLike, shift: Any, axis: int | Sequence[int] | None = None) -> A
                 x = concatenate([lax.static_slice(x, ax, n - s, n), lax.static_slice(x, ax, 0, n - s)], axis=ax)
         else:
             s = lax.convert_element_type(s, np.int32)
-            idx = lax.rem(lax.sub(_iota(n), s), lax.full((), n, np.int32))   # rem has the divisor's sign
+            idx = lax.mod(lax.sub(_iota(n), s), lax.full((), n, np.int32))   # rem has the divisor's sign
             x = _take(x, idx, ax)
     return x
 

@@ -48,7 +48,7 @@ def nonzero(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | No
     rest = flat
     for d in range(a.ndim - 1, -1, -1):
         dim = lax.full((), a.shape[d], np.int32)
-        out.append(lax.rem(rest, dim) if a.shape[d] else rest)
+        out.append(lax.mod(rest, dim) if a.shape[d] else rest)
         rest = lax.floor_divide(rest, dim) if a.shape[d] else rest
     out = [_index(o) for o in reversed(out)]
     if fill_value is not None or size is not None:

@@ -311,7 +311,7 @@ def _ramp_pad(x: Any, axis: int, lo: int, hi: int, end_lo: Any, end_hi: Any) -> 
 def _round_for(x: Any, dtype: np.dtype) -> Any:
     """A float result cast back to an integer ``dtype`` as numpy's pad does (rounded half to even)."""
     if dtype.kind in "iu":
-        return lax.convert_element_type(lax.round(x), dtype)
+        return lax.convert_element_type(lax.round_half_even(x), dtype)
     return lax.convert_element_type(x, dtype)
 
 

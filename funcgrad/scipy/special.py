@@ -858,6 +858,6 @@ def sph_harm_y(n: Any, m: ArrayLike, theta: Any, phi: Any, diff_n: int | None = 
     legendre = fnp.where(am > n_max, 0.0, legendre)     # |m| > n_max >= n: 0, as scipy
     angle = lax.mul(lax.convert_element_type(am, phi.dtype), phi)
     y = lax.complex(lax.mul(legendre, lax.cos(angle)), lax.mul(legendre, lax.sin(angle)))
-    odd = lax.eq(lax.rem(am, 2), 1)
+    odd = lax.eq(lax.mod(am, 2), 1)
     negative = fnp.where(odd, lax.neg(lax.conj(y)), lax.conj(y))
     return fnp.where(m < 0, negative, y)
