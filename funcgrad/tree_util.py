@@ -778,17 +778,18 @@ def treedef_tuple(treedefs: Iterable[PyTreeDef]) -> PyTreeDef:
     return PyTreeDef(tuple, None, tuple(treedefs))
 
 
-def flatten_one_level(tree: Any) -> tuple[list, Hashable]:
-    """``(children, aux)`` of a container (one level down); a leaf raises ValueError.
+def flatten_one_level(tree: Any) -> tuple[tuple, Hashable]:
+    """``(children, aux)`` of a container (one level down; the children as a tuple, as JAX); a leaf raises
+    ValueError.
 
     >>> fg.tree_util.flatten_one_level({"a": 1, "b": (2, 3)})
-    ([1, (2, 3)], ('a', 'b'))
+    ((1, (2, 3)), ('a', 'b'))
     """
     found = _node_type(tree)
     if found is None:
         raise ValueError(f"flatten_one_level: can't tree-flatten type {type(tree)} (a leaf)")
     children, aux = found[1].flatten(tree)
-    return list(children), aux
+    return tuple(children), aux
 
 
 def flatten_one_level_with_keys(tree: Any) -> tuple[list, Hashable]:

@@ -386,7 +386,7 @@ def test_tree_module_and_tree_util_functions():
     outer, inner = fg.tree.structure([0, 0]), fg.tree.structure((0, 0, 0))
     assert fg.tree.transpose(outer, inner, [(1, 2, 3), (4, 5, 6)]) == ([1, 4], [2, 5], [3, 6])
     assert fg.tree.transpose(outer, None, [(1, 2, 3), (4, 5, 6)]) == ([1, 4], [2, 5], [3, 6])
-    assert tu.flatten_one_level({"a": 1, "b": [2]}) == ([1, [2]], ("a", "b"))
+    assert tu.flatten_one_level({"a": 1, "b": [2]}) == ((1, [2]), ("a", "b"))   # children as a tuple, as JAX
     with pytest.raises(ValueError, match="leaf"):
         tu.flatten_one_level(1)
     td = tu.tree_structure({"a": 1, "b": (2, 3)})
