@@ -13,7 +13,7 @@ from funcgrad import distributed  # noqa: F401,E402  (registers the process worl
 from funcgrad._config import config
 from funcgrad._warnings import CacheWarning, FuncgradWarning, RetraceWarning
 from funcgrad._core import Array, ConcretizationError, TracerArrayConversionError, TracerLeakError
-from funcgrad.api import (ShapeDtypeStruct, block_until_ready, checkpoint, checkpoint_policies, clear_caches,
+from funcgrad.api import (ShapeDtypeStruct, block_until_ready, checkpoint, checkpoint_name, checkpoint_policies, clear_caches,
                           closure_convert, custom_jvp, custom_vjp, debug_nans, device_get, effects_barrier, enable_x64,
                           eval_shape, grad, hessian, jacfwd, jacobian, jacrev, jvp, linear_transpose, linearize,
                           make_jaxpr, named_call, named_scope, pure_callback, remat, stop_gradient, typeof,
@@ -41,7 +41,7 @@ __all__ = ["Array", "CacheWarning", "FuncgradWarning", "RetraceWarning", "Concre
            "default_device", "device_put", "dtypes", "get_num_threads", "set_num_threads", "devices", "from_dlpack", "mixed_precision", "set_default_device", "grad",
            "hessian", "jacfwd", "jacrev", "jit", "jvp", "linearize", "make_jaxpr", "nn", "numpy", "optim", "random", "remat", "scipy",
            "stop_gradient", "tree_util", "value_and_grad", "vjp", "vmap",
-           "checkpoint_policies", "debug", "device_get", "errors", "disable_jit", "ensure_compile_time_eval", "tree",
+           "checkpoint_name", "checkpoint_policies", "debug", "device_get", "errors", "disable_jit", "ensure_compile_time_eval", "tree",
            "debug_nans", "effects_barrier", "enable_x64", "named_call", "named_scope", "pure_callback", "typeof",
            "clear_caches", "closure_convert", "linear_transpose"]
 __all__ += ["check_tracer_leaks", "checking_leaks", "debug_infs", "default_backend", "default_matmul_precision",

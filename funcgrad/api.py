@@ -24,11 +24,12 @@ from funcgrad.interpreters.batching import vmap_flat
 from funcgrad.interpreters.forward import jvp_flat
 from funcgrad.interpreters.reverse import vjp_flat
 from funcgrad._custom_rules import checkpoint as _checkpoint_all, custom_jvp, custom_vjp  # noqa: F401 (re-exported)
+from funcgrad.primitives import elementwise as _E
 from funcgrad._staging import ShapeDtypeStruct, block_until_ready, eval_shape, make_jaxpr  # noqa: F401
 from funcgrad.tree_util import broadcast_prefix, flatten_fun, tree_flatten, tree_map, tree_structure, tree_unflatten
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "vmap",
-           "custom_vjp", "custom_jvp", "checkpoint", "checkpoint_policies", "remat", "make_jaxpr", "eval_shape", "ShapeDtypeStruct",
+           "custom_vjp", "custom_jvp", "checkpoint", "checkpoint_name", "checkpoint_policies", "remat", "make_jaxpr", "eval_shape", "ShapeDtypeStruct",
            "block_until_ready", "stop_gradient", "device_get", "pure_callback", "named_call", "named_scope",
            "effects_barrier", "typeof", "enable_x64", "debug_nans", "linear_transpose", "closure_convert",
            "clear_caches"]
@@ -584,8 +585,9 @@ class checkpoint_policies:
     the backward pass, ``dots_saveable`` keeps the outputs of matmul/dot_general/einsum/conv and
     recomputes the rest (``dots_with_no_batch_dims_saveable``: only dots without batch
     dimensions); any function of that form works. Gradients are the same under every policy;
-    only memory and time differ. funcgrad has no ``checkpoint_name``: ``save_only_these_names``
-    and ``save_any_names_but_these`` save nothing (only named values are saveable).
+    only memory and time differ. ``save_only_these_names(*names)`` and
+    ``save_any_names_but_these(*names)`` save values named with :func:`checkpoint_name` (only
+    named values: unnamed intermediates are recomputed, as in JAX).
 
     >>> layer = fg.checkpoint(lambda w, x: fnp.tanh(x @ w), policy=fg.checkpoint_policies.dots_saveable)
     """
@@ -615,12 +617,21 @@ class checkpoint_policies:
 
     @staticmethod
     def save_only_these_names(*names: str) -> Callable:
-        return checkpoint_policies.nothing_saveable
+        """Save the values named (with :func:`checkpoint_name`) one of ``names``."""
+        wanted = frozenset(names)
+
+        def policy(prim: Any, *_: Any, **params: Any) -> bool:
+            return prim is _E.name_p and params["name"] in wanted
+        return policy
 
     @staticmethod
     def save_any_names_but_these(*names: str) -> Callable:
-        # Only named values are saved (as JAX), and none is named (there is no checkpoint_name).
-        return checkpoint_policies.nothing_saveable
+        """Save every value named with :func:`checkpoint_name` except those named one of ``names``."""
+        unwanted = frozenset(names)
+
+        def policy(prim: Any, *_: Any, **params: Any) -> bool:
+            return prim is _E.name_p and params["name"] not in unwanted
+        return policy
 
     save_anything_except_these_names = save_any_names_but_these
 
@@ -633,6 +644,20 @@ class checkpoint_policies:
         def policy(*args: Any, **params: Any) -> bool:
             return bool(policy_1(*args, **params)) or bool(policy_2(*args, **params))
         return policy
+
+
+def checkpoint_name(x: Any, name: str) -> Any:
+    """Name ``x`` (an array or a pytree of arrays) for the name-based :class:`checkpoint_policies`:
+    the identity, with derivatives passing through (as ``jax.ad_checkpoint.checkpoint_name``).
+
+    >>> policy = fg.checkpoint_policies.save_only_these_names("hidden")
+    >>> f = fg.checkpoint(lambda w: fnp.sum(fg.checkpoint_name(fnp.sin(w), "hidden") ** 2), policy=policy)
+    >>> grad(f)(fnp.array([0.5, 1.0]))      # sin(w) is kept from the forward pass, not recomputed
+    Array([0.8415 , 0.9093], dtype=float32)
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"checkpoint_name: name must be a str, got {name!r:.60}")
+    return tree_map(lambda v: _E.name_p.bind(v if isinstance(v, (Array, Tracer)) else as_array(v), name=name), x)
 
 
 def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy: Callable | None = None,
@@ -722,11 +747,18 @@ class _PolicyFun:
         def read(x: Any) -> Any:
             return x.value if isinstance(x, _Literal) else env[id(x)]
 
+        producer: dict[int, int] = {}    # a variable's id -> the index of the single-output equation making it
         for i, eqn in enumerate(jaxpr.eqns):
             out = _core.bind(eqn.prim, [read(x) for x in eqn.inputs], eqn.params)
             outs = list(out) if eqn.prim.multiple_results else [out]
             if self.policy(eqn.prim, *[x.aval for x in eqn.inputs], **eqn.params):
                 saved[i] = outs
+                # A saved name holds its operand's value: the equation that made it is kept with it, so the
+                # named value is not recomputed (its inputs still are, where its derivative needs them).
+                if eqn.prim is _E.name_p and id(eqn.inputs[0]) in producer:
+                    saved[producer[id(eqn.inputs[0])]] = outs
+            if len(eqn.outvars) == 1:
+                producer[id(eqn.outvars[0])] = i
             for v, o in zip(eqn.outvars, outs):
                 env[id(v)] = o
         return [read(v) for v in jaxpr.outvars], functools.partial(_replay, jaxpr, saved)

@@ -7,6 +7,7 @@ import pytest
 
 import funcgrad as fg
 import funcgrad.numpy as fnp
+from funcgrad.testing import check_grads
 
 
 def _addr(x):
@@ -268,13 +269,39 @@ def test_policy_changes_what_the_backward_pass_recomputes(count_prims):
     assert seen["everything"]["sin"] == 1
 
 
-def test_save_name_policies_save_nothing(count_prims):
+def _named_model(w1, w2, x):
+    return fnp.tanh(fg.checkpoint_name(fnp.sin(x @ w1), "a") @ w2)
+
+
+def test_name_policies_save_the_named_values(count_prims):
     rng = np.random.default_rng(0)
     w1, w2, x = (fnp.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((4, 5), (5, 3), (2, 4)))
-    for policy in (_CP.save_only_these_names("a"), _CP.save_any_names_but_these("a")):
+    want = _grads(_named_model, w1, w2, x)
+    # (policy, sin evaluations: 1 when the named sin is kept, 2 when it is recomputed)
+    cases = [(_CP.save_only_these_names("a"), 1), (_CP.save_only_these_names("b"), 2),
+             (_CP.save_any_names_but_these("a"), 2), (_CP.save_any_names_but_these("b"), 1),
+             (_CP.save_anything_except_these_names("a"), 2)]
+    for policy, sins in cases:
         count_prims["sin"] = 0
-        _grads(fg.checkpoint(_model, policy=policy), w1, w2, x)
-        assert count_prims["sin"] == 2
+        got = _grads(fg.checkpoint(_named_model, policy=policy), w1, w2, x)
+        assert count_prims["sin"] == sins
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+    count_prims["sin"] = 0
+    _grads(fg.checkpoint(_model, policy=_CP.save_only_these_names("a")), w1, w2, x)   # nothing named
+    assert count_prims["sin"] == 2
+
+
+def test_checkpoint_name_is_an_identity_under_every_transform():
+    from funcgrad.ad_checkpoint import checkpoint_name
+    x = np.array([[0.3, -1.2], [2.0, 0.5]])
+    f = lambda v: fnp.sum(fnp.sin(checkpoint_name({"h": v * v}, "h")["h"]))   # noqa: E731
+    with _x64():
+        check_grads(f, (x,), order=2)
+        np.testing.assert_allclose(np.asarray(fg.jit(fg.grad(f))(x)), np.cos(x * x) * 2 * x, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(fg.vmap(fg.grad(f))(x)), np.cos(x * x) * 2 * x, rtol=1e-12)
+    with pytest.raises(TypeError, match="name must be a str"):
+        checkpoint_name(x, 3)
 
 
 @pytest.mark.parametrize("policy", ["dots", "sin_only"])

@@ -40,7 +40,7 @@ _EXACT = {
     "funcgrad._argspec": "transforms", "funcgrad._custom_rules": "transforms", "funcgrad._staging": "transforms",
     "funcgrad._numpy_dispatch": "numpy",
     "funcgrad.random": "libraries", "funcgrad.mixed_precision": "libraries", "funcgrad.testing": "libraries",
-    "funcgrad._toplevel": "libraries", "funcgrad.profiler": "libraries",
+    "funcgrad._toplevel": "libraries", "funcgrad.ad_checkpoint": "transforms", "funcgrad.profiler": "libraries",
 }
 _PREFIXES = [
     ("funcgrad.primitives", "prims"), ("funcgrad.lax", "lax"), ("funcgrad.interpreters", "transforms"),

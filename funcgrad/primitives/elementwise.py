@@ -632,6 +632,15 @@ stop_gradient_p.abstract_eval = lambda x: ShapedArray(shape_of(x), x.dtype)
 stop_gradient_p.batch = lambda values, dims, size: (stop_gradient_p.bind(values[0]), dims[0])
 add_traits(stop_gradient_p, "elementwise")
 
+# An identity that names its value for checkpoint policies (``checkpoint_name``): derivatives pass through.
+name_p = Primitive("name")
+name_p.impl = lambda x, name: x
+name_p.abstract_eval = lambda x, name: ShapedArray(shape_of(x), x.dtype)
+name_p.batch = lambda values, dims, size, name: (name_p.bind(values[0], name=name), dims[0])
+name_p.jvp = lambda primals, tangents, name: (name_p.bind(primals[0], name=name), tangents[0])
+name_p.vjp = lambda ct, primals, out, needs, name: (ct,)
+add_traits(name_p, "elementwise")
+
 
 # Docstrings of the one-line wrappers above: (summary, checked example, printed result).
 _WRAPPER_DOCS = (

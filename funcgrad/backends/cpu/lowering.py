@@ -37,7 +37,7 @@ _UNARY = {
     E.arccos_p: "np.arccos({0})", E.arctan_p: "np.arctan({0})", E.sinh_p: "np.sinh({0})",
     E.cosh_p: "np.cosh({0})", E.abs_p: "np.abs({0})", E.sign_p: "np.sign({0})", E.floor_p: "np.floor({0})",
     E.ceil_p: "np.ceil({0})", E.isnan_p: "np.isnan({0})", E.isfinite_p: "np.isfinite({0})",
-    E.logical_not_p: "(not {0})", E.stop_gradient_p: "{0}",
+    E.logical_not_p: "(not {0})", E.stop_gradient_p: "{0}", E.name_p: "{0}",
     EM.arcsinh_p: "np.arcsinh({0})", EM.arccosh_p: "np.arccosh({0})", EM.arctanh_p: "np.arctanh({0})",
     EM.cbrt_p: "np.cbrt({0})",
 }
@@ -112,7 +112,7 @@ def _helpers_digest() -> str:
 # Lowerings giving bit-for-bit numpy's result (IEEE arithmetic, comparisons, selection):
 # a group of these may run on numpy until its kernel is compiled (codegen.is_exact).
 _EXACT = {E.neg_p, E.abs_p, E.floor_p, E.ceil_p, E.sqrt_p, E.isnan_p, E.isfinite_p, E.logical_not_p,
-          E.stop_gradient_p, E.add_p, E.sub_p, E.mul_p, E.eq_p, E.ne_p, E.lt_p, E.le_p, E.gt_p, E.ge_p,
+          E.stop_gradient_p, E.name_p, E.add_p, E.sub_p, E.mul_p, E.eq_p, E.ne_p, E.lt_p, E.le_p, E.gt_p, E.ge_p,
           E.and_p, E.or_p, E.xor_p}
 
 

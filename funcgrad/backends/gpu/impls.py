@@ -98,6 +98,7 @@ _simple(E.logistic_p)(lambda xp: lambda x: xp.tanh(x * 0.5) * 0.5 + 0.5)
 _simple(E.select_p)(lambda xp: lambda c, x, y: xp.where(c, x, y))
 _simple(E.convert_p)(lambda xp: lambda x, dtype: xp.asarray(x).astype(dtype))
 _simple(E.stop_gradient_p)(lambda xp: lambda x: x)
+_simple(E.name_p)(lambda xp: lambda x, name: x)
 _simple(RB.bitcast_convert_type_p)(
     lambda xp: lambda x, dtype: xp.ascontiguousarray(x).view(dtype).reshape(x.shape))
 
