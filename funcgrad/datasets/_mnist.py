@@ -480,7 +480,7 @@ def mnist(cache_dir=None, download=None, cache=False, note=None):
     source.
 
     >>> (x, y), (xt, yt) = mnist()        # doctest: +SKIP
-    >>> x.shape, x.dtype, yt.shape
+    >>> x.shape, x.dtype, yt.shape        # doctest: +SKIP
     ((60000, 28, 28), dtype('uint8'), (10000,))
     """
     directory = _resolve_cache_dir(cache_dir)
