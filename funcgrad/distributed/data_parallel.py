@@ -155,6 +155,14 @@ class DataParallel:
     """What :func:`data_parallel` returns: ``init``, ``step`` and the plan of buckets.
 
     ``buckets`` (a list of :class:`~funcgrad.distributed._buckets.Bucket`) is known after ``init``.
+
+    >>> trainer = DataParallel(lambda p, x: fnp.mean((x * p["w"]) ** 2), optim.sgd(0.1))
+    >>> params, opt_state = trainer.init({"w": fnp.ones(3)})
+    >>> trainer.buckets
+    [Bucket(indices=(0,), dtype=dtype('float32'), nbytes=12)]
+    >>> params, opt_state, loss = trainer.step(params, opt_state, fnp.ones((2, 3)))
+    >>> float(loss), params["w"]        # the gradient of mean(w**2) is 2 w / 3
+    (1.0, Array([0.93333, 0.93333, 0.93333], dtype=float32))
     """
 
     def __init__(self, loss_fn: Callable, optimizer: GradientTransformation, *, has_aux: bool = False,
