@@ -218,6 +218,14 @@ class Profile:
     Use it as a context manager, or call it as the function it wraps. It can
     be entered again (also while active: the nested entry is part of the
     outer one); each activation adds its events and wall time.
+
+    >>> prof = fg.profiler.Profile()     # as fg.profiler.profile()
+    >>> with prof:
+    ...     _ = fnp.exp(fnp.zeros(4))
+    >>> with prof:                       # a second activation adds to the first
+    ...     _ = fnp.exp(fnp.zeros(4))
+    >>> [(r["name"], r["calls"]) for r in prof.stats() if r["category"] == "eager"]
+    [('exp', 2)]
     """
 
     def __init__(self, fn: Callable | None = None, *, record_shapes: bool = False):

@@ -60,10 +60,11 @@ PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_docs_page_snippets_run(page, monkeypatch):
-    """The page's blocks run in order in one fresh namespace, in this process (funcgrad imported once)."""
+def test_docs_page_snippets_run(page, monkeypatch, tmp_path):
+    """The page's blocks run in order in one fresh namespace, in this process (funcgrad imported once), in an
+    empty working directory (files a snippet writes never land in the repository)."""
     import funcgrad as fg
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)
     saved = {name: getattr(fg.config, name) for name in ("enable_x64", "debug_nans", "disable_jit")}
     namespace = {"__name__": "__main__"}
     try:

@@ -14,7 +14,8 @@ import pytest
 MODULES = ["funcgrad", "funcgrad.tree", "funcgrad.tree_util", "funcgrad.devices", "funcgrad.testing", "funcgrad.debug",
            "funcgrad.mixed_precision", "funcgrad.numpy", "funcgrad.numpy.linalg", "funcgrad.numpy.fft", "funcgrad.nn",
            "funcgrad.nn.initializers", "funcgrad.optim", "funcgrad.scipy.special", "funcgrad.scipy.linalg",
-           "funcgrad.scipy.stats", "funcgrad.lax", "funcgrad.lax.linalg", "funcgrad.random"]
+           "funcgrad.scipy.stats", "funcgrad.lax", "funcgrad.lax.linalg", "funcgrad.random", "funcgrad.distributed",
+           "funcgrad.profiler", "funcgrad.datasets"]
 
 # Names that are not funcgrad's own callables: numpy's scalar types re-exported as dtypes, typing aliases and
 # names a module imports for its own use.

@@ -17,11 +17,23 @@ import numpy as np
 
 
 class DatasetError(Exception):
-    """Base class for every error raised by funcgrad.datasets."""
+    """Base class for every error raised by funcgrad.datasets.
+
+    >>> try:
+    ...     parse_idx(b"")
+    ... except DatasetError as e:
+    ...     print(e)
+    <bytes>: truncated idx file (0 bytes, no header)
+    """
 
 
 class IdxFormatError(DatasetError, ValueError):
-    """An idx file is malformed (bad magic, truncated, trailing bytes...)."""
+    """An idx file is malformed (bad magic, truncated, trailing bytes...).
+
+    >>> parse_idx(bytes([0, 0, 8, 1, 0, 0, 0, 3, 7, 8]), "labels.idx")    # 3 entries announced, 2 present
+    Traceback (most recent call last):
+    funcgrad.datasets._idx.IdxFormatError: labels.idx: truncated idx file: shape (3,) needs 3 data bytes, found 2
+    """
 
 
 
@@ -63,6 +75,9 @@ def parse_idx(data: bytes, name: str = "<bytes>", expected_magic: int | None = N
     Raises ``IdxFormatError`` naming ``name`` on a bad magic number, a
     truncated payload or trailing garbage.  The returned array may be a
     read-only view of ``data``.
+
+    >>> parse_idx(bytes([0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9]))   # uint8 (code 8), 1 dimension of 3; then 7, 8, 9
+    array([7, 8, 9], dtype=uint8)
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"parse_idx: data must be the bytes of an idx file, got {type(data).__name__}; "
@@ -100,12 +115,24 @@ def parse_idx(data: bytes, name: str = "<bytes>", expected_magic: int | None = N
 
 
 def load_idx(path, expected_magic: int | None = None) -> np.ndarray:
-    """Load an idx file (``.gz`` or plain, chosen by suffix) as a numpy array."""
+    """Load an idx file (``.gz`` or plain, chosen by suffix) as a numpy array.
+
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = save_idx(pathlib.Path(d) / "x.idx.gz", np.arange(6, dtype=np.int32).reshape(2, 3))
+    ...     load_idx(path)
+    array([[0, 1, 2],
+           [3, 4, 5]], dtype=int32)
+    """
     return parse_idx(_read_bytes(path), str(path), expected_magic)
 
 
 def idx_bytes(array) -> bytes:
-    """Serialise ``array`` to the bytes of an idx file (big-endian)."""
+    """Serialise ``array`` to the bytes of an idx file (big-endian).
+
+    >>> list(idx_bytes(np.array([7, 8, 9], np.uint8)))     # magic (uint8, 1 dimension), the size 3, the data
+    [0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9]
+    """
     array = np.asarray(array)
     native = array.dtype.newbyteorder("=")
     if native not in _IDX_CODES:
@@ -124,7 +151,14 @@ def idx_bytes(array) -> bytes:
 def save_idx(path, array, compress: bool | None = None) -> Path:
     """Write ``array`` as an idx file; gzip it when ``compress`` (default:
     when ``path`` ends with ``.gz``).  The write is atomic (temp + rename) so
-    an interrupted write never leaves a half file in a cache directory."""
+    an interrupted write never leaves a half file in a cache directory.
+
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = save_idx(pathlib.Path(d) / "labels.idx", np.array([7, 8, 9], np.uint8))
+    ...     path.name, path.read_bytes() == idx_bytes(np.array([7, 8, 9], np.uint8))
+    ('labels.idx', True)
+    """
     path = Path(path)
     if compress is None:
         compress = path.name.endswith(".gz")

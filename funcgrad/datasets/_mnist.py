@@ -25,11 +25,19 @@ from funcgrad.datasets._idx import (DatasetError, IdxFormatError, _atomic_write,
 
 
 class DataVerificationError(DatasetError, ValueError):
-    """Data parsed fine but is not the standard MNIST (checksum, counts...)."""
+    """Data parsed fine but is not the standard MNIST (checksum, counts...).
+
+    >>> issubclass(DataVerificationError, ValueError)     # see verify_mnist for one raised
+    True
+    """
 
 
 class DataNotFoundError(DatasetError, RuntimeError):
-    """No source of MNIST is available; the message says how to get one."""
+    """No source of MNIST is available; the message says how to get one.
+
+    >>> issubclass(DataNotFoundError, RuntimeError)
+    True
+    """
 
 
 
@@ -114,6 +122,11 @@ def verify_mnist(data, origin: str = "MNIST") -> None:
     ``data`` is ``((train_images, train_labels), (test_images, test_labels))``.
     Raises ``DataVerificationError`` with a message naming ``origin``.
     Checksums are verified separately, on the idx bytes.
+
+    >>> small = (np.zeros((2, 28, 28), np.uint8), np.zeros(2, np.uint8))
+    >>> verify_mnist((small, small), origin="mine")
+    Traceback (most recent call last):
+    funcgrad.datasets._mnist.DataVerificationError: mine: train images have shape (2, 28, 28), expected (60000, 28, 28)
     """
     if not (isinstance(data, (tuple, list)) and len(data) == 2 and
             all(isinstance(part, (tuple, list)) and len(part) == 2 and
@@ -164,7 +177,13 @@ def _freeze(*arrays):
 
 def default_cache_dir() -> Path:
     """``$FUNCGRAD_DATA_DIR`` if set, else ``$XDG_CACHE_HOME/funcgrad/mnist``
-    (``~/.cache/funcgrad/mnist`` when XDG_CACHE_HOME is unset)."""
+    (``~/.cache/funcgrad/mnist`` when XDG_CACHE_HOME is unset).
+
+    >>> from unittest import mock
+    >>> with mock.patch.dict("os.environ", {"FUNCGRAD_DATA_DIR": "/data/mnist"}):
+    ...     default_cache_dir().as_posix()
+    '/data/mnist'
+    """
     env = os.environ.get(_ENV_DATA_DIR)
     if env:
         return Path(env).expanduser()
@@ -432,7 +451,10 @@ def _memoised(key, loader):
 
 
 def clear_memory_cache() -> None:
-    """Forget the per-process parsed results."""
+    """Forget the per-process parsed results.
+
+    >>> clear_memory_cache()          # the next mnist() reads and verifies its source again
+    """
     with _LOCK:
         _MEMORY_CACHE.clear()
 
@@ -480,7 +502,7 @@ def mnist(cache_dir=None, download=None, cache=False, note=None):
     source.
 
     >>> (x, y), (xt, yt) = mnist()        # doctest: +SKIP
-    >>> x.shape, x.dtype, yt.shape
+    >>> x.shape, x.dtype, yt.shape        # doctest: +SKIP
     ((60000, 28, 28), dtype('uint8'), (10000,))
     """
     directory = _resolve_cache_dir(cache_dir)

@@ -16,7 +16,11 @@ from funcgrad.core import describe
 
 
 class Bucket(NamedTuple):
-    """Leaves ``indices`` (positions in the flattened parameters), all of ``dtype``; ``nbytes`` in all."""
+    """Leaves ``indices`` (positions in the flattened parameters), all of ``dtype``; ``nbytes`` in all.
+
+    >>> plan_buckets([fnp.zeros(4), fnp.zeros(2)])      # one bucket, from the last leaf: 6 float32 entries
+    [Bucket(indices=(1, 0), dtype=dtype('float32'), nbytes=24)]
+    """
     indices: tuple
     dtype: np.dtype
     nbytes: int

@@ -5,8 +5,12 @@ Each process uses GPU ``local rank % GPUs on the node``. NCCL refuses two proces
 so when processes share a GPU (2 processes, 1 GPU) the sum goes through host copies and MPI
 instead, with the same result; ``NcclAverager.transport`` says which ("nccl" or "mpi-host").
 
->>> avg = NcclAverager()                    # under mpiexec, on a machine with GPUs
->>> grads = avg.mean(grads)                 # a pytree of funcgrad GPU arrays (or CuPy arrays)
+Under ``mpiexec``, on a machine with GPUs and CuPy::
+
+    avg = NcclAverager()
+    grads = avg.mean(grads)                 # a pytree of funcgrad GPU arrays (or CuPy arrays)
+
+Without CuPy, ``NcclAverager()`` raises an ImportError that says what to install.
 """
 from __future__ import annotations
 

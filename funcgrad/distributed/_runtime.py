@@ -123,12 +123,20 @@ def comm() -> Any:
 
 
 def process_index() -> int:
-    """This process's index in the world, 0 .. process_count() - 1."""
+    """This process's index in the world, 0 .. process_count() - 1.
+
+    >>> process_index()                 # under plain ``python``; 0 to n - 1 under ``mpiexec -n n``
+    0
+    """
     return world().rank
 
 
 def process_count() -> int:
-    """The number of processes in the world (1 under plain ``python``)."""
+    """The number of processes in the world (1 under plain ``python``).
+
+    >>> process_count()                 # under plain ``python``; n under ``mpiexec -n n``
+    1
+    """
     return world().size
 
 

@@ -2,9 +2,14 @@
 batch, and the gradients are averaged across processes before every optimizer step.
 
 >>> import funcgrad.distributed as dist
->>> trainer = dist.data_parallel(loss_fn, optim.adam(1e-3))        # loss_fn(params, x, y) -> mean loss
->>> params, opt_state = trainer.init(params)                     # rank 0's parameters, everywhere
->>> params, opt_state, loss = trainer.step(params, opt_state, x, y)   # x, y: the *global* batch
+>>> def loss_fn(params, x, y):                                  # the mean loss over a batch
+...     return fnp.mean((x @ params["w"] - y) ** 2)
+>>> trainer = dist.data_parallel(loss_fn, optim.sgd(0.1))
+>>> params, opt_state = trainer.init({"w": fnp.zeros(3)})       # rank 0's parameters, everywhere
+>>> x, y = fnp.ones((4, 3)), fnp.ones(4)                        # the *global* batch: each process takes its share
+>>> params, opt_state, loss = trainer.step(params, opt_state, x, y)
+>>> float(loss), params["w"]       # the gradient of the whole batch's mean, -2 each, on any number of processes
+(1.0, Array([0.2, 0.2, 0.2], dtype=float32))
 
 The gradients are all-reduced in buckets of about ``bucket_mb`` megabytes, and with
 ``overlap=True`` (the default) each bucket's sum starts as soon as the backward pass has finished
@@ -150,6 +155,14 @@ class DataParallel:
     """What :func:`data_parallel` returns: ``init``, ``step`` and the plan of buckets.
 
     ``buckets`` (a list of :class:`~funcgrad.distributed._buckets.Bucket`) is known after ``init``.
+
+    >>> trainer = DataParallel(lambda p, x: fnp.mean((x * p["w"]) ** 2), optim.sgd(0.1))
+    >>> params, opt_state = trainer.init({"w": fnp.ones(3)})
+    >>> trainer.buckets
+    [Bucket(indices=(0,), dtype=dtype('float32'), nbytes=12)]
+    >>> params, opt_state, loss = trainer.step(params, opt_state, fnp.ones((2, 3)))
+    >>> float(loss), params["w"]        # the gradient of mean(w**2) is 2 w / 3
+    (1.0, Array([0.93333, 0.93333, 0.93333], dtype=float32))
     """
 
     def __init__(self, loss_fn: Callable, optimizer: GradientTransformation, *, has_aux: bool = False,

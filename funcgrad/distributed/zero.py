@@ -41,7 +41,7 @@ def check_elementwise(optimizer: GradientTransformation, owner: str = "zero") ->
     >>> check_elementwise(optim.adam(1e-3))       # passes
     >>> check_elementwise(optim.chain(optim.clip_by_global_norm(1.0), optim.sgd(0.1)))
     Traceback (most recent call last):
-    ValueError: zero: ZeRO-1 updates each process's shard of the parameters on its own ...
+    ValueError: zero: ZeRO-1 updates each process's shard of the parameters on its own, ... an elementwise optimizer
     """
     p = np.linspace(-1.0, 1.0, 8).astype(np.float32)
     # Magnitudes from 1e-3 to 6e14, so that a global-norm clip with any sensible threshold clips.

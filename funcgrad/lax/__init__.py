@@ -120,7 +120,11 @@ floor_divide = _binary(_E.floor_divide_p, "floor_divide", "floor(x / y); zero gr
 
 
 class RoundingMethod(enum.IntEnum):
-    """How :func:`round` breaks ties: ``AWAY_FROM_ZERO`` (JAX's default) or ``TO_NEAREST_EVEN`` (numpy's)."""
+    """How :func:`round` breaks ties: ``AWAY_FROM_ZERO`` (JAX's default) or ``TO_NEAREST_EVEN`` (numpy's).
+
+    >>> lax.round(fnp.array([2.5]), lax.RoundingMethod.TO_NEAREST_EVEN)
+    Array([2.], dtype=float32)
+    """
     AWAY_FROM_ZERO = 0
     TO_NEAREST_EVEN = 1
 

@@ -8,7 +8,10 @@ Every function takes a pytree and ``axis_name`` as a name or a tuple of names. D
 ``grad(lambda x: psum(x * x, "i").sum())(x) == 2 * x``.
 
 >>> import funcgrad as fg, funcgrad.lax as lax, funcgrad.numpy as fnp
->>> fg.vmap(lambda x: lax.psum(x, "i"), axis_name="i")(fnp.arange(4.0))   # [6, 6, 6, 6]
+>>> fg.vmap(lambda x: lax.psum(x, "i"), axis_name="i")(fnp.arange(4.0))      # four devices: 0 + 1 + 2 + 3
+Array([6., 6., 6., 6.], dtype=float32)
+>>> fg.vmap(fg.grad(lambda x: lax.psum(x * x, "i").sum()), axis_name="i")(fnp.arange(3.0))   # 2 * x
+Array([0., 2., 4.], dtype=float32)
 """
 from __future__ import annotations
 
@@ -46,7 +49,8 @@ def _leaves(op: str, x: Any, axis_name: Any, fun: Any) -> Any:
 def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """The sum of ``x`` over the devices of ``axis_name``, on every device (bool sums as int).
 
-    >>> fg.vmap(lambda x: lax.psum(x, "i"), axis_name="i")(fnp.arange(4.0))   # [6, 6, 6, 6]
+    >>> fg.vmap(lambda x: lax.psum(x, "i"), axis_name="i")(fnp.arange(4.0))
+    Array([6., 6., 6., 6.], dtype=float32)
     """
     _no_groups("psum", axis_index_groups)
     return _leaves("psum", x, axis_name, _P.psum)
@@ -55,7 +59,8 @@ def psum(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
 def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """The mean of ``x`` over the devices of ``axis_name`` (integers give floats, as in JAX).
 
-    >>> fg.vmap(lambda x: lax.pmean(x, "i"), axis_name="i")(fnp.arange(4.0))   # [1.5, 1.5, 1.5, 1.5]
+    >>> fg.vmap(lambda x: lax.pmean(x, "i"), axis_name="i")(fnp.arange(4.0))
+    Array([1.5, 1.5, 1.5, 1.5], dtype=float32)
     """
     _no_groups("pmean", axis_index_groups)
 
@@ -70,7 +75,8 @@ def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
 def pmax(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """The elementwise maximum of ``x`` over the devices of ``axis_name`` (ties share the gradient).
 
-    >>> fg.vmap(lambda x: lax.pmax(x, "i"), axis_name="i")(fnp.arange(4.0))   # [3, 3, 3, 3]
+    >>> fg.vmap(lambda x: lax.pmax(x, "i"), axis_name="i")(fnp.arange(4.0))
+    Array([3., 3., 3., 3.], dtype=float32)
     """
     _no_groups("pmax", axis_index_groups)
     return _leaves("pmax", x, axis_name, _P.pmax)
@@ -79,7 +85,8 @@ def pmax(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
 def pmin(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
     """The elementwise minimum of ``x`` over the devices of ``axis_name`` (ties share the gradient).
 
-    >>> fg.vmap(lambda x: lax.pmin(x, "i"), axis_name="i")(fnp.arange(4.0))   # [0, 0, 0, 0]
+    >>> fg.vmap(lambda x: lax.pmin(x, "i"), axis_name="i")(fnp.arange(4.0))
+    Array([0., 0., 0., 0.], dtype=float32)
     """
     _no_groups("pmin", axis_index_groups)
     return _leaves("pmin", x, axis_name, _P.pmin)
@@ -99,7 +106,9 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
 
     Shape ``x.shape`` with the axis size inserted at ``axis`` (tiled: ``x.shape[axis]`` times the size).
 
-    >>> fg.vmap(lambda x: lax.all_gather(x, "i"), axis_name="i")(fnp.arange(2.0))   # [[0, 1], [0, 1]]
+    >>> fg.vmap(lambda x: lax.all_gather(x, "i"), axis_name="i")(fnp.arange(2.0))   # each device: [0, 1]
+    Array([[0., 1.],
+           [0., 1.]], dtype=float32)
     """
     _no_groups("all_gather", axis_index_groups)
     _one_name("all_gather", axis_name)
@@ -114,7 +123,9 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
     ``tiled=False``: that dimension must equal the axis size and is removed; ``tiled=True``: it must be
     divisible by the size, and each device keeps a block of ``x.shape[d] // size``.
 
-    >>> fg.vmap(lambda x: lax.psum_scatter(x, "i"), axis_name="i")(fnp.eye(2))   # [1, 1]
+    >>> x = fnp.arange(4.0).reshape(2, 2)          # device 0 holds [0, 1], device 1 holds [2, 3]
+    >>> fg.vmap(lambda x: lax.psum_scatter(x, "i"), axis_name="i")(x)   # the sum [2, 4], one entry each
+    Array([2., 4.], dtype=float32)
     """
     _no_groups("psum_scatter", axis_index_groups)
     _one_name("psum_scatter", axis_name)
@@ -126,7 +137,9 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     """Send ``x`` from device ``src`` to device ``dst`` for each pair ``(src, dst)`` of ``perm``; a device
     that receives nothing gets zeros.
 
-    >>> fg.vmap(lambda x: lax.ppermute(x, "i", [(0, 1), (1, 0)]), axis_name="i")(fnp.arange(2.0))  # [1, 0]
+    >>> shift = lambda x: lax.ppermute(x, "i", [(0, 1), (1, 2)])   # 0 -> 1 -> 2; device 0 receives nothing
+    >>> fg.vmap(shift, axis_name="i")(fnp.array([1.0, 2.0, 3.0]))
+    Array([0., 1., 2.], dtype=float32)
     """
     _one_name("ppermute", axis_name)
     pairs = _P.normalize_perm(perm)
@@ -136,7 +149,8 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
 def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
     """Device ``i`` receives the ``x`` of device ``perm[i]`` (``perm`` a permutation of the devices).
 
-    >>> fg.vmap(lambda x: lax.pshuffle(x, "i", [1, 0]), axis_name="i")(fnp.arange(2.0))  # [1, 0]
+    >>> fg.vmap(lambda x: lax.pshuffle(x, "i", [2, 0, 1]), axis_name="i")(fnp.array([10.0, 20.0, 30.0]))
+    Array([30., 10., 20.], dtype=float32)
     """
     perm = [int(p) for p in perm]
     if sorted(perm) != list(range(len(perm))):
@@ -150,7 +164,10 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     concatenate the chunks received along ``concat_axis`` (``tiled=False``: the split axis must equal
     the size and is removed, and the received chunks are stacked at ``concat_axis``).
 
-    >>> fg.vmap(lambda x: lax.all_to_all(x, "i", 0, 0), axis_name="i")(fnp.eye(2))   # the transpose
+    >>> x = fnp.arange(4.0).reshape(2, 2)          # device k holds row k
+    >>> fg.vmap(lambda x: lax.all_to_all(x, "i", 0, 0), axis_name="i")(x)   # device k gets column k
+    Array([[0., 2.],
+           [1., 3.]], dtype=float32)
     """
     _no_groups("all_to_all", axis_index_groups)
     _one_name("all_to_all", axis_name)
@@ -165,8 +182,12 @@ def pcast(x: Any, axis_name: Any, *, to: str) -> Any:
     is ``psum``, so the gradient of a replicated value cast here sums every device's contribution
     (data-parallel parameters). ``to="reduced"``/``"unreduced"`` (sharding types) are not supported.
 
+    >>> x = fnp.arange(6.0).reshape(3, 2)          # three devices; each one's gradient of w is its x
     >>> fg.vmap(fg.grad(lambda w, x: (lax.pcast(w, "i", to="varying") * x).sum()), in_axes=(None, 0),
-    ...         axis_name="i")(fnp.ones(2), fnp.ones((3, 2)))                 # [[3, 3]] * 3
+    ...         axis_name="i")(fnp.ones(2), x)      # their sum [0 + 2 + 4, 1 + 3 + 5] on every device
+    Array([[6., 9.],
+           [6., 9.],
+           [6., 9.]], dtype=float32)
     """
     if to != "varying":
         raise NotImplementedError(f"pcast: to={to!r} is not supported (funcgrad has no reduced/unreduced "
@@ -178,7 +199,9 @@ def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = Non
     """Swap the named axis with positional axis ``axis`` of ``x`` (``all_to_all(x, axis_name, axis, axis)``):
     ``x.shape[axis]`` must equal the axis size.
 
-    >>> fg.vmap(lambda x: lax.pswapaxes(x, "i", 0), axis_name="i")(fnp.eye(2))   # the transpose
+    >>> fg.vmap(lambda x: lax.pswapaxes(x, "i", 0), axis_name="i")(fnp.arange(4.0).reshape(2, 2))
+    Array([[0., 2.],
+           [1., 3.]], dtype=float32)
     """
     return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
 
@@ -186,7 +209,8 @@ def pswapaxes(x: Any, axis_name: Any, axis: int, *, axis_index_groups: Any = Non
 def axis_size(axis_name: Any) -> int:
     """The number of devices along ``axis_name`` (a name or a tuple: the product), a Python int.
 
-    >>> fg.vmap(lambda x: x * lax.axis_size("i"), axis_name="i")(fnp.ones(3))   # [3, 3, 3]
+    >>> fg.vmap(lambda x: x * lax.axis_size("i"), axis_name="i")(fnp.ones(3))
+    Array([3., 3., 3.], dtype=float32)
     """
     axes = _P.axes_of(axis_name)
     _P.check_bound("axis_size", axes)
@@ -196,7 +220,8 @@ def axis_size(axis_name: Any) -> int:
 def axis_index(axis_name: Any) -> Any:
     """This device's index along ``axis_name`` (int32; a tuple of names: the row-major index over them).
 
-    >>> fg.vmap(lambda x: lax.axis_index("i"), axis_name="i")(fnp.ones(3))   # [0, 1, 2]
+    >>> fg.vmap(lambda x: lax.axis_index("i"), axis_name="i")(fnp.ones(3))
+    Array([0, 1, 2], dtype=int32)
     """
     axes = _P.axes_of(axis_name)
     _P.check_bound("axis_index", axes)
@@ -219,7 +244,8 @@ def _index_of(name: Any) -> Any:
 def pbroadcast(x: Any, axis_name: Any, source: int) -> Any:
     """Every device receives the ``x`` of device ``source`` (the gradient goes back to ``source`` alone).
 
-    >>> fg.vmap(lambda x: lax.pbroadcast(x, "i", 1), axis_name="i")(fnp.arange(3.0))   # [1, 1, 1]
+    >>> fg.vmap(lambda x: lax.pbroadcast(x, "i", 1), axis_name="i")(fnp.arange(3.0))   # device 1's x
+    Array([1., 1., 1.], dtype=float32)
     """
     _one_name("pbroadcast", axis_name)
     return _leaves("pbroadcast", x, axis_name, lambda leaf, axes: _P.pbroadcast(leaf, axes, int(source)))
