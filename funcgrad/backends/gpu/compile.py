@@ -1,0 +1,89 @@
+"""``jit`` on GPU arrays: the GPU backend's ``compile(jaxpr)``.
+
+The traced program is optimised as on the CPU (inline calls, fold constants,
+CSE, DCE), then fused with the CPU compiler's grouping
+(:func:`funcgrad.compiler.fusion.fuse`) under this backend's rule: chains
+of elementwise primitives with a Triton lowering
+(:mod:`funcgrad.backends.gpu.triton_codegen`) become one generated Triton
+kernel each. Everything else -- matmul, reductions, shape changes, loops,
+the row kernels -- runs through the GPU implementations, one primitive at a
+time, as ``jit`` did before. Everything is launched on the current stream,
+in program order, with no host synchronisation.
+
+Fusion needs Triton (and is off under ``debug_nans`` or with
+``jit_fusion`` off): without it, the optimised program runs primitive by
+primitive.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from funcgrad import _core
+from funcgrad._config import config
+from funcgrad._core import Array
+from funcgrad._ir import Jaxpr, Literal, pretty_print
+from funcgrad.compiler import fusion, passes
+from funcgrad.backends.gpu import array as gpu_array
+from funcgrad.backends.gpu import triton_codegen
+
+__all__ = ["GpuProgram", "compile_jaxpr"]
+
+
+class GpuProgram:
+    """A traced program on the GPU: generated Triton kernels for its fused groups, the GPU
+    implementations for the rest.
+
+    ``run(buffers)`` takes the arguments' buffers (device buffers, or numpy buffers of host
+    arguments) and returns Arrays; ``kernels`` lists the fused groups.
+    """
+
+    def __init__(self, jaxpr: Jaxpr):
+        self.jaxpr = jaxpr
+        backend = gpu_array.backend
+        self.consts = [backend.to_device(c) if type(c) is Array else c for c in jaxpr.consts]
+        self.kernels = [e.prim for e in jaxpr.eqns if isinstance(e.prim, triton_codegen.TritonFused)]
+
+    def run(self, buffers: Sequence[Any]) -> list[Array]:
+        backend = gpu_array.backend
+        env: dict[int, Any] = {id(v): c for v, c in zip(self.jaxpr.constvars, self.consts)}
+        for v, b in zip(self.jaxpr.invars, buffers):
+            env[id(v)] = _core._wrap(b) if type(b) is np.ndarray else backend.wrap(b)
+
+        def read(x: Any) -> Any:
+            return x.value if isinstance(x, Literal) else env[id(x)]
+
+        for eqn in self.jaxpr.eqns:
+            if isinstance(eqn.prim, triton_codegen.TritonFused):
+                values = [backend.device_value(read(x)) for x in eqn.inputs]
+                out = [backend.wrap(o) for o in eqn.prim.run(gpu_array.binding().xp, values)]
+            else:
+                out = _core.apply_primitive(eqn.prim, [read(x) for x in eqn.inputs], eqn.params)
+            for v, o in zip(eqn.outvars, out if eqn.prim.multiple_results else [out]):
+                env[id(v)] = o
+        return [_core.as_array(read(v)) for v in self.jaxpr.outvars]
+
+    def release_buffers(self) -> None:
+        """Nothing is kept between calls."""
+
+    def __repr__(self) -> str:
+        return pretty_print(self.jaxpr)
+
+
+def fuse(jaxpr: Jaxpr) -> Jaxpr:
+    """``jaxpr`` with its fusible elementwise chains replaced by generated Triton kernels."""
+    return fusion.fuse(jaxpr, rule=triton_codegen.rule, emit=triton_codegen.emit)
+
+
+def compile_jaxpr(jaxpr: Jaxpr) -> GpuProgram:
+    """Optimise, fuse into Triton kernels (when Triton can run and fusion is on) and plan a program.
+
+    >>> from funcgrad.backends.gpu import backend
+    >>> program = backend.compile(fg.make_jaxpr(lambda x: fnp.sin(x) * 2 + 1)(fnp.ones(3)))
+    >>> program.kernels          # [triton_fused[sin,mul,add]]
+    """
+    optimised = passes.optimize(jaxpr)
+    if config.jit_fusion and not config.debug_nans and gpu_array.binding().use_triton:
+        optimised = fuse(optimised)
+    return GpuProgram(optimised)

@@ -1,0 +1,321 @@
+"""Generated Triton kernels for fused elementwise groups (the GPU side of ``jit``).
+
+A fused group (found by :func:`funcgrad.compiler.fusion.fuse`, with this
+module's :func:`rule`) becomes one ``@triton.jit`` kernel over the group's
+elements, flattened: each program instance handles ``BLOCK`` consecutive
+elements (int64 offsets, a masked tail), loads every input once, computes
+the whole chain in registers and stores the values the rest of the program
+uses. Broadcasting: an input of the group's shape is read at ``offs``, a
+one-element input at offset 0 (broadcast in registers), and any other
+broadcast input is materialised to the group's shape (contiguous) before
+the launch.
+
+dtypes: float32 and float16 compute in float32 and are rounded once, when
+stored (a ``convert`` to float16 inside the group rounds where it stands);
+int32 computes in int32 (wrapping, as CuPy); bool is stored as one byte
+(``uint8``) and computed as Triton's ``int1``. float64/int64 values (with
+``enable_x64``) and primitives without a Triton lowering here stay outside
+kernels and run through the GPU implementations.
+
+Kernels are cached in this process by the hash of their source (the source
+is written to a per-process directory so that ``triton.jit`` can read it);
+compiled binaries are cached on disk by Triton itself (``~/.triton/cache``,
+or ``TRITON_CACHE_DIR``), keyed by source and target.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.util
+import math
+import os
+import shutil
+import tempfile
+import threading
+from typing import Any
+
+import numpy as np
+
+from funcgrad._dtypes import ShapedArray
+from funcgrad._ir import Eqn, Literal, Var
+from funcgrad.compiler.codegen import Elementwise, Op
+from funcgrad.primitives import elementwise as E
+from funcgrad.primitives import shape as S
+
+__all__ = ["rule", "emit", "TritonFused", "kernel_count", "kernel_source"]
+
+BLOCK = 1024
+NUM_WARPS = 4
+
+_F32, _F16, _I32, _BOOL = (np.dtype(t) for t in ("float32", "float16", "int32", "bool"))
+_DTYPES = {_F32, _F16, _I32, _BOOL}
+# What each dtype is computed as inside a kernel, and stored as.
+_COMPUTE = {_F32: "tl.float32", _F16: "tl.float32", _I32: "tl.int32", _BOOL: "tl.int1"}
+_STORE = {_F32: "tl.float32", _F16: "tl.float16", _I32: "tl.int32", _BOOL: "tl.uint8"}
+# The element type Triton's launcher is told for each buffer (bool buffers are passed as uint8 views).
+_POINTER = {_F32: "float32", _F16: "float16", _I32: "int32", _BOOL: "uint8"}
+
+
+def _tanh(x: str) -> str:
+    # Odd polynomial near 0 (where 1 - 2/(e^2x + 1) cancels), the exp form elsewhere; saturates to +-1.
+    small = f"{x} * (1.0 + {x} * {x} * (-0.3333333333 + {x} * {x} * (0.1333333333 + {x} * {x} * " \
+            f"(-0.0539682540 + {x} * {x} * 0.0218694885))))"
+    return f"tl.where(tl.abs({x}) < 0.1, {small}, 1.0 - 2.0 / (tl.exp(2.0 * {x}) + 1.0))"
+
+
+_FLOAT_UNARY = {
+    E.exp_p: "tl.exp({0})", E.exp2_p: "tl.exp2({0})", E.log_p: "tl.log({0})", E.log2_p: "tl.log2({0})",
+    E.sqrt_p: "tl.sqrt({0})", E.sin_p: "tl.sin({0})", E.cos_p: "tl.cos({0})", E.floor_p: "tl.floor({0})",
+    E.ceil_p: "tl.ceil({0})", E.logistic_p: "(1.0 / (1.0 + tl.exp(-{0})))", E.isnan_p: "({0} != {0})",
+    E.isfinite_p: "(({0} - {0}) == 0.0)",
+}
+_FLOAT_BINARY = {E.div_p: "{0} / {1}"}
+_NUMBER_UNARY = {E.neg_p: "-{0}", E.abs_p: "tl.abs({0})",
+                 E.sign_p: "tl.where({0} > 0, 1, tl.where({0} < 0, -1, {0}))"}
+_NUMBER_BINARY = {E.add_p: "{0} + {1}", E.sub_p: "{0} - {1}", E.mul_p: "{0} * {1}"}
+_COMPARE = {E.eq_p: "{0} == {1}", E.ne_p: "{0} != {1}", E.lt_p: "{0} < {1}", E.le_p: "{0} <= {1}",
+            E.gt_p: "{0} > {1}", E.ge_p: "{0} >= {1}"}
+_LOGICAL = {E.and_p: "{0} & {1}", E.or_p: "{0} | {1}", E.xor_p: "{0} ^ {1}"}
+
+
+def _unary(template: str) -> Elementwise:
+    return Elementwise(lambda op, ref: template.format(ref(op.args[0])))
+
+
+def _binary(template: str) -> Elementwise:
+    return Elementwise(lambda op, ref: template.format(ref(op.args[0]), ref(op.args[1])))
+
+
+def _extreme(name: str) -> Elementwise:
+    def emit_(op: Op, ref: Any) -> str:
+        nan = ", propagate_nan=tl.PropagateNan.ALL" if op.dtype.kind == "f" else ""   # NaN wins, as in numpy
+        return f"tl.{name}({ref(op.args[0])}, {ref(op.args[1])}{nan})"
+    return Elementwise(emit_)
+
+
+def _select(op: Op, ref: Any) -> str:
+    c, x, y = op.args
+    return f"tl.where({ref(c)} != 0, {ref(x)}, {ref(y)})"
+
+
+def _convert(op: Op, ref: Any) -> str:
+    target = op.params["dtype"]
+    x = ref(op.args[0])
+    if target == _BOOL:
+        return f"({x} != 0)"
+    if target == _F16:   # rounds here, as the eager conversion does
+        return f"{x}.to(tl.float16).to(tl.float32)"
+    return f"{x}.to({_COMPUTE[target]})"
+
+
+# (lowering, the dtypes its operands and result may have)
+_NUMBERS, _FLOATS = {_F32, _F16, _I32}, {_F32, _F16}
+_RULES: dict = {}
+for _table, _make, _ok in ((_FLOAT_UNARY, _unary, _FLOATS), (_FLOAT_BINARY, _binary, _FLOATS),
+                           (_NUMBER_UNARY, _unary, _NUMBERS), (_NUMBER_BINARY, _binary, _NUMBERS),
+                           (_COMPARE, _binary, _DTYPES), (_LOGICAL, _binary, {_I32, _BOOL})):
+    for _prim, _template in _table.items():
+        _RULES[_prim] = (_make(_template), _ok)   # (a bool result is allowed besides: comparisons, isnan)
+_RULES[E.tanh_p] = (Elementwise(lambda op, ref: _tanh(ref(op.args[0]))), _FLOATS)
+_RULES[E.maximum_p] = (_extreme("maximum"), _NUMBERS)
+_RULES[E.minimum_p] = (_extreme("minimum"), _NUMBERS)
+_RULES[E.logical_not_p] = (_unary("({0} == 0)"), {_BOOL})
+_RULES[E.select_p] = (Elementwise(_select), _DTYPES)
+_RULES[E.convert_p] = (Elementwise(_convert), _DTYPES)
+_RULES[E.stop_gradient_p] = (_unary("{0}"), _DTYPES)
+# Inputs are brought to the group's shape when loaded (see the module docstring): the value passes through.
+_RULES[S.broadcast_to_p] = (Elementwise(lambda op, ref: ref(op.args[0]), free=True), _DTYPES)
+
+
+def _literal_ok(x: Any) -> bool:
+    v = x.value
+    if isinstance(v, np.ndarray):
+        if v.shape != ():
+            return False
+        v = v.item()
+    if isinstance(v, (bool, np.bool_)):
+        return True
+    if isinstance(v, (int, np.integer)):
+        return -2 ** 31 <= int(v) < 2 ** 31
+    return isinstance(v, (float, np.floating)) and math.isfinite(float(v))
+
+
+def rule(eqn: Eqn) -> Any:
+    """The Triton lowering of ``eqn`` when it may join a fused group, else None.
+
+    It may when its primitive has one here, every operand and its result has
+    a dtype that lowering takes, at least one operand is an array, and its
+    literals are finite scalars (in int32 range for integers).
+    """
+    entry = _RULES.get(eqn.prim)
+    if entry is None or len(eqn.outvars) != 1:
+        return None
+    lowering, dtypes = entry
+    vars_ = [x for x in eqn.inputs if isinstance(x, Var)]
+    if not vars_ or not all(_literal_ok(x) for x in eqn.inputs if isinstance(x, Literal)):
+        return None
+    if eqn.prim is E.convert_p:   # any supported dtype to any supported dtype
+        ok = eqn.outvars[0].aval.dtype in _DTYPES and vars_[0].aval.dtype in _DTYPES
+    else:
+        ok = all(v.aval.dtype in dtypes for v in vars_) and (
+            eqn.outvars[0].aval.dtype in dtypes or eqn.outvars[0].aval.dtype == _BOOL)
+    return lowering if ok else None
+
+
+def _ref(a: Any) -> str:
+    if isinstance(a, str):
+        return a
+    v = a.item() if isinstance(a, (np.ndarray, np.generic)) else a
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    return repr(float(v)) if isinstance(v, float) else repr(int(v))
+
+
+def kernel_source(inputs: list, ops: list, outputs: list) -> str:
+    """The kernel's Python source: ``inputs`` (name, dtype, "full" or "one"), ``ops`` (:class:`Op`, in
+    order), ``outputs`` (name, dtype)."""
+    params = [f"{n}_ptr" for n, _, _ in inputs] + [f"{n}_out" for n, _ in outputs]
+    lines = ["import triton", "import triton.language as tl", "", "", "@triton.jit",
+             f"def kernel({', '.join(params + ['n', 'BLOCK: tl.constexpr'])}):",
+             "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+             "    mask = offs < n"]
+    for name, dtype, where in inputs:
+        index = "offs" if where == "full" else "offs * 0"
+        load = f"tl.load({name}_ptr + {index}, mask=mask)"
+        lines.append(f"    {name} = " + (f"{load} != 0" if dtype == _BOOL else f"{load}.to({_COMPUTE[dtype]})"))
+    for op in ops:
+        lines.append(f"    {op.out} = ({op.prim_lowering.emit(op, lambda a, *_: _ref(a))}).to({_COMPUTE[op.dtype]})")
+    for name, dtype in outputs:
+        lines.append(f"    tl.store({name}_out + offs, {name}.to({_STORE[dtype]}), mask=mask)")
+    return "\n".join(lines) + "\n"
+
+
+# ---- the in-process kernel cache
+
+_lock = threading.Lock()
+_kernels: dict[str, Any] = {}
+_directory: list[str] = []
+
+
+def _source_dir() -> str:
+    if not _directory:
+        path = tempfile.mkdtemp(prefix="funcgrad-triton-")
+        atexit.register(shutil.rmtree, path, True)
+        _directory.append(path)
+    return _directory[0]
+
+
+def _load(source: str) -> Any:
+    """The ``@triton.jit`` kernel of ``source``, made once per process."""
+    key = hashlib.sha256(source.encode()).hexdigest()[:24]
+    with _lock:
+        kernel = _kernels.get(key)
+        if kernel is None:
+            path = os.path.join(_source_dir(), f"fused_{key}.py")
+            with open(path, "w") as f:
+                f.write(source)
+            spec = importlib.util.spec_from_file_location(f"funcgrad_triton_fused_{key}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            kernel = _kernels[key] = module.kernel
+    return kernel
+
+
+def kernel_count() -> int:
+    """How many distinct fused kernels this process has generated."""
+    return len(_kernels)
+
+
+class _LoweredOp(Op):
+    """An :class:`Op` that carries its Triton lowering."""
+
+    def __init__(self, out: str, prim: Any, args: list, dtype: np.dtype, params: dict, lowering: Any):
+        super().__init__(out, prim, args, dtype, params)
+        self.prim_lowering = lowering
+
+
+class TritonFused:
+    """A fused group standing in the optimised IR where a primitive would; ``run(xp, inputs)``
+    launches its kernel on device buffers and returns new device buffers."""
+
+    multiple_results = True
+    name = "triton_fused"
+    lowerings: dict = {}
+    traits: frozenset = frozenset()
+
+    def __init__(self, inputs: list, ops: list, outputs: list, shape: tuple, summary: str):
+        self.inputs = inputs      # (name, dtype, "full" / "one")
+        self.outputs = outputs    # (name, dtype)
+        self.shape = shape
+        self.summary = summary
+        self.out_avals = [ShapedArray(shape, d) for _, d in outputs]
+        self.source = kernel_source(inputs, ops, outputs)
+        self.kernel = _load(self.source)
+
+    def __repr__(self) -> str:
+        return f"triton_fused[{self.summary}]"
+
+    def run(self, xp: Any, values: list) -> list:
+        from funcgrad.backends.gpu import _triton_host  # noqa: PLC0415
+        n = math.prod(self.shape)
+        outs = [xp.empty(self.shape, dtype=d) for _, d in self.outputs]
+        if n == 0:
+            return outs
+        args = [_triton_host.as_kernel_arg(self._operand(xp, x, where), _POINTER[dtype])
+                for x, (_, dtype, where) in zip(values, self.inputs)]
+        args += [_triton_host.as_kernel_arg(o.view(xp.uint8) if d == _BOOL else o, _POINTER[d])
+                 for o, (_, d) in zip(outs, self.outputs)]
+        _triton_host.launch(self.kernel, (-(-n // BLOCK),), [*args, n], {"BLOCK": BLOCK, "num_warps": NUM_WARPS},
+                            like=outs[0])
+        return outs
+
+    def _operand(self, xp: Any, x: Any, where: str) -> Any:
+        x = xp.asarray(x)
+        if where == "full" and x.shape != self.shape:   # a broadcast input: materialised
+            x = xp.broadcast_to(x, self.shape)
+        x = xp.ascontiguousarray(x)
+        return x.view(xp.uint8) if x.dtype == _BOOL else x
+
+
+def _worth_fusing(eqns: list) -> bool:
+    # One operation is one kernel either way (CuPy's): only a chain saves launches and memory traffic.
+    return sum(1 for e in eqns if not rule(e).free) >= 2
+
+
+def emit(group: Any, consumers: dict, outputs: set, position: dict) -> list[Eqn]:
+    """The equations standing for a sealed fusion group (:func:`funcgrad.compiler.fusion.fuse`'s
+    ``emit``): one :class:`TritonFused` equation, or the group's own equations when it is not worth a kernel."""
+    eqns = sorted(group.eqns, key=lambda e: position[id(e)])
+    if group.reduction is not None or not _worth_fusing(eqns):
+        return eqns
+    shape = group.shape
+    names: dict[int, str] = {}
+    inputs: list = []
+    in_specs: list = []
+    ops: list = []
+
+    def name_of(x: Any) -> Any:
+        if isinstance(x, Literal):
+            return x.value
+        if id(x) not in names:   # an input from outside the group
+            names[id(x)] = f"x{len(inputs)}"
+            inputs.append(x)
+            where = "one" if math.prod(x.aval.shape) == 1 and x.aval.shape != shape else "full"
+            in_specs.append((names[id(x)], x.aval.dtype, where))
+        return names[id(x)]
+
+    internal: dict[int, int] = {}
+    for eqn in eqns:
+        for x in eqn.inputs:
+            if isinstance(x, Var):
+                internal[id(x)] = internal.get(id(x), 0) + 1
+    for eqn in eqns:
+        args = [name_of(x) for x in eqn.inputs]
+        out = eqn.outvars[0]
+        names[id(out)] = f"v{len(ops)}"
+        ops.append(_LoweredOp(names[id(out)], eqn.prim, args, out.aval.dtype, dict(eqn.params), rule(eqn)))
+    escaping = [e.outvars[0] for e in eqns
+                if id(e.outvars[0]) in outputs or consumers.get(id(e.outvars[0]), 0) > internal.get(id(e.outvars[0]), 0)]
+    fused = TritonFused(in_specs, ops, [(names[id(v)], v.aval.dtype) for v in escaping], shape,
+                        ",".join(e.prim.name for e in eqns))
+    return [Eqn(fused, inputs, {}, escaping)]
