@@ -265,8 +265,11 @@ class TritonFused:
                 for x, (_, dtype, where) in zip(values, self.inputs)]
         args += [_triton_host.as_kernel_arg(o.view(xp.uint8) if d == _BOOL else o, _POINTER[d])
                  for o, (_, d) in zip(outs, self.outputs)]
-        _triton_host.launch(self.kernel, (-(-n // BLOCK),), [*args, n], {"BLOCK": BLOCK, "num_warps": NUM_WARPS},
-                            like=outs[0])
+        # (Triton's interpreter computes with numpy, masked lanes included: NaN and inf pass silently,
+        # as on a GPU.)
+        with np.errstate(all="ignore"):
+            _triton_host.launch(self.kernel, (-(-n // BLOCK),), [*args, n],
+                                {"BLOCK": BLOCK, "num_warps": NUM_WARPS}, like=outs[0])
         return outs
 
     def _operand(self, xp: Any, x: Any, where: str) -> Any:
