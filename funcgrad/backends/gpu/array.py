@@ -220,7 +220,7 @@ class GpuBackend(Backend):
         """``jit``'s program for GPU arrays: fused elementwise chains as generated Triton kernels,
         the rest through the GPU implementations (:mod:`funcgrad.backends.gpu.compile`)."""
         from funcgrad.backends.gpu.compile import compile_jaxpr  # noqa: PLC0415 -- imports the compiler on use
-        return compile_jaxpr(jaxpr)
+        return compile_jaxpr(jaxpr, self, binding())
 
 
 backend = GpuBackend()

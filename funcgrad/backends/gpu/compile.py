@@ -25,7 +25,6 @@ from funcgrad._config import config
 from funcgrad._core import Array
 from funcgrad._ir import Jaxpr, Literal, pretty_print
 from funcgrad.compiler import fusion, passes
-from funcgrad.backends.gpu import array as gpu_array
 from funcgrad.backends.gpu import triton_codegen
 
 __all__ = ["GpuProgram", "compile_jaxpr"]
@@ -39,14 +38,15 @@ class GpuProgram:
     arguments) and returns Arrays; ``kernels`` lists the fused groups.
     """
 
-    def __init__(self, jaxpr: Jaxpr):
+    def __init__(self, jaxpr: Jaxpr, backend: Any, xp: Any):
         self.jaxpr = jaxpr
-        backend = gpu_array.backend
+        self.backend = backend    # the GPU backend object (device values, wrapping)
+        self.xp = xp              # its array module (CuPy, or the tests' stand-in)
         self.consts = [backend.to_device(c) if type(c) is Array else c for c in jaxpr.consts]
         self.kernels = [e.prim for e in jaxpr.eqns if isinstance(e.prim, triton_codegen.TritonFused)]
 
     def run(self, buffers: Sequence[Any]) -> list[Array]:
-        backend = gpu_array.backend
+        backend = self.backend
         env: dict[int, Any] = {id(v): c for v, c in zip(self.jaxpr.constvars, self.consts)}
         for v, b in zip(self.jaxpr.invars, buffers):
             env[id(v)] = _core._wrap(b) if type(b) is np.ndarray else backend.wrap(b)
@@ -57,7 +57,7 @@ class GpuProgram:
         for eqn in self.jaxpr.eqns:
             if isinstance(eqn.prim, triton_codegen.TritonFused):
                 values = [backend.device_value(read(x)) for x in eqn.inputs]
-                out = [backend.wrap(o) for o in eqn.prim.run(gpu_array.binding().xp, values)]
+                out = [backend.wrap(o) for o in eqn.prim.run(self.xp, values)]
             else:
                 out = _core.apply_primitive(eqn.prim, [read(x) for x in eqn.inputs], eqn.params)
             for v, o in zip(eqn.outvars, out if eqn.prim.multiple_results else [out]):
@@ -76,14 +76,15 @@ def fuse(jaxpr: Jaxpr) -> Jaxpr:
     return fusion.fuse(jaxpr, rule=triton_codegen.rule, emit=triton_codegen.emit)
 
 
-def compile_jaxpr(jaxpr: Jaxpr) -> GpuProgram:
-    """Optimise, fuse into Triton kernels (when Triton can run and fusion is on) and plan a program.
+def compile_jaxpr(jaxpr: Jaxpr, backend: Any, binding: Any) -> GpuProgram:
+    """Optimise, fuse into Triton kernels (when Triton can run and fusion is on) and plan a program
+    for ``backend`` (the GPU backend) and its ``binding`` (array module, whether Triton runs).
 
     >>> from funcgrad.backends.gpu import backend
     >>> program = backend.compile(fg.make_jaxpr(lambda x: fnp.sin(x) * 2 + 1)(fnp.ones(3)))
     >>> program.kernels          # [triton_fused[sin,mul,add]]
     """
     optimised = passes.optimize(jaxpr)
-    if config.jit_fusion and not config.debug_nans and gpu_array.binding().use_triton:
+    if config.jit_fusion and not config.debug_nans and binding.use_triton:
         optimised = fuse(optimised)
-    return GpuProgram(optimised)
+    return GpuProgram(optimised, backend, binding.xp)
