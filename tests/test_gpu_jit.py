@@ -147,6 +147,14 @@ def test_int32_chain_wraps_and_mixes_with_float(gpu):
     np.testing.assert_allclose(z, ref.astype(np.float64) * 0.5 + np.abs(b), rtol=1e-7)
 
 
+def test_logical_operations_on_integers_are_truth_values(gpu):
+    a = np.array([5, 0, -3, 7, 0], np.int32)
+    c = np.array([3, 10, 0, -1, 0], np.int32)
+    program, y = run(lambda a, c: fnp.logical_and(a, c) ^ fnp.logical_or(a > c, fnp.logical_not(c)), a, c)
+    assert n_kernels(program) == 1 and y.dtype == np.bool_
+    np.testing.assert_array_equal(y, np.logical_and(a, c) ^ np.logical_or(a > c, np.logical_not(c)))
+
+
 def test_float16_computes_in_float32_and_rounds_once(gpu):
     x = rng.uniform(-2, 2, (4, 9)).astype(np.float16)
     w = rng.uniform(0.5, 1.5, 9).astype(np.float16)

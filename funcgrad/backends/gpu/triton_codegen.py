@@ -113,7 +113,7 @@ _NUMBERS, _FLOATS = {_F32, _F16, _I32}, {_F32, _F16}
 _RULES: dict = {}
 for _table, _make, _ok in ((_FLOAT_UNARY, _unary, _FLOATS), (_FLOAT_BINARY, _binary, _FLOATS),
                            (_NUMBER_UNARY, _unary, _NUMBERS), (_NUMBER_BINARY, _binary, _NUMBERS),
-                           (_COMPARE, _binary, _DTYPES), (_LOGICAL, _binary, {_I32, _BOOL})):
+                           (_COMPARE, _binary, _DTYPES), (_LOGICAL, _binary, {_BOOL})):
     for _prim, _template in _table.items():
         _RULES[_prim] = (_make(_template), _ok)   # (a bool result is allowed besides: comparisons, isnan)
 _RULES[E.tanh_p] = (Elementwise(lambda op, ref: _tanh(ref(op.args[0]))), _FLOATS)
