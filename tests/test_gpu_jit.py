@@ -182,10 +182,12 @@ def test_unfusible_operations_split_groups_and_lone_ops_stay_unfused(gpu):
         h = fnp.exp(x) * 0.5 + 1.0              # kernel 1
         z = h @ w                                # matmul: the GPU implementation
         p = fnp.power(fnp.abs(z), 1.5)           # pow has no Triton lowering: unfused
-        return fnp.sum(fnp.log(p + 1.0) * z, axis=1), z + 1.0   # kernel 2 (log, add, mul); the sum stays
+        # kernel 2: add, log, mul ending in the sum, which alone leaves it; z + 1.0 (sealed after it) is alone
+        return fnp.sum(fnp.log(p + 1.0) * z, axis=1), z + 1.0
     program, (s, z1) = run(f, X, w)
     names = [e.prim.name for e in program.jaxpr.eqns]
-    assert n_kernels(program) == 2 and "matmul" in names and "pow" in names and "reduce_sum" in names
+    assert n_kernels(program) == 2 and "matmul" in names and "pow" in names and "reduce_sum" not in names
+    assert program.kernels[1].reduction[0].name == "reduce_sum" and program.kernels[1].outputs == []
     x64 = X.astype(np.float64)
     z = (np.exp(x64) * 0.5 + 1.0) @ w.astype(np.float64)
     np.testing.assert_allclose(s, np.sum(np.log(np.abs(z) ** 1.5 + 1.0) * z, axis=1), rtol=2e-5)
@@ -194,6 +196,53 @@ def test_unfusible_operations_split_groups_and_lone_ops_stay_unfused(gpu):
     program, y = run(lambda x: fnp.exp(x), X)
     assert n_kernels(program) == 0
     np.testing.assert_allclose(y, np.exp(X.astype(np.float64)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sum", "max", "min"])
+def test_trailing_reduction_ends_the_kernel(gpu, name):
+    x = rng.standard_normal((2, 3, 37)).astype(np.float32)
+    x[1, 2, 5] = np.nan                       # NaN propagates through sum, max and min, as in numpy
+    red, ref_red = getattr(fnp, name), getattr(np, name)
+
+    def f(x, row):
+        y = fnp.tanh(x) * 2.0 + row
+        return y, red(y * y - 1.0, axis=-1), red(fnp.exp(x) * x, axis=(1, 2))
+    row = rng.standard_normal(37).astype(np.float32)
+    program, (y, a, b) = run(f, x, row)
+    assert n_kernels(program) == 2 and len(program.jaxpr.eqns) == 2   # a row epilogue in each
+    assert [k.reduction[0].name for k in program.kernels] == [f"reduce_{name}"] * 2
+    x64 = x.astype(np.float64)
+    y64 = np.tanh(x64) * 2.0 + row
+    np.testing.assert_allclose(y, y64, rtol=4e-6, atol=1e-6)
+    assert a.shape == (2, 3) and b.shape == (2,)
+    np.testing.assert_allclose(a, ref_red(y64 * y64 - 1.0, axis=-1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(b, ref_red(np.exp(x64) * x64, axis=(1, 2)), rtol=1e-5, atol=1e-5)
+    assert np.isnan(a[1, 2]) and np.isnan(b[1]) and not np.isnan(a[0]).any()
+
+
+def test_reductions_over_long_rows_int32_and_float16(gpu):
+    x = rng.standard_normal((2, 2100)).astype(np.float32)   # three 1024-element chunks per row
+    program, s = run(lambda v: fnp.sum(fnp.abs(v) * 0.5 + 1.0, axis=1), x)
+    assert n_kernels(program) == 1 and program.kernels[0].block == 1024
+    np.testing.assert_allclose(s, np.sum(np.abs(x.astype(np.float64)) * 0.5 + 1.0, axis=1), rtol=1e-6)
+    i = rng.integers(-1000, 1000, (3, 50)).astype(np.int32)
+    program, (m, t) = run(lambda v: (fnp.max(v * 3 - 7, axis=1), fnp.sum(fnp.abs(v) + 1, axis=1)), i)
+    assert n_kernels(program) == 2 and m.dtype == np.int32 and t.dtype == np.int32
+    np.testing.assert_array_equal(m, np.max(i * 3 - 7, axis=1))
+    np.testing.assert_array_equal(t, np.sum(np.abs(i) + 1, axis=1))
+    h = rng.uniform(-1, 1, (4, 300)).astype(np.float16)      # accumulates in float32, rounds once
+    program, hs = run(lambda v: fnp.sum(v * v + 1.0, axis=-1), h)
+    assert n_kernels(program) == 1 and hs.dtype == np.float16
+    ref = np.sum(h.astype(np.float64) ** 2 + 1.0, axis=-1)
+    assert np.all(np.abs(hs.astype(np.float64) - ref) <= 0.5 * np.spacing(ref.astype(np.float16)) + 1e-5 * ref)
+
+
+def test_empty_reduction_stays_unfused(gpu):
+    program, (s, m) = run(lambda v: (fnp.sum(fnp.exp(v) * 2.0, axis=1), fnp.exp(v) * 3.0 + 1.0),
+                          np.zeros((3, 0), np.float32))
+    assert all(k.reduction is None for k in program.kernels)
+    np.testing.assert_array_equal(s, np.zeros(3))
+    assert m.shape == (3, 0)
 
 
 def test_mlp_step_elementwise_parts_fuse_and_match_the_cpu(gpu):
@@ -295,6 +344,12 @@ sig.update(n="i32", BLOCK="constexpr")
 src = ASTSource(fn=kernel.kernel, signature=sig, constexprs={"BLOCK": 1024})
 compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 print("COMPILED", len(kernel.inputs), len(kernel.outputs), "ptx" in compiled.asm, "cubin" in compiled.asm)
+jaxpr = fg.make_jaxpr(lambda x: fnp.max(fnp.exp(x) * 2.0 - x, axis=-1))(fnp.ones((4, 3000)))
+kernel = gc.fuse(jaxpr).eqns[0].prim
+src = ASTSource(fn=kernel.kernel, signature={"x0_ptr": "*fp32", "r_out": "*fp32", "cols": "i32",
+                                             "BLOCK": "constexpr"}, constexprs={"BLOCK": kernel.block})
+compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+print("REDUCTION", kernel.reduction[0].name, "cubin" in compiled.asm)
 """
 
 
@@ -305,6 +360,7 @@ def test_generated_kernel_compiles_for_sm90():
                          text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
     assert "COMPILED 3 2 True True" in res.stdout, res.stdout[-2000:]
+    assert "REDUCTION reduce_max True" in res.stdout, res.stdout[-2000:]
 
 
 # --------------------------------------------------------------------------

@@ -38,8 +38,9 @@ import numpy as np
 
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Literal, Var
-from funcgrad.compiler.codegen import Elementwise, Op
+from funcgrad.compiler.codegen import Elementwise, Op, Reduction
 from funcgrad.primitives import elementwise as E
+from funcgrad.primitives import reduce as R
 from funcgrad.primitives import shape as S
 
 __all__ = ["rule", "emit", "TritonFused", "kernel_count", "kernel_source"]
@@ -127,6 +128,21 @@ _RULES[E.stop_gradient_p] = (_unary("{0}"), _DTYPES)
 _RULES[S.broadcast_to_p] = (Elementwise(lambda op, ref: ref(op.args[0]), free=True), _DTYPES)
 
 
+# A trailing reduction may end a group (the row epilogue): its accumulation and its final combine.
+_REDUCTIONS = {R.reduce_sum_p: Reduction(lambda dtype: 0, ("acc + {x}", "tl.sum(acc, 0)")),
+               R.reduce_max_p: Reduction(lambda dtype: "-inf", ("tl.maximum(acc, {x})", "tl.max(acc, 0)")),
+               R.reduce_min_p: Reduction(lambda dtype: "inf", ("tl.minimum(acc, {x})", "tl.min(acc, 0)"))}
+
+
+def _identity(prim: Any, dtype: np.dtype) -> str:
+    value = _REDUCTIONS[prim].identity(dtype)
+    if value == 0:
+        return "0"
+    if dtype.kind == "f":
+        return f"float('{value}')"
+    return str(-2 ** 31) if value == "-inf" else str(2 ** 31 - 1)
+
+
 def _literal_ok(x: Any) -> bool:
     v = x.value
     if isinstance(v, np.ndarray):
@@ -147,6 +163,9 @@ def rule(eqn: Eqn) -> Any:
     a dtype that lowering takes, at least one operand is an array, and its
     literals are finite scalars (in int32 range for integers).
     """
+    if eqn.prim in _REDUCTIONS:
+        dtype = eqn.inputs[0].aval.dtype if isinstance(eqn.inputs[0], Var) else None
+        return _REDUCTIONS[eqn.prim] if dtype in _NUMBERS and eqn.outvars[0].aval.dtype == dtype else None
     entry = _RULES.get(eqn.prim)
     if entry is None or len(eqn.outvars) != 1:
         return None
@@ -171,23 +190,55 @@ def _ref(a: Any) -> str:
     return repr(float(v)) if isinstance(v, float) else repr(int(v))
 
 
-def kernel_source(inputs: list, ops: list, outputs: list) -> str:
+def kernel_source(inputs: list, ops: list, outputs: list, reduction: tuple | None = None) -> str:
     """The kernel's Python source: ``inputs`` (name, dtype, "full" or "one"), ``ops`` (:class:`Op`, in
-    order), ``outputs`` (name, dtype)."""
+    order), ``outputs`` (name, dtype), ``reduction`` (primitive, operand name, dtype) or None.
+
+    Without a reduction, each program instance handles ``BLOCK`` elements of the ``n``; with one,
+    a row of ``cols`` elements (in ``BLOCK`` chunks) and stores its reduced value in ``r_out``.
+    """
     params = [f"{n}_ptr" for n, _, _ in inputs] + [f"{n}_out" for n, _ in outputs]
-    lines = ["import triton", "import triton.language as tl", "", "", "@triton.jit",
-             f"def kernel({', '.join(params + ['n', 'BLOCK: tl.constexpr'])}):",
-             "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-             "    mask = offs < n"]
+    head = ["import triton", "import triton.language as tl", "", "", "@triton.jit"]
+    if reduction is None:
+        lines = head + [f"def kernel({', '.join(params + ['n', 'BLOCK: tl.constexpr'])}):",
+                        "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+                        "    mask = offs < n"]
+        return "\n".join(lines + _body(inputs, ops, outputs, "    ")) + "\n"
+    prim, operand, dtype = reduction
+    compute, ident = _COMPUTE[dtype], _identity(prim, dtype)
+    update, combine = _REDUCTIONS[prim].update
+    track_nan = prim is not R.reduce_sum_p and dtype.kind == "f"   # NaN wins, as in numpy's max/min
+    lines = head + [f"def kernel({', '.join(params + ['r_out', 'cols', 'BLOCK: tl.constexpr'])}):",
+                    "    row = tl.program_id(0).to(tl.int64)",
+                    f"    acc = tl.full((BLOCK,), {ident}, {compute})",
+                    "    nan = tl.zeros((BLOCK,), tl.int32)",
+                    "    for start in range(0, cols, BLOCK):",
+                    "        col = start + tl.arange(0, BLOCK)",
+                    "        mask = col < cols",
+                    "        offs = row * cols + col"]
+    lines += _body(inputs, ops, outputs, "        ")
+    lines += [f"        x = tl.where(mask, {operand}, {ident}).to({compute})",
+              f"        acc = {update.format(x='x')}"]
+    if track_nan:
+        lines.append("        nan = nan | (x != x).to(tl.int32)")
+    lines.append(f"    total = {combine}")
+    if track_nan:
+        lines.append("    total = tl.where(tl.max(nan, 0) != 0, float('nan'), total)")
+    lines.append(f"    tl.store(r_out + row, total.to({_STORE[dtype]}))")
+    return "\n".join(lines) + "\n"
+
+
+def _body(inputs: list, ops: list, outputs: list, indent: str) -> list:
+    lines = []
     for name, dtype, where in inputs:
         index = "offs" if where == "full" else "offs * 0"
         load = f"tl.load({name}_ptr + {index}, mask=mask)"
-        lines.append(f"    {name} = " + (f"{load} != 0" if dtype == _BOOL else f"{load}.to({_COMPUTE[dtype]})"))
+        lines.append(f"{indent}{name} = " + (f"{load} != 0" if dtype == _BOOL else f"{load}.to({_COMPUTE[dtype]})"))
     for op in ops:
-        lines.append(f"    {op.out} = ({op.prim_lowering.emit(op, lambda a, *_: _ref(a))}).to({_COMPUTE[op.dtype]})")
+        lines.append(f"{indent}{op.out} = ({op.prim_lowering.emit(op, lambda a, *_: _ref(a))}).to({_COMPUTE[op.dtype]})")
     for name, dtype in outputs:
-        lines.append(f"    tl.store({name}_out + offs, {name}.to({_STORE[dtype]}), mask=mask)")
-    return "\n".join(lines) + "\n"
+        lines.append(f"{indent}tl.store({name}_out + offs, {name}.to({_STORE[dtype]}), mask=mask)")
+    return lines
 
 
 # ---- the in-process kernel cache
@@ -243,13 +294,19 @@ class TritonFused:
     lowerings: dict = {}
     traits: frozenset = frozenset()
 
-    def __init__(self, inputs: list, ops: list, outputs: list, shape: tuple, summary: str):
+    def __init__(self, inputs: list, ops: list, outputs: list, shape: tuple, summary: str,
+                 reduction: tuple | None = None, split: int = 0):
         self.inputs = inputs      # (name, dtype, "full" / "one")
         self.outputs = outputs    # (name, dtype)
         self.shape = shape
         self.summary = summary
+        self.reduction = reduction   # (primitive, operand name, dtype) over the axes from ``split`` on, or None
+        self.rows, self.cols = math.prod(shape[:split]), math.prod(shape[split:])
+        self.block = BLOCK if reduction is None else min(BLOCK, max(16, 1 << (self.cols - 1).bit_length()))
         self.out_avals = [ShapedArray(shape, d) for _, d in outputs]
-        self.source = kernel_source(inputs, ops, outputs)
+        if reduction is not None:
+            self.out_avals.append(ShapedArray(shape[:split], reduction[2]))
+        self.source = kernel_source(inputs, ops, outputs, reduction)
         self.kernel = _load(self.source)
 
     def __repr__(self) -> str:
@@ -258,18 +315,22 @@ class TritonFused:
     def run(self, xp: Any, values: list) -> list:
         from funcgrad.backends.gpu import _triton_host  # noqa: PLC0415
         n = math.prod(self.shape)
-        outs = [xp.empty(self.shape, dtype=d) for _, d in self.outputs]
+        outs = [xp.empty(a.shape, dtype=a.dtype) for a in self.out_avals]
         if n == 0:
             return outs
         args = [_triton_host.as_kernel_arg(self._operand(xp, x, where), _POINTER[dtype])
                 for x, (_, dtype, where) in zip(values, self.inputs)]
-        args += [_triton_host.as_kernel_arg(o.view(xp.uint8) if d == _BOOL else o, _POINTER[d])
-                 for o, (_, d) in zip(outs, self.outputs)]
+        args += [_triton_host.as_kernel_arg(o.view(xp.uint8) if o.dtype == _BOOL else o, _POINTER[o.dtype])
+                 for o in outs]
+        if self.reduction is None:
+            grid, sizes = (-(-n // BLOCK),), [n]
+        else:
+            grid, sizes = (self.rows,), [self.cols]
         # (Triton's interpreter computes with numpy, masked lanes included: NaN and inf pass silently,
         # as on a GPU.)
         with np.errstate(all="ignore"):
-            _triton_host.launch(self.kernel, (-(-n // BLOCK),), [*args, n],
-                                {"BLOCK": BLOCK, "num_warps": NUM_WARPS}, like=outs[0])
+            _triton_host.launch(self.kernel, grid, [*args, *sizes],
+                                {"BLOCK": self.block, "num_warps": NUM_WARPS}, like=outs[0])
         return outs
 
     def _operand(self, xp: Any, x: Any, where: str) -> Any:
@@ -282,16 +343,18 @@ class TritonFused:
 
 def _worth_fusing(eqns: list) -> bool:
     # One operation is one kernel either way (CuPy's): only a chain saves launches and memory traffic.
-    return sum(1 for e in eqns if not rule(e).free) >= 2
+    return sum(1 for e in eqns if not getattr(rule(e), "free", False)) >= 2
 
 
 def emit(group: Any, consumers: dict, outputs: set, position: dict) -> list[Eqn]:
     """The equations standing for a sealed fusion group (:func:`funcgrad.compiler.fusion.fuse`'s
     ``emit``): one :class:`TritonFused` equation, or the group's own equations when it is not worth a kernel."""
     eqns = sorted(group.eqns, key=lambda e: position[id(e)])
-    if group.reduction is not None or not _worth_fusing(eqns):
-        return eqns
     shape = group.shape
+    reduction = group.reduction
+    split = len(shape) - len(reduction.params["axes"]) if reduction is not None else 0
+    if not _worth_fusing(eqns) or (reduction is not None and math.prod(shape[split:]) == 0):
+        return eqns   # (an empty reduction: its identity, or numpy's error, from the GPU implementation)
     names: dict[int, str] = {}
     inputs: list = []
     in_specs: list = []
@@ -313,12 +376,18 @@ def emit(group: Any, consumers: dict, outputs: set, position: dict) -> list[Eqn]
             if isinstance(x, Var):
                 internal[id(x)] = internal.get(id(x), 0) + 1
     for eqn in eqns:
+        if eqn is reduction:
+            break
         args = [name_of(x) for x in eqn.inputs]
         out = eqn.outvars[0]
         names[id(out)] = f"v{len(ops)}"
         ops.append(_LoweredOp(names[id(out)], eqn.prim, args, out.aval.dtype, dict(eqn.params), rule(eqn)))
-    escaping = [e.outvars[0] for e in eqns
-                if id(e.outvars[0]) in outputs or consumers.get(id(e.outvars[0]), 0) > internal.get(id(e.outvars[0]), 0)]
+    escaping = [e.outvars[0] for e in eqns if e is not reduction and (
+        id(e.outvars[0]) in outputs or consumers.get(id(e.outvars[0]), 0) > internal.get(id(e.outvars[0]), 0))]
+    red = None
+    if reduction is not None:
+        red = (reduction.prim, name_of(reduction.inputs[0]), reduction.outvars[0].aval.dtype)
     fused = TritonFused(in_specs, ops, [(names[id(v)], v.aval.dtype) for v in escaping], shape,
-                        ",".join(e.prim.name for e in eqns))
-    return [Eqn(fused, inputs, {}, escaping)]
+                        ",".join(e.prim.name for e in eqns), red, split)
+    outvars = escaping + ([reduction.outvars[0]] if reduction is not None else [])
+    return [Eqn(fused, inputs, {}, outvars)]
