@@ -237,6 +237,32 @@ def test_reductions_over_long_rows_int32_and_float16(gpu):
     assert np.all(np.abs(hs.astype(np.float64) - ref) <= 0.5 * np.spacing(ref.astype(np.float16)) + 1e-5 * ref)
 
 
+def test_long_rows_reduce_outside_the_kernel(gpu):
+    x = rng.standard_normal(tc.MAX_ROW + 5).astype(np.float32)
+    program, s = run(lambda v: fnp.sum(fnp.exp(v) * 0.5, axis=0), x)
+    assert n_kernels(program) == 1 and program.kernels[0].reduction is None
+    assert [e.prim.name for e in program.jaxpr.eqns] == ["triton_fused", "reduce_sum"]
+    np.testing.assert_allclose(s, np.sum(np.exp(x.astype(np.float64)) * 0.5), rtol=1e-5)
+
+
+def test_small_integer_powers_fuse_as_products(gpu):
+    x = rng.uniform(0.5, 2.0, (3, 5)).astype(np.float32) * np.array([1, -1, 1, -1, 1], np.float32)
+    program, (a, b, c) = run(lambda v: (v ** 2 + v ** 3, 1.0 + v ** -2, fnp.abs(v) ** 2.5 * 1.0), x)
+    # abs joins the first kernel (same shape, independent); 2.5 is no small integer: pow stays, and the
+    # lone multiply after it is not worth a kernel
+    assert n_kernels(program) == 1
+    assert [e.prim.name for e in program.jaxpr.eqns] == ["triton_fused", "pow", "mul"]
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(a, x64 ** 2 + x64 ** 3, rtol=2e-6)
+    np.testing.assert_allclose(b, 1.0 + x64 ** -2.0, rtol=2e-6)
+    np.testing.assert_allclose(c, np.abs(x64) ** 2.5, rtol=2e-6)
+    i = np.array([[3, -4, 1000, 70000]], np.int32)
+    program, j = run(lambda v: v ** 2 - v ** 3, i)
+    assert n_kernels(program) == 1 and j.dtype == np.int32
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(j, i * i - i * i * i)   # wrapping, as numpy's int32
+
+
 def test_empty_reduction_stays_unfused(gpu):
     program, (s, m) = run(lambda v: (fnp.sum(fnp.exp(v) * 2.0, axis=1), fnp.exp(v) * 3.0 + 1.0),
                           np.zeros((3, 0), np.float32))

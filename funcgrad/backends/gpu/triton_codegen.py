@@ -47,6 +47,8 @@ __all__ = ["rule", "emit", "TritonFused", "kernel_count", "kernel_source"]
 
 BLOCK = 1024
 NUM_WARPS = 4
+# The longest row a fused reduction takes (one program instance sums a row, BLOCK elements at a time).
+MAX_ROW = 32 * BLOCK
 
 _F32, _F16, _I32, _BOOL = (np.dtype(t) for t in ("float32", "float16", "int32", "bool"))
 _DTYPES = {_F32, _F16, _I32, _BOOL}
@@ -134,6 +136,27 @@ _REDUCTIONS = {R.reduce_sum_p: Reduction(lambda dtype: 0, ("acc + {x}", "tl.sum(
                R.reduce_min_p: Reduction(lambda dtype: "inf", ("tl.minimum(acc, {x})", "tl.min(acc, 0)"))}
 
 
+def _small_power(eqn: Eqn) -> bool:
+    """``x ** k`` for a literal k in 1..4 (or -1, -2 for floats): a product of ``x``."""
+    x, k = eqn.inputs
+    if not isinstance(x, Var) or not isinstance(k, Literal) or x.aval.dtype not in _NUMBERS \
+            or eqn.outvars[0].aval.dtype != x.aval.dtype:
+        return False
+    k = k.value.item() if isinstance(k.value, (np.ndarray, np.generic)) else k.value
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or k != int(k):
+        return False
+    return int(k) in (1, 2, 3, 4) or (int(k) in (-1, -2) and x.aval.dtype.kind == "f")
+
+
+def _power(op: Op, ref: Any) -> str:
+    x, k = ref(op.args[0]), int(float(_ref(op.args[1])))
+    product = " * ".join([x] * abs(k))
+    return f"({product})" if k > 0 else f"(1.0 / ({product}))"
+
+
+_POW = Elementwise(_power)
+
+
 def _identity(prim: Any, dtype: np.dtype) -> str:
     value = _REDUCTIONS[prim].identity(dtype)
     if value == 0:
@@ -164,8 +187,14 @@ def rule(eqn: Eqn) -> Any:
     literals are finite scalars (in int32 range for integers).
     """
     if eqn.prim in _REDUCTIONS:
-        dtype = eqn.inputs[0].aval.dtype if isinstance(eqn.inputs[0], Var) else None
-        return _REDUCTIONS[eqn.prim] if dtype in _NUMBERS and eqn.outvars[0].aval.dtype == dtype else None
+        x = eqn.inputs[0]
+        if not isinstance(x, Var) or x.aval.dtype not in _NUMBERS or eqn.outvars[0].aval.dtype != x.aval.dtype:
+            return None
+        # One program instance reduces one row: long rows stay with the GPU implementation's parallel reduction.
+        row = math.prod(x.aval.shape[len(x.aval.shape) - len(eqn.params["axes"]):])
+        return _REDUCTIONS[eqn.prim] if row <= MAX_ROW else None
+    if eqn.prim is E.pow_p:
+        return _POW if _small_power(eqn) else None
     entry = _RULES.get(eqn.prim)
     if entry is None or len(eqn.outvars) != 1:
         return None
