@@ -328,6 +328,21 @@ def test_without_fusion_or_triton_runs_unfused(gpu):
     np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
 
 
+def test_debug_nans_runs_unfused_and_host_scalars_are_uploaded(gpu):
+    f = lambda x, s: fnp.exp(x) * s - 1.0   # noqa: E731
+    jf = fg.jit(f)
+    gx = dev(X)
+    program = jf.lower(gx, 2.5)
+    assert n_kernels(program) == 1 and [w for _, _, w in program.kernels[0].inputs] == ["full", "one"]
+    np.testing.assert_allclose(host(jf(gx, 2.5)), np.exp(X.astype(np.float64)) * 2.5 - 1.0, rtol=1e-6, atol=1e-6)
+    fg.config.update("debug_nans", True)
+    try:
+        program = fg.jit(f).lower(gx, 2.5)
+    finally:
+        fg.config.update("debug_nans", False)
+    assert n_kernels(program) == 0
+
+
 def test_empty_and_zero_dim_arrays(gpu):
     program, y = run(lambda x: fnp.exp(x) + x * 2.0, np.zeros((0, 3), np.float32))
     assert n_kernels(program) == 1 and y.shape == (0, 3)

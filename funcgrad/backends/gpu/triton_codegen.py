@@ -10,6 +10,12 @@ one-element input at offset 0 (broadcast in registers), and any other
 broadcast input is materialised to the group's shape (contiguous) before
 the launch.
 
+A ``reduce_sum``/``reduce_max``/``reduce_min`` over trailing axes that ends
+a group (rows of at most :data:`MAX_ROW` elements) is the kernel's row
+epilogue: one program instance per row walks it ``BLOCK`` elements at a time,
+accumulating in the compute dtype (float32 for float16), and stores one value
+per row; a NaN anywhere in a row makes its max/min NaN, as in numpy.
+
 dtypes: float32 and float16 compute in float32 and are rounded once, when
 stored (a ``convert`` to float16 inside the group rounds where it stands);
 int32 computes in int32 (wrapping, as CuPy); bool is stored as one byte
