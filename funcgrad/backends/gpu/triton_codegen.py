@@ -353,7 +353,7 @@ class TritonFused:
         outs = [xp.empty(a.shape, dtype=a.dtype) for a in self.out_avals]
         if n == 0:
             return outs
-        args = [_triton_host.as_kernel_arg(self._operand(xp, x, where), _POINTER[dtype])
+        args = [_triton_host.as_kernel_arg(self._operand(xp, x, dtype, where), _POINTER[dtype])
                 for x, (_, dtype, where) in zip(values, self.inputs)]
         args += [_triton_host.as_kernel_arg(o.view(xp.uint8) if o.dtype == _BOOL else o, _POINTER[o.dtype])
                  for o in outs]
@@ -368,8 +368,8 @@ class TritonFused:
                                 {"BLOCK": self.block, "num_warps": NUM_WARPS}, like=outs[0])
         return outs
 
-    def _operand(self, xp: Any, x: Any, where: str) -> Any:
-        x = xp.asarray(x)
+    def _operand(self, xp: Any, x: Any, dtype: np.dtype, where: str) -> Any:
+        x = xp.asarray(x, dtype=dtype)   # (a no-op for a device array of the traced dtype)
         if where == "full" and x.shape != self.shape:   # a broadcast input: materialised
             x = xp.broadcast_to(x, self.shape)
         x = xp.ascontiguousarray(x)
