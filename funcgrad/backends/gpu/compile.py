@@ -23,7 +23,7 @@ import numpy as np
 from funcgrad import _core
 from funcgrad._config import config
 from funcgrad._core import Array
-from funcgrad._ir import Jaxpr, Literal, pretty_print
+from funcgrad._ir import Jaxpr, Literal, eval_jaxpr, pretty_print
 from funcgrad.compiler import fusion, passes
 from funcgrad.backends.gpu import triton_codegen
 
@@ -38,8 +38,9 @@ class GpuProgram:
     arguments) and returns Arrays; ``kernels`` lists the fused groups.
     """
 
-    def __init__(self, jaxpr: Jaxpr, backend: Any, xp: Any):
+    def __init__(self, jaxpr: Jaxpr, backend: Any, xp: Any, unfused: Jaxpr | None = None):
         self.jaxpr = jaxpr
+        self.unfused = jaxpr if unfused is None else unfused   # what a host loop runs (run_buffers)
         self.backend = backend    # the GPU backend object (device values, wrapping)
         self.xp = xp              # its array module (CuPy, or the tests' stand-in)
         self.consts = [backend.to_device(c) if type(c) is Array else c for c in jaxpr.consts]
@@ -47,9 +48,13 @@ class GpuProgram:
 
     def run(self, buffers: Sequence[Any]) -> list[Array]:
         backend = self.backend
+        return self._run_values([_core._wrap(b) if type(b) is np.ndarray else backend.wrap(b) for b in buffers])
+
+    def _run_values(self, args: Sequence[Any]) -> list[Array]:
+        backend = self.backend
         env: dict[int, Any] = {id(v): c for v, c in zip(self.jaxpr.constvars, self.consts)}
-        for v, b in zip(self.jaxpr.invars, buffers):
-            env[id(v)] = _core._wrap(b) if type(b) is np.ndarray else backend.wrap(b)
+        for v, a in zip(self.jaxpr.invars, args):
+            env[id(v)] = a
 
         def read(x: Any) -> Any:
             return x.value if isinstance(x, Literal) else env[id(x)]
@@ -63,6 +68,19 @@ class GpuProgram:
             for v, o in zip(eqn.outvars, out if eqn.prim.multiple_results else [out]):
                 env[id(v)] = o
         return [_core.as_array(read(v)) for v in self.jaxpr.outvars]
+
+    def run_on_device(self, values: Sequence[Any]) -> list:
+        """A loop body or branch on the GPU: raw values in (device buffers, Python scalars, host
+        buffers, which are uploaded), device buffers out."""
+        backend = self.backend
+        args = [v if isinstance(v, (bool, int, float)) else backend.wrap(v) for v in values]
+        return [backend.device_value(o) for o in self._run_values(args)]
+
+    def run_buffers(self, values: Sequence[Any]) -> list:
+        """A loop body or branch run by the host's loop (all its operands were host values):
+        its equations one by one on the host, host buffers out."""
+        wrapped = [v if isinstance(v, (bool, int, float)) else _core._wrap(v) for v in values]
+        return [_core.as_array(o)._value for o in eval_jaxpr(self.unfused, wrapped)]
 
     def release_buffers(self) -> None:
         """Nothing is kept between calls."""
@@ -84,7 +102,9 @@ def compile_jaxpr(jaxpr: Jaxpr, backend: Any, binding: Any) -> GpuProgram:
     >>> program = backend.compile(fg.make_jaxpr(lambda x: fnp.sin(x) * 2 + 1)(fnp.ones(3)))
     >>> program.kernels          # [triton_fused[sin,mul,add]]
     """
-    optimised = passes.optimize(jaxpr)
+    # Loop bodies and branches are compiled too: the GPU loops run them with run_on_device.
+    unfused = passes.compile_subprograms(passes.optimize(jaxpr), lambda sub: compile_jaxpr(sub, backend, binding))
+    fused = unfused
     if config.jit_fusion and not config.debug_nans and binding.use_triton:
-        optimised = fuse(optimised)
-    return GpuProgram(optimised, backend, binding.xp)
+        fused = fuse(unfused)
+    return GpuProgram(fused, backend, binding.xp, unfused)
