@@ -5,9 +5,11 @@ CSE, DCE), then fused with the CPU compiler's grouping
 (:func:`funcgrad.compiler.fusion.fuse`) under this backend's rule: chains
 of elementwise primitives with a Triton lowering
 (:mod:`funcgrad.backends.gpu.triton_codegen`) become one generated Triton
-kernel each. Everything else -- matmul, reductions, shape changes, loops,
-the row kernels -- runs through the GPU implementations, one primitive at a
-time, as ``jit`` did before. Everything is launched on the current stream,
+kernel each (a trailing reduction may end one). Everything else -- matmul,
+other reductions, shape changes, the row kernels, loops -- runs through the
+GPU implementations, one primitive at a time, as ``jit`` did before; loop
+bodies and branches are compiled the same way, and the GPU loops run their
+compiled form (:meth:`GpuProgram.run_on_device`). Everything is launched on the current stream,
 in program order, with no host synchronisation.
 
 Fusion needs Triton (and is off under ``debug_nans`` or with
