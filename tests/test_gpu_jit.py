@@ -150,9 +150,11 @@ def test_int32_chain_wraps_and_mixes_with_float(gpu):
 def test_logical_operations_on_integers_are_truth_values(gpu):
     a = np.array([5, 0, -3, 7, 0], np.int32)
     c = np.array([3, 10, 0, -1, 0], np.int32)
-    program, y = run(lambda a, c: fnp.logical_and(a, c) ^ fnp.logical_or(a > c, fnp.logical_not(c)), a, c)
-    assert n_kernels(program) == 1 and y.dtype == np.bool_
+    program, (y, e) = run(lambda a, c: (fnp.logical_and(a, c) ^ fnp.logical_or(a > c, fnp.logical_not(c)),
+                                        (a > c) == fnp.logical_not(a)), a, c)
+    assert n_kernels(program) == 1 and y.dtype == np.bool_ and e.dtype == np.bool_
     np.testing.assert_array_equal(y, np.logical_and(a, c) ^ np.logical_or(a > c, np.logical_not(c)))
+    np.testing.assert_array_equal(e, (a > c) == np.logical_not(a))
 
 
 def test_float16_computes_in_float32_and_rounds_once(gpu):
@@ -399,7 +401,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from funcgrad.backends.gpu import compile as gc
 jaxpr = fg.make_jaxpr(lambda x, h, b: (fnp.where(x > 0, fnp.tanh(x * h.astype(np.float32)), x) + b,
-                                        (x > b).astype(np.float16)))(
+                                        (x > b) & (h > 0)))(
     fnp.ones((4, 8)), fnp.ones((4, 8), np.float16), fnp.ones(8))
 kernel = gc.fuse(jaxpr).eqns[0].prim
 sig = {f"{n}_ptr": "*" + {"float32": "fp32", "float16": "fp16", "int32": "i32", "uint8": "u8"}[

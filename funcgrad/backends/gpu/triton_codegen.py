@@ -82,8 +82,9 @@ _FLOAT_BINARY = {E.div_p: "{0} / {1}"}
 _NUMBER_UNARY = {E.neg_p: "-{0}", E.abs_p: "tl.abs({0})",
                  E.sign_p: "tl.where({0} > 0, 1, tl.where({0} < 0, -1, {0}))"}
 _NUMBER_BINARY = {E.add_p: "{0} + {1}", E.sub_p: "{0} - {1}", E.mul_p: "{0} * {1}"}
-_COMPARE = {E.eq_p: "{0} == {1}", E.ne_p: "{0} != {1}", E.lt_p: "{0} < {1}", E.le_p: "{0} <= {1}",
-            E.gt_p: "{0} > {1}", E.ge_p: "{0} >= {1}"}
+_EQUALITY = {E.eq_p: "{0} == {1}", E.ne_p: "{0} != {1}"}
+# (orderings of bools stay unfused: numpy orders False < True, an int1 may compare as signed)
+_COMPARE = {E.lt_p: "{0} < {1}", E.le_p: "{0} <= {1}", E.gt_p: "{0} > {1}", E.ge_p: "{0} >= {1}"}
 _LOGICAL = {E.and_p: "{0} & {1}", E.or_p: "{0} | {1}", E.xor_p: "{0} ^ {1}"}
 
 
@@ -122,7 +123,7 @@ _NUMBERS, _FLOATS = {_F32, _F16, _I32}, {_F32, _F16}
 _RULES: dict = {}
 for _table, _make, _ok in ((_FLOAT_UNARY, _unary, _FLOATS), (_FLOAT_BINARY, _binary, _FLOATS),
                            (_NUMBER_UNARY, _unary, _NUMBERS), (_NUMBER_BINARY, _binary, _NUMBERS),
-                           (_COMPARE, _binary, _DTYPES), (_LOGICAL, _binary, {_BOOL})):
+                           (_EQUALITY, _binary, _DTYPES), (_COMPARE, _binary, _NUMBERS), (_LOGICAL, _binary, {_BOOL})):
     for _prim, _template in _table.items():
         _RULES[_prim] = (_make(_template), _ok)   # (a bool result is allowed besides: comparisons, isnan)
 _RULES[E.tanh_p] = (Elementwise(lambda op, ref: _tanh(ref(op.args[0]))), _FLOATS)
