@@ -175,21 +175,33 @@ def _supported(eqn: Eqn) -> bool:
     return all(v.aval.dtype in _DTYPES for v in values)
 
 
-def _elementwise_shape(eqn: Eqn) -> tuple | None:
-    if isinstance(lowering(eqn.prim), Elementwise) and _supported(eqn):
+def numba_rule(eqn: Eqn) -> Any:
+    """The numba lowering of ``eqn``'s primitive when its dtypes are ones the kernels take, else None."""
+    return lowering(eqn.prim) if _supported(eqn) else None
+
+
+def _elementwise_shape(eqn: Eqn, rule: Any = numba_rule) -> tuple | None:
+    if isinstance(rule(eqn), Elementwise):
         return eqn.outvars[0].aval.shape
     return None
 
 
-def _trailing_reduction(eqn: Eqn, shape: tuple) -> bool:
-    if not isinstance(lowering(eqn.prim), Reduction) or not _supported(eqn):
+def _trailing_reduction(eqn: Eqn, shape: tuple, rule: Any = numba_rule) -> bool:
+    if not isinstance(rule(eqn), Reduction):
         return False
     axes = eqn.params["axes"]
     return len(axes) > 0 and tuple(axes) == tuple(range(len(shape) - len(axes), len(shape)))
 
 
-def fuse(jaxpr: Jaxpr) -> Jaxpr:
-    """Replace fusible chains by ``fused`` equations (see the module docstring)."""
+def fuse(jaxpr: Jaxpr, rule: Any = numba_rule, emit: Any = None) -> Jaxpr:
+    """Replace fusible chains by ``fused`` equations (see the module docstring).
+
+    Another compiler reuses the grouping with its own ``rule(eqn)`` (an
+    :class:`Elementwise` or :class:`Reduction` lowering when ``eqn`` may join
+    a group, else None) and ``emit(group, consumers, outputs, position)`` (the
+    equations standing for a sealed group; the default emits numba kernels).
+    """
+    emit = _emit if emit is None else emit
     consumers: dict[int, int] = {}
     for eqn in jaxpr.eqns:
         for x in eqn.inputs:
@@ -208,7 +220,7 @@ def fuse(jaxpr: Jaxpr) -> Jaxpr:
         order.remove(group)
         for key in [k for k, g in open_groups.items() if g is group]:
             del open_groups[key]
-        new_eqns.extend(_emit(group, consumers, outputs, position))
+        new_eqns.extend(emit(group, consumers, outputs, position))
 
     for eqn in jaxpr.eqns:
         producers = []
@@ -216,7 +228,7 @@ def fuse(jaxpr: Jaxpr) -> Jaxpr:
             g = open_groups.get(id(x)) if isinstance(x, Var) else None
             if g is not None and g not in producers:
                 producers.append(g)
-        shape = _elementwise_shape(eqn)
+        shape = _elementwise_shape(eqn, rule)
         target = None
         if shape is not None:
             same = [g for g in producers if g.shape == shape]
@@ -230,7 +242,7 @@ def fuse(jaxpr: Jaxpr) -> Jaxpr:
                     if owner is g:
                         open_groups[key] = target
             producers = [g for g in producers if g not in same[1:]]
-        elif len(producers) == 1 and _trailing_reduction(eqn, producers[0].shape) \
+        elif len(producers) == 1 and _trailing_reduction(eqn, producers[0].shape, rule) \
                 and eqn.inputs[0].aval.shape == producers[0].shape:
             target = producers[0]
         for g in producers:

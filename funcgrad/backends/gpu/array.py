@@ -215,6 +215,13 @@ class GpuBackend(Backend):
     def from_dlpack(self, obj: Any, copy: bool | None = None) -> GpuArray:
         return self.from_buffer(_array_module().from_dlpack(obj), copy=bool(copy))
 
+    # ---- compilation
+    def compile(self, jaxpr: Any) -> Any:
+        """``jit``'s program for GPU arrays: fused elementwise chains as generated Triton kernels,
+        the rest through the GPU implementations (:mod:`funcgrad.backends.gpu.compile`)."""
+        from funcgrad.backends.gpu.compile import compile_jaxpr  # noqa: PLC0415 -- imports the compiler on use
+        return compile_jaxpr(jaxpr, self, binding())
+
 
 backend = GpuBackend()
 GpuArray.backend = backend

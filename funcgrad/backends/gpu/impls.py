@@ -298,6 +298,8 @@ def _control_flow(prim: Primitive) -> Maker:
         backend = gpu_array.backend
 
         def run(sub: Any, values: Any) -> list:
+            if hasattr(sub.program, "run_on_device"):   # compiled by jit for the GPU (fused kernels)
+                return sub.program.run_on_device(values)
             outs = sub(*[v if isinstance(v, (bool, int, float)) else backend.wrap(v) for v in values])
             return [backend.device_value(o) for o in outs]
 
