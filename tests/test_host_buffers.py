@@ -27,8 +27,11 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # A training step's allocation pattern: N one-MiB buffers alive at once (written, as outputs are), then all
 # freed; repeated. Reports the page faults of the last round and the free bytes malloc keeps at the heap top.
 _STEP_PATTERN = textwrap.dedent("""
-    import ctypes, json, resource, sys
+    import ctypes, json, os, resource, sys, types
     import numpy as np
+    package = types.ModuleType("funcgrad")         # the allocator module alone, without importing the library
+    package.__path__ = [os.path.join(os.environ["PYTHONPATH"], "funcgrad")]
+    sys.modules["funcgrad"] = package
     import funcgrad._host_buffers as hb
     n = int(sys.argv[1])
     faults = []
