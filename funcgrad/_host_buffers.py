@@ -37,8 +37,7 @@ M_TRIM_THRESHOLD = -1        # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_MAX = 32 << 20   # the largest mmap threshold glibc accepts on 64-bit
 GLIBC_DEFAULT_THRESHOLD = 128 << 10
-_USER_MALLOC_VARS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_",
-                     "MALLOC_ARENA_MAX")
+_USER_MALLOC_VARS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"active": False, "touched": False, "reason": "not applied yet"}
