@@ -50,7 +50,8 @@ _STEP_PATTERN = textwrap.dedent("""
 
 
 def _run_pattern(n: int, **env: str) -> dict:
-    clean = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES" and not k.startswith("MALLOC_")}
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("GLIBC_TUNABLES", "FUNCGRAD_HOST_BUFFER_CACHE_BYTES") and not k.startswith("MALLOC_")}
     clean.update(env, PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, "-c", _STEP_PATTERN, str(n)], env=clean, capture_output=True, text=True,
                          timeout=120)
