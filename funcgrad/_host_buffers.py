@@ -12,7 +12,8 @@ At import, and at every ``config.update("host_buffer_cache_bytes", n)``,
 this module sets two of glibc's malloc options for the process (via
 ``mallopt``): blocks below ``min(n, 32 MiB)`` come from the heap rather than
 their own mappings, and up to ``n`` bytes of freed memory stay in the heap
-for the next allocation instead of going back to the OS. Nothing else
+for the next allocation instead of going back to the OS (neither below
+glibc's default of 128 KiB). Nothing else
 changes: memory is still allocated and freed by malloc, so a buffer is only
 ever reused after numpy has freed it (no Array, view or ``np.asarray``
 result can still see it), and malloc's own locks make it thread-safe.
@@ -82,7 +83,10 @@ def apply() -> None:
             _state.update(active=False, reason="off (host_buffer_cache_bytes=0)")
             return
         cap = min(cap, (1 << 31) - 1)          # mallopt takes a C int
-        ok = libc.mallopt(M_MMAP_THRESHOLD, min(cap, MMAP_THRESHOLD_MAX)) and libc.mallopt(M_TRIM_THRESHOLD, cap)
+        # Never below glibc's own defaults: a small cap must not send more blocks to mmap than glibc would.
+        mmap_threshold = min(max(cap, GLIBC_DEFAULT_THRESHOLD), MMAP_THRESHOLD_MAX)
+        ok = (libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)
+              and libc.mallopt(M_TRIM_THRESHOLD, max(cap, GLIBC_DEFAULT_THRESHOLD)))
         if _state.get("cache_bytes", cap) > cap:
             libc.malloc_trim(cap)              # a lower cap returns what is now over it
         _state.update(active=bool(ok), touched=True, cache_bytes=cap,
