@@ -90,10 +90,9 @@ def faults_per_step(step, steps: int = 10) -> float:
 
 
 def mlp_checks(step) -> dict:
-    """The updated parameters (but w1, large) for the float64 check; page faults per step alone, and in
-    blocks of steps between blocks of other work (numpy steps, allocating the same sizes). Nothing of the
-    check stays alive meanwhile (a live block near the top of the heap changes what malloc can trim)."""
-    params = {k: np.asarray(v, np.float64).tolist() for k, v in step().items() if k != "w1"}
+    """Page faults per step alone, and in blocks of steps between blocks of other work (numpy steps,
+    allocating the same sizes), counted first, in a fresh process (what malloc keeps depends on history);
+    then the updated parameters (but w1, large) for the float64 check."""
     d = mlp_inputs()
     faults_per_step(step, 3)                     # warm-up
     alone = faults_per_step(step)
@@ -101,6 +100,7 @@ def mlp_checks(step) -> dict:
     for _ in range(3):
         faults_per_step(lambda: numpy_step(d["p"], d["x"], d["y"]))
         mixed.append(faults_per_step(step))
+    params = {k: np.asarray(v, np.float64).tolist() for k, v in step().items() if k != "w1"}
     return {"params": params, "faults_alone": alone, "faults_with_other_work": float(np.median(mixed))}
 
 
