@@ -9,8 +9,8 @@ time::
     FUNCGRAD_CACHE_DIR=/path   # or fg.config.update("cache_dir", "/path"): where generated kernels live
     FUNCGRAD_CACHE_MAX_BYTES=2G          # or fg.config.update("cache_max_bytes", 2 << 30): kernel cache cap (0: none)
     FUNCGRAD_BUFFER_POOL_MAX_BYTES=512M  # or fg.config.update("buffer_pool_max_bytes", ...): jit buffers kept
-    FUNCGRAD_HOST_BUFFER_CACHE_BYTES=0   # or fg.config.update("host_buffer_cache_bytes", ...): freed host memory
-                                         # malloc keeps for reuse by eager work (default 256M; 0: glibc's defaults)
+    FUNCGRAD_HOST_BUFFER_CACHE_BYTES=64M  # or fg.config.update("host_buffer_cache_bytes", ...): freed host memory
+                                          # malloc keeps for eager work to reuse (default 256M; 0: glibc's defaults)
     FUNCGRAD_CHECKED_INDEXING=1   # or fg.config.update("checked_indexing", True): out-of-bounds indices raise
                                   # (default, as JAX: gathers clamp, scatters drop out-of-bounds updates)
     FUNCGRAD_DISABLE_JIT=1        # or fg.config.update("disable_jit", True) / fg.disable_jit(): jit runs eagerly
