@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from funcgrad import _dtypes
+from funcgrad import _dtypes, _host_buffers  # noqa: F401  (sets malloc's thresholds for eager buffers)
 from funcgrad._config import config
 from funcgrad._dtypes import ShapedArray, describe
 

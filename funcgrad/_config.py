@@ -9,6 +9,8 @@ time::
     FUNCGRAD_CACHE_DIR=/path   # or fg.config.update("cache_dir", "/path"): where generated kernels live
     FUNCGRAD_CACHE_MAX_BYTES=2G          # or fg.config.update("cache_max_bytes", 2 << 30): kernel cache cap (0: none)
     FUNCGRAD_BUFFER_POOL_MAX_BYTES=512M  # or fg.config.update("buffer_pool_max_bytes", ...): jit buffers kept
+    FUNCGRAD_HOST_BUFFER_CACHE_BYTES=64M  # or fg.config.update("host_buffer_cache_bytes", ...): freed host memory
+                                          # malloc keeps for eager work to reuse (default 256M; 0: glibc's defaults)
     FUNCGRAD_CHECKED_INDEXING=1   # or fg.config.update("checked_indexing", True): out-of-bounds indices raise
                                   # (default, as JAX: gathers clamp, scatters drop out-of-bounds updates)
     FUNCGRAD_DISABLE_JIT=1        # or fg.config.update("disable_jit", True) / fg.disable_jit(): jit runs eagerly
@@ -38,7 +40,7 @@ class _Config:
     """Mutable process-wide settings read on the hot path as plain attributes."""
 
     __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes",
-                 "gpu_host_fallback", "checked_indexing", "disable_jit", "threefry_partitionable",
+                 "host_buffer_cache_bytes", "gpu_host_fallback", "checked_indexing", "disable_jit", "threefry_partitionable",
                  "distributed_debug")
 
     def __init__(self) -> None:
@@ -48,6 +50,7 @@ class _Config:
         self.cache_dir = os.environ.get("FUNCGRAD_CACHE_DIR") or _default_cache_dir()
         self.cache_max_bytes = _env_bytes("FUNCGRAD_CACHE_MAX_BYTES", 1 << 30)
         self.buffer_pool_max_bytes = _env_bytes("FUNCGRAD_BUFFER_POOL_MAX_BYTES", 256 << 20)
+        self.host_buffer_cache_bytes = _env_bytes("FUNCGRAD_HOST_BUFFER_CACHE_BYTES", 256 << 20)
         self.gpu_host_fallback = _env_flag("FUNCGRAD_GPU_HOST_FALLBACK")
         self.checked_indexing = _env_flag("FUNCGRAD_CHECKED_INDEXING")
         self.disable_jit = _env_flag("FUNCGRAD_DISABLE_JIT")
@@ -129,7 +132,7 @@ def on_update(name: str, callback: object) -> None:
     _OBSERVERS.setdefault(name, []).append(callback)
 
 
-_BYTE_OPTIONS = ("cache_max_bytes", "buffer_pool_max_bytes")
+_BYTE_OPTIONS = ("cache_max_bytes", "buffer_pool_max_bytes", "host_buffer_cache_bytes")
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 

@@ -121,7 +121,11 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool, 
         if single:
             nums, leaves, tree = (argnums,), [args[argnums]], _SINGLE_LEAF
         else:
-            nums, leaves, tree = _diff_inputs(spec, args, transform, holomorphic)
+            nums = None if holomorphic else _float_array_positions(spec, args)
+            if nums is not None:     # several float Arrays (argnums=(0, 1)): no pytree work either
+                single, leaves, tree = True, [args[i] for i in nums], _leaf_tuple(len(nums))
+            else:
+                nums, leaves, tree = _diff_inputs(spec, args, transform, holomorphic)
         # f(x): nothing to put back among other arguments (with_args would give f too; this is the hot path).
         fun = f if len(args) == 1 and not kwargs else with_args(f, args, kwargs, nums)
         flat_fun, out_tree = flatten_fun(fun, tree, has_aux=has_aux, where=aux_where)
@@ -145,6 +149,27 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool, 
         return value, grads
 
     return wrapped
+
+
+def _float_array_positions(spec: ArgSpec, args: tuple) -> tuple[int, ...] | None:
+    """The positions ``spec`` differentiates when each argument there is a float host Array, else None
+    (then :func:`_diff_inputs` flattens and checks them)."""
+    nums = spec.positions(len(args))
+    for i in nums:
+        a = args[i]
+        if type(a) is not Array or a._value.dtype.kind != "f":
+            return None
+    return nums
+
+
+_LEAF_TUPLES: dict = {}   # n -> the structure of a tuple of n leaves
+
+
+def _leaf_tuple(n: int) -> Any:
+    tree = _LEAF_TUPLES.get(n)
+    if tree is None:
+        tree = _LEAF_TUPLES[n] = tree_structure(tuple(range(n)))
+    return tree
 
 
 _UNITS: dict = {}   # dtype -> 0-d numpy 1, never handed out: each seed is a copy

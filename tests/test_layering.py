@@ -31,6 +31,7 @@ LAYERS = ["config", "core", "prims", "lax", "transforms", "numpy", "libraries"]
 
 _EXACT = {
     "funcgrad._config": "config", "funcgrad._dtypes": "config", "funcgrad._warnings": "config",
+    "funcgrad._host_buffers": "config",
     "funcgrad._core": "core", "funcgrad._array": "core", "funcgrad._ir": "core", "funcgrad.tree_util": "core",
     "funcgrad.tree": "core", "funcgrad.errors": "core", "funcgrad.debug": "libraries",
     "funcgrad._threefry": "core",
