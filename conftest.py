@@ -5,8 +5,11 @@ The package's docstring examples run as doctests in the normal test run (``testp
 """
 import pytest
 
-# Modules that cannot be imported on a machine without an NVIDIA GPU and CuPy/Triton.
-collect_ignore_glob = ["funcgrad/backends/gpu/*"]
+# Not collected (``--doctest-modules`` would import them): modules that cannot be imported on a machine
+# without an NVIDIA GPU and CuPy/Triton, and scripts that run when imported (the MPI programs that tests
+# start under mpiexec, the user code that the type checker reads).
+collect_ignore_glob = ["funcgrad/backends/gpu/*", "tests/mpi/*", "tests/typing/*",
+                       "tests/op_table.py", "tests/op_rows_*.py"]   # the op table: imported by test_ops.py
 
 
 @pytest.fixture(autouse=True)
