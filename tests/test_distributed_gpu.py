@@ -12,6 +12,12 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
 import types
 
 import numpy as np
@@ -25,6 +31,7 @@ from funcgrad.backends.gpu import array as gpu_array
 from funcgrad.distributed import _buckets, _nccl, _runtime
 from gpu_standin import FakeDeviceArray, gpu_standin
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 dp = importlib.import_module("funcgrad.distributed.data_parallel")   # (the package exports a function of that name)
 NCCL = types.SimpleNamespace(NCCL_FLOAT16=6, NCCL_FLOAT32=7, NCCL_FLOAT64=8, NCCL_SUM=0)
 CTYPES = {NCCL.NCCL_FLOAT32: ctypes.c_float, NCCL.NCCL_FLOAT64: ctypes.c_double}
@@ -220,3 +227,50 @@ def test_gpu_parameter_leaves_keep_their_order(gpu, monkeypatch):
         scale = 2.0 if i < 2 else 1.0
         np.testing.assert_array_equal(np.asarray(fg.device_put(y, "cpu")), np.full(i + 1, scale * i))
     assert [c[1] for c in peer.calls] == [3, 7, 5]
+
+
+# ------------------------------------------------------------------ two processes
+
+MPIEXEC = shutil.which("mpiexec", path=os.pathsep.join([str(pathlib.Path(sys.executable).parent),
+                                                         os.environ.get("PATH", "")]))
+needs_mpi = pytest.mark.skipif(MPIEXEC is None or importlib.util.find_spec("mpi4py") is None,
+                               reason="mpiexec or mpi4py missing (pip install 'funcgrad[distributed]')")
+
+
+def _launch(*args, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    return subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(ROOT / "tests" / "mpi" / "training_gpu.py"),
+                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@needs_mpi
+def test_two_processes_on_standin_gpu_arrays_match_the_full_batch_gradient():
+    """The GPU script on the numpy stand-in: real MPI sums of host copies between two processes."""
+    run = _launch("--standin")
+    assert run.returncode == 0 and "ALL OK transport=mpi-host" in run.stdout, run.stdout + run.stderr
+
+
+def _gpu_count() -> int:
+    if "gpu" not in fg.devices():
+        return 0
+    import cupy
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpu_count() == 0, reason="no usable GPU detected")
+@needs_mpi
+def test_two_processes_on_gpus_match_the_full_batch_gradient():
+    """Both processes on GPU 0 (host copies: NCCL refuses a shared GPU), or one GPU each (NCCL)."""
+    run = _launch()
+    expected = "nccl" if _gpu_count() >= 2 else "mpi-host"
+    assert run.returncode == 0 and f"ALL OK transport={expected}" in run.stdout, run.stdout + run.stderr
+
+
+def test_arrays_on_another_gpu_than_the_process_uses_are_refused(gpu):
+    avg = _nccl.NcclAverager.from_parts(xp=gpu_array.binding().xp, comm=None, size=2)
+    on_gpu_1 = types.SimpleNamespace(_value=types.SimpleNamespace(device=types.SimpleNamespace(id=1)))
+    avg.check_device([fg.device_put(fnp.ones(2), "gpu")], "here")   # this process's GPU (0)
+    with pytest.raises(ValueError, match="here: an array lives on GPU 1, but this process uses GPU 0"):
+        avg.check_device([on_gpu_1], "here")

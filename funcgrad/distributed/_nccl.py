@@ -5,7 +5,8 @@ Each process uses GPU ``local rank % GPUs on the node``. NCCL refuses two proces
 so when processes share a GPU (2 processes, 1 GPU) the sums go through host copies and MPI
 instead, with the same result; ``NcclAverager.transport`` says which ("nccl" or "mpi-host").
 :func:`averager` gives the world's one averager (made on first use); data-parallel training on GPU
-parameters (:mod:`.data_parallel`) reduces its gradient buckets through it.
+parameters (:mod:`.data_parallel`) reduces its gradient buckets through it. Making it selects the
+process's GPU: make it (``averager()``) before putting arrays on the GPU.
 
 >>> avg = averager()                        # under mpiexec, on a machine with GPUs
 >>> grads = avg.mean(grads)                 # a pytree of funcgrad GPU arrays (or CuPy arrays)
@@ -126,6 +127,16 @@ class NcclAverager:
         return buf
 
     # ---------------------------------------------------------------- funcgrad arrays
+
+    def check_device(self, arrays: Sequence[Any], what: str) -> None:
+        """A ValueError unless the GPU ``arrays`` live on this process's GPU (``self.device``)."""
+        for x in arrays:
+            device = getattr(getattr(getattr(x, "_value", x), "device", None), "id", self.device)
+            if device != self.device:
+                raise ValueError(
+                    f"{what}: an array lives on GPU {device}, but this process uses GPU {self.device} (its local "
+                    "rank modulo the GPUs on the node); call funcgrad.distributed._nccl.averager() first thing "
+                    "(it selects the process's GPU), then put the arrays on the GPU")
 
     def _flat(self, arrays: Sequence[Any], what: str) -> Any:
         values = [self.xp.asarray(getattr(x, "_value", x)) for x in arrays]

@@ -287,6 +287,7 @@ class DataParallel:
         buckets = plan_buckets(leaves, self.bucket_mb)
         _check_same_shapes(leaves)
         self.averager = _nccl.averager()
+        self.averager.check_device(leaves, "data_parallel.init")
         out: list = [None] * len(leaves)
         for b in buckets:
             for i, x in zip(b.indices, self.averager.broadcast([leaves[i] for i in b.indices], root=0)):
