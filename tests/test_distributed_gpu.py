@@ -274,3 +274,11 @@ def test_arrays_on_another_gpu_than_the_process_uses_are_refused(gpu):
     avg.check_device([fg.device_put(fnp.ones(2), "gpu")], "here")   # this process's GPU (0)
     with pytest.raises(ValueError, match="here: an array lives on GPU 1, but this process uses GPU 0"):
         avg.check_device([on_gpu_1], "here")
+
+
+def test_step_on_parameters_elsewhere_than_init_says_so(gpu, monkeypatch):
+    second_of_two(monkeypatch, "nccl")
+    trainer = dist.data_parallel(loss_fn, optim.sgd(1.0), bucket_mb=BUCKET_MB)
+    params, state = trainer.init(on_gpu(MY_P))
+    with pytest.raises(ValueError, match="parameters are on the CPU, but init was given parameters on the GPU"):
+        trainer.step(on_host(params), state, fnp.asarray(X), fnp.asarray(Y))

@@ -216,6 +216,10 @@ class DataParallel:
         if not batch:
             raise ValueError("data_parallel.step: give the global batch, e.g. step(params, opt_state, x, y)")
         n_global = int(np.shape(tree_leaves(batch)[0])[0])
+        where, planned = _placement(tree_leaves(params)), "cpu" if self.averager is None else "gpu"
+        if where != planned:
+            raise ValueError(f"data_parallel.step: the parameters are on the {where.upper()}, but init was given "
+                             f"parameters on the {planned.upper()}; call init with the parameters where they train")
         if self.averager is None:
             local, step = shard_batch(batch), self._step
         else:
@@ -340,9 +344,10 @@ def _check_same_shapes(leaves: Sequence[Any]) -> None:
         return
     mine = [(tuple(x.shape), str(x.dtype)) for x in leaves]
     first = comm.bcast(mine, root=0)
-    if first != mine:
-        raise ValueError(f"data_parallel.init: process {comm.Get_rank()} has parameters {mine}, process 0 has "
-                         f"{first}; every process must build the same model")
+    differ = [i for i, same in enumerate(comm.allgather(first == mine)) if not same]   # every process raises
+    if differ:
+        raise ValueError(f"data_parallel.init: processes {differ} have other parameters than process 0 (here "
+                         f"{mine}, on process 0 {first}); every process must build the same model")
 
 
 def data_parallel(loss_fn: Callable, optimizer: GradientTransformation, *, has_aux: bool = False,

@@ -109,6 +109,16 @@ for _ in range(2):
 check("aux", abs(float(aux["mean_y"]) - float(Y.mean())) < 1e-6, str(aux))
 check("adam equal params", same_everywhere(p))
 
+# Parameters of another shape on one process: init raises on every process (no hang).
+bad = make_params(0)
+if RANK == 1:
+    bad["b2"] = fnp.zeros(4)
+try:
+    dist.data_parallel(loss_fn, optim.sgd(1.0)).init(fg.device_put(bad, "gpu"))
+    check("other shapes raise", False)
+except ValueError as e:
+    check("other shapes message", "processes [1] have other parameters" in str(e), str(e))
+
 COMM.Barrier()
 STANDIN.close()
 if RANK == 0:
