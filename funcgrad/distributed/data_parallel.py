@@ -12,7 +12,7 @@ its gradients (a non-blocking MPI ``Iallreduce``) and is awaited just before the
 so the communication runs while the backward pass computes the earlier layers. ``zero=True``
 shards the optimizer state across processes instead (ZeRO stage 1, :mod:`.zero`).
 
-Parameters on the GPU (``fg.device_put(params, "gpu")``, with the batch there too) have their
+Parameters on the GPU (``fg.device_put(params, "gpu")``; the batch on the GPU or the CPU) have their
 gradient buckets summed by NCCL (:mod:`._nccl`; host copies and MPI when processes share a GPU),
 after the backward pass (no overlap), and ``init`` broadcasts them the same way; ZeRO-1 takes CPU
 parameters only.
@@ -280,7 +280,6 @@ class DataParallel:
         (loss, aux), in_flight = value_and_grad(loss_of_slots, has_aux=True)(slots, *local)
         return loss, aux, self._assemble(params, [_ca.allreduce_done_p.bind(s) for s in in_flight])
 
-
     # ---------------------------------------------------------------- parameters on the GPU
 
     def _init_gpu(self, params: Any) -> tuple[Any, Any]:
@@ -328,7 +327,7 @@ def _gpu_shard(batch: Any) -> Any:
     """This process's rows of the global ``batch`` (as :func:`shard_batch`), on the GPU."""
     leaves, treedef = tree_flatten(batch)
     if not leaves or any(getattr(x, "device", "cpu") != "gpu" for x in leaves):
-        return device_put(shard_batch(batch), "gpu")
+        return device_put(shard_batch(device_put(batch, "cpu")), "gpu")
     sizes = {x.shape[0] if x.ndim else None for x in leaves}
     if len(sizes) != 1 or None in sizes:
         raise ValueError(f"shard_batch: every array of the batch needs the same leading (batch) axis, got "

@@ -87,13 +87,14 @@ ref_grads = host(fg.grad(loss_fn)(P0, X, Y))
 ref_loss = float(loss_fn(P0, X, Y))
 transport = None
 for jit in (False, True):
-    for batch_on in ("gpu", "cpu"):
+    for batch_on in ("gpu", "cpu", "both"):
         tr = dist.data_parallel(loss_fn, optim.sgd(1.0), bucket_mb=0.0005, jit=jit)
         p, s = tr.init(fg.device_put(make_params(RANK), "gpu"))   # each process its own seed
         transport = tr.averager.transport
         check("broadcast", max_diff(host(p), host(P0)) == 0.0 and same_everywhere(p))
         check("buckets", [b.indices for b in tr.buckets] == [(3,), (2, 1, 0)], str(tr.buckets))
-        x, y = (fg.device_put(X, "gpu"), fg.device_put(Y, "gpu")) if batch_on == "gpu" else (X, Y)
+        x, y = {"gpu": (fg.device_put(X, "gpu"), fg.device_put(Y, "gpu")), "cpu": (X, Y),
+                "both": (fg.device_put(X, "gpu"), fnp.asarray(Y))}[batch_on]
         new, s, loss = tr.step(p, s, x, y)
         check("on the GPU", all(v.device == "gpu" for v in new.values()) and loss.device == "gpu")
         grads = {k: host(p)[k] - host(new)[k] for k in p}
