@@ -16,6 +16,11 @@ The gradients are all-reduced in buckets of about ``bucket_mb`` megabytes, and w
 its gradients (a non-blocking MPI ``Iallreduce``) and is awaited just before the optimizer update,
 so the communication runs while the backward pass computes the earlier layers. ``zero=True``
 shards the optimizer state across processes instead (ZeRO stage 1, :mod:`.zero`).
+
+Parameters on the GPU (``fg.device_put(params, "gpu")``; the batch on the GPU or the CPU) have their
+gradient buckets summed by NCCL (:mod:`._nccl`; host copies and MPI when processes share a GPU),
+after the backward pass (no overlap), and ``init`` broadcasts them the same way; ZeRO-1 takes CPU
+parameters only.
 """
 from __future__ import annotations
 
@@ -23,10 +28,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+import funcgrad.lax as lax
 import funcgrad.numpy as fnp
 from funcgrad.api import value_and_grad
 from funcgrad.core import describe
-from funcgrad.distributed import _runtime
+from funcgrad.devices import device_put
+from funcgrad.distributed import _nccl, _runtime
 from funcgrad.distributed._buckets import Bucket, plan_buckets, unflatten
 from funcgrad.distributed.zero import Zero1
 from funcgrad.jit import jit as _jit
@@ -135,6 +142,17 @@ def optimizer_state_bytes(state: Any) -> int:
 # --------------------------------------------------------------------------
 
 
+def _placement(leaves: Sequence[Any]) -> str:
+    """Where the parameter ``leaves`` live: ``"cpu"`` or ``"gpu"`` (all of them); else a ValueError."""
+    devices = {str(getattr(x, "device", "cpu")) for x in leaves}
+    if devices <= {"cpu"}:
+        return "cpu"
+    if devices == {"gpu"}:
+        return "gpu"
+    raise ValueError(f"data_parallel.init: the parameters live on {sorted(devices)}; keep all of them on the CPU, "
+                     "or all on the GPU (fg.device_put(params, 'gpu'))")
+
+
 def _no_aux(loss_fn: Callable) -> Callable:
     def with_aux(params: Any, *batch: Any) -> tuple:
         return loss_fn(params, *batch), ()
@@ -181,6 +199,7 @@ class DataParallel:
         self.overlap = bool(overlap)
         self.zero = Zero1(optimizer) if zero else None
         self.buckets: list[Bucket] = []
+        self.averager: Any = None   # the NCCL averager, for parameters on the GPU (set by init)
         self._jit = jit
         self._step = _jit(self._local_step, static_argnums=(2,)) if jit else self._local_step
 
@@ -189,15 +208,13 @@ class DataParallel:
     def init(self, params: Any) -> tuple[Any, Any]:
         """``(params, opt_state)``: the parameters of process 0 on every process, and the optimizer state
         (with ``zero=True``, this process's shard of it)."""
+        if _placement(tree_leaves(params)) == "gpu":
+            return self._init_gpu(params)
         params = broadcast_params(params)
         leaves = tree_leaves(params)
         if not leaves:
             raise ValueError("data_parallel.init: the parameters contain no arrays")
-        devices = sorted({str(getattr(x, "device", "cpu")) for x in leaves} - {"cpu"})
-        if devices:
-            raise ValueError(f"data_parallel.init: the parameters live on {devices}, but the data-parallel steps "
-                             "run on the CPU; keep them on the CPU, or average GPU gradients with "
-                             "funcgrad.distributed._nccl.NcclAverager().mean(grads)")
+        self.averager = None
         self.buckets = plan_buckets(leaves, self.bucket_mb)
         if self.zero is not None:
             return params, self.zero.init(params)
@@ -212,8 +229,15 @@ class DataParallel:
         if not batch:
             raise ValueError("data_parallel.step: give the global batch, e.g. step(params, opt_state, x, y)")
         n_global = int(np.shape(tree_leaves(batch)[0])[0])
-        local = shard_batch(batch)
-        params, opt_state, loss, aux = self._step(params, opt_state, n_global, *local)
+        where, planned = _placement(tree_leaves(params)), "cpu" if self.averager is None else "gpu"
+        if where != planned:
+            raise ValueError(f"data_parallel.step: the parameters are on the {where.upper()}, but init was given "
+                             f"parameters on the {planned.upper()}; call init with the parameters where they train")
+        if self.averager is None:
+            local, step = shard_batch(batch), self._step
+        else:
+            local, step = _gpu_shard(batch), self._gpu_step
+        params, opt_state, loss, aux = step(params, opt_state, n_global, *local)
         return (params, opt_state, loss, aux) if self.has_aux else (params, opt_state, loss)
 
     def state_bytes(self, opt_state: Any) -> int:
@@ -268,6 +292,74 @@ class DataParallel:
         slots = [fnp.zeros(sum(int(np.prod(np.shape(leaves[i]))) for i in b.indices), b.dtype) for b in buckets]
         (loss, aux), in_flight = value_and_grad(loss_of_slots, has_aux=True)(slots, *local)
         return loss, aux, self._assemble(params, [_ca.allreduce_done_p.bind(s) for s in in_flight])
+
+    # ---------------------------------------------------------------- parameters on the GPU
+
+    def _init_gpu(self, params: Any) -> tuple[Any, Any]:
+        if self.zero is not None:
+            raise NotImplementedError("data_parallel(zero=True) shards the optimizer state of CPU parameters only; "
+                                      "use zero=False for parameters on the GPU, or keep them on the CPU")
+        leaves, treedef = tree_flatten(params)
+        buckets = plan_buckets(leaves, self.bucket_mb)
+        _check_same_shapes(leaves)
+        self.averager = _nccl.averager()
+        self.averager.check_device(leaves, "data_parallel.init")
+        out: list = [None] * len(leaves)
+        for b in buckets:
+            for i, x in zip(b.indices, self.averager.broadcast([leaves[i] for i in b.indices], root=0)):
+                out[i] = x
+        self.buckets = buckets
+        grads = value_and_grad(self.loss_fn, has_aux=True)
+        self._gpu_grads = _jit(grads) if self._jit else grads
+        self._gpu_update = _jit(self._apply_update) if self._jit else self._apply_update
+        params = tree_unflatten(treedef, out)
+        return params, self.optimizer.init(params)
+
+    def _apply_update(self, grads: Any, opt_state: Any, params: Any) -> tuple[Any, Any]:
+        updates, opt_state = self.optimizer.update(grads, opt_state, params)
+        return apply_updates(params, updates), opt_state
+
+    def _gpu_step(self, params: Any, opt_state: Any, n_global: int, *local: Any) -> tuple:
+        """The step for GPU parameters: local gradients, each bucket summed through the averager, the update."""
+        weight = int(np.shape(tree_leaves(local)[0])[0]) / n_global
+        (loss, aux), grads = self._gpu_grads(params, *local)
+        g, treedef = tree_flatten(grads)
+        out: list = [None] * len(g)
+        for b in self.buckets:
+            for i, x in zip(b.indices, self.averager.sum_scaled([g[i] for i in b.indices], weight)):
+                out[i] = x
+        params, opt_state = self._gpu_update(tree_unflatten(treedef, out), opt_state, params)
+        leaves, aux_def = tree_flatten(aux)
+        parts = [loss] + [fnp.asarray(x) for x in leaves]
+        total = self.averager.sum_scaled([device_put(p, "gpu").astype(loss.dtype) for p in parts], weight)
+        out = [t.astype(p.dtype) for t, p in zip(total, parts)]
+        return params, opt_state, out[0], tree_unflatten(aux_def, out[1:])
+
+
+def _gpu_shard(batch: Any) -> Any:
+    """This process's rows of the global ``batch`` (as :func:`shard_batch`), on the GPU."""
+    leaves, treedef = tree_flatten(batch)
+    if not leaves or any(getattr(x, "device", "cpu") != "gpu" for x in leaves):
+        return device_put(shard_batch(device_put(batch, "cpu")), "gpu")
+    sizes = {x.shape[0] if x.ndim else None for x in leaves}
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError(f"shard_batch: every array of the batch needs the same leading (batch) axis, got "
+                         f"{', '.join(describe(x) for x in leaves)}")
+    start, stop = shard_bounds(sizes.pop())
+    return tree_unflatten(treedef, [lax.dynamic_slice_in_dim(x, start, stop - start, axis=0) for x in leaves])
+
+
+def _check_same_shapes(leaves: Sequence[Any]) -> None:
+    """Every process holds parameters of the same shapes and dtypes as process 0 (else a ValueError)."""
+    comm = _runtime.comm()
+    if comm is None:
+        return
+    mine = [(tuple(x.shape), str(x.dtype)) for x in leaves]
+    first = comm.bcast(mine, root=0)
+    differ = [i for i, same in enumerate(comm.allgather(first == mine)) if not same]   # every process raises
+    if differ:
+        raise ValueError(f"data_parallel.init: processes {differ} have other parameters than process 0 (here "
+                         f"{mine}, on process 0 {first}); every process must build the same model")
 
 
 def data_parallel(loss_fn: Callable, optimizer: GradientTransformation, *, has_aux: bool = False,
