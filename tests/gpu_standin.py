@@ -45,6 +45,10 @@ def fake_cupy() -> types.SimpleNamespace:
         return np.from_dlpack(obj).view(FakeDeviceArray)
 
     ns.update(ndarray=FakeDeviceArray, asarray=asarray, array=array, asnumpy=asnumpy, from_dlpack=from_dlpack)
+    # cupyx.scipy.<name> (see gpu_array.scipy_module): scipy's own modules stand in.
+    import scipy.linalg
+    import scipy.special
+    ns.update(scipy_special=scipy.special, scipy_linalg=scipy.linalg)
     return types.SimpleNamespace(**ns)
 
 

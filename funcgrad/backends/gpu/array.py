@@ -31,7 +31,7 @@ from funcgrad._core import Array, Primitive
 from funcgrad.backends import Backend
 from funcgrad.backends.gpu import _detect
 
-__all__ = ["GpuArray", "GpuBackend", "backend", "binding", "to_gpu", "to_host"]
+__all__ = ["GpuArray", "GpuBackend", "backend", "binding", "scipy_module", "to_gpu", "to_host"]
 
 # DLPack device types (dlpack.h, DLDeviceType) of CUDA memory.
 _DL_CUDA, _DL_CUDA_MANAGED = 2, 13
@@ -57,6 +57,20 @@ def binding() -> Binding:
 
         current = _state["binding"] = Binding(cupy, _triton_importable())
     return current
+
+
+def scipy_module(b: Binding, name: str) -> Any:
+    """``cupyx.scipy.<name>`` (``"special"``, ``"linalg"``, ...) for the binding's array module.
+
+    A test stand-in for CuPy provides its own as the attribute ``scipy_<name>``
+    (scipy's module of that name, over host arrays).
+    """
+    own = getattr(b.xp, f"scipy_{name}", None)
+    if own is not None:
+        return own
+    import importlib  # noqa: PLC0415
+
+    return importlib.import_module(f"cupyx.scipy.{name}")
 
 
 def _array_module() -> Any:
