@@ -20,8 +20,8 @@ Every implementation here runs on the device; none copies to the host. Three kin
 
 The operands are cast to the primitive's float dtype (as on the host) and computed in float64
 (complex128), then rounded to that dtype: scipy computes its float32 loops in double too.
-erf, erfc and erf_inv keep float32 in float32 (CUDA's erff/erfcf/erfinvf, within 2 ulp), as they
-sit on hot paths (GELU, normal sampling).
+erf and erf_inv keep float32 in float32 (CUDA's erff/erfinvf, within 2 ulp), as they sit on hot
+paths (GELU, normal sampling).
 """
 from __future__ import annotations
 
