@@ -57,6 +57,7 @@ def _simple(prim: Any) -> Callable[[Callable[[Any], Callable[..., Any]]], Callab
         return fn
     return decorate
 
+
 _F64, _C128 = np.dtype(np.float64), np.dtype(np.complex128)
 
 # --------------------------------------------------------------------------
@@ -126,8 +127,15 @@ for _prim, _name in ((SP.lgamma_p, "gammaln"), (SP.polygamma_p, "polygamma"), (S
 _special(SP.digamma_p, _nan_at_zero("digamma"))
 _special(SP.expi_p, _nan_at_zero("expi"))
 _special(SP.si_p, _cupyx("sici", lambda sp: lambda x: sp.sici(x)[0]))
-_special(SP.ci_p, lambda b: (lambda sp, xp: lambda x: sp.sici(xp.abs(x))[1])(gpu_array.scipy_module(b, "special"),
-                                                                             b.xp))
+
+
+def _ci(b: gpu_array.Binding) -> Callable:
+    """The cosine integral of |x| (the host's convention: Ci is even there)."""
+    sp, xp = gpu_array.scipy_module(b, "special"), b.xp
+    return lambda x: sp.sici(xp.abs(x))[1]
+
+
+_special(SP.ci_p, _ci)
 _special(SP.xlogy_p, _cupyx("xlogy"), complex_ok=True)
 _special(SP.xlog1py_p, _cupyx("xlog1py"), complex_ok=True)
 _special(SP.loggamma_complex_p, _cupyx("loggamma"), complex_ok=True)
