@@ -269,3 +269,52 @@ def test_fft_rejects_bad_input_on_the_gpu():
 def test_real_gpu():
     for check in CHECKS:
         check()
+
+
+class _TwoProcesses:
+    """A process world of two, seen from rank 0: the other rank holds the same values."""
+
+    def __init__(self):
+        self.seen = []
+
+    def size(self):
+        return 2
+
+    def rank(self):
+        return 0
+
+    def run(self, prim, x, params, check):
+        self.seen.append((prim.name, type(x)))
+        return x + x if prim.name == "psum" else np.stack([x, x]) if prim.name == "all_gather" else x
+
+
+class _FakeRequest:
+    def __init__(self, buf):
+        self.buf = buf
+
+    def Test(self):
+        return False
+
+    def Wait(self):
+        self.buf *= 3.0   # three processes with the same values
+
+
+class _FakeComm:
+    def Iallreduce(self, send, buf, op):
+        return _FakeRequest(buf)
+
+
+def test_collectives_across_processes_go_through_host_copies(monkeypatch):
+    from funcgrad.primitives import collectives as CL
+    world = _TwoProcesses()
+    monkeypatch.setattr(CL, "_world", [world])
+    monkeypatch.setattr(CA, "_communicator", [lambda: _FakeComm(), lambda request, what: request.Wait()])
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    with gpu_standin(use_triton=False):
+        close(dist.psum(dev(x)), 2 * x)
+        close(dist.all_gather(dev(x)), np.stack([x, x]))
+        assert world.seen == [("psum", np.ndarray), ("all_gather", np.ndarray)]   # the transport got host copies
+        buf = CA.allreduce_start_p.bind(dev(x), scale=0.5)
+        assert CA.pending_count() == 1
+        close(CA.allreduce_done_p.bind(buf), 1.5 * x.ravel())
+        assert CA.pending_count() == 0

@@ -364,7 +364,7 @@ def _allreduce_start(xp):
                 return xp.zeros((0,), dtype)
             return xp.concatenate([xp.ravel(x) * xp.asarray(scale, dtype=dtype) for x in xs]).astype(dtype)
         host = CA.allreduce_start_p.impl(*[xp.asnumpy(x) for x in xs], scale=scale)
-        placeholder = xp.empty(host.shape, host.dtype)
+        placeholder = xp.asarray(xp.empty(host.shape, host.dtype))   # (asarray: the stand-in's empty is a host array)
         _in_flight[_device_address(placeholder)] = (placeholder, host)
         return placeholder
     return impl
