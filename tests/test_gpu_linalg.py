@@ -248,7 +248,24 @@ def check_collectives():
     close(back(gx)[1], 0.25 * x.ravel())
 
 
-CHECKS = [check_cholesky, check_triangular_solve, check_lu, check_qr, check_svd, check_eigh, check_expm,
+def check_empty():
+    e = np.zeros((3, 0), np.float32)
+    for full in (False, True):
+        for got, ref in zip(lax.linalg.qr(dev(e), full_matrices=full), np.linalg.qr(e.astype(np.float64),
+                                                                                 "complete" if full else "reduced")):
+            close(got, ref)
+        u, s, vt = lax.linalg.svd(dev(e), full_matrices=full)
+        ru, rs, rvt = np.linalg.svd(e.astype(np.float64), full_matrices=full)
+        close(u, ru), close(s, rs), close(vt, rvt)
+    lu_, piv, perm = lax.linalg.lu(dev(np.zeros((2, 0, 3), np.float32)))
+    assert host(lu_).shape == (2, 0, 3) and host(piv).shape == (2, 0) and host(perm).shape == (2, 0)
+    w, v = fnp.linalg.eigh(dev(np.zeros((0, 0), np.float32)))
+    assert host(w).shape == (0,) and host(v).shape == (0, 0)
+    close(lax.linalg.triangular_solve(dev(np.eye(2, dtype=np.float32)), dev(np.zeros((2, 0), np.float32)),
+                                      left_side=True, lower=True), np.zeros((2, 0)))
+
+
+CHECKS = [check_empty, check_cholesky, check_triangular_solve, check_lu, check_qr, check_svd, check_eigh, check_expm,
           check_host_decompositions, check_fft, check_callbacks, check_collectives]
 
 
