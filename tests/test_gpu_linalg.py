@@ -221,6 +221,11 @@ def check_callbacks():
     out = fg.pure_callback(lambda v: np.sin(np.asarray(v, np.float64)).astype(np.float32),
                            fg.ShapeDtypeStruct((3,), np.float32), dev(np.arange(3.0, dtype=np.float32)))
     close(out, np.sin(np.arange(3.0)), dtype=np.float32)
+    batched = fg.vmap(lambda v: fg.pure_callback(lambda u: np.asarray(u) * 2, fg.ShapeDtypeStruct((2,), np.float32),
+                                                 v, vmap_method="expand_dims"))(dev(np.ones((3, 2), np.float32)))
+    close(batched, np.full((3, 2), 2.0))
+    close(fg.jit(lambda v: fg.pure_callback(np.cos, fg.ShapeDtypeStruct((3,), np.float32), v))(
+        dev(np.arange(3.0, dtype=np.float32))), np.cos(np.arange(3.0)))
 
 
 def check_collectives():
@@ -335,3 +340,35 @@ def test_collectives_across_processes_go_through_host_copies(monkeypatch):
         assert CA.pending_count() == 1
         close(CA.allreduce_done_p.bind(buf), 1.5 * x.ravel())
         assert CA.pending_count() == 0
+
+
+def _fake_getrf(a_t, dtype):
+    """CuPy's batched getrf as it works: it factors the column-major matrices of ``a_t``'s memory (the
+    transposes of its C-order matrices) and returns the factors the same way, 1-based pivots, status."""
+    a = np.swapaxes(np.asarray(a_t, dtype), -1, -2)
+    lu_, piv = scipy.linalg.lu_factor(a, check_finite=False)
+    return np.swapaxes(lu_, -1, -2).view(type(a_t)), (piv + 1).astype(np.int32).view(type(a_t)), None
+
+
+def test_lu_through_the_batched_factorization(monkeypatch):
+    import types
+
+    from funcgrad.backends.gpu import array as gpu_array
+    calls = []
+
+    def getrf(a_t, dtype):
+        calls.append(a_t.shape)
+        return _fake_getrf(a_t, dtype)
+
+    a = rng.standard_normal((2, 3, 4, 4))
+    with gpu_standin(use_triton=False):
+        namespace = types.SimpleNamespace(_decomposition=types.SimpleNamespace(_lu_factor=getrf))
+        monkeypatch.setattr(gpu_array.binding().xp, "linalg", namespace)
+        lu_, piv, perm = lax.linalg.lu(dev(a.astype(np.float32)))
+        assert calls == [(2, 3, 4, 4)]   # one call for the stack
+        ref_lu, ref_piv = scipy.linalg.lu_factor(a)
+        np.testing.assert_allclose(host(lu_), ref_lu, rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(host(piv), ref_piv)
+        for idx in np.ndindex(2, 3):
+            p, low, up = scipy.linalg.lu(a[idx])
+            np.testing.assert_allclose(a[idx][host(perm)[idx]], low @ up, rtol=1e-10, atol=1e-12)

@@ -21,8 +21,7 @@ written against the binding's array module ``xp`` (CuPy, or the tests' numpy sta
   implementation), and the result is copied back. Under ``vmap(axis_name=...)`` the batching
   rules carry them out on device arrays.
 
-``lu``'s permutation is computed on the host from the pivots (one small copy per call; CuPy's
-``lu_factor`` reads its status flag on the host anyway).
+``lu``'s permutation is computed on the host from the pivots (one small copy, and a sync, per call).
 """
 from __future__ import annotations
 
@@ -144,6 +143,31 @@ def _perm_from_pivots(piv: np.ndarray, m: int) -> np.ndarray:
     return perm
 
 
+def _batched_getrf(xp: Any) -> Any:
+    """CuPy's batched LU of square stacks (``cupy.linalg._decomposition._lu_factor``: getrfBatched, no
+    host sync), or None where the array module has none (the tests' stand-in, other CuPy versions)."""
+    return getattr(getattr(getattr(xp, "linalg", None), "_decomposition", None), "_lu_factor", None)
+
+
+def _lu_factors(xp: Any, sla: Any, x: Any) -> tuple[Any, Any]:
+    """(lu, 0-based int32 pivots) of the (..., m, n) stack ``x``."""
+    getrf = _batched_getrf(xp)
+    if getrf is not None and x.shape[-1] == x.shape[-2]:
+        # It factors column-major matrices: hand it A^T in C order (= A column-major), and transpose back.
+        lu_t, piv, _ = getrf(xp.swapaxes(x, -1, -2), np.dtype(x.dtype))
+        return xp.swapaxes(lu_t, -1, -2), (piv - 1).astype(xp.int32)
+    lus, pivs = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a singular matrix gives inf/NaN later, as on the CPU
+        for mat in _matrices(xp, x):
+            lu_, piv = sla.lu_factor(mat, check_finite=False)
+            lus.append(xp.ascontiguousarray(lu_))
+            pivs.append(xp.asarray(piv).astype(xp.int32))
+    batch = _batch_of(x)
+    return (xp.stack(lus).reshape(x.shape),
+            xp.asarray(xp.stack(pivs)).reshape(batch + (min(x.shape[-2:]),)))
+
+
 def _lu(b: gpu_array.Binding) -> Callable[..., Any]:
     xp, sla = b.xp, gpu_array.scipy_module(b, "linalg")
 
@@ -153,17 +177,9 @@ def _lu(b: gpu_array.Binding) -> Callable[..., Any]:
         if _empty(batch) or k == 0:
             perm = xp.broadcast_to(xp.arange(m, dtype=xp.int32), batch + (m,))
             return [xp.array(a, copy=True), xp.zeros(batch + (k,), xp.int32), xp.array(perm, copy=True)]
-        lus, pivs = [], []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # a singular matrix gives inf/NaN later, as on the CPU
-            for mat in _matrices(xp, _up(xp, a)):
-                lu_, piv = sla.lu_factor(mat, check_finite=False)
-                lus.append(xp.ascontiguousarray(lu_))
-                pivs.append(xp.asarray(piv).astype(xp.int32))
-        piv = xp.asarray(xp.stack(pivs))
-        perm = _perm_from_pivots(xp.asnumpy(piv), m)
-        return [xp.stack(lus).astype(a.dtype).reshape(a.shape), piv.reshape(batch + (k,)),
-                xp.asarray(perm).reshape(batch + (m,))]
+        lu_, piv = _lu_factors(xp, sla, _up(xp, a))
+        perm = _perm_from_pivots(xp.asnumpy(piv).reshape(-1, k), m)
+        return [xp.ascontiguousarray(lu_.astype(a.dtype)), xp.asarray(piv), xp.asarray(perm).reshape(batch + (m,))]
     return impl
 
 
@@ -283,7 +299,7 @@ def _fft(xp):
 @_simple(DB.debug_callback_p)
 def _debug_callback(xp):
     def impl(*values, callback):
-        callback.fn(*[v if isinstance(v, (bool, int, float)) else xp.asnumpy(v) for v in values])
+        callback.fn(*[np.asarray(v) if isinstance(v, (bool, int, float)) else xp.asnumpy(v) for v in values])
         return xp.zeros((), xp.int32)
     return impl
 
