@@ -372,3 +372,43 @@ def test_lu_through_the_batched_factorization(monkeypatch):
         for idx in np.ndindex(2, 3):
             p, low, up = scipy.linalg.lu(a[idx])
             np.testing.assert_allclose(a[idx][host(perm)[idx]], low @ up, rtol=1e-10, atol=1e-12)
+
+
+class _FakeNccl:
+    """An NCCL communicator of two processes holding the same values (allReduce doubles the buffer)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def allReduce(self, send, recv, count, dtype, op, stream):   # noqa: N802 (NCCL's name)
+        import ctypes
+        assert send == recv
+        self.calls.append(count)
+        np.ctypeslib.as_array(ctypes.cast(recv, ctypes.POINTER(ctypes.c_float)), (count,))[:] *= 2
+
+
+class _FakeMpi:
+    def Dup(self):   # noqa: N802 (MPI's name)
+        return self
+
+
+def test_process_psum_of_gpu_arrays_goes_through_nccl(monkeypatch):
+    import types
+
+    from funcgrad.backends.gpu import array as gpu_array
+    from funcgrad.distributed import _nccl, _runtime
+    w = _runtime._World(_FakeMpi(), 1, 2, 5.0)
+    monkeypatch.setattr(_runtime, "world", lambda: w)
+    nccl = _FakeNccl()
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    with gpu_standin(use_triton=False):
+        # (before the averager is made, a psum of GPU buffers goes through host copies)
+        assert _nccl.device_averager(gpu_array.binding().xp.zeros(3, np.float32)) is None
+        avg = _nccl.NcclAverager.from_parts(xp=gpu_array.binding().xp, comm=None, size=2, communicator=nccl,
+                                            nccl=types.SimpleNamespace(NCCL_FLOAT32=7, NCCL_SUM=0))
+        monkeypatch.setitem(_nccl._cache, "averager", avg)
+        monkeypatch.setitem(_nccl._cache, "world", w)
+        gx = dev(x)
+        close(dist.psum(gx), 2 * x)
+        close(gx, x)                 # the operand is left as it was
+        assert nccl.calls == [6]

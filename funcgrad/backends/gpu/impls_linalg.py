@@ -16,8 +16,10 @@ written against the binding's array module ``xp`` (CuPy, or the tests' numpy sta
 * callbacks: ``debug_callback`` and ``pure_callback`` hand the Python function host numpy values,
   as on the CPU; ``pure_callback``'s results go back to the device.
 * collectives (``psum`` ... ``pvary``, ``allreduce_start`` / ``allreduce_done``,
-  ``gradient_bucket``): in a one-process world they run on the device; across MPI processes the
-  operand is copied to the host, goes through the process world's MPI transport (the CPU
+  ``gradient_bucket``): in a one-process world they run on the device; across MPI processes a
+  ``psum`` of a float array goes through NCCL once the world's NCCL averager is made
+  (``funcgrad.distributed._nccl.averager()``, as data-parallel training on the GPU makes it); the
+  others are copied to the host, go through the process world's MPI transport (the CPU
   implementation), and the result is copied back. Under ``vmap(axis_name=...)`` the batching
   rules carry them out on device arrays.
 
@@ -341,16 +343,27 @@ def _collective(prim: Any) -> Callable[[gpu_array.Binding], Callable[..., Any]]:
 
         def impl(x, *, axes, check=None, **params):
             world = CL.process_world()
-            if world.size() > 1:   # MPI on host copies (the host implementation runs every check)
+            if world.size() > 1:
+                on_device = getattr(world, "run_on_device", None)   # NCCL, where the world has it
+                if on_device is not None:
+                    _check(x, axes, check, params, world.size())
+                    out = on_device(prim, x, params, check)
+                    if out is not None:
+                        return out
+                # MPI on a host copy (the host implementation runs every check)
                 return xp.asarray(prim.impl(xp.asnumpy(x), axes=axes, check=check, **params))
             x = xp.asarray(x)
+            _check(x, axes, check, params, 1)
+            return _size_one(xp, kind, x, params)
+
+        def _check(x, axes, check, params, size):
+            """The host implementation's checks: bound names, the permutation, shapes."""
             for name in axes:
                 if name != CL.PROCESS_AXIS:   # the host implementation's error for an unbound name
-                    return prim.impl(np.zeros(()), axes=axes, check=check, **params)   # raises NameError
+                    prim.impl(np.zeros(()), axes=axes, check=check, **params)   # raises NameError
             if kind == "ppermute":
-                CL._check_perm(params["perm"], 1)
-            CL.out_aval(kind, ShapedArray(tuple(x.shape), np.dtype(x.dtype)), 1, params)
-            return _size_one(xp, kind, x, params)
+                CL._check_perm(params["perm"], size)
+            CL.out_aval(kind, ShapedArray(tuple(x.shape), np.dtype(x.dtype)), size, params)
         return impl
     return make
 
