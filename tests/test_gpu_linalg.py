@@ -174,6 +174,11 @@ def check_eigh():
 def check_expm():
     a = 0.5 * rng.standard_normal((2, 3, 3))
     close(lax.linalg.expm(dev(a.astype(np.float32))), scipy.linalg.expm(a), dtype=np.float32)
+    # each matrix of a stack scaled and squared its own number of times (1-norms 0 to about 40)
+    big = rng.standard_normal((3, 4, 4)) * np.array([0.0, 1.0, 8.0])[:, None, None]
+    got, ref = host(lax.linalg.expm(dev(big.astype(np.float32)))), scipy.linalg.expm(big)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4 * np.abs(r).max())
     w = rng.standard_normal((3, 3))
     with host_fallback():
         fd_check(lambda x: fnp.sum(lax.linalg.expm(x) * dev(w)), lambda x: np.sum(scipy.linalg.expm(x) * w), a[0])
