@@ -189,3 +189,24 @@ def averager() -> NcclAverager:
         _cache["averager"] = NcclAverager()
         _cache["world"] = w
     return _cache["averager"]
+
+
+def device_averager(buf: Any) -> NcclAverager | None:
+    """The world's averager if it is made already and sums ``buf``'s dtype through NCCL, else None.
+
+    Never makes one: making it selects the process's GPU, which must come before arrays go there.
+    """
+    avg = _cache["averager"]
+    if avg is None or _cache["world"] is not _runtime.world() or avg.transport != "nccl":
+        return None
+    return avg if np.dtype(buf.dtype) in _NCCL_TYPES else None
+
+
+def device_sum(avg: NcclAverager, buf: Any) -> Any:
+    """The sum over the processes of the GPU buffer ``buf``, a new buffer (NCCL all-reduce)."""
+    out = avg.xp.array(buf, copy=True)   # contiguous, ours to write
+    avg.sum_(out.reshape(-1))
+    return out
+
+
+_runtime.use_device_sum(device_averager, device_sum)

@@ -297,14 +297,44 @@ class _ProcessWorld:
         w = world()
         if w.comm is None or w.size == 1:
             return _collectives.size_one(prim, x, params)
-        kind = prim.name
-        if check is None:
-            if config.distributed_debug:
-                handshake(w, kind, x, params)
-        elif not check.done:
-            handshake(w, kind, x, params)
-            check.done = True
+        _check_once(w, prim.name, x, params, check)
         return _RUNNERS[prim](w, x, **params)
+
+    def run_on_device(self, prim: Any, buf: Any, params: dict, check: Any) -> Any:
+        """``prim`` on a GPU buffer without host copies where NCCL can: a psum of a float buffer once
+        the world's NCCL averager is made (``_nccl.averager()``). None: not handled here (the GPU
+        implementation then runs :meth:`run` on a host copy)."""
+        w = world()
+        if w.comm is None or w.size == 1 or prim is not _collectives.psum_p:
+            return None
+        averager_for, device_sum = _device_sum
+        avg = averager_for(buf)
+        if avg is None:
+            return None
+        _check_once(w, prim.name, buf, params, check)
+        return device_sum(avg, buf)
+
+
+# ``(averager_for(buf), device_sum(averager, buf))``: set by ``_nccl`` when it is imported (it sits above
+# this module); until then no averager exists, and GPU buffers are summed through host copies.
+_device_sum: tuple = (lambda buf: None, None)
+
+
+def use_device_sum(averager_for: Any, device_sum: Any) -> None:
+    """Let psum over the processes sum GPU buffers with ``device_sum(averager_for(buf), buf)`` (NCCL)."""
+    global _device_sum
+    _device_sum = (averager_for, device_sum)
+
+
+def _check_once(w: _World, kind: str, x: Any, params: dict, check: Any) -> None:
+    """The shape/dtype handshake: once per jitted collective (``check``), or each eager call under
+    ``distributed_debug``."""
+    if check is None:
+        if config.distributed_debug:
+            handshake(w, kind, x, params)
+    elif not check.done:
+        handshake(w, kind, x, params)
+        check.done = True
 
 
 def _run_reduce(kind: str):

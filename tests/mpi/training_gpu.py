@@ -120,6 +120,18 @@ try:
 except ValueError as e:
     check("other shapes message", "processes [1] have other parameters" in str(e), str(e))
 
+# The collectives of funcgrad.distributed on GPU arrays, eagerly and under jit (a float psum through
+# NCCL where the averager uses it; the rest, and every sum on a shared GPU, through host copies and MPI).
+g = fg.device_put(fnp.arange(3.0) + RANK, "gpu")
+for run in (lambda f: f, fg.jit):
+    total, gathered = run(dist.psum)(g), run(dist.all_gather)(g)
+    turned = run(lambda v: dist.ppermute(v, [(0, 1), (1, 0)]))(g)
+    check("collectives stay on the GPU", all(o.device == "gpu" for o in (total, gathered, turned)))
+    got = host({"total": total, "gathered": gathered, "turned": turned})
+    check("psum of GPU arrays", np.allclose(got["total"], 2 * np.arange(3.0) + 1), str(got["total"]))
+    check("all_gather of GPU arrays", np.allclose(got["gathered"], [np.arange(3.0), np.arange(3.0) + 1]))
+    check("ppermute of GPU arrays", np.allclose(got["turned"], np.arange(3.0) + 1 - RANK), str(got["turned"]))
+
 COMM.Barrier()
 STANDIN.close()
 if RANK == 0:

@@ -10,7 +10,8 @@ funcgrad must stay cheap and side-effect free. The submodules:
 * ``array`` -- ``GpuArray`` (an Array over a CuPy buffer), the backend
   object, host transfers, missing-implementation errors / host fallback
   (CuPy imported on use).
-* ``impls`` -- the GPU implementations, registered as ``prim.impls["gpu"]``.
+* ``impls`` -- the GPU implementations, registered as ``prim.impls["gpu"]``;
+  ``impls_linalg`` those of linear algebra, FFT, callbacks and collectives.
 * ``flash_attention`` -- Triton FlashAttention-2 forward/backward kernels,
   the GPU implementation of ``flash_attention_p`` / ``flash_attention_bwd_p``
   (importing it imports Triton).
@@ -22,6 +23,7 @@ Triton's interpreter; tests marked ``gpu`` run on a real GPU.
 """
 from funcgrad.backends import register_backend
 from funcgrad.backends.gpu import impls as _impls  # noqa: F401 -- registers the implementations
+from funcgrad.backends.gpu import impls_linalg as _impls_linalg  # noqa: F401 -- linear algebra, fft, collectives
 from funcgrad.backends.gpu.array import backend
 
 register_backend(backend)
