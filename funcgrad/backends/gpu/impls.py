@@ -151,8 +151,22 @@ _simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
 
 # ---------------------------------------------------------------- linear algebra and shapes
 
+# float16 matmul: CuPy calls cuBLAS with CUBLAS_COMPUTE_32F on tensor cores (float32 accumulation,
+# one rounding), as numpy's float16 matmul accumulates in float32 on the CPU.
 _simple(L.matmul_p)(lambda xp: xp.matmul)
-_simple(L.einsum_p)(lambda xp: lambda *xs, spec: xp.einsum(spec, *xs))
+
+
+@_simple(L.einsum_p)
+def _einsum(xp):
+    def impl(*xs, spec):
+        # float16 computes in float32 and rounds once, as the CPU's einsum (CuPy's own float16 einsum
+        # sums the axes of a single operand in float16).
+        if np.result_type(*(x.dtype for x in xs)) == np.float16:
+            return xp.einsum(spec, *xs, dtype=xp.float32).astype(xp.float16)
+        return xp.einsum(spec, *xs)
+    return impl
+
+
 _simple(S.reshape_p)(lambda xp: lambda x, shape: xp.reshape(x, shape))
 _simple(S.transpose_p)(lambda xp: lambda x, perm: xp.transpose(x, perm))
 _simple(S.broadcast_to_p)(lambda xp: lambda x, shape: xp.broadcast_to(xp.asarray(x), shape))
