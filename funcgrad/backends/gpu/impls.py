@@ -259,16 +259,20 @@ _row_primitive(SM.softmax_cross_entropy_grad_p, _xent_grad, _triton_xent_grad)
 
 # ---------------------------------------------------------------- FlashAttention (Triton)
 
-# The Triton kernels take float32 and float16 (and bf16 bits, which are not a float dtype the primitive takes).
+# The Triton kernels take float32, float16 and bfloat16; funcgrad arrays have no bfloat16 dtype (a
+# "bfloat16" mixed-precision policy keeps float32 values rounded to bf16, see funcgrad.mixed_precision),
+# so through the primitive they run in float32 and float16. Head dims up to 256 (padded to a power of
+# two >= 16; the tile configs keep each kernel within an H100's shared memory).
 _FLASH_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+_FLASH_MAX_HEAD_DIM = 256
 
 
 def _flash(prim: Primitive, run: Callable[..., Any]) -> None:
     """Register ``run(fa, *values, causal, scale)`` (``fa``: the Triton kernel module) for ``prim``.
 
-    Without Triton, or for a dtype the kernels do not take (float64 under
-    x64), the backend's missing-implementation path decides: an error naming
-    the primitive, or host fallback when the user allowed it.
+    Without Triton, or for what the kernels do not take (float64 under x64,
+    head dims over 256), the backend's missing-implementation path decides:
+    an error naming the primitive, or host fallback when the user allowed it.
     """
     def make(b: gpu_array.Binding) -> Callable[..., Any]:
         if not b.use_triton:
@@ -278,9 +282,12 @@ def _flash(prim: Primitive, run: Callable[..., Any]) -> None:
 
         def impl(*values, causal, scale):
             A._check(prim.name, *values[:3])
+            params = {"causal": causal, "scale": scale}
             if np.dtype(values[0].dtype) not in _FLASH_DTYPES:
-                return _missing(prim, "the Triton kernels take float32 and float16", values,
-                                {"causal": causal, "scale": scale})
+                return _missing(prim, "the Triton kernels take float32 and float16", values, params)
+            if values[0].shape[-1] > _FLASH_MAX_HEAD_DIM:
+                return _missing(prim, f"the Triton kernels take head dims up to {_FLASH_MAX_HEAD_DIM}, got "
+                                      f"{values[0].shape[-1]}", values, params)
             return run(fa, *values, causal=causal, scale=scale)
         return impl
     _register(prim, make)
