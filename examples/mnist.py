@@ -32,7 +32,8 @@ matmuls accumulate in float32 (on a GPU: tensor cores with float32
 accumulation) and the step scales the loss dynamically
 (``DynamicLossScale``) so that small gradients do not flush to zero;
 ``bf16`` rounds the values to bfloat16 precision and keeps them in float32
-(funcgrad has no bfloat16 array dtype), which needs no loss scaling.
+(funcgrad has no bfloat16 array dtype), which needs no loss scaling; on a
+GPU its float32 matmuls then run on TF32 tensor cores (see ``use_tf32_for_bf16``).
 """
 from __future__ import annotations
 
@@ -426,9 +427,24 @@ def check_device(device: str) -> Callable[[Any], Any]:
     return lambda tree: fg_devices.device_put(tree, "gpu")
 
 
+def use_tf32_for_bf16(args: argparse.Namespace, log: Callable[[str], None] = print) -> None:
+    """``--device gpu --precision bf16``: let CuPy run float32 GEMMs on TF32 tensor cores (``CUPY_TF32=1``).
+
+    The forward matmuls multiply values rounded to bfloat16 (8 significant
+    bits), which TF32 (11) holds exactly: the same products, float32 sums.
+    The backward's float32 gradients are rounded to TF32, still finer than
+    bfloat16. CuPy reads the variable at its first float32 matmul; an explicit
+    ``CUPY_TF32`` in the environment wins.
+    """
+    if args.device == "gpu" and args.precision == "bf16" and "CUPY_TF32" not in os.environ:
+        os.environ["CUPY_TF32"] = "1"
+        log("bf16 on the GPU: float32 matmuls of bf16-rounded values run on TF32 tensor cores (CUPY_TF32=1)")
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     to_device = check_device(args.device)
+    use_tf32_for_bf16(args)
     try:
         return train(args, to_device=to_device)
     except DatasetError as exc:         # no data, or a damaged copy: the message says what to do

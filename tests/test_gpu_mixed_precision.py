@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -173,7 +174,10 @@ def _fake_mnist(shape, limit_train, limit_test):
 def test_mnist_script_runs_bf16_on_the_gpu_end_to_end(standin, mnist_example, monkeypatch, tmp_path):
     monkeypatch.setattr(mnist_example, "load_data", _fake_mnist)
     args = ["--precision", "bf16", "--epochs", "1", "--batch-size", "32", "--no-progress", "--out"]
+    monkeypatch.setenv("CUPY_TF32", "")   # (recorded, so that teardown restores the original environment)
+    monkeypatch.delenv("CUPY_TF32")
     gpu = mnist_example.main(args + [str(tmp_path / "gpu"), "--device", "gpu"])
+    assert os.environ["CUPY_TF32"] == "1"   # float32 GEMMs of bf16-rounded values on TF32 tensor cores
     cpu = mnist_example.main(args + [str(tmp_path / "cpu")])
     np.testing.assert_allclose(gpu["step_loss"], cpu["step_loss"], rtol=1e-5)
     assert gpu["test_accuracy"] == cpu["test_accuracy"]
