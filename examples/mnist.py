@@ -34,6 +34,7 @@ accumulation) and the step scales the loss dynamically
 ``bf16`` rounds the values to bfloat16 precision and keeps them in float32
 (funcgrad has no bfloat16 array dtype), which needs no loss scaling; on a
 GPU its float32 matmuls then run on TF32 tensor cores (see ``use_tf32_for_bf16``).
+On the CPU both work but are slower than fp32 (numpy has no float16 BLAS).
 """
 from __future__ import annotations
 
