@@ -189,6 +189,7 @@ def test_bfloat16_bits_are_refused_with_a_clear_error(gpu):
 def test_flash_primitive_on_a_real_gpu():
     """The same checks on CuPy arrays with compiled kernels (a subprocess: this module interprets)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     res = subprocess.run([sys.executable, __file__, "--gpu"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                          timeout=1200)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]

@@ -79,7 +79,7 @@ def check_bfloat16_conversions_match_the_cpu() -> None:
     np.testing.assert_array_equal(_host(got_bits), want_bits)
     np.testing.assert_array_equal(_host(mp.from_bfloat16(got_bits)), np.asarray(mp.from_bfloat16(fnp.array(want_bits))))
     # round_to_bfloat16: values of the bf16 rounding, identity gradient.
-    finite = values[np.isfinite(values)]
+    finite = values[np.abs(values) < 1e30]   # (3.4e38 rounds to inf in bfloat16)
     rounded, grad = fg.value_and_grad(lambda x: fnp.sum(mp.round_to_bfloat16(x) * 2.0))(_gpu(finite))
     np.testing.assert_array_equal(_host(grad), np.full(finite.shape, 2.0, np.float32))
     np.testing.assert_allclose(float(fg.device_put(rounded, "cpu")),
