@@ -161,6 +161,29 @@ def test_flash_primitive_without_triton_is_an_error_naming_it():
             flash_attention(q, q, q, causal=False, scale=0.25)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # NaN by design
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_nan_and_inf_rows_and_rows_without_keys_as_on_the_cpu(gpu, causal):
+    """Query row 3 holds +inf, key 4 holds NaN; causal 6x5 leaves row 0 without keys. Forward and backward
+    NaN/inf patterns equal the host implementation's (the float64 reference the CPU kernels match)."""
+    rng = np.random.default_rng(0)
+    q, k, v, do = (rng.standard_normal(s).astype(np.float32) for s in ((1, 6, 16), (1, 5, 16), (1, 5, 16), (1, 6, 16)))
+    q[0, 3, 0], k[0, 4, 2] = np.inf, np.nan
+    params = {"causal": causal, "scale": 0.3}
+    want = flash_attention_p.impl(q, k, v, **params)
+    want += flash_attention_bwd_p.impl(q, k, v, *want, do, **params)
+    got = flash_attention_p.bind(*(fg.device_put(fnp.array(x), "gpu") for x in (q, k, v)), **params)
+    got += flash_attention_bwd_p.bind(*(fg.device_put(fnp.array(x), "gpu") for x in (q, k, v)), *got,
+                                      fg.device_put(fnp.array(do), "gpu"), **params)
+    for name, w, g in zip(("o", "lse", "dq", "dk", "dv"), want, got):
+        g = _host(g)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=name)
+        np.testing.assert_array_equal(np.isposinf(g), np.isposinf(w), err_msg=name)
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=2e-5, atol=2e-5, err_msg=name)
+    assert np.isnan(want[0]).any() and (np.isposinf(want[1]).any() if causal else True)   # the cases occur
+
+
 def test_head_dims_over_256_are_an_error_naming_the_primitive(gpu):
     q = fg.device_put(fnp.ones((1, 3, 264)), "gpu")
     with pytest.raises(NotImplementedError, match=r"flash_attention: no GPU implementation .*head dims up to 256, "
