@@ -4,6 +4,7 @@
     python examples/mnist.py --model cnn          # 2x (conv3x3 + ReLU + maxpool2) + dense, 3 epochs
     python examples/mnist.py --quick              # seconds: 1,000 images, 1 epoch (checks the setup)
     python examples/mnist.py --limit-train 2000 --limit-test 1000 --epochs 1   # a short run
+    python examples/mnist.py --device gpu --precision bf16   # on the GPU, bfloat16 compute, float32 parameters
 
 Everything the model knows is in ``params`` (a pytree of arrays) and
 everything the optimizer knows is in ``opt_state``; one training step is a
@@ -23,6 +24,17 @@ The data comes from ``funcgrad.datasets.mnist`` (run ``python -m
 funcgrad.datasets mnist`` once); the first run stores the decoded arrays as
 idx files in the cache directory, so later runs load them in well under a
 second.
+
+``--precision`` picks the compute dtype of a ``funcgrad.mixed_precision.Policy``:
+the parameters (and the optimizer) stay float32, each step casts them and the
+batch to the compute dtype, and the loss comes back in float32. ``fp16``
+matmuls accumulate in float32 (on a GPU: tensor cores with float32
+accumulation) and the step scales the loss dynamically
+(``DynamicLossScale``) so that small gradients do not flush to zero;
+``bf16`` rounds the values to bfloat16 precision and keeps them in float32
+(funcgrad has no bfloat16 array dtype), which needs no loss scaling; on a
+GPU its float32 matmuls then run on TF32 tensor cores (see ``use_tf32_for_bf16``).
+On the CPU both work but are slower than fp32 (numpy has no float16 BLAS).
 """
 from __future__ import annotations
 
@@ -39,7 +51,7 @@ import numpy as np
 import funcgrad as fg
 import funcgrad.nn as nn
 import funcgrad.numpy as fnp
-from funcgrad import optim, random
+from funcgrad import mixed_precision, optim, random
 from funcgrad.datasets import DatasetError, mnist
 
 # Normalisation constants of the MNIST training set (pixel mean and std in [0, 1]).
@@ -49,6 +61,8 @@ MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 # decay: measured 98.46% (MLP, lr 1e-3) and 99.04% (CNN, lr 2e-3; 99.00% with 1e-3), seed 0.
 DEFAULTS = {"mlp": {"epochs": 5}, "cnn": {"epochs": 3}}
 DEFAULT_LR = {("mlp", "adam"): 1e-3, ("cnn", "adam"): 2e-3, ("mlp", "sgd"): 0.05, ("cnn", "sgd"): 0.05}
+# --precision: the compute dtype of the mixed-precision policy (parameters and outputs stay float32).
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 # --------------------------------------------------------------------------
@@ -115,22 +129,55 @@ def make_optimizer(name: str, lr: float, total_steps: int, schedule: str) -> opt
     raise ValueError(f"unknown optimizer {name!r}: use 'adam' or 'sgd'")
 
 
-def make_steps(model: nn.Layer, opt: optim.GradientTransformation) -> tuple[Callable, Callable]:
-    """The jitted training step and the jitted prediction function."""
+def make_policy(precision: str) -> mixed_precision.Policy:
+    """float32 parameters and outputs, computation in ``precision`` (``"fp32"``, ``"bf16"`` or ``"fp16"``)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: use one of {sorted(PRECISIONS)}")
+    return mixed_precision.Policy("float32", PRECISIONS[precision], "float32")
 
-    def loss_fn(params, x, y):
-        # x: f32[B, ...], y: i32[B]; mean softmax cross-entropy (fused primitive).
-        return nn.cross_entropy(model.apply(params, x), y)
+
+def init_opt_state(opt: optim.GradientTransformation, params: Any, precision: str = "fp32") -> Any:
+    """The state ``train_step`` carries: the optimizer's, and with ``fp16`` also the dynamic loss scale."""
+    state = opt.init(params)
+    return (state, mixed_precision.DynamicLossScale()) if precision == "fp16" else state
+
+
+def make_steps(model: nn.Layer, opt: optim.GradientTransformation,
+               precision: str = "fp32") -> tuple[Callable, Callable]:
+    """The jitted training step and the jitted prediction function, computing in ``precision``.
+
+    ``train_step(params, opt_state, x, y)`` takes the state from :func:`init_opt_state`.
+    """
+    policy = make_policy(precision)
+
+    def loss_fn(params, x, y, scale=None):
+        # x: f32[B, ...], y: i32[B]; mean softmax cross-entropy (fused primitive) in the compute dtype,
+        # returned in float32 (times the loss scale under fp16).
+        params, x = policy.cast_to_compute((params, x))
+        loss = policy.cast_to_output(nn.cross_entropy(model.apply(params, x), y))
+        return loss if scale is None else (scale.scale_loss(loss), loss)
+
+    def update(params, opt_state, grads):
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optim.apply_updates(params, updates), opt_state
 
     @fg.jit
     def train_step(params, opt_state, x, y):
-        loss, grads = fg.value_and_grad(loss_fn)(params, x, y)
-        updates, opt_state = opt.update(grads, opt_state, params)
-        return optim.apply_updates(params, updates), opt_state, loss
+        if precision != "fp16":
+            loss, grads = fg.value_and_grad(loss_fn)(params, x, y)
+            return (*update(params, opt_state, grads), loss)
+        # fp16: scaled loss; on overflow (inf/NaN gradients) skip the update and shrink the scale.
+        state, scale = opt_state
+        (_, loss), grads = fg.value_and_grad(loss_fn, has_aux=True)(params, x, y, scale)
+        grads = scale.unscale_grads(policy.cast_to_param(grads))
+        finite = mixed_precision.all_finite(grads)
+        new_params, new_state = update(params, state, grads)
+        params, state = mixed_precision.select_tree(finite, (new_params, new_state), (params, state))
+        return params, (state, scale.adjust(finite)), loss
 
     @fg.jit
     def predict(params, x):
-        return fnp.argmax(model.apply(params, x), axis=-1)
+        return fnp.argmax(model.apply(*policy.cast_to_compute((params, x))), axis=-1)
 
     return train_step, predict
 
@@ -166,8 +213,8 @@ def train(args: argparse.Namespace, log: Callable[[str], None] = print,
     key = random.key(args.seed)
     params, _ = model.init(key, input_shape)
     params = to_device(params)
-    opt_state = opt.init(params)
-    train_step, predict = make_steps(model, opt)
+    opt_state = to_device(init_opt_state(opt, params, args.precision))
+    train_step, predict = make_steps(model, opt, args.precision)
     rng = np.random.default_rng(args.seed)
     _compile(train_step, params, opt_state, x_train[:args.batch_size], y_train[:args.batch_size], log, to_device)
 
@@ -258,9 +305,10 @@ def _progress_bar(items: list, desc: str, progress: bool) -> Any:
 def _save_outputs(args: argparse.Namespace, params: Any, history: dict, log: Callable[[str], None]) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    optim.serialization.save(out / "params.safetensors", params)
+    optim.serialization.save(out / "params.safetensors", fg.device_put(params, "cpu"))   # host copies (GPU runs)
     metrics = dict(history, model=args.model, optimizer=args.optimizer, lr=args.lr, batch_size=args.batch_size,
-                   epochs=args.epochs, seed=args.seed, schedule=args.schedule)
+                   epochs=args.epochs, seed=args.seed, schedule=args.schedule,
+                   precision=args.precision, device=args.device)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     written = [out / "params.safetensors", out / "metrics.json"]
     try:
@@ -328,6 +376,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="learning rate: warm-up and cosine decay, or constant")
     parser.add_argument("--seed", type=int, default=0, help="initialisation and shuffling")
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="where the steps run")
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32",
+                        help="compute dtype (parameters stay float32): fp16 scales the loss dynamically; bf16 "
+                             "rounds values to bfloat16 precision, kept in float32")
     parser.add_argument("--out", default=os.path.join("runs", "mnist"), help="directory for the outputs")
     parser.add_argument("--limit-train", type=int, default=None,
                         help=f"use only the first N training images (default: all 60,000; {QUICK['limit_train']:,} "
@@ -377,9 +428,24 @@ def check_device(device: str) -> Callable[[Any], Any]:
     return lambda tree: fg_devices.device_put(tree, "gpu")
 
 
+def use_tf32_for_bf16(args: argparse.Namespace, log: Callable[[str], None] = print) -> None:
+    """``--device gpu --precision bf16``: let CuPy run float32 GEMMs on TF32 tensor cores (``CUPY_TF32=1``).
+
+    The forward matmuls multiply values rounded to bfloat16 (8 significant
+    bits), which TF32 (11) holds exactly: the same products, float32 sums.
+    The backward's float32 gradients are rounded to TF32, still finer than
+    bfloat16. CuPy reads the variable at its first float32 matmul; an explicit
+    ``CUPY_TF32`` in the environment wins.
+    """
+    if args.device == "gpu" and args.precision == "bf16" and "CUPY_TF32" not in os.environ:
+        os.environ["CUPY_TF32"] = "1"
+        log("bf16 on the GPU: float32 matmuls of bf16-rounded values run on TF32 tensor cores (CUPY_TF32=1)")
+
+
 def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     to_device = check_device(args.device)
+    use_tf32_for_bf16(args)
     try:
         return train(args, to_device=to_device)
     except DatasetError as exc:         # no data, or a damaged copy: the message says what to do

@@ -14,8 +14,11 @@ even and returns the bits, :func:`from_bfloat16` widens them back exactly.
 Arithmetic on the bits is meaningless, so a bf16 *compute* dtype in a
 :class:`Policy` is emulated on the CPU: values are rounded to bf16 precision
 and kept in float32 (:func:`round_to_bfloat16`). We chose this over the
-``ml_dtypes`` package to avoid a new dependency for a format neither numpy
-nor CuPy can compute in anyway (CuPy has no bf16 dtype either).
+``ml_dtypes`` package to avoid a new dependency for a format numpy cannot
+compute in (CuPy 14 holds bfloat16 arrays only through that same optional
+package). The same policies run on GPU arrays with the CPU's results:
+float16 matmuls there run on tensor cores with float32 accumulation, and a
+bf16 compute dtype keeps float32 values rounded to bf16, as here.
 
 >>> import funcgrad.numpy as fnp
 >>> bits = to_bfloat16(fnp.array([1.0, 3.14159]))   # u16[2]: [0x3F80, 0x4049]

@@ -5,13 +5,28 @@ No GPU here: GPU arrays are backed by the numpy stand-in for CuPy
 interpreter (``TRITON_INTERPRET=1``, set below before triton is imported).
 Forward and gradients go through ``flash_attention_p`` /
 ``flash_attention_bwd_p`` (``fg.vjp``), and are compared with a float64
-numpy reference. Shapes are tiny: the interpreter is slow.
+numpy reference, in float32 and float16, for head dims 16 to 256. Shapes are
+tiny: the interpreter is slow. The test marked ``gpu`` runs the same checks
+on CuPy arrays with compiled kernels, in a subprocess (this file run as a
+script, without ``TRITON_INTERPRET``).
+
+bfloat16: the kernels take it, but funcgrad arrays have no bfloat16 dtype
+(see ``funcgrad.mixed_precision``), so the primitive cannot be given one; its
+uint16 bit patterns are refused with an error that says so.
 """
 from __future__ import annotations
 
 import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # must precede any triton/kernel import
+# Run as a script (``--gpu``) this file is the real-GPU worker, which needs compiled kernels;
+# under pytest, interpret on the CPU.
+_GPU_WORKER = __name__ == "__main__"
+if not _GPU_WORKER:
+    os.environ["TRITON_INTERPRET"] = "1"  # must precede any triton/kernel import
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -20,11 +35,14 @@ triton = pytest.importorskip("triton", reason="triton is not installed (pip inst
 
 import funcgrad as fg  # noqa: E402
 import funcgrad.numpy as fnp  # noqa: E402
+from funcgrad.backends.gpu import _detect  # noqa: E402
 from funcgrad.backends.gpu import flash_attention as fa  # noqa: E402
 from funcgrad.primitives.attention import flash_attention, flash_attention_bwd_p, flash_attention_p  # noqa: E402
 from gpu_standin import FakeDeviceArray, gpu_standin  # noqa: E402
 
-if not isinstance(fa._attn_fwd, triton.runtime.interpreter.InterpretedFunction):
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+if not _GPU_WORKER and not isinstance(fa._attn_fwd, triton.runtime.interpreter.InterpretedFunction):
     pytest.skip("flash_attention was imported before TRITON_INTERPRET=1 was set "
                 "(another test module imported it first); run this module on its own",
                 allow_module_level=True)
@@ -69,19 +87,19 @@ def reference(q, k, v, do, *, causal, scale):
 
 
 def _host(x):
-    assert x.device == "gpu" and isinstance(x._value, FakeDeviceArray), (x.device, type(x._value))
+    assert x.device == "gpu", x.device
     return np.asarray(fg.device_put(x, "cpu"))
 
 
-# (Nq, Nk, causal, d): bottom-right causal alignment (Nq < Nk), rows that see
-# no key (causal, Nq > Nk), no mask, and a head dim padded up to 32 by the kernels.
-CASES = [(5, 7, True, 16), (9, 4, True, 16), (6, 6, False, 24)]
+# (Nq, Nk, causal, d): bottom-right causal alignment (Nq < Nk), rows that see no key (causal,
+# Nq > Nk), no mask, a head dim padded up to 32 by the kernels, and the largest tiles (d = 128, 256).
+CASES = [(5, 7, True, 16), (9, 4, True, 16), (6, 6, False, 24), (4, 6, True, 64), (6, 3, True, 128),
+         (5, 6, False, 256), (7, 5, True, 256)]
+CASE_IDS = [f"{c[0]}x{c[1]}-{'causal' if c[2] else 'full'}-d{c[3]}" for c in CASES]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
-@pytest.mark.parametrize("nq,nk,causal,d", CASES, ids=[f"{c[0]}x{c[1]}-{'causal' if c[2] else 'full'}-d{c[3]}"
-                                                        for c in CASES])
-def test_flash_primitive_on_gpu_arrays_matches_float64_reference(gpu, dtype, nq, nk, causal, d):
+def check_flash_case(dtype, nq, nk, causal, d):
+    """Forward and vjp of flash_attention on GPU arrays against the float64 reference."""
     rng = np.random.default_rng(nq * 100 + nk * 10 + d)
     host = [rng.standard_normal(s).astype(dtype) for s in ((2, nq, d), (2, nk, d), (2, nk, d), (2, nq, d))]
     q, k, v, do = (fg.device_put(fnp.array(x), "gpu") for x in host)
@@ -89,17 +107,28 @@ def test_flash_primitive_on_gpu_arrays_matches_float64_reference(gpu, dtype, nq,
 
     o, vjp_fn = fg.vjp(lambda q_, k_, v_: flash_attention(q_, k_, v_, causal=causal, scale=scale), q, k, v)
     dq, dk, dv = vjp_fn(do)
-    assert gpu == {"forward": 1, "backward": 1}   # both primitives ran the Triton kernels, nothing else did
 
     want_o, _, want_dq, want_dk, want_dv = reference(*host, causal=causal, scale=scale)
-    tol = 2e-5 if dtype == np.float32 else 2e-3   # float16: errors ~4e-4 of the largest value
+    # float32: the interpreter computes in float32 (~1e-6); on a GPU, tf32x3 dots (~1e-5).
+    # float16: errors ~4e-4 of the largest value.
+    tol = 2e-5 if dtype == np.float32 else 2e-3
     for name, got, want in (("o", o, want_o), ("dq", dq, want_dq), ("dk", dk, want_dk), ("dv", dv, want_dv)):
         got = _host(got)
         assert got.dtype == dtype and got.shape == want.shape, name
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * max(1.0, np.abs(want).max()),
-                                   err_msg=name)
+                                   err_msg=f"{name} {np.dtype(dtype).name} {nq}x{nk} causal={causal} d={d}")
     if nq > nk and causal:   # the first Nq - Nk rows see no key: output and query gradient exactly 0
         assert not _host(o)[:, :nq - nk].any() and not _host(dq)[:, :nq - nk].any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("nq,nk,causal,d", CASES, ids=CASE_IDS)
+def test_flash_primitive_on_gpu_arrays_matches_float64_reference(gpu, dtype, nq, nk, causal, d):
+    check_flash_case(dtype, nq, nk, causal, d)
+    assert gpu == {"forward": 1, "backward": 1}   # both primitives ran the Triton kernels, nothing else did
+    if dtype == np.float32 and d == 16:   # the device buffers are the stand-in's, not host arrays
+        q = fg.device_put(fnp.ones((1, 2, d)), "gpu")
+        assert isinstance(flash_attention(q, q, q, causal=causal, scale=1.0)._value, FakeDeviceArray)
 
 
 def test_flash_primitive_outputs_lse_on_gpu(gpu):
@@ -130,3 +159,73 @@ def test_flash_primitive_without_triton_is_an_error_naming_it():
         q = fg.device_put(fnp.ones((1, 4, 16)), "gpu")
         with pytest.raises(NotImplementedError, match="flash_attention: no GPU implementation .*needs Triton"):
             flash_attention(q, q, q, causal=False, scale=0.25)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # NaN by design
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_nan_and_inf_rows_and_rows_without_keys_as_on_the_cpu(gpu, causal):
+    """Query row 3 holds +inf, key 4 holds NaN; causal 6x5 leaves row 0 without keys. Forward and backward
+    NaN/inf patterns equal the host implementation's (the float64 reference the CPU kernels match)."""
+    rng = np.random.default_rng(0)
+    q, k, v, do = (rng.standard_normal(s).astype(np.float32) for s in ((1, 6, 16), (1, 5, 16), (1, 5, 16), (1, 6, 16)))
+    q[0, 3, 0], k[0, 4, 2] = np.inf, np.nan
+    params = {"causal": causal, "scale": 0.3}
+    want = flash_attention_p.impl(q, k, v, **params)
+    want += flash_attention_bwd_p.impl(q, k, v, *want, do, **params)
+    got = flash_attention_p.bind(*(fg.device_put(fnp.array(x), "gpu") for x in (q, k, v)), **params)
+    got += flash_attention_bwd_p.bind(*(fg.device_put(fnp.array(x), "gpu") for x in (q, k, v)), *got,
+                                      fg.device_put(fnp.array(do), "gpu"), **params)
+    for name, w, g in zip(("o", "lse", "dq", "dk", "dv"), want, got):
+        g = _host(g)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=name)
+        np.testing.assert_array_equal(np.isposinf(g), np.isposinf(w), err_msg=name)
+        finite = np.isfinite(w)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=2e-5, atol=2e-5, err_msg=name)
+    assert np.isnan(want[0]).any() and (np.isposinf(want[1]).any() if causal else True)   # the cases occur
+
+
+def test_head_dims_over_256_are_an_error_naming_the_primitive(gpu):
+    q = fg.device_put(fnp.ones((1, 3, 264)), "gpu")
+    with pytest.raises(NotImplementedError, match=r"flash_attention: no GPU implementation .*head dims up to 256, "
+                                                  r"got 264.*gpu_host_fallback"):
+        flash_attention(q, q, q, causal=True, scale=0.1)
+    assert gpu == {"forward": 0, "backward": 0}
+
+
+def test_bfloat16_bits_are_refused_with_a_clear_error(gpu):
+    """funcgrad has no bfloat16 dtype: uint16 bits are not attention inputs, and the error says what to use."""
+    from funcgrad import mixed_precision as mp
+    bits = mp.to_bfloat16(fg.device_put(fnp.ones((1, 4, 16)), "gpu"))
+    assert bits.device == "gpu" and bits.dtype == np.uint16
+    with pytest.raises(TypeError, match=r"flash_attention: q, k, v must share one float dtype, got u16\[1,4,16\].*"
+                                        r"no bfloat16 array dtype.*float16.*round_to_bfloat16"):
+        flash_attention(bits, bits, bits, causal=False, scale=0.25)
+    # The supported route: float32 values rounded to bfloat16 precision run the float32 kernels.
+    q = mp.round_to_bfloat16(fg.device_put(fnp.full((1, 4, 16), 1.01), "gpu"))
+    o = flash_attention(q, q, q, causal=False, scale=0.25)
+    assert o.dtype == np.float32 and gpu["forward"] == 1
+    np.testing.assert_allclose(_host(o), 1.0078125)   # bf16(1.01): every value row-averages to itself
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _detect.gpu_available(), reason="no usable GPU detected")
+def test_flash_primitive_on_a_real_gpu():
+    """The same checks on CuPy arrays with compiled kernels (a subprocess: this module interprets)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    res = subprocess.run([sys.executable, __file__, "--gpu"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                         timeout=1200)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    assert f"checked {2 * len(CASES)} cases" in res.stdout, res.stdout[-2000:]
+
+
+def _gpu_worker() -> None:
+    """Entry point of the GPU subprocess (TRITON_INTERPRET unset): every case in float32 and float16."""
+    for dtype in (np.float32, np.float16):
+        for case in CASES:
+            check_flash_case(dtype, *case)
+    print(f"checked {2 * len(CASES)} cases", flush=True)
+
+
+if _GPU_WORKER and sys.argv[1:] == ["--gpu"]:
+    _gpu_worker()

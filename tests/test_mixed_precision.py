@@ -261,3 +261,15 @@ def test_loss_scaled_training_step_under_jit():
     p2, ls2 = step(p, mp.DynamicLossScale(scale=2.0 ** 15, growth_interval=2), x)
     np.testing.assert_array_equal(np.asarray(p2), np.asarray(p))
     assert float(ls2.scale) == 2.0 ** 14 and int(ls2.counter) == 0
+
+
+def test_float16_select_on_large_arrays_with_a_scalar():
+    """where(mask, x, 0) and a ReLU's gradient on >= 4096 float16 values (the CPU select loops' size)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 80)).astype(np.float16)
+    got = fnp.where(fnp.array(x > 0), fnp.array(x), 0.0)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(np.asarray(got), np.where(x > 0, x, np.float16(0)))
+    grad = fg.jit(fg.grad(lambda v: fnp.sum(fnp.maximum(v, 0).astype(fnp.float32))))(fnp.array(x))
+    assert grad.dtype == np.float16
+    np.testing.assert_array_equal(np.asarray(grad), (x > 0).astype(np.float16))

@@ -36,6 +36,11 @@ _FORWARD_MODE = ("forward-mode differentiation (jvp/jacfwd/hessian) through dot_
                  "not implemented; use impl='naive'.")
 
 
+_BF16_BITS_HINT = ("; uint16 bfloat16 bits (mixed_precision.to_bfloat16) are not numbers funcgrad computes with: "
+                   "funcgrad has no bfloat16 array dtype. Use float16, or float32 values rounded to bfloat16 "
+                   "(mixed_precision.round_to_bfloat16, or a Policy with compute dtype 'bfloat16')")
+
+
 def _check(name: str, q: Any, k: Any, v: Any) -> tuple[int, int, int, int]:
     qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
     if len(qs) != 3 or len(ks) != 3 or len(vs) != 3 or ks != vs or qs[0] != ks[0] or qs[2] != ks[2]:
@@ -43,8 +48,9 @@ def _check(name: str, q: Any, k: Any, v: Any) -> tuple[int, int, int, int]:
                          f"q {describe(q)}, k {describe(k)}, v {describe(v)}")
     dtypes = {q.dtype, k.dtype, v.dtype}
     if len(dtypes) != 1 or q.dtype.kind != "f":
+        hint = _BF16_BITS_HINT if np.dtype(np.uint16) in dtypes else ""
         raise TypeError(f"{name}: q, k, v must share one float dtype, got {describe(q)}, {describe(k)}, "
-                        f"{describe(v)}")
+                        f"{describe(v)}{hint}")
     return qs[0], qs[1], ks[1], qs[2]
 
 

@@ -261,6 +261,8 @@ def select_large(c: np.ndarray, x: Any, y: Any) -> np.ndarray | None:
         dtype = np.result_type(x, y)   # numpy's own rule, as np.where applies it (scalars weak)
     except (TypeError, ValueError, OverflowError):
         return None                    # the reference reports it
+    if dtype == np.float16:
+        return None                    # numba has no float16 scalars: np.where
     ops = []
     for v in (x, y):
         v = np.asarray(v)

@@ -151,8 +151,22 @@ _simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
 
 # ---------------------------------------------------------------- linear algebra and shapes
 
+# float16 matmul: CuPy calls cuBLAS with CUBLAS_COMPUTE_32F on tensor cores (float32 accumulation,
+# one rounding), as numpy's float16 matmul accumulates in float32 on the CPU.
 _simple(L.matmul_p)(lambda xp: xp.matmul)
-_simple(L.einsum_p)(lambda xp: lambda *xs, spec: xp.einsum(spec, *xs))
+
+
+@_simple(L.einsum_p)
+def _einsum(xp):
+    def impl(*xs, spec):
+        # float16 computes in float32 and rounds once, as the CPU's einsum (CuPy's own float16 einsum
+        # sums the axes of a single operand in float16).
+        if np.result_type(*(x.dtype for x in xs)) == np.float16:
+            return xp.einsum(spec, *xs, dtype=xp.float32).astype(xp.float16)
+        return xp.einsum(spec, *xs)
+    return impl
+
+
 _simple(S.reshape_p)(lambda xp: lambda x, shape: xp.reshape(x, shape))
 _simple(S.transpose_p)(lambda xp: lambda x, perm: xp.transpose(x, perm))
 _simple(S.broadcast_to_p)(lambda xp: lambda x, shape: xp.broadcast_to(xp.asarray(x), shape))
@@ -245,16 +259,20 @@ _row_primitive(SM.softmax_cross_entropy_grad_p, _xent_grad, _triton_xent_grad)
 
 # ---------------------------------------------------------------- FlashAttention (Triton)
 
-# The Triton kernels take float32 and float16 (and bf16 bits, which are not a float dtype the primitive takes).
+# The Triton kernels take float32, float16 and bfloat16; funcgrad arrays have no bfloat16 dtype (a
+# "bfloat16" mixed-precision policy keeps float32 values rounded to bf16, see funcgrad.mixed_precision),
+# so through the primitive they run in float32 and float16. Head dims up to 256 (padded to a power of
+# two >= 16; the tile configs keep each kernel within an H100's shared memory).
 _FLASH_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+_FLASH_MAX_HEAD_DIM = 256
 
 
 def _flash(prim: Primitive, run: Callable[..., Any]) -> None:
     """Register ``run(fa, *values, causal, scale)`` (``fa``: the Triton kernel module) for ``prim``.
 
-    Without Triton, or for a dtype the kernels do not take (float64 under
-    x64), the backend's missing-implementation path decides: an error naming
-    the primitive, or host fallback when the user allowed it.
+    Without Triton, or for what the kernels do not take (float64 under x64,
+    head dims over 256), the backend's missing-implementation path decides:
+    an error naming the primitive, or host fallback when the user allowed it.
     """
     def make(b: gpu_array.Binding) -> Callable[..., Any]:
         if not b.use_triton:
@@ -264,9 +282,12 @@ def _flash(prim: Primitive, run: Callable[..., Any]) -> None:
 
         def impl(*values, causal, scale):
             A._check(prim.name, *values[:3])
+            params = {"causal": causal, "scale": scale}
             if np.dtype(values[0].dtype) not in _FLASH_DTYPES:
-                return _missing(prim, "the Triton kernels take float32 and float16", values,
-                                {"causal": causal, "scale": scale})
+                return _missing(prim, "the Triton kernels take float32 and float16", values, params)
+            if values[0].shape[-1] > _FLASH_MAX_HEAD_DIM:
+                return _missing(prim, f"the Triton kernels take head dims up to {_FLASH_MAX_HEAD_DIM}, got "
+                                      f"{values[0].shape[-1]}", values, params)
             return run(fa, *values, causal=causal, scale=scale)
         return impl
     _register(prim, make)
