@@ -586,7 +586,7 @@ def _apply_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     """
     home = next(a for a in args if isinstance(a, Array) and type(a) is not Array)
     for a in args:
-        if isinstance(a, Array) and a.ndim and a.device != home.device:
+        if isinstance(a, Array) and a.ndim and a.device != home.device and not _index_travels(prim, a):
             raise ValueError(
                 f"{prim.name}: arguments live on different devices: {describe(home)} on '{home.device}' and "
                 f"{describe(a)} on '{a.device}'. Transfers are explicit: move one with "
@@ -601,6 +601,12 @@ def _apply_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     if config.debug_nans:
         check_nans(prim, [backend.host_value(v) for v in values], [backend.to_host(o) for o in outs])
     return outs if prim.multiple_results else outs[0]
+
+
+def _index_travels(prim: Primitive, a: Array) -> bool:
+    """Host integer arrays travel with device arrays into primitives that index with their operands
+    (trait ``"host_indices"``): ``x[np_index]`` on a device array, and the index arrays rules build."""
+    return "host_indices" in prim.traits and type(a) is Array and a.dtype.kind in "iub"
 
 
 def _impl_error_message(prim: Primitive, values: Sequence[Any], params: dict, err: Exception) -> str:

@@ -49,7 +49,26 @@ def fake_cupy() -> types.SimpleNamespace:
     import scipy.linalg
     import scipy.special
     ns.update(scipy_special=scipy.special, scipy_linalg=scipy.linalg)
+    ns.update(cupyx=fake_cupyx())
     return types.SimpleNamespace(**ns)
+
+
+# The value dtypes CuPy's atomic scatters take; others raise TypeError there, and here.
+_SCATTER_DTYPES = {"add": "iILQefd", "max": "iILQfd", "min": "iILQfd"}
+
+
+def fake_cupyx() -> types.SimpleNamespace:
+    """``cupyx.scatter_add`` / ``scatter_max`` / ``scatter_min`` as numpy's ``ufunc.at``, in place,
+    refusing the dtypes CuPy's atomics refuse."""
+    def scatter(kind, ufunc):
+        def run(a, slices, value):
+            value = np.asarray(value, dtype=a.dtype)
+            if value.dtype.char not in _SCATTER_DTYPES[kind]:
+                raise TypeError(f"scatter_{kind} does not support {value.dtype} (stand-in for CuPy's atomics)")
+            ufunc.at(a, slices, np.broadcast_to(value, np.shape(a[slices])))
+        return run
+    return types.SimpleNamespace(scatter_add=scatter("add", np.add), scatter_max=scatter("max", np.maximum),
+                                 scatter_min=scatter("min", np.minimum))
 
 
 @contextlib.contextmanager
