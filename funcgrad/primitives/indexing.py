@@ -534,16 +534,18 @@ def scatter_combine(x: Any, index: Any, value: Any, combine: Any, op: str, mode:
     template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
     rounds: list = [None]
     if arrays and not unique_indices:
-        if any(isinstance(a, Tracer) for a in arrays) and multiply:
+        unread = any(not _on_host(a) for a in arrays)   # traced, or on a device: values not at hand
+        if unread and multiply:
             # Traced indices that may repeat: the scatter_mul primitive applies each duplicate.
             out = x if not pads else pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=0)
             out = scatter_mul_p.bind(out, value, *arrays, template=template)
             return out if not pads else getitem_p.bind(out, template=tuple(("s", 0, n, None) for n in shape))
-        if any(isinstance(a, Tracer) for a in arrays):
+        if unread:
             raise NotImplementedError(
-                f"{op}: the index arrays are traced (under jit or vmap), so funcgrad cannot tell whether they "
-                "repeat, and this update is applied once per occurrence of an index. Pass unique_indices=True "
-                "if the indices are unique, or make the indices static (static_argnums, numpy arrays)")
+                f"{op}: the index arrays are traced (under jit or vmap) or on a device, so funcgrad cannot tell "
+                "whether they repeat, and this update is applied once per occurrence of an index. Pass "
+                "unique_indices=True if the indices are unique, or make the indices static (static_argnums, "
+                "numpy arrays)")
         first_axis = _item_axes(template, len(shape))[_first_array_item(template)]
         rounds = _duplicate_rounds(shape, template, arrays, pads)
         if len(rounds) > 1 and first_axis not in pads:

@@ -171,7 +171,8 @@ def _scatter_extremal_flat(xp, cx, flat, pos, vals, kind):
     nan_in = xp.isnan(flat)
     nan_vals = xp.isnan(vals)
     neutral = -np.inf if kind == "maximum" else np.inf
-    atomic(flat, pos, xp.where(nan_vals, neutral, vals))
+    flat = xp.where(nan_in, neutral, flat).astype(flat.dtype, copy=False)
+    atomic(flat, pos, xp.where(nan_vals, neutral, vals).astype(flat.dtype, copy=False))
     hit = xp.zeros(flat.size, dtype=np.int32)
     cx.scatter_max(hit, pos, nan_vals.astype(np.int32))
     return xp.where(nan_in | (hit > 0), np.nan, flat).astype(flat.dtype, copy=False)
