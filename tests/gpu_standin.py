@@ -53,8 +53,9 @@ def fake_cupy() -> types.SimpleNamespace:
     return types.SimpleNamespace(**ns)
 
 
-# The value dtypes CuPy's atomic scatters take; others raise TypeError there, and here.
-_SCATTER_DTYPES = {"add": "iILQefd", "max": "iILQfd", "min": "iILQfd"}
+# The value dtypes CuPy's atomic scatters take (CuPy 14); others raise TypeError there, and here.
+_EXTREMAL = {np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64)}
+_SCATTER_DTYPES = {"add": _EXTREMAL | {np.dtype(np.float16)}, "max": _EXTREMAL, "min": _EXTREMAL}
 
 
 def fake_cupyx() -> types.SimpleNamespace:
@@ -63,7 +64,7 @@ def fake_cupyx() -> types.SimpleNamespace:
     def scatter(kind, ufunc):
         def run(a, slices, value):
             value = np.asarray(value, dtype=a.dtype)
-            if value.dtype.char not in _SCATTER_DTYPES[kind]:
+            if value.dtype not in _SCATTER_DTYPES[kind]:
                 raise TypeError(f"scatter_{kind} does not support {value.dtype} (stand-in for CuPy's atomics)")
             ufunc.at(a, slices, np.broadcast_to(value, np.shape(a[slices])))
         return run

@@ -70,9 +70,9 @@ def _cupyx(xp: Any) -> Any:
     return cupyx
 
 
-# The value dtypes CuPy's atomic scatters take (cupy/_core/_routines_indexing.pyx).
-_ATOMIC_ADD_DTYPES = {np.dtype(t) for t in (np.int32, np.uint32, np.uint64, np.float16, np.float32, np.float64)}
-_ATOMIC_EXTREMAL_DTYPES = {np.dtype(t) for t in (np.int32, np.uint32, np.uint64, np.float32, np.float64)}
+# The value dtypes CuPy's atomic scatters take (CuPy 14: others raise TypeError).
+_ATOMIC_EXTREMAL_DTYPES = {np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64)}
+_ATOMIC_ADD_DTYPES = _ATOMIC_EXTREMAL_DTYPES | {np.dtype(np.float16)}
 _INT32_MAX = 2**31 - 1
 
 
@@ -236,19 +236,10 @@ del _prim
 # ---------------------------------------------------------------- sorting and bits
 
 
-def _is_cupy(xp: Any) -> bool:
-    return getattr(xp, "__name__", "") == "cupy"
-
-
 @_simple(RB.argsort_p)
 def _argsort(xp):
-    # CuPy's argsort is always stable (and takes no kind); a numpy stand-in is asked for it.
-    kind = {} if _is_cupy(xp) else {"kind": "stable"}
-
     def impl(x, axis):
-        if x.dtype == np.bool_:
-            x = x.astype(np.uint8)
-        return xp.argsort(x, axis=axis, **kind)
+        return xp.argsort(x, axis=axis, kind="stable")   # (CuPy's argsort is always stable; NaN sorts last)
     return impl
 
 
