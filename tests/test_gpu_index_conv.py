@@ -225,6 +225,10 @@ def check_conv2d():
         close(gw, np_conv_weight_grad(c, x, w_shape, *args), 1e-4)
         close(lax.conv2d_input_grad(dev(c, np.float32), dev(w, np.float32), x_shape[2:], **geo),
               np_conv_input_grad(c, w, x_shape, *args), 1e-4)
+    # vmap over the weights: one grouped convolution (groups * batch)
+    x, ws = rng.standard_normal((2, 3, 5, 5)), rng.standard_normal((3, 4, 3, 3, 3))
+    y = fg.vmap(lambda b: nn.conv2d(dev(x, np.float32), b, padding=1), in_axes=0)(dev(ws, np.float32))
+    close(y, np.stack([np_conv(x, b, (1, 1), (1, 1), (1, 1), 1) for b in ws]), 1e-4)
 
 
 # ---------------------------------------------------------------- pooling
@@ -253,6 +257,7 @@ def check_pooling():
     x = rng.integers(-2, 3, (2, 3, 7, 6)).astype(np.float64)      # ties everywhere
     x[0, 0, 0, 0] = -np.inf
     x[0, 1, 1, :] = -np.inf
+    x[1, 0, :2, :] = -np.inf      # windows whose in-bounds taps are all -inf: a padded tap never wins
     x[1, 2, 3, 3] = np.nan
     for kernel, stride, padding in (((2, 2), (2, 2), (0, 0)), ((3, 2), (2, 1), (1, 1)), ((3, 3), (1, 2), (1, 0))):
         y_ref, idx_ref = np_max_pool_first(x, kernel, stride, padding)
@@ -273,6 +278,12 @@ def check_pooling():
     np.add.at(ref, (np.arange(2)[:, None, None], np.arange(2)[None, :, None], idx.reshape(2, 2, -1)),
               c.reshape(2, 2, -1))
     close(g, ref.reshape(v.shape))
+    from funcgrad.primitives.conv import max_pool2d_grad_p
+    with pytest.raises(ValueError, match=r"indices out of range \[0, 30\)"):
+        max_pool2d_grad_p.bind(dev(c, np.float32), dev(np.full(c.shape, 30, np.int32)), in_hw=(6, 5))
+    t = rng.standard_normal(v.shape)     # jvp: the tangent read at each window's maximum
+    _, ty = fg.jvp(lambda a: nn.max_pool2d(a, kernel, stride, padding), (dev(v, np.float32),), (dev(t, np.float32),))
+    close(ty, np.take_along_axis(t.reshape(2, 2, -1), idx.reshape(2, 2, -1), axis=2).reshape(c.shape))
     g = fg.grad(lambda a: fnp.sum(nn.avg_pool2d(a, kernel, stride, padding) * dev(c, np.float32)))(dev(v, np.float32))
     ref = np.zeros((2, 2, 8, 7))
     for p in range(3):
