@@ -190,6 +190,11 @@ def _scatter_set_flat(xp, cx, flat, pos, vals):
     return xp.where(board >= 0, vals[xp.maximum(board, 0)], flat)
 
 
+def _is_row_index(template: tuple, arrays: tuple) -> bool:
+    """``x[rows]`` / ``x[rows, :, ...]`` with one index array of rows."""
+    return len(arrays) == 1 and template[0] == ("a", 0) and all(t == ("s", None, None, None) for t in template[1:])
+
+
 def _scatter(name: str, kind: str) -> Callable[[Any, Any], Callable[..., Any]]:
     """The primitive ``name``; ``kind``: "set", or the ufunc that combines: "add", "multiply", "maximum",
     "minimum"."""
@@ -203,6 +208,9 @@ def _scatter(name: str, kind: str) -> Callable[[Any, Any], Callable[..., Any]]:
             vals = _updates(xp, y, dtype, I._target_shape(tuple(x.shape), template, arrays))
             if not arrays:   # basic indices never repeat
                 out[index] = vals if kind == "set" else getattr(xp, kind)(out[index], vals)
+                return out
+            if kind == "add" and dtype in _ATOMIC_ADD_DTYPES and _is_row_index(template, arrays):
+                cx.scatter_add(out, index, vals)   # x[rows] += y (embedding gradients): no position board
                 return out
             flat = out.reshape(-1)
             pos = _positions(xp, out.shape, index).reshape(-1)
