@@ -9,6 +9,7 @@ real CuPy.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -20,7 +21,6 @@ import funcgrad.lax as lax
 import funcgrad.nn as nn
 import funcgrad.numpy as fnp
 from funcgrad.backends.gpu import _detect
-from funcgrad.primitives import indexing as I
 from gpu_standin import gpu_standin
 from nn_reference import np_conv, np_pool
 
@@ -34,6 +34,15 @@ def dev(x, dtype=None):
 def host(y):
     assert y.device == "gpu", type(y)
     return np.asarray(fg.device_put(y, "cpu"))
+
+
+@contextlib.contextmanager
+def checked_indexing():
+    fg.config.update("checked_indexing", True)
+    try:
+        yield
+    finally:
+        fg.config.update("checked_indexing", False)
 
 
 def close(y, ref, tol=1e-5):
@@ -66,8 +75,11 @@ def check_getitem():
     close(g, ref)
     # default mode clamps out-of-bounds device indices, as JAX's x[i]
     close(gx[dev(np.array([7, -9], np.int32))], x[[3, 0]])
-    with pytest.raises(IndexError, match="getitem: index 9 is out of bounds for axis 1 with size 5"):
-        I.getitem_p.bind(gx, dev(np.array([1, 9], np.int32)), template=(("s", None, None, None), ("a", 0)))
+    with checked_indexing():   # out-of-bounds indices raise (a device read), as on the CPU
+        with pytest.raises(IndexError, match="getitem: index 9 is out of bounds for axis 1 with size 5"):
+            gx[:, dev(np.array([1, 9], np.int32))]
+        with pytest.raises(IndexError, match="scatter_add: index -5 is out of bounds for axis 0 with size 4"):
+            gx.at[dev(np.array([-5], np.int32))].add(1.0)
 
 
 # ---------------------------------------------------------------- scatters
@@ -279,7 +291,7 @@ def check_pooling():
               c.reshape(2, 2, -1))
     close(g, ref.reshape(v.shape))
     from funcgrad.primitives.conv import max_pool2d_grad_p
-    with pytest.raises(ValueError, match=r"indices out of range \[0, 30\)"):
+    with checked_indexing(), pytest.raises(ValueError, match=r"indices out of range \[0, 30\)"):
         max_pool2d_grad_p.bind(dev(c, np.float32), dev(np.full(c.shape, 30, np.int32)), in_hw=(6, 5))
     t = rng.standard_normal(v.shape)     # jvp: the tangent read at each window's maximum
     _, ty = fg.jvp(lambda a: nn.max_pool2d(a, kernel, stride, padding), (dev(v, np.float32),), (dev(t, np.float32),))

@@ -4,8 +4,10 @@ Each entry of :data:`MAKERS` builds, for a :class:`~funcgrad.backends.gpu.array.
 function run on device buffers (CuPy, or the tests' numpy stand-in); :mod:`.impls` registers
 them. Everything runs on the device and computes what the CPU implementation computes:
 
-* ``getitem``: CuPy's indexing. Index arrays are checked against their axes first (one device
-  read), as numpy raises on the CPU: CuPy itself would wrap an out-of-bounds index silently.
+* ``getitem``: CuPy's indexing. The index arrays reaching it are in bounds by construction (the
+  gather and scatter modes clamp or redirect them first), except with ``mode="promise_in_bounds"``,
+  where, as in JAX, an out-of-bounds index is the caller's broken promise (CuPy wraps it). With
+  ``config.checked_indexing`` they are checked (one device read) and raise IndexError, as on the CPU.
 * ``scatter_add`` / ``scatter_max`` / ``scatter_min``: ``cupyx.scatter_add`` / ``scatter_max`` /
   ``scatter_min`` (atomics: every duplicate index applied, as numpy's ``ufunc.at``) for the dtypes
   CuPy's atomics take; NaN propagates as in ``numpy.maximum.at`` whatever the atomics do.
@@ -18,8 +20,8 @@ them. Everything runs on the device and computes what the CPU implementation com
   ``(groups, C/groups*KH*KW, N*OH*OW)`` matrix) and one batched ``matmul`` (cuBLAS); the input
   gradient adds the columns back with one strided add per kernel offset.
 * ``max_pool2d`` (first maximum of each window; NaN wins, padding never does), ``avg_pool2d``
-  (padding counted) and their gradients; ``max_pool2d_grad`` scatter-adds and checks its indices
-  (one device read), as the CPU kernel does.
+  (padding counted) and their gradients; ``max_pool2d_grad`` scatter-adds (the indices
+  ``max_pool2d`` made; checked, with a device read, under ``config.checked_indexing``).
 * ``population_count``, ``frexp_mantissa`` / ``frexp_exponent`` (float16 through float32, exactly).
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from funcgrad._config import config
 from funcgrad._core import Primitive, add_traits
 from funcgrad._dtypes import describe
 from funcgrad.backends.gpu import array as gpu_array
@@ -80,7 +83,10 @@ _INT32_MAX = 2**31 - 1
 
 
 def _check_in_bounds(xp: Any, x: Any, template: tuple, arrays: tuple, op: str) -> None:
-    """Raise numpy's IndexError for an index array value outside ``[-n, n)`` of its axis (one device read)."""
+    """Under ``config.checked_indexing``: raise numpy's IndexError for an index array value outside
+    ``[-n, n)`` of its axis (one device read)."""
+    if not config.checked_indexing:
+        return
     axes = I._item_axes(template, x.ndim)
     items = [(arrays[t[1]], axes[k], x.shape[axes[k]]) for k, t in enumerate(template) if t[0] == "a"]
     items = [(a, axis, n) for a, axis, n in items if a.size]
@@ -392,7 +398,7 @@ def _max_pool2d_grad(xp, cx):
         x_shape = C._max_pool_grad_check(dy, indices, in_hw)
         n, c = x_shape[:2]
         plane = int(in_hw[0]) * int(in_hw[1])
-        if indices.size and bool(((indices < 0) | (indices >= plane)).any()):
+        if config.checked_indexing and indices.size and bool(((indices < 0) | (indices >= plane)).any()):
             raise ValueError(f"max_pool2d_grad: indices out of range [0, {plane}) for x_shape {x_shape}")
         planes = (xp.arange(n * c, dtype=np.int64) * plane).reshape(n * c, 1)
         pos = (indices.reshape(n * c, -1).astype(np.int64) + planes).reshape(-1)
