@@ -5,7 +5,7 @@
 Times the three primitives (forward, input gradient, weight gradient) on raw
 CuPy buffers with ``cupyx.profiler.benchmark`` (GPU time, CUDA events; median
 of the repeats), and the same convolutions through ``torch.nn.functional`` /
-``torch.nn.grad`` (cuDNN) when PyTorch is installed. CuPy 14 has no cuDNN
+``torch.nn.grad`` (cuDNN, TF32 off) when PyTorch is installed. CuPy 14 has no cuDNN
 bindings of its own, so PyTorch is the cuDNN reference. Prints a table and
 writes the JSON like the other benchmarks. Without a usable GPU it says so and
 exits cleanly.
@@ -35,7 +35,10 @@ def _torch_cuda():
         import torch
     except ImportError:
         return None
-    return torch if torch.cuda.is_available() else None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cudnn.allow_tf32 = False   # float32 arithmetic, as CuPy's matmul (no TF32 by default)
+    return torch
 
 
 def _gpu_ms(fn, repeats: int) -> float:
