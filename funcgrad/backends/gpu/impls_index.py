@@ -10,7 +10,9 @@ them. Everything runs on the device and computes what the CPU implementation com
   ``config.checked_indexing`` they are checked (one device read) and raise IndexError, as on the CPU.
 * ``scatter_add`` / ``scatter_max`` / ``scatter_min``: ``cupyx.scatter_add`` / ``scatter_max`` /
   ``scatter_min`` (atomics: every duplicate index applied, as numpy's ``ufunc.at``) for the dtypes
-  CuPy's atomics take; NaN propagates as in ``numpy.maximum.at`` whatever the atomics do.
+  CuPy's atomics take (``x[rows] += y``, the embedding gradient, in place; other indices through
+  the flat position of each update); NaN propagates as in ``numpy.maximum.at`` whatever the
+  atomics do.
   ``scatter_set`` keeps the last write of each duplicate position (numpy's order): the update
   ids are max-scattered into a board and each position takes its winner, with no device read.
   ``scatter_mul`` and the dtypes without atomics run in rounds: round ``k`` applies every
