@@ -468,6 +468,13 @@ def _scatter_mul_vjp(ct, primals, out, needs, template):
 
 scatter_mul_p.jvp, scatter_mul_p.vjp = _scatter_mul_jvp, _scatter_mul_vjp
 
+# The index arrays (operands after x, or after x and the updates) may be host integer arrays where
+# x lives on a device: they travel along (x[np_index], as in JAX; see funcgrad._core).
+_core.add_traits(getitem_p, "index_operands:1")
+for _p in (scatter_add_p, scatter_set_p, scatter_max_p, scatter_min_p, scatter_mul_p):
+    _core.add_traits(_p, "index_operands:2")
+del _p
+
 
 def _scatter(p: Primitive, x: Any, index: Any, value: Any, op: str, mode: str | None,
              wrap_negative_indices: bool) -> Any:

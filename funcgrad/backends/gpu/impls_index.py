@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from funcgrad._config import config
-from funcgrad._core import Primitive, add_traits
+from funcgrad._core import Primitive
 from funcgrad._dtypes import describe
 from funcgrad.backends.gpu import array as gpu_array
 from funcgrad.primitives import conv as C
@@ -241,12 +241,6 @@ _SCATTERS = ((I.scatter_add_p, "add"), (I.scatter_set_p, "set"), (I.scatter_mul_
 for _prim, _kind in _SCATTERS:
     _with_cupyx(_prim)(_scatter(_prim.name, _kind))
 del _prim, _kind
-
-# Host integer arrays (x[np_index], the index arrays rules build) travel to the device with the
-# device operands of these primitives, as JAX takes numpy index arrays (see funcgrad._core).
-for _prim in (I.getitem_p, I.scatter_add_p, I.scatter_set_p, I.scatter_mul_p, I.scatter_max_p, I.scatter_min_p):
-    add_traits(_prim, "host_indices")
-del _prim
 
 
 # ---------------------------------------------------------------- sorting and bits
