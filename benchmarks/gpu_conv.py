@@ -1,4 +1,4 @@
-"""conv2d on the GPU: funcgrad's im2col + cuBLAS implementation against PyTorch's cuDNN convolution.
+"""conv2d and max_pool2d on the GPU: funcgrad's implementations (im2col + cuBLAS) against PyTorch (cuDNN).
 
     python benchmarks/gpu_conv.py [--quick]
 
@@ -86,6 +86,36 @@ def run_workload(name, x_shape, w_shape, pad, stride, repeats, torch):
     return rows
 
 
+def run_pool(name, x_shape, kernel, repeats, torch):
+    """max_pool2d forward (values and argmax) and its gradient, against PyTorch's."""
+    import cupy as cp
+
+    from funcgrad.primitives import conv as C
+
+    geo = dict(kernel=(kernel, kernel), stride=(kernel, kernel), padding=(0, 0))
+    x = cp.random.standard_normal(x_shape, dtype=cp.float32)
+    y, idx = C.max_pool2d_p.impls["gpu"](x, **geo)
+    dy = cp.random.standard_normal(y.shape, dtype=cp.float32)
+    ours = {"max_pool forward": lambda: C.max_pool2d_p.impls["gpu"](x, **geo),
+            "max_pool grad": lambda: C.max_pool2d_grad_p.impls["gpu"](dy, idx, in_hw=x_shape[2:])}
+    theirs = {}
+    if torch is not None:
+        tx, tdy = torch.from_dlpack(x), torch.from_dlpack(dy)
+        _, tidx = torch.nn.functional.max_pool2d(tx, kernel, return_indices=True)
+        backward = torch.ops.aten.max_pool2d_with_indices_backward
+        theirs = {"max_pool forward": lambda: torch.nn.functional.max_pool2d(tx, kernel, return_indices=True),
+                  "max_pool grad": lambda: backward(tdy, tx, [kernel] * 2, [kernel] * 2, [0, 0], [1, 1], False, tidx)}
+    rows = []
+    for call, fn in ours.items():
+        row = {"workload": name, "call": call, "im2col+cuBLAS ms": f"{_gpu_ms(fn, repeats):.3f}"}
+        if call in theirs:
+            t = _gpu_ms(theirs[call], repeats)
+            row["torch cuDNN ms"] = f"{t:.3f}"
+            row["ratio"] = f"{float(row['im2col+cuBLAS ms']) / t:.2f}x"
+        rows.append(row)
+    return rows
+
+
 def main() -> int:
     args = arguments("gpu_conv", __doc__).parse_args()
     from funcgrad.backends.gpu import _detect
@@ -98,11 +128,13 @@ def main() -> int:
     rows = []
     for workload in (QUICK if args.quick else WORKLOADS):
         rows += run_workload(*workload, repeats, torch)
+    rows += run_pool("mnist pool", (16 if args.quick else 128, 32, 28, 28), 2, repeats, torch)
     for r in rows:
         rec.payload["measurements"].append(dict(r))
     note = "" if torch is not None else "PyTorch with CUDA is not installed: no cuDNN column."
-    rec.table("gpu_conv", "conv2d float32 on the GPU: median GPU time per call", rows,
-              ["workload", "call", "im2col+cuBLAS ms", "torch cuDNN ms", "ratio"], note=note)
+    rec.table("gpu_conv", "conv2d and max_pool2d, float32, on the GPU: median GPU time per call", rows,
+              ["workload", "call", "im2col+cuBLAS ms", "torch cuDNN ms", "ratio"],
+              note=note + " funcgrad's column is its GPU implementation (im2col + cuBLAS for conv, CuPy for pooling).")
     rec.write(json_path("gpu_conv", args))
     return 0
 
