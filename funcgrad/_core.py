@@ -585,8 +585,8 @@ def _apply_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     constants inside rules are such values).
     """
     home = next(a for a in args if isinstance(a, Array) and type(a) is not Array)
-    for k, a in enumerate(args):
-        if isinstance(a, Array) and a.ndim and a.device != home.device and not _index_travels(prim, k, a):
+    for a in args:
+        if isinstance(a, Array) and a.ndim and a.device != home.device:
             raise ValueError(
                 f"{prim.name}: arguments live on different devices: {describe(home)} on '{home.device}' and "
                 f"{describe(a)} on '{a.device}'. Transfers are explicit: move one with "
@@ -601,15 +601,6 @@ def _apply_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     if config.debug_nans:
         check_nans(prim, [backend.host_value(v) for v in values], [backend.to_host(o) for o in outs])
     return outs if prim.multiple_results else outs[0]
-
-
-def _index_travels(prim: Primitive, position: int, a: Array) -> bool:
-    """Host integer arrays travel with device arrays where a primitive takes index arrays: operands
-    from position ``k`` on, for a primitive with the trait ``"index_operands:k"`` (``x[np_index]``
-    on a device array, and the index arrays rules build). Data never does."""
-    if type(a) is not Array or a.dtype.kind not in "iub":
-        return False
-    return any(t.startswith("index_operands:") and position >= int(t.split(":")[1]) for t in prim.traits)
 
 
 def _impl_error_message(prim: Primitive, values: Sequence[Any], params: dict, err: Exception) -> str:

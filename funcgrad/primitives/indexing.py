@@ -27,7 +27,6 @@ from funcgrad._core import Array, Primitive, Tracer, zeros_like
 from funcgrad._dtypes import ShapedArray, describe, result_type
 from funcgrad.primitives.elementwise import (add, convert, div, eq, ge_p, lt_p, maximum_p, minimum_p, mod_p, mul,
                                              or_p, select)
-from funcgrad.primitives.reduce import cumsum_p
 from funcgrad.primitives.shape import linear_jvp, move_to_front, moveaxis, reshape, shape_of, unbroadcast
 
 # ------------------------------------------------------ index normalisation
@@ -317,31 +316,28 @@ def _target_shape(x_shape: tuple[int, ...], template: tuple, arrays: Sequence[An
     return np.shape(dummy[build_index(template, [np.zeros(shape_of(a), np.intp) for a in arrays])])
 
 
-def _landed(ct: Any, arrays: Sequence[Any], template: tuple) -> Any:
+def _landed(x_shape: tuple[int, ...], arrays: Sequence[Any], template: tuple) -> Any:
     """Bool mask over ``x[index]``: True where that update element is the one that stays.
 
     With duplicate indices only one write survives (numpy: the last), so the
     others must get no cotangent.  Scatter the update positions' ids with the
-    same primitive as the forward pass and read back who won.  The ids and the
-    board are built from ``ct`` (an int32 zero of its elements), so they live
-    where ``ct`` lives, on the host or on a device.
+    same primitive as the forward pass and read back who won.
     """
-    part = getitem_p.bind(ct, *arrays, template=template)
-    zeros = mul(convert(eq(part, part), np.int32), 0)
-    ids = reshape(add(cumsum_p.bind(reshape(add(zeros, 1), (-1,)), axis=0, reverse=False), -1), shape_of(part))
-    board = add(mul(convert(eq(ct, ct), np.int32), 0), -1)
-    winners = scatter_set_p.bind(board, convert(ids, np.int32), *arrays, template=template)
-    return eq(getitem_p.bind(winners, *arrays, template=template), convert(ids, np.int32))
+    target = _target_shape(x_shape, template, arrays)
+    ids = _core.as_array(np.arange(int(np.prod(target, dtype=np.int64)), dtype=np.int32).reshape(target))
+    board = _core.as_array(np.full(x_shape, -1, dtype=np.int32))
+    winners = scatter_set_p.bind(board, ids, *arrays, template=template)
+    return eq(getitem_p.bind(winners, *arrays, template=template), ids)
 
 
 def _scatter_set_vjp(ct, primals, out, needs, template):
-    y, arrays = primals[1], primals[2:]
+    x, y, arrays = primals[0], primals[1], primals[2:]
     cx = scatter_set_p.bind(ct, 0.0, *arrays, template=template) if needs[0] else None
     cy = None
     if needs[1]:
         part = getitem_p.bind(ct, *arrays, template=template)
         if arrays:   # index arrays may repeat: only the surviving writes get a cotangent
-            part = select(_landed(ct, arrays, template), part, mul(part, 0.0))
+            part = select(_landed(shape_of(x), arrays, template), part, mul(part, 0.0))
         cy = unbroadcast(part, shape_of(y))
     return (cx, cy) + (None,) * len(arrays)
 
@@ -467,13 +463,6 @@ def _scatter_mul_vjp(ct, primals, out, needs, template):
 
 
 scatter_mul_p.jvp, scatter_mul_p.vjp = _scatter_mul_jvp, _scatter_mul_vjp
-
-# The index arrays (operands after x, or after x and the updates) may be host integer arrays where
-# x lives on a device: they travel along (x[np_index], as in JAX; see funcgrad._core).
-_core.add_traits(getitem_p, "index_operands:1")
-for _p in (scatter_add_p, scatter_set_p, scatter_max_p, scatter_min_p, scatter_mul_p):
-    _core.add_traits(_p, "index_operands:2")
-del _p
 
 
 def _scatter(p: Primitive, x: Any, index: Any, value: Any, op: str, mode: str | None,
