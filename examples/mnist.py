@@ -140,7 +140,7 @@ def evaluate(predict: Callable, params: Any, x: np.ndarray, y: np.ndarray, batch
     """Accuracy of ``predict`` on (x, y), in batches."""
     correct = 0
     for start in range(0, len(x), batch_size):
-        pred = np.asarray(predict(params, to_device(x[start:start + batch_size])))
+        pred = np.asarray(fg.device_put(predict(params, to_device(x[start:start + batch_size])), "cpu"))
         correct += int(np.sum(pred == y[start:start + batch_size]))
     return correct / max(len(x), 1)
 

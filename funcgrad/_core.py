@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 import warnings as _warnings_mod
 from typing import Any, Callable, Sequence
 
@@ -574,22 +575,42 @@ def _finish_impl(prim: Primitive, values: list, out: Any) -> Any:
     return result
 
 
+# Host arrays placed on the CPU explicitly (``fg.device_put(x, "cpu")``): "committed", as JAX calls it.
+# Keyed by the id of the read-only buffer, with a weak reference that drops the entry with the buffer.
+_committed_buffers: dict[int, Any] = {}
+
+
+def commit_to_host(x: Array) -> Array:
+    """Mark the host array ``x`` as placed on the CPU on purpose: mixing it with device arrays raises
+    instead of uploading it (see :func:`_apply_on_device`). Returns ``x``."""
+    key = id(x._value)
+    _committed_buffers[key] = weakref.ref(x._value, lambda _, key=key: _committed_buffers.pop(key, None))
+    return x
+
+
+def is_committed(x: Array) -> bool:
+    """Whether the host array ``x`` was placed on the CPU with ``device_put`` (see :func:`commit_to_host`)."""
+    ref = _committed_buffers.get(id(x._value))
+    return ref is not None and ref() is x._value
+
+
 def _apply_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     """Evaluate ``prim`` on the backend of the device array among ``args``.
 
     A backend's array type subclasses Array and names its backend in the
-    class attribute ``backend`` (see ``funcgrad.backends``). Arrays on two
-    devices never meet silently: transfers are explicit
-    (``fg.device_put``). 0-d host arrays, numpy constants and Python scalars
-    travel with the device arrays, as scalars do (gradient seeds and
-    constants inside rules are such values).
+    class attribute ``backend`` (see ``funcgrad.backends``). JAX's rule for
+    placement: host data that nobody placed (arrays made by funcgrad
+    functions, user numpy arrays, Python scalars: "uncommitted") moves to the
+    device of the device arrays it meets; host arrays placed with
+    ``fg.device_put(x, "cpu")`` ("committed") and arrays on two devices
+    raise a ValueError naming both.
     """
     home = next(a for a in args if isinstance(a, Array) and type(a) is not Array)
     for a in args:
-        if isinstance(a, Array) and a.ndim and a.device != home.device:
+        if isinstance(a, Array) and a.ndim and a.device != home.device and (type(a) is not Array or is_committed(a)):
             raise ValueError(
                 f"{prim.name}: arguments live on different devices: {describe(home)} on '{home.device}' and "
-                f"{describe(a)} on '{a.device}'. Transfers are explicit: move one with "
+                f"{describe(a)} on '{a.device}' (placed there with fg.device_put). Move one with "
                 f"fg.device_put(x, '{home.device}') (or '{a.device}').")
     backend = type(home).backend
     values = [backend.device_value(a) for a in args]

@@ -13,10 +13,14 @@ True
 >>> g = fg.device_put(x, "gpu")      # doctest: +SKIP
 
 (without a usable GPU that raises ``RuntimeError("no usable GPU: ...")``).
-Primitives run where their array arguments live; arrays of two devices in
-one primitive raise a ValueError naming the primitive and both devices.
-Python scalars and 0-d host arrays travel along (gradient seeds are such
-values); user numpy arrays are host data and need a ``device_put``. ``fg.default_device()`` is where ``device_put(x)`` without a device
+Primitives run where their array arguments live. As in JAX, host data that
+nobody placed -- arrays made by funcgrad functions (``fnp.arange(3)``,
+constants inside library functions), user numpy arrays, Python scalars --
+is *uncommitted*: it moves to the GPU when it meets GPU arrays. Arrays
+placed with ``fg.device_put(x, "cpu")`` are *committed* to the CPU: meeting
+GPU arrays raises a ValueError naming the primitive and both devices
+(JAX commits the results of computations on committed arrays too; funcgrad
+only the arrays ``device_put`` returned). ``fg.default_device()`` is where ``device_put(x)`` without a device
 sends arrays: ``FUNCGRAD_DEVICE=gpu`` in the environment or
 ``fg.set_default_device("gpu")``.
 
@@ -158,11 +162,13 @@ def _put_leaf(x: Any, device: str) -> Any:
     if not isinstance(x, Array):
         owner = next((b for b in _backends().values() if b.owns_buffer(x)), None)
         x = owner.from_buffer(x, copy=True) if owner is not None else _core.as_array(x)
-    if x.device == device:
-        return x
-    if type(x) is not Array:   # a device array: through the host
-        x = type(x).backend.to_host(x)
-    return x if x.device == device else get_backend(device).to_device(x)
+    if x.device != device:
+        if type(x) is not Array:   # a device array: through the host
+            x = type(x).backend.to_host(x)
+        if x.device != device:
+            x = get_backend(device).to_device(x)
+    # Placed on the CPU on purpose ("committed"): mixing it with device arrays raises instead of uploading it.
+    return _core.commit_to_host(x) if device == "cpu" else x
 
 
 # --------------------------------------------------------------------------

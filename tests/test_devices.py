@@ -101,20 +101,28 @@ def test_fake_gpu_round_trip_and_ops_stay_on_device(fake_gpu):
         np.asarray(g)
 
 
-def test_fake_gpu_mixing_devices_is_an_error_naming_both(fake_gpu):
-    g = fg.device_put(fnp.ones(3), "gpu")
-    with pytest.raises(ValueError, match=r"add: arguments live on different devices: f32\[3\] on 'gpu' "
-                                         r"and f32\[3\] on 'cpu'"):
-        g + fnp.ones(3)
-    with pytest.raises(ValueError, match="matmul: .*'gpu'.*'cpu'"):
-        fnp.ones((2, 3)) @ fg.device_put(fnp.ones((3, 2)), "gpu")
-    # user numpy arrays are host data too
-    with pytest.raises(ValueError, match="different devices"):
-        g + np.arange(3, dtype=np.float32)
-    # Python scalars and 0-d host arrays travel along (as gradient seeds do)
-    out = g * 2 + fnp.array(1.0) + fg.device_put(np.arange(3, dtype=np.float32), "gpu")
+def test_fake_gpu_uncommitted_host_data_moves_and_committed_raises(fake_gpu):
+    g = fg.device_put(fnp.array([1.0, 2.0, 3.0]), "gpu")
+    # host data nobody placed (funcgrad arrays, numpy arrays, scalars) moves to the GPU, as in JAX
+    for host in (fnp.array([10.0, 20.0, 30.0]), np.array([10.0, 20.0, 30.0], np.float32)):
+        out = g + host
+        assert out.device == "gpu" and isinstance(out._value, FakeDeviceArray)
+        np.testing.assert_array_equal(np.asarray(fg.device_put(out, "cpu")), [11.0, 22.0, 33.0])
+    out = fnp.ones((2, 3)) @ fg.device_put(fnp.ones((3, 2)), "gpu")
     assert out.device == "gpu"
-    np.testing.assert_allclose(np.asarray(fg.device_put(out, "cpu")), [3, 4, 5])
+    np.testing.assert_array_equal(np.asarray(fg.device_put(out, "cpu")), np.full((2, 2), 3.0))
+    # arrays placed on the CPU with device_put are committed there: mixing raises, naming both
+    c = fg.device_put(fnp.ones(3), "cpu")
+    with pytest.raises(ValueError, match=r"add: arguments live on different devices: f32\[3\] on 'gpu' "
+                                         r"and f32\[3\] on 'cpu' \(placed there with fg.device_put\)"):
+        g + c
+    with pytest.raises(ValueError, match="matmul: .*'gpu'.*'cpu'"):
+        fg.device_put(fnp.ones((2, 3)), "cpu") @ fg.device_put(fnp.ones((3, 2)), "gpu")
+    back = fg.device_put(g, "cpu")             # a transfer back is committed too
+    with pytest.raises(ValueError, match="different devices"):
+        back * g
+    # the commitment belongs to the buffer device_put returned, not to results computed from it
+    np.testing.assert_array_equal(np.asarray(fg.device_put(g + c * 1.0, "cpu")), [2.0, 3.0, 4.0])
 
 
 def test_fake_gpu_grad_vmap_and_jit(fake_gpu):
@@ -382,6 +390,7 @@ def test_real_gpu_round_trip_grad_and_mixing():
     g = fg.grad(f)(gx)
     np.testing.assert_allclose(np.asarray(fg.device_put(g, "cpu")), np.asarray(fg.grad(f)(x)), rtol=1e-5)
     with pytest.raises(ValueError, match="different devices"):
-        gx + x
+        gx + fg.device_put(x, "cpu")
+    np.testing.assert_allclose(np.asarray(fg.device_put(gx + x, "cpu")), 2 * np.asarray(x))
     back = np.from_dlpack(fg.device_put(fg.from_dlpack(gx), "cpu"), copy=False)
     np.testing.assert_array_equal(back, np.asarray(x))

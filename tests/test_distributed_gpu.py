@@ -239,7 +239,9 @@ needs_mpi = pytest.mark.skipif(MPIEXEC is None or importlib.util.find_spec("mpi4
 
 def _launch(*args, timeout=120):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               # Open MPI's mpiexec (where it is the one on PATH) refuses to start as root without these
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(ROOT / "tests" / "mpi" / "training_gpu.py"),
                            *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 

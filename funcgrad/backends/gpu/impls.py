@@ -310,6 +310,12 @@ def _control_flow(prim: Primitive) -> Maker:
 for _prim in (CF.cond_p, CF.scan_p, CF.while_p, CF.while_grad_p, CF.custom_call_p):
     _register(_prim, _control_flow(_prim))
 
+# The special functions, complex parts, random-gamma derivatives and threefry2x32.
+from funcgrad.backends.gpu import impls_special  # noqa: E402
+
+for _prim, _make in impls_special.MAKERS:
+    _register(_prim, _make)
+
 # Indexing, scatters, sorting, convolution, pooling and bit primitives (a table of makers: no import circle).
 from funcgrad.backends.gpu import impls_index  # noqa: E402
 
