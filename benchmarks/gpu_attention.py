@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
 
-from _gpu import answer, bf16_bits, cupy_timer, device_info, run_worker, time_events, torch_timer  # noqa: E402
+from _gpu import answer, cupy_timer, device_info, run_worker, time_events, torch_timer  # noqa: E402
 from _harness import Record, arguments, chosen, json_path  # noqa: E402
 
 NAME = "gpu_attention"
@@ -48,7 +48,9 @@ def configs(quick: bool, headline: bool = False) -> list[dict]:
     if quick:
         return [{"d": 64, "n": n, "bh": 8, "causal": c, "dtype": t} for n in (256, 1024) for c in (False, True)
                 for t in ("bfloat16", "float32")]
-    return [{"d": d, "n": n, "bh": max(1, TOKENS // n), "causal": c, "dtype": t}
+    # funcgrad's public function (the primitive) is timed at the headline points only
+    return [{"d": d, "n": n, "bh": max(1, TOKENS // n), "causal": c, "dtype": t,
+             "primitive": d in (64, 128) and n in (1024, 4096, 16384)}
             for t in DTYPES for c in (False, True) for d in DS for n in NS]
 
 
@@ -57,10 +59,24 @@ def flops(c: dict) -> tuple[float, float]:
     return fwd, 2.5 * fwd
 
 
-def inputs(c: dict) -> list[np.ndarray]:
-    """q, k, v, dO as float32 (the same in every worker)."""
-    rng = np.random.default_rng(c["n"] * 1000 + c["d"])
-    return [rng.standard_normal((c["bh"], c["n"], c["d"]), dtype=np.float32) for _ in range(4)]
+def inputs(c: dict, arange, to_float) -> list:
+    """q, k, v, dO as float32 device arrays, the same in every worker and made on the device (fast at any
+    size): a multiplicative hash of the element index, uniform with unit variance. ``arange(n)`` gives an
+    int64 device range, ``to_float`` converts an int64 array to float32."""
+    n = c["bh"] * c["n"] * c["d"]
+    out = []
+    for t in range(4):
+        h = ((arange(n) + (t * n + c["d"])) * 2654435761) % 4294967296
+        h = ((h ^ (h >> 13)) * 1597334677) % 4294967296
+        h = h ^ (h >> 16)
+        out.append(((to_float(h) / 4294967296.0 - 0.5) * 3.4641016).reshape(c["bh"], c["n"], c["d"]))
+    return out
+
+
+def _bf16_bits(cp, x):
+    """float32 -> bfloat16 bit patterns (uint16) on the device, rounded to nearest even."""
+    u = x.view(cp.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cp.uint16)
 
 
 def _summary(out: np.ndarray) -> list[float]:
@@ -72,17 +88,18 @@ def _summary(out: np.ndarray) -> list[float]:
 
 
 def _funcgrad_point(c: dict, timer) -> dict:
+    budget = c.get("budget_ms", 60.0)
     import cupy as cp
 
     import funcgrad as fg
     import funcgrad.nn as nn
     from funcgrad.backends.gpu import flash_attention as gfa
-    host = inputs(c)
+    host = inputs(c, lambda n: cp.arange(n, dtype=cp.int64), lambda h: h.astype(cp.float32))
     res: dict = {}
     if c["dtype"] == "bfloat16":
-        raw = [cp.asarray(bf16_bits(x)) for x in host]
+        raw = [_bf16_bits(cp, x) for x in host]
     else:
-        raw = [cp.asarray(x.astype(c["dtype"])) for x in host]
+        raw = [x.astype(c["dtype"]) for x in host]
     q, k, v, do = raw
     scale = c["d"] ** -0.5
     kw = dict(causal=c["causal"], scale=scale)
@@ -94,35 +111,38 @@ def _funcgrad_point(c: dict, timer) -> dict:
         gfa.flash_attention_backward(q, k, v, o, lse, do, config=bcfg, **kw)
         cp.cuda.Device().synchronize()
         return res
-    res["kernel fwd"] = time_events(lambda: gfa.flash_attention_forward(q, k, v, config=fcfg, **kw), *timer)
+    res["kernel fwd"] = time_events(lambda: gfa.flash_attention_forward(q, k, v, config=fcfg, **kw), *timer,
+                                    budget_ms=budget)
     res["kernel bwd"] = time_events(lambda: gfa.flash_attention_backward(q, k, v, o, lse, do, config=bcfg, **kw),
-                                    *timer)
+                                    *timer, budget_ms=budget)
     out = o if c["dtype"] != "bfloat16" else (o.astype(cp.uint32) << 16).view(cp.float32)
     res["check"] = _summary(cp.asnumpy(out))
-    if c.get("kernel_only"):
+    if c.get("kernel_only") or not c.get("primitive", True):
         return res
     try:
         dtype = {"bfloat16": getattr(fg, "bfloat16", None)}.get(c["dtype"], c["dtype"])
         if dtype is None:
             raise TypeError("funcgrad has no bfloat16 array dtype here")
-        qa, ka, va, doa = (fg.device_put(fg.numpy.asarray(x).astype(dtype), "gpu") for x in host)
+        qa, ka, va, doa = (fg.device_put(fg.from_dlpack(x), "gpu").astype(dtype) for x in host)
 
         def attn(q, k, v):
             return nn.dot_product_attention(q, k, v, causal=c["causal"], scale=scale, impl="flash")
-        res["primitive fwd"] = time_events(lambda: attn(qa, ka, va).block_until_ready(), *timer)
+        res["primitive fwd"] = time_events(lambda: attn(qa, ka, va).block_until_ready(), *timer, budget_ms=budget)
         _, vjp = fg.vjp(attn, qa, ka, va)
-        res["primitive bwd"] = time_events(lambda: fg.block_until_ready(vjp(doa)), *timer)
+        res["primitive bwd"] = time_events(lambda: fg.block_until_ready(vjp(doa)), *timer, budget_ms=budget)
     except Exception as e:  # noqa: BLE001 -- reported in the table
         res["primitive error"] = f"{type(e).__name__}: {str(e)[:300]}"
     return res
 
 
 def _torch_point(c: dict, timer) -> dict:
+    budget = c.get("budget_ms", 60.0)
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     dtype = getattr(torch, c["dtype"])
-    q, k, v, do = (torch.tensor(x).to("cuda", dtype).reshape(1, c["bh"], c["n"], c["d"]) for x in inputs(c))
+    made = inputs(c, lambda n: torch.arange(n, dtype=torch.int64, device="cuda"), lambda h: h.to(torch.float32))
+    q, k, v, do = (x.to(dtype).reshape(1, c["bh"], c["n"], c["d"]) for x in made)
     for t in (q, k, v):
         t.requires_grad_(True)
     backend = SDPBackend.FLASH_ATTENTION if c["dtype"] != "float32" else SDPBackend.EFFICIENT_ATTENTION
@@ -132,9 +152,10 @@ def _torch_point(c: dict, timer) -> dict:
         def fwd():
             return F.scaled_dot_product_attention(q, k, v, is_causal=c["causal"], scale=scale)
         with torch.no_grad():
-            res["sdpa fwd"] = time_events(fwd, *timer)
+            res["sdpa fwd"] = time_events(fwd, *timer, budget_ms=budget)
         o = fwd()
-        res["sdpa bwd"] = time_events(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), *timer)
+        res["sdpa bwd"] = time_events(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), *timer,
+                                      budget_ms=budget)
     res["check"] = _summary(o.detach().float().cpu().numpy().reshape(c["bh"], c["n"], c["d"]))
     return res
 
@@ -169,7 +190,7 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 
 
 def sweep(args, record: Record) -> None:
-    cfgs = configs(args.quick, args.headline)
+    cfgs = [dict(c, budget_ms=args.budget_ms) for c in configs(args.quick, args.headline)]
     peers = chosen(PEERS, args)
     if "funcgrad" in peers and (args.jobs > 1 or args.compile_only):
         precompile(cfgs, max(1, args.jobs), args.timeout / 2)
@@ -207,14 +228,16 @@ def sweep(args, record: Record) -> None:
         rows.append(row)
         record.payload["measurements"].append({"config": c, "funcgrad": fg_r, "pytorch": pt_r,
                                                "flops": [fl_f, fl_b]})
-        if c["d"] in (64, 128):
-            tag = f"d={c['d']} {c['dtype']}{' causal' if c['causal'] else ''}"
+        if c["d"] == 128:
+            tag = "causal" if c["causal"] else "full"
             for k in ("fg fwd", "sdpa fwd", "fg bwd", "sdpa bwd"):
                 if vals[k] is not None:
-                    series.setdefault(f"{k} {tag}", []).append([c["n"], vals[k]])
+                    series.setdefault(c["dtype"], {}).setdefault(f"{k} {tag}", []).append([c["n"], vals[k]])
     record.table("sweep", "FlashAttention on the GPU: TFLOP/s of funcgrad's Triton kernels and PyTorch SDPA "
                  "(bf16: SDPA flash; fp32: SDPA memory-efficient)", rows)
-    record.sweep("sweep", "FlashAttention TFLOP/s against N", "N", "TFLOP/s", series)
+    for dtype, by_label in series.items():
+        record.sweep(dtype, f"FlashAttention {dtype}, d=128: TFLOP/s against N (funcgrad's kernels and SDPA)", "N",
+                     "TFLOP/s", by_label)
 
 
 TUNE = {   # dtype: (forward tile configs, backward tile configs) to try
@@ -234,7 +257,11 @@ def precompile(points: list[dict], jobs: int, timeout_s: float) -> None:
     compile-time constants), so that the timing run finds them in Triton's cache on disk."""
     import subprocess
     from _peers import interpreter
-    small = [dict(c, n=256, bh=1, compile_only=True) for c in points]
+    keys = {}
+    for c in points:   # one point per set of compile-time constants: the rest hit the cache
+        key = (c["dtype"], c["d"], c["causal"], str(c.get("fwd_config")), str(c.get("bwd_config")))
+        keys.setdefault(key, dict(c, n=256, bh=1, compile_only=True))
+    small = list(keys.values())
     chunks = [small[i::jobs] for i in range(jobs) if small[i::jobs]]
     procs = [subprocess.Popen([interpreter("funcgrad"), SCRIPT, "--worker", "funcgrad", "gpu",
                                json.dumps({"configs": chunk})], stdout=subprocess.DEVNULL,
@@ -284,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds each worker may run")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="processes compiling the kernels before the timing run (1: compile while timing)")
+    ap.add_argument("--budget-ms", type=float, default=60.0, help="milliseconds of timed calls per measurement")
     ap.add_argument("--compile-only", action="store_true", help="only fill Triton's kernel cache (see --jobs)")
     args = ap.parse_args(argv)
     if args.worker:

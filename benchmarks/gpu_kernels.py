@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     record = Record(NAME, args)
     got = {p: run_worker(SCRIPT, p, arg, timeout_s=args.timeout) for p in chosen(PEERS, args)}
     record.payload["results"] = got
+    for p, g in got.items():
+        record.payload["peers"][p] = {"version": g.get("version"), "error": g.get("error")}
     record.payload["device"] = got.get("funcgrad", {}).get("device")
     fgr, ptr = got.get("funcgrad", {}), got.get("pytorch", {})
     copy = fgr.get("copy", {}).get("median_s")

@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
                          "first call": fmt_time(r["first_call_s"]), "max |w1 - float64|": f"{err:.1e}",
                          "note": "" if err < 1e-4 else "WRONG: differs from the float64 step"})
             mem = r.get("memory_bytes") or []
-            if mem and mem[0][1] is not None:
+            if len(mem) > 1 and mem[0][1] is not None:
                 mem_rows.append({"library": name, **{f"step {i}": f"{b / 2 ** 20:.1f} MiB" for i, b in mem
                                                      if i in (0, 100, 500, 1000)},
                                  "growth 100 -> last": f"{(mem[-1][1] - mem[min(1, len(mem) - 1)][1]) / 2 ** 20:+.2f} MiB"})

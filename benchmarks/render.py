@@ -26,7 +26,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from _harness import RESULTS, fmt_ratio, fmt_time, markdown_table  # noqa: E402
-from run_all import BENCHMARKS  # noqa: E402
+from run_all import BENCHMARKS, GPU_BENCHMARKS  # noqa: E402
 
 DOCS = [os.path.join(ROOT, "docs", "benchmarks.md"), os.path.join(ROOT, "README.md")]
 IMG = os.path.join(ROOT, "docs", "img")
@@ -53,7 +53,7 @@ HEADLINE = [
 
 
 def command_for(result: str) -> str:
-    for script, extra, name in BENCHMARKS:
+    for script, extra, name in BENCHMARKS + GPU_BENCHMARKS:
         if name == result:
             return " ".join(["python", f"benchmarks/{script}.py", *extra])
     return "python benchmarks/run_all.py"
@@ -70,7 +70,14 @@ def load_results(folder: str = RESULTS) -> dict[str, dict]:
 
 
 def machine_line(payload: dict) -> str:
-    """Where and when: CPU, cores, SIMD, thread counts, load, peers' versions."""
+    """Where and when: CPU, cores, SIMD, thread counts, load, peers' versions (and the GPU, for GPU results)."""
+    gpu = (payload.get("device") or {}).get("gpu")
+    if gpu:
+        dev = payload["device"]
+        peers = [f"{k} {v.get('version')}" for k, v in payload.get("peers", {}).items() if v.get("version")]
+        return (f"`{payload.get('command', '')}` on an {gpu} ({dev.get('memory_gib', '?')} GiB, "
+                f"{dev.get('multiprocessors', '?')} SMs, CUDA runtime {dev.get('cuda_runtime', '?')}, "
+                f"CuPy {dev.get('cupy', '?')}); {payload.get('timestamp', '?')[:10]}; {', '.join(peers)}.")
     env = payload.get("environment", {})
     flags = set(env.get("simd_flags", []))
     simd = ["AVX-512"] if any(f.startswith("avx512") for f in flags) else ["AVX2"] if "avx2" in flags else []
@@ -178,9 +185,58 @@ def headline_block(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _median(xs: list) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def gpu_headline_block(results: dict) -> str:
+    """The README's GPU summary: the MLP step and epoch, and FlashAttention at N=4096, against the peers."""
+    step, attn = results.get("gpu_step"), results.get("gpu_attention")
+    if step is None and attn is None:
+        return f"{NOT_YET} Measure it with `python benchmarks/run_all.py --gpu`, then `python benchmarks/render.py`.\n"
+    lines = []
+    if step is not None:
+        got = {(m["peer"], m["call"]): m for m in step.get("measurements", []) if "step" in m}
+        rows = []
+        for label, key in (("funcgrad `jit`", ("funcgrad", "jit")), ("funcgrad eager", ("funcgrad", "eager")),
+                           ("JAX `jit`", ("jax", "jit")), ("PyTorch eager", ("pytorch", "eager"))):
+            m = got.get(key)
+            if m:
+                rows.append({"MLP 784-512-512-10, B=128, float32": label, "step": fmt_time(m["step"]["median_s"]),
+                             "epoch (469 steps)": fmt_time(_median(m["epoch_s"]))})
+        base = got.get(("pytorch", "eager"))
+        for row, key in zip(rows, [k for k in (("funcgrad", "jit"), ("funcgrad", "eager"), ("jax", "jit"),
+                                               ("pytorch", "eager")) if k in got]):
+            row["step / PyTorch"] = fmt_ratio(got[key]["step"]["median_s"], base and base["step"]["median_s"])
+        lines += [markdown_table(list(rows[0]) if rows else ["MLP"], rows), "", machine_line(step), ""]
+    if attn is not None:
+        rows = []
+        for m in attn.get("measurements", []):
+            c = m["config"]
+            if c["n"] != 4096 or c["d"] not in (64, 128) or c["dtype"] != "bfloat16":
+                continue
+            fl_f, fl_b = m["flops"]
+            fg, pt = m.get("funcgrad", {}), m.get("pytorch", {})
+            tf = lambda f, s: f / s["median_s"] / 1e12 if s and "median_s" in s else None  # noqa: E731
+            vals = [tf(fl_f, fg.get("kernel fwd")), tf(fl_f, pt.get("sdpa fwd")), tf(fl_b, fg.get("kernel bwd")),
+                    tf(fl_b, pt.get("sdpa bwd"))]
+            rows.append({"FlashAttention bf16, N=4,096": f"d={c['d']}{', causal' if c['causal'] else ''}",
+                         "funcgrad fwd": _num(vals[0]), "SDPA flash fwd": _num(vals[1]),
+                         "fwd ratio": fmt_ratio(vals[0], vals[1]).replace("x", "") if vals[0] and vals[1] else "",
+                         "funcgrad bwd": _num(vals[2]), "SDPA flash bwd": _num(vals[3]),
+                         "bwd ratio": fmt_ratio(vals[2], vals[3]).replace("x", "") if vals[2] and vals[3] else ""})
+        if rows:
+            lines += ["TFLOP/s (ratio: funcgrad / SDPA, higher is better):", "",
+                      markdown_table(list(rows[0]), rows), "", machine_line(attn)]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 def block(name: str, results: dict, write: bool) -> str:
     if name == "headline":
         return headline_block(results)
+    if name == "gpu_headline":
+        return gpu_headline_block(results)
     result, _, key = name.partition("/")
     payload = results.get(result)
     is_plot = key.startswith("plot:")

@@ -3,6 +3,7 @@
     python benchmarks/run_all.py             # everything, full size, with the sweeps (about an hour on 2 cores)
     python benchmarks/run_all.py --quick     # a smoke run of each: tiny sizes, 2 rounds (about a minute)
     python benchmarks/run_all.py --only mlp_step,kernels --no-sweeps
+    python benchmarks/run_all.py --gpu       # the GPU benchmarks (an NVIDIA GPU with CuPy; about 5 minutes)
 
 Then ``python benchmarks/render.py`` turns the JSON in ``benchmarks/results/`` into the tables of
 docs/benchmarks.md and the README, and the plots in docs/img/. A smoke run writes into
@@ -37,10 +38,17 @@ BENCHMARKS = [
     ("mnist_epoch", ["--sweep"], "mnist_epoch_sweep"),
     ("attention", ["--sweep"], "attention_sweep"),
 ]
+# Need an NVIDIA GPU (CuPy; PyTorch and JAX with CUDA for the peers): run with --gpu.
+GPU_BENCHMARKS = [
+    ("gpu_attention", [], "gpu_attention"),
+    ("gpu_attention", ["--tune"], "gpu_attention_tune"),
+    ("gpu_step", [], "gpu_step"),
+    ("gpu_kernels", [], "gpu_kernels"),
+]
 
 
-def selected(only: str | None, sweeps: bool) -> list[tuple]:
-    out = [b for b in BENCHMARKS if sweeps or "--sweep" not in b[1]]
+def selected(only: str | None, sweeps: bool, gpu: bool = False) -> list[tuple]:
+    out = [b for b in (GPU_BENCHMARKS if gpu else BENCHMARKS) if sweeps or "--sweep" not in b[1]]
     if only:
         names = only.split(",")
         out = [b for b in out if b[0] in names or b[2] in names]
@@ -54,12 +62,13 @@ def main(argv: list[str] | None = None) -> int:
                                                  "benchmarks/results/quick with --quick)")
     ap.add_argument("--only", default=None, help="comma-separated benchmark names")
     ap.add_argument("--no-sweeps", action="store_true", help="leave out the --sweep runs")
+    ap.add_argument("--gpu", action="store_true", help="the GPU benchmarks instead (need an NVIDIA GPU and CuPy)")
     ap.add_argument("--peers", default=None, help="comma-separated peers to run (default: all installed)")
     args = ap.parse_args(argv)
     out = args.out or (QUICK_RESULTS if args.quick else RESULTS)
     rows, failed = [], []
     start = time.perf_counter()
-    for script, extra, name in selected(args.only, not args.no_sweeps):
+    for script, extra, name in selected(args.only, not args.no_sweeps, args.gpu):
         cmd = [sys.executable, os.path.join(HERE, f"{script}.py"), *extra, "--out", out]
         cmd += ["--quick"] if args.quick else []
         cmd += ["--peers", args.peers] if args.peers else []

@@ -329,6 +329,15 @@ def _freeze(value: np.ndarray) -> np.ndarray:
     return value
 
 
+def host_numpy(x: Any) -> np.ndarray:
+    """The numpy value of a concrete array wherever it lives: a device array (an Array subclass naming its
+    ``backend``) is copied to the host. For values the host needs: data-dependent shapes, checks of
+    concrete arguments."""
+    if isinstance(x, Array) and type(x) is not Array:
+        return np.asarray(type(x).backend.host_value(x._value))
+    return np.asarray(x._value if isinstance(x, Array) else x)
+
+
 def to_numpy_input(x: Any) -> Any:
     """A read-only numpy value of canonical dtype for a user input.
 

@@ -238,7 +238,8 @@ needs_mpi = pytest.mark.skipif(MPIEXEC is None or importlib.util.find_spec("mpi4
 
 
 def _launch(*args, timeout=120):
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}   # compiled kernels on a real GPU
+    env = dict(env, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
                # Open MPI's mpiexec (where it is the one on PATH) refuses to start as root without these
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

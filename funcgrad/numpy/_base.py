@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _dtypes
+from funcgrad._array import host_numpy
 from funcgrad._core import Array, ConcretizationError, Tracer, as_array
 from funcgrad._dtypes import describe
 from funcgrad.lax import convert_element_type as convert
@@ -235,4 +236,4 @@ def concrete_value(x: ArrayLike, message: str, *, error: type = ConcretizationEr
             return np.asarray(x.concrete_value())
         except ConcretizationError:
             raise error(message.replace("{x}", describe(x))) from None
-    return np.asarray(x._value if isinstance(x, Array) else x)
+    return host_numpy(x)

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _dtypes
+from funcgrad._array import host_numpy
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
@@ -46,7 +47,7 @@ def _index_mode(name: str, idx: Any, n: int, mode: str | None, default: str) -> 
     if mode not in ("raise", "fill"):
         raise ValueError(f"{name}: mode must be 'raise', 'wrap', 'clip' or 'fill' (None: '{default}'), got {mode!r}")
     if mode == "raise" and not _is_traced(idx):
-        v = np.asarray(idx._value)
+        v = host_numpy(idx)
         if v.size and (v.min() < -n or v.max() >= n):
             raise IndexError(f"{name}: index {int(v.min() if v.min() < -n else v.max())} is out of bounds for "
                              f"an axis of size {n}")
@@ -100,7 +101,7 @@ def place(arr: ArrayLike, mask: Any, vals: Any, *, inplace: bool = True) -> Any:
         m = lax.reshape(m, x.shape)
     m = _truth(m)
     if v.size == 0:
-        if not _is_traced(m) and np.any(np.asarray(m._value)):
+        if not _is_traced(m) and np.any(host_numpy(m)):
             raise ValueError("place: vals is empty but mask selects entries")
         return x
     k = lax.cumsum(lax.convert_element_type(ravel(m), np.int32), 0)
@@ -160,7 +161,7 @@ def _out_of_range(x: Any, n: int) -> int | None:
     largest), or None when all are inside or ``x`` is traced (mode='raise' checks only what it can see)."""
     if _is_traced(x):
         return None
-    v = np.asarray(x._value)
+    v = host_numpy(x)
     if v.size and (v.min() < 0 or v.max() >= n):
         return int(v.min() if v.min() < 0 else v.max())
     return None

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from funcgrad._array import host_numpy
 from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, normalize_axes, normalize_axis
@@ -104,7 +105,7 @@ def compress(condition: ArrayLike, a: ArrayLike, axis: int | None = None, *, siz
     c = _truth(c)
     n = x.shape[axis]
     if c.shape[0] > n:
-        if not _is_traced(c) and np.any(np.asarray(c._value)[n:]):
+        if not _is_traced(c) and np.any(host_numpy(c)[n:]):
             raise ValueError(f"compress: condition {describe(c)} selects entries beyond axis {axis} of "
                              f"{describe(x)} (size {n})")
         c = lax.static_slice(c, 0, 0, n)

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _dtypes
+from funcgrad._array import host_numpy
 from funcgrad._core import Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
@@ -61,7 +62,7 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepd
     if q.ndim > 1:
         raise ValueError(f"{name}: q must have rank <= 1, got {describe(q)}")
     if not isinstance(q, Tracer):
-        qv = np.asarray(q)
+        qv = host_numpy(q)
         if np.any((qv < 0) | (qv > 1)):
             raise ValueError(f"{name}: quantiles must be in the range [0, 1] (percentiles in [0, 100]), got "
                              f"{np.asarray(qv).tolist()!r:.60}")
@@ -197,7 +198,7 @@ def _percent(q: Any) -> Any:
 
 def _check_percent(name: str, q: Any) -> None:
     if not isinstance(q, Tracer):
-        qv = np.asarray(q)
+        qv = host_numpy(q)
         if np.any((qv < 0) | (qv > 100)):
             raise ValueError(f"{name}: percentiles must be in the range [0, 100], got {qv.tolist()!r:.60}")
 

@@ -50,6 +50,7 @@ import safetensors
 import safetensors.numpy
 
 import funcgrad.numpy as fnp
+from funcgrad._array import host_numpy
 from funcgrad.core import Array, ShapedArray, Tracer
 from funcgrad.dtypes import canonicalize_dtype, result_type
 
@@ -113,7 +114,7 @@ def _describe_leaf(x: Any, leaves: list, path: str) -> dict:
         kind = type(x).__name__
         value = np.asarray(x, dtype=result_type(x) if kind != "bool" else bool)
     elif isinstance(x, (Array, np.ndarray, np.generic)):
-        kind, value = "array", np.asarray(x)
+        kind, value = "array", host_numpy(x)   # a GPU array is copied to the host
     else:
         raise TypeError(f"serialization.save: cannot store a {type(x).__name__} at {_show(path)}; leaves must be "
                         "arrays or Python numbers, containers dicts/lists/tuples/NamedTuples/None")
