@@ -130,6 +130,12 @@ def check_scatters():
     jn = np.array([0, 1, 2, 0], np.int32)
     for kind in ("max", "min"):
         close(_at(dev(xn).at[dev(jn)], kind)(dev(yn)), _reference(xn, jn, yn, kind).astype(np.float64))
+    # divide / power with repeated device indices: applied once per occurrence, in order (np.ufunc.at)
+    xf, yf = rng.uniform(1, 2, (4, 3)), rng.uniform(1, 2, (5, 3))
+    for method, ufunc in (("divide", np.divide), ("power", np.power)):
+        ref = xf.copy()
+        ufunc.at(ref, idx, yf)
+        close(getattr(dev(xf, np.float32).at[dev(idx)], method)(dev(yf, np.float32)), ref, 1e-5)
     # host index arrays (a list here) move to the device with the indexed array
     close(dev(np.zeros(3, np.float32)).at[[0, 2, 0]].add(dev(np.ones(3, np.float32))), [2.0, 0.0, 1.0])
     # out-of-bounds device indices are dropped (default mode)
