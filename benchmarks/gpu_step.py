@@ -9,6 +9,9 @@ Batch 128, 784-512-512-10, ReLU, softmax cross-entropy, SGD, float32 everywhere 
   ``memory_allocated``): it must stay flat;
 * the first call (trace and compile).
 
+funcgrad runs three ways: ``jit``, ``jit`` with ``config.gpu_graphs`` (the step captured into a CUDA graph on
+its second call and replayed after that), and eagerly.
+
 Every library's updated weights after one step are checked against a float64 numpy step.
 
     python benchmarks/gpu_step.py [--quick] [--peers funcgrad,jax,pytorch]
@@ -97,12 +100,20 @@ def _funcgrad(arg: dict) -> dict:
         return fg.tree_util.tree_map(lambda w, gw: w - LR * gw, p, g)
     pool = cp.get_default_memory_pool()
     res = {}
-    for name, fn in (("jit", fg.jit(step)), ("eager", step)):
+    graphed = fg.jit(step)
+
+    def with_graphs(p, x, y):
+        fg.config.update("gpu_graphs", True)
+        try:
+            return graphed(p, x, y)
+        finally:
+            fg.config.update("gpu_graphs", False)
+    for name, fn in (("jit", fg.jit(step)), ("jit + CUDA graph", with_graphs), ("eager", step)):
         if name == "eager" and arg.get("jit_only"):
             continue
         try:
             r = _measure(fn, params, dev, fg.block_until_ready, pool.used_bytes,
-                         arg if name == "jit" else dict(arg, memory_steps=0, epochs=1))
+                         arg if name != "eager" else dict(arg, memory_steps=0, epochs=1))
             r["check"] = np.asarray(fg.device_put(r["check"]["w1"], "cpu"), np.float64)[:4].tolist()
             res[name] = r
         except Exception as e:  # noqa: BLE001 -- reported

@@ -199,15 +199,18 @@ def gpu_headline_block(results: dict) -> str:
     if step is not None:
         got = {(m["peer"], m["call"]): m for m in step.get("measurements", []) if "step" in m}
         rows = []
-        for label, key in (("funcgrad `jit`", ("funcgrad", "jit")), ("funcgrad eager", ("funcgrad", "eager")),
+        for label, key in (("funcgrad `jit`", ("funcgrad", "jit")),
+                           ("funcgrad `jit`, CUDA graph", ("funcgrad", "jit + CUDA graph")),
+                           ("funcgrad eager", ("funcgrad", "eager")),
                            ("JAX `jit`", ("jax", "jit")), ("PyTorch eager", ("pytorch", "eager"))):
             m = got.get(key)
             if m:
                 rows.append({"MLP 784-512-512-10, B=128, float32": label, "step": fmt_time(m["step"]["median_s"]),
                              "epoch (469 steps)": fmt_time(_median(m["epoch_s"]))})
         base = got.get(("pytorch", "eager"))
-        for row, key in zip(rows, [k for k in (("funcgrad", "jit"), ("funcgrad", "eager"), ("jax", "jit"),
-                                               ("pytorch", "eager")) if k in got]):
+        for row, key in zip(rows, [k for k in (("funcgrad", "jit"), ("funcgrad", "jit + CUDA graph"),
+                                               ("funcgrad", "eager"), ("jax", "jit"), ("pytorch", "eager"))
+                                   if k in got]):
             row["step / PyTorch"] = fmt_ratio(got[key]["step"]["median_s"], base and base["step"]["median_s"])
         lines += [markdown_table(list(rows[0]) if rows else ["MLP"], rows), "", machine_line(step), ""]
     if attn is not None:

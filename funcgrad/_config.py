@@ -16,6 +16,8 @@ time::
     FUNCGRAD_DISABLE_JIT=1        # or fg.config.update("disable_jit", True) / fg.disable_jit(): jit runs eagerly
     FUNCGRAD_GPU_HOST_FALLBACK=1  # or fg.config.update("gpu_host_fallback", True): primitives without a GPU
                                   # implementation run on host copies (with a warning) instead of raising
+    FUNCGRAD_GPU_GRAPHS=1         # or fg.config.update("gpu_graphs", True): a jitted program on GPU arrays is
+                                  # captured into a CUDA graph on its second call and replayed after that
     FUNCGRAD_THREEFRY_PARTITIONABLE=0  # or fg.config.update("threefry_partitionable", False): funcgrad.random's
                                        # legacy key derivation (JAX's stream before 0.5); default on, as JAX
     FUNCGRAD_DISTRIBUTED_DEBUG=1  # or fg.config.update("distributed_debug", True): every eager collective
@@ -41,7 +43,7 @@ class _Config:
 
     __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes",
                  "host_buffer_cache_bytes", "gpu_host_fallback", "checked_indexing", "disable_jit", "threefry_partitionable",
-                 "distributed_debug")
+                 "distributed_debug", "gpu_graphs")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("FUNCGRAD_ENABLE_X64")
@@ -57,6 +59,7 @@ class _Config:
         self.threefry_partitionable = os.environ.get("FUNCGRAD_THREEFRY_PARTITIONABLE", "1").strip().lower() not in (
             "0", "false", "no", "off")
         self.distributed_debug = _env_flag("FUNCGRAD_DISTRIBUTED_DEBUG")
+        self.gpu_graphs = _env_flag("FUNCGRAD_GPU_GRAPHS")
 
     def update(self, name: str, value: bool | str) -> None:
         """Set an option: ``config.update("enable_x64", True)``.

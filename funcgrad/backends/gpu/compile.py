@@ -27,7 +27,7 @@ from funcgrad._config import config
 from funcgrad._core import Array
 from funcgrad._ir import Jaxpr, Literal, eval_jaxpr, pretty_print
 from funcgrad.compiler import fusion, passes
-from funcgrad.backends.gpu import triton_codegen
+from funcgrad.backends.gpu import graphs, triton_codegen
 
 __all__ = ["GpuProgram", "compile_jaxpr"]
 
@@ -47,8 +47,15 @@ class GpuProgram:
         self.xp = xp              # its array module (CuPy, or the tests' stand-in)
         self.consts = [backend.to_device(c) if type(c) is Array else c for c in jaxpr.consts]
         self.kernels = [e.prim for e in jaxpr.eqns if isinstance(e.prim, triton_codegen.TritonFused)]
+        self.graph_state: Any = 0   # calls before CUDA-graph capture, the captured graph, or "failed"
 
     def run(self, buffers: Sequence[Any]) -> list[Array]:
+        """Through the program's CUDA graph when ``gpu_graphs`` is on and it can be captured
+        (:mod:`funcgrad.backends.gpu.graphs`), else equation by equation."""
+        out = graphs.run(self, buffers)
+        return self.run_uncaptured(buffers) if out is None else out
+
+    def run_uncaptured(self, buffers: Sequence[Any]) -> list[Array]:
         backend = self.backend
         return self._run_values([_core._wrap(b) if type(b) is np.ndarray else backend.wrap(b) for b in buffers])
 
