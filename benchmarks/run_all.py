@@ -44,6 +44,7 @@ GPU_BENCHMARKS = [
     ("gpu_attention", ["--tune"], "gpu_attention_tune"),
     ("gpu_step", [], "gpu_step"),
     ("gpu_kernels", [], "gpu_kernels"),
+    ("gpu_conv", [], "gpu_conv"),
 ]
 
 

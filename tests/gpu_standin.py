@@ -49,7 +49,27 @@ def fake_cupy() -> types.SimpleNamespace:
     import scipy.linalg
     import scipy.special
     ns.update(scipy_special=scipy.special, scipy_linalg=scipy.linalg)
+    ns.update(cupyx=fake_cupyx())
     return types.SimpleNamespace(**ns)
+
+
+# The value dtypes CuPy's atomic scatters take (CuPy 14); others raise TypeError there, and here.
+_EXTREMAL = {np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64)}
+_SCATTER_DTYPES = {"add": _EXTREMAL | {np.dtype(np.float16)}, "max": _EXTREMAL, "min": _EXTREMAL}
+
+
+def fake_cupyx() -> types.SimpleNamespace:
+    """``cupyx.scatter_add`` / ``scatter_max`` / ``scatter_min`` as numpy's ``ufunc.at``, in place,
+    refusing the dtypes CuPy's atomics refuse."""
+    def scatter(kind, ufunc):
+        def run(a, slices, value):
+            value = np.asarray(value, dtype=a.dtype)
+            if value.dtype not in _SCATTER_DTYPES[kind]:
+                raise TypeError(f"scatter_{kind} does not support {value.dtype} (stand-in for CuPy's atomics)")
+            ufunc.at(a, slices, np.broadcast_to(value, np.shape(a[slices])))
+        return run
+    return types.SimpleNamespace(scatter_add=scatter("add", np.add), scatter_max=scatter("max", np.maximum),
+                                 scatter_min=scatter("min", np.minimum))
 
 
 @contextlib.contextmanager

@@ -24,9 +24,7 @@ from funcgrad._core import Primitive
 # Primitives without a GPU implementation (``prim.impls["gpu"]``, funcgrad/backends/gpu/impls.py).
 # On GPU arrays they raise, or run on host copies with ``gpu_host_fallback``.
 GPU_MISSING = (
-    "argsort", "avg_pool2d", "avg_pool2d_grad", "conv2d", "conv2d_input_grad", "conv2d_weight_grad",
-    "frexp_exponent", "frexp_mantissa", "getitem", "max_pool2d", "max_pool2d_grad", "population_count",
-    "scatter_add", "scatter_max", "scatter_min", "scatter_mul", "scatter_set",
+   
 )
 
 # Elementwise primitives (see ``is_elementwise``) without a lowering for the numba compiler

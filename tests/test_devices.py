@@ -140,7 +140,13 @@ def test_fake_gpu_grad_vmap_and_jit(fake_gpu):
     assert v.device == "gpu"
 
 
-def test_fake_gpu_missing_primitive_is_an_error_naming_it_and_the_fixes(fake_gpu):
+@pytest.fixture
+def no_gpu_getitem(monkeypatch):
+    """getitem without its GPU implementation: the example of a primitive that has none."""
+    monkeypatch.delitem(getitem_p.impls, "gpu")
+
+
+def test_fake_gpu_missing_primitive_is_an_error_naming_it_and_the_fixes(fake_gpu, no_gpu_getitem):
     assert "gpu" not in getitem_p.impls   # (a primitive with no GPU implementation)
     g = fg.device_put(fnp.arange(6.0), "gpu")
     with warnings.catch_warnings():
@@ -152,7 +158,7 @@ def test_fake_gpu_missing_primitive_is_an_error_naming_it_and_the_fixes(fake_gpu
     assert "FUNCGRAD_GPU_HOST_FALLBACK=1" in message
 
 
-def test_fake_gpu_host_fallback_runs_on_host_copies_with_one_warning(fake_gpu):
+def test_fake_gpu_host_fallback_runs_on_host_copies_with_one_warning(fake_gpu, no_gpu_getitem):
     g = fg.device_put(fnp.arange(6.0), "gpu")
     fg.config.update("gpu_host_fallback", True)
     try:

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _core
+from funcgrad._array import host_numpy
 from funcgrad._config import config
 from funcgrad._core import Array, Primitive, Tracer, zeros_like
 from funcgrad._dtypes import ShapedArray, describe, result_type
@@ -530,8 +531,8 @@ def scatter_combine(x: Any, index: Any, value: Any, combine: Any, op: str, mode:
     template, arrays, pads = normalize_indices(shape, template, arrays, how, wrap_negative_indices, x, op)
     rounds: list = [None]
     if arrays and not unique_indices:
-        if any(isinstance(a, Tracer) for a in arrays) and multiply:
-            # Traced indices that may repeat: the scatter_mul primitive applies each duplicate.
+        if multiply and any(not _on_host(a) for a in arrays):
+            # Traced (or device) indices that may repeat: the scatter_mul primitive applies each duplicate.
             out = x if not pads else pad_p.bind(x, widths=_pad_widths(len(shape), pads), value=0)
             out = scatter_mul_p.bind(out, value, *arrays, template=template)
             return out if not pads else getitem_p.bind(out, template=tuple(("s", 0, n, None) for n in shape))
@@ -754,7 +755,7 @@ def _duplicate_rounds(shape: tuple[int, ...], template: tuple, arrays: Sequence[
     round (positions not in that round sent to the padded slot of its axis)."""
     axes = _item_axes(template, len(shape))
     items = [(k, t) for k, t in enumerate(template) if t[0] == "a"]
-    values = np.broadcast_arrays(*[np.asarray(arrays[t[1]]).astype(np.int64) for _, t in items])
+    values = np.broadcast_arrays(*[host_numpy(arrays[t[1]]).astype(np.int64) for _, t in items])
     sizes = [shape[axes[k]] + (1 if axes[k] in pads else 0) for k, _ in items]
     wrapped = [np.where(v < 0, v + s, v) for v, s in zip(values, sizes)]
     flat = np.ravel_multi_index([w.ravel() for w in wrapped], sizes) if wrapped[0].size else np.zeros(0, np.int64)
@@ -769,7 +770,7 @@ def _duplicate_rounds(shape: tuple[int, ...], template: tuple, arrays: Sequence[
     rank = rank.reshape(values[0].shape)
     first_k, first_t = items[0]
     n0 = shape[axes[first_k]]
-    first = np.asarray(arrays[first_t[1]]).astype(np.int64)
+    first = host_numpy(arrays[first_t[1]]).astype(np.int64)
     first = np.broadcast_to(np.where(first < 0, first + n0, first), rank.shape)
     return [_core.as_array(np.where(rank == r, first, n0).astype(np.int32 if n0 < 2**31 - 1 else np.int64))
             for r in range(int(rank.max()) + 1)]

@@ -336,3 +336,9 @@ from funcgrad.backends.gpu import impls_special  # noqa: E402
 
 for _prim, _make in impls_special.MAKERS:
     _register(_prim, _make)
+
+# Indexing, scatters, sorting, convolution, pooling and bit primitives (a table of makers: no import circle).
+from funcgrad.backends.gpu import impls_index  # noqa: E402
+
+for _prim, _make in impls_index.MAKERS.items():
+    _register(_prim, _make)
