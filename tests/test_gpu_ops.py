@@ -19,7 +19,13 @@ found by running it on the CPU with every primitive recorded (the grad and
 vmap modes record their own CPU runs; jit records the optimised traced
 program). So as GPU implementations land, the rows become real checks by
 themselves; each expected error is also reported as a ``GpuMissingWarning``
-naming the primitive (pytest's warnings summary groups them).
+naming the primitive (pytest's warnings summary groups them). Likewise a
+row whose own function closes over numpy data (``x[_IDX]``,
+``sum(x, where=_MASK)``: host data, which needs a ``device_put``) may raise
+the different-devices error instead (a ``HostDataWarning``); constants
+that library functions make must live on their arguments' device.
+Outputs computed from shapes alone (``tril_indices_from``) may be host
+arrays, as creation functions' are.
 
 Two devices share one checking function:
 
@@ -37,7 +43,9 @@ the CPU and have nothing to put on the GPU: they are not run here
 from __future__ import annotations
 
 import contextlib
+import dis
 import os
+import types
 import warnings
 import zlib
 
@@ -62,6 +70,10 @@ VMAP_BATCH = T.B
 
 class GpuMissingWarning(UserWarning):
     """A row raised the expected error for a primitive without a GPU implementation."""
+
+
+class HostDataWarning(UserWarning):
+    """A row whose function closes over numpy data raised the different-devices error."""
 
 
 # ----------------------------------------------------------------------------
@@ -111,7 +123,7 @@ SAMPLE_EXTRA = ("sort", "linalg.cholesky")
 # them): the function makes a host constant (an index array, a mask, a grid) and a primitive
 # meets it with a GPU array ("arguments live on different devices"), or reads a GPU array into
 # numpy (implicit transfer). test_known_gpu_failures_still_fail pins them: fixed, they go.
-KNOWN_GPU_FAILURES = ("sum[axis,initial,where]-(3, 4)-0", "histogram_bin_edges-(6,)-0", "vander[N,increasing]-(4,)-0")
+KNOWN_GPU_FAILURES = ("histogram_bin_edges-(6,)-0", "vander[N,increasing]-(4,)-0")
 
 
 def _in_sample(rid, every):
@@ -238,17 +250,75 @@ def _host_leaves(out, what, constant=frozenset()):
     return leaves
 
 
-def _run(run, missing, what):
-    """``run()``; when the row binds primitives without a GPU implementation, the error naming one."""
-    if not missing:
+def _run(run, missing, what, host_data=()):
+    """``run()``, or the error the row must raise instead.
+
+    ``missing``: the primitives without a GPU implementation the row binds: the error must name
+    one. ``host_data``: the numpy arrays the row's function closes over (see :func:`_host_data`):
+    host data meeting GPU arrays is an error (transfers are explicit), so the row may raise it.
+    """
+    if not missing and not host_data:
         return run()
-    with pytest.raises(NotImplementedError, match="no GPU implementation") as info:
-        run()
-    named = str(info.value).split(":")[0]
-    assert named in missing, f"{what}: the error names {named!r}, expected one of {missing}: {info.value}"
-    warnings.warn(GpuMissingWarning(f"{named}: no GPU implementation (the row raised the expected error)"),
-                  stacklevel=2)
-    return None
+    try:
+        out = run()
+    except NotImplementedError as e:
+        named = str(e).split(":")[0]
+        assert missing and "no GPU implementation" in str(e), f"{what}: {e}"
+        assert named in missing, f"{what}: the error names {named!r}, expected one of {missing}: {e}"
+        warnings.warn(GpuMissingWarning(f"{named}: no GPU implementation (the row raised the expected error)"),
+                      stacklevel=2)
+        return None
+    except ValueError as e:
+        if not host_data or "arguments live on different devices" not in str(e):
+            raise
+        warnings.warn(HostDataWarning(f"the row's function closes over host data ({', '.join(host_data)}), which "
+                                      "meets GPU arrays: the expected different-devices error"), stacklevel=2)
+        return None
+    assert not missing, f"{what} ran, but binds primitives without a GPU implementation: {missing}"
+    return out
+
+
+_CONSTRUCTORS = {"array", "asarray", "arange", "ones", "zeros", "full", "eye", "linspace", "tri", "triu", "tril",
+                 "ones_like", "zeros_like", "full_like", "identity", "diag", "indices", "ix_"}
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _host_data(fn):
+    """The numpy arrays a row's function (defined in the tests) closes over or builds: module
+    constants such as ``_IDX``, closure cells, ``np.array([...])`` calls. Library functions
+    (``fnp.diag``) make their own constants, which must then live on the arguments' device."""
+    found: list = []
+    _scan(fn, found, set())
+    return tuple(dict.fromkeys(found))
+
+
+def _scan(fn, found, seen):
+    code = getattr(fn, "__code__", None)
+    if code is None or id(fn) in seen or not os.path.abspath(code.co_filename).startswith(_TESTS_DIR):
+        return
+    seen.add(id(fn))
+    cells = dict(zip(code.co_freevars, [c.cell_contents for c in fn.__closure__ or ()]))
+    _scan_code(code, fn.__globals__, cells, found, seen)
+
+
+def _scan_code(code, globals_, cells, found, seen):
+    previous = None
+    for ins in dis.get_instructions(code):
+        value = None
+        if ins.opname == "LOAD_GLOBAL":
+            value = globals_.get(ins.argval)
+        elif ins.opname == "LOAD_DEREF":
+            value = cells.get(ins.argval)
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous == "np" and ins.argval in _CONSTRUCTORS:
+            found.append(f"np.{ins.argval}(...)")
+        if isinstance(value, np.ndarray):
+            found.append(ins.argval)
+        elif callable(value):
+            _scan(value, found, seen)
+        previous = "np" if ins.opname == "LOAD_GLOBAL" and value is np else None
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _scan_code(const, globals_, cells, found, seen)
 
 
 def _check_dtypes(op, args, out, what):
@@ -275,7 +345,7 @@ def check_forward(op, shapes, rng):
     with _recording(seen):
         op.fn(*T.to_fg(args))
     what = f"{op.name} on the GPU vs numpy"
-    out = _run(lambda: op.fn(*[_gpu(a) for a in args]), _missing(seen), what)
+    out = _run(lambda: op.fn(*[_gpu(a) for a in args]), _missing(seen), what, _host_data(op.fn))
     if out is None:
         return
     constant = _constant_outputs(op.fn, T.to_fg(args))
@@ -324,7 +394,8 @@ def check_grad(op, shapes, rng):
         expected = [np.asarray(g) for g in tree_leaves(grad_on(T.to_fg(args64), fnp.asarray))]
     what = f"grad({op.name}) on the GPU vs the CPU grad in float64"
     gargs = [_gpu(a) for a in args]
-    out = _run(lambda: grad_on(gargs, lambda w: _gpu(w.astype(np.float32))), _missing(seen), what)
+    out = _run(lambda: grad_on(gargs, lambda w: _gpu(w.astype(np.float32))), _missing(seen), what,
+               _host_data(op.fn))
     if out is None:
         return
     rtol, atol = _grad_tolerance(op, expected)
@@ -341,7 +412,8 @@ def check_vmap(op, shapes, rng):
     with _recording(seen):
         fg.vmap(op.fn, in_axes=axes)(*T.to_fg(batched))
     what = f"vmap({op.name}) on the GPU vs numpy per example"
-    out = _run(lambda: fg.vmap(op.fn, in_axes=axes)(*[_gpu(a) for a in batched]), _missing(seen), what)
+    out = _run(lambda: fg.vmap(op.fn, in_axes=axes)(*[_gpu(a) for a in batched]), _missing(seen), what,
+               _host_data(op.fn))
     if out is None:
         return
     constant = _constant_outputs(fg.vmap(op.fn, in_axes=axes), T.to_fg(batched))
@@ -356,7 +428,7 @@ def check_jit(op, shapes, rng):
     gargs = [_gpu(a) for a in args]
     jitted = fg.jit(op.fn)
     what = f"jit({op.name}) on the GPU"
-    out = _run(lambda: jitted(*gargs), _missing(seen), what)
+    out = _run(lambda: jitted(*gargs), _missing(seen), what, _host_data(op.fn))
     if out is None:
         return
     constant = _constant_outputs(op.fn, T.to_fg(args))
@@ -439,9 +511,29 @@ def test_the_recorder_sees_primitives_inside_loops():
     assert "sin" in {p.name for p in seen}
 
 
-def test_a_missing_primitive_is_expected_as_an_error():
-    # The expected-error path fails when the row runs instead, or names another primitive.
-    with pytest.raises(pytest.fail.Exception):
+def _raise(error):
+    raise error
+
+
+def test_the_expected_errors_are_checked():
+    # A row binding a missing primitive fails when it runs, or when the error names another primitive;
+    # the different-devices error passes only for rows closing over host data.
+    with pytest.raises(AssertionError, match="binds primitives without a GPU implementation"):
         _run(lambda: 1.0, ["erf"], "ran")
     with pytest.raises(AssertionError, match="names 'erfc'"):
-        _run(lambda: (_ for _ in ()).throw(NotImplementedError("erfc: no GPU implementation")), ["erf"], "other")
+        _run(lambda: _raise(NotImplementedError("erfc: no GPU implementation")), ["erf"], "other")
+    devices = ValueError("mul: arguments live on different devices: f32[3] on 'gpu' and f32[3] on 'cpu'")
+    with pytest.raises(ValueError, match="different devices"):
+        _run(lambda: _raise(devices), [], "library constant")
+    with pytest.warns(HostDataWarning, match="_IDX"):
+        assert _run(lambda: _raise(devices), [], "host data", ("_IDX",)) is None
+    assert _run(lambda: 2.0, [], "host data that ran", ("_IDX",)) == 2.0
+
+
+def test_host_data_is_found_in_the_rows_functions_only():
+    by_name = {op.name: op for op in T.OPS}
+    assert _host_data(by_name["x[int array]"].fn) == ("_IDX",)
+    assert _host_data(by_name["take"].fn) == ("np.array(...)",)
+    assert _host_data(by_name["sum[where]"].fn) == ("_MASK",)
+    assert _host_data(by_name["diag"].fn) == ()          # fnp.diag itself: its constants are its own
+    assert _host_data(by_name["add"].fn) == ()
