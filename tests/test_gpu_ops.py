@@ -42,9 +42,11 @@ the CPU and have nothing to put on the GPU: they are not run here
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dis
 import os
+import re
 import types
 import warnings
 import zlib
@@ -501,6 +503,68 @@ def test_known_gpu_failures_still_fail():
         with pytest.raises((ValueError, TypeError), match="different devices|implicit transfer"), \
                 _device("standin", "forward"):
             check_forward(op, shapes, np.random.default_rng(0))
+
+
+def _outcome(mode, op, shapes):
+    """How a row fares in a mode on the stand-in: ("ok", ""), ("missing", primitive),
+    ("host data", ""), or ("fail", the error's first line)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with _device("standin", mode):
+                CHECKS[mode](op, shapes, np.random.default_rng(1234))
+        except Exception as e:   # noqa: BLE001 -- classified below
+            return "fail", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:160]
+    for w in caught:
+        if issubclass(w.category, GpuMissingWarning):
+            return "missing", str(w.message).split(":")[0]
+        if issubclass(w.category, HostDataWarning):
+            return "host data", ""
+    return "ok", ""
+
+
+def _error_kind(detail):
+    """An error line without its shapes and details: what failures are grouped by."""
+    kind = re.sub(r"[a-z0-9]+\[[0-9,]*\]", "T", detail)
+    return kind.split(". ")[0].split(": use ")[0][:120]
+
+
+def _summary():
+    lines = []
+    by_prim = collections.defaultdict(collections.Counter)
+    fails = collections.defaultdict(lambda: (collections.Counter(), {}))
+    for mode in MODES:
+        counts = collections.Counter()
+        for op, shapes, rid in _mode_rows(mode):
+            kind, detail = _outcome(mode, op, shapes)
+            counts[kind] += 1
+            if kind == "missing":
+                by_prim[detail][mode] += 1
+            elif kind == "fail":
+                per_mode, names = fails[_error_kind(detail)]
+                per_mode[mode] += 1
+                names[op.name.split("[")[0]] = None
+        lines.append(f"{mode}: {sum(counts.values())} rows: {counts['ok']} checked, {counts['missing']} raise the "
+                     f"missing-implementation error, {counts['host data']} close over host data, {counts['fail']} fail")
+    lines.append("primitives without a GPU implementation: rows raising their error (forward/grad/vmap/jit):")
+    lines += [f"  {name}: {'/'.join(str(by_prim[name][m]) for m in MODES)}"
+              for name in sorted(by_prim, key=lambda n: -sum(by_prim[n].values()))]
+    lines.append("failures on the stand-in, by error: rows (forward/grad/vmap/jit) and functions:")
+    for kind, (per_mode, names) in sorted(fails.items(), key=lambda kv: -sum(kv[1][0].values())):
+        lines.append(f"  {kind}: {'/'.join(str(per_mode[m]) for m in MODES)}: {', '.join(names)}")
+    return "\n".join(lines)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_summary_of_the_table_on_gpu_arrays():
+    # Not a check (the tests above are): the whole table's outcomes on the CuPy stand-in, grouped
+    # by primitive and by error, shown in the warnings summary of the -m gpu run (about 15 s CPU;
+    # which primitives are missing does not depend on the device).
+    text = _summary()
+    print("\n" + text)
+    warnings.warn(UserWarning("op table on GPU arrays (CuPy stand-in):\n" + text), stacklevel=1)
+    assert "forward:" in text
 
 
 def test_the_recorder_sees_primitives_inside_loops():
