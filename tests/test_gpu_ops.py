@@ -556,7 +556,7 @@ def _summary():
 
 
 @pytest.mark.gpu
-@pytest.mark.slow
+@pytest.mark.skipif(NO_GPU, reason="no usable GPU detected (a report for the -m gpu run)")
 def test_summary_of_the_table_on_gpu_arrays():
     # Not a check (the tests above are): the whole table's outcomes on the CuPy stand-in, grouped
     # by primitive and by error, shown in the warnings summary of the -m gpu run (about 15 s CPU;
