@@ -66,6 +66,8 @@ from conftest import config_set
 from gpu_standin import gpu_standin
 import test_ops as T
 
+fg.devices()   # discovers the backends: the GPU implementations are registered before rows are classified
+
 MODES = ("forward", "grad", "vmap", "jit")
 VMAP_BATCH = T.B
 
