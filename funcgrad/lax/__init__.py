@@ -428,7 +428,17 @@ def full_like(x: Array, fill_value: Any, dtype: Any = None) -> Array:
     >>> lax.full_like(fnp.ones((2,), fnp.int32), 5)
     Array([5, 5], dtype=int32)
     """
-    return full(_S.shape_of(x), fill_value, x.dtype if dtype is None else dtype)
+    return _on_device_of(x, full(_S.shape_of(x), fill_value, x.dtype if dtype is None else dtype))
+
+
+def _on_device_of(x: Any, out: Array) -> Array:
+    """``out`` on the device of ``x``, a device (GPU) array or a grad/jvp/vmap tracer standing for one."""
+    from funcgrad._core import Array as _Array, Tracer
+    while isinstance(x, Tracer) and (hasattr(x, "primal") or hasattr(x, "value")):
+        x = x.primal if hasattr(x, "primal") else x.value
+    if isinstance(x, _Array) and type(x) is not _Array:
+        return type(x).backend.to_device(out)
+    return out
 
 
 def zeros_like_array(x: Array) -> Array:
