@@ -19,7 +19,9 @@ found by running it on the CPU with every primitive recorded (the grad and
 vmap modes record their own CPU runs; jit records the optimised traced
 program). So as GPU implementations land, the rows become real checks by
 themselves; each expected error is also reported as a ``GpuMissingWarning``
-naming the primitive (pytest's warnings summary groups them). Likewise a
+naming the primitive (pytest's warnings summary groups them). The row then
+runs again with ``gpu_host_fallback`` on and is checked as any other: the
+rest of its GPU path (and the fallback) must work. Likewise a
 row whose own function closes over numpy data (``x[_IDX]``,
 ``sum(x, where=_MASK)``: host data, which needs a ``device_put``) may raise
 the different-devices error instead (a ``HostDataWarning``); constants
