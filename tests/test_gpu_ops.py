@@ -573,8 +573,9 @@ def _summary():
                 per_mode, names = fails[_error_kind(detail)]
                 per_mode[mode] += 1
                 names[op.name.split("[")[0]] = None
-        lines.append(f"{mode}: {sum(counts.values())} rows: {counts['ok']} checked, {counts['missing']} raise the "
-                     f"missing-implementation error, {counts['host data']} close over host data, {counts['fail']} fail")
+        lines.append(f"{mode}: {sum(counts.values())} rows: {counts['ok']} pass, {counts['missing']} raise the "
+                     f"missing-implementation error (then pass with host fallback), {counts['host data']} close over "
+                     f"host data (the different-devices error), {counts['fail']} fail")
     lines.append("primitives without a GPU implementation: rows raising their error (forward/grad/vmap/jit):")
     lines += [f"  {name}: {'/'.join(str(by_prim[name][m]) for m in MODES)}"
               for name in sorted(by_prim, key=lambda n: -sum(by_prim[n].values()))]
