@@ -534,13 +534,13 @@ def test_known_gpu_failures_still_fail():
             check_forward(op, shapes, np.random.default_rng(0))
 
 
-def _outcome(mode, op, shapes):
-    """How a row fares in a mode on the stand-in: ("ok", ""), ("missing", primitive),
-    ("host data", ""), or ("fail", the error's first line)."""
+def _outcome(device, mode, op, shapes):
+    """How a row fares in a mode: ("ok", ""), ("missing", primitive), ("host data", ""), or
+    ("fail", the error's first line)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with _device("standin", mode):
+            with _device(device, mode):
                 CHECKS[mode](op, shapes, np.random.default_rng(1234))
         except Exception as e:   # noqa: BLE001 -- classified below
             return "fail", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:160]
@@ -558,14 +558,15 @@ def _error_kind(detail):
     return kind.split(". ")[0].split(": use ")[0][:120]
 
 
-def _summary():
+def _summary(device):
+    """The whole table's outcomes on ``device``, grouped by primitive and by error."""
     lines = []
     by_prim = collections.defaultdict(collections.Counter)
     fails = collections.defaultdict(lambda: (collections.Counter(), {}))
     for mode in MODES:
         counts = collections.Counter()
         for op, shapes, rid in _mode_rows(mode):
-            kind, detail = _outcome(mode, op, shapes)
+            kind, detail = _outcome(device, mode, op, shapes)
             counts[kind] += 1
             if kind == "missing":
                 by_prim[detail][mode] += 1
@@ -579,7 +580,7 @@ def _summary():
     lines.append("primitives without a GPU implementation: rows raising their error (forward/grad/vmap/jit):")
     lines += [f"  {name}: {'/'.join(str(by_prim[name][m]) for m in MODES)}"
               for name in sorted(by_prim, key=lambda n: -sum(by_prim[n].values()))]
-    lines.append("failures on the stand-in, by error: rows (forward/grad/vmap/jit) and functions:")
+    lines.append("failures by error: rows (forward/grad/vmap/jit) and functions:")
     for kind, (per_mode, names) in sorted(fails.items(), key=lambda kv: -sum(kv[1][0].values())):
         lines.append(f"  {kind}: {'/'.join(str(per_mode[m]) for m in MODES)}: {', '.join(names)}")
     return "\n".join(lines)
@@ -587,14 +588,22 @@ def _summary():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(NO_GPU, reason="no usable GPU detected (a report for the -m gpu run)")
-def test_summary_of_the_table_on_gpu_arrays():
-    # Not a check (the tests above are): the whole table's outcomes on the CuPy stand-in, grouped
-    # by primitive and by error, shown in the warnings summary of the -m gpu run (about 15 s CPU;
-    # which primitives are missing does not depend on the device).
-    text = _summary()
+def test_summary_of_the_table_on_the_gpu():
+    # Not a check (test_op_table_on_gpu is): the whole table once more on the GPU, its outcomes
+    # grouped by missing primitive and by error, shown in the warnings summary of the -m gpu run
+    # (and printed, with -s). One test: a few minutes on one worker.
+    text = _summary("gpu")
     print("\n" + text)
-    warnings.warn(UserWarning("op table on GPU arrays (CuPy stand-in):\n" + text), stacklevel=1)
+    warnings.warn(UserWarning("op table on GPU arrays:\n" + text), stacklevel=1)
     assert "forward:" in text
+
+
+def test_the_summary_groups_outcomes():
+    # The summary's grouping on two stand-in rows: one passes, one fails on a library constant.
+    rows = {rid: (op, shapes) for op, shapes, rid in _all_rows()}
+    assert _outcome("standin", "forward", *rows["add-(3, 4)x(3, 4)-0"]) == ("ok", "")
+    kind, detail = _outcome("standin", "forward", *rows[KNOWN_GPU_FAILURES[0]])
+    assert kind == "fail" and "different devices" in _error_kind(detail) and "f32[" not in _error_kind(detail)
 
 
 def test_the_recorder_sees_primitives_inside_loops_and_branches():
