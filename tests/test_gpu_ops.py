@@ -36,7 +36,9 @@ Two devices share one checking function:
 * ``gpu`` (marked ``gpu``): real CuPy and Triton, on the whole table;
   skipped with the reason when no GPU is usable. Run it in its own process
   (``pytest -m gpu tests/test_gpu_ops.py -n 8 --dist load``): other GPU test
-  modules set ``TRITON_INTERPRET=1`` for Triton's interpreter.
+  modules set ``TRITON_INTERPRET=1`` for Triton's interpreter. With
+  ``FUNCGRAD_GPU_OPS_SUMMARY=1``, one more test runs the table again and
+  reports the outcomes grouped by missing primitive and by error.
 
 Rows without arguments (``zeros((2, 3))``, ``arange(5)``) create arrays on
 the CPU and have nothing to put on the GPU: they are not run here
@@ -588,10 +590,12 @@ def _summary(device):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(NO_GPU, reason="no usable GPU detected (a report for the -m gpu run)")
+@pytest.mark.skipif(os.environ.get("FUNCGRAD_GPU_OPS_SUMMARY") != "1",
+                    reason="a report, not a check: FUNCGRAD_GPU_OPS_SUMMARY=1 runs it (minutes on one worker)")
 def test_summary_of_the_table_on_the_gpu():
     # Not a check (test_op_table_on_gpu is): the whole table once more on the GPU, its outcomes
     # grouped by missing primitive and by error, shown in the warnings summary of the -m gpu run
-    # (and printed, with -s). One test: a few minutes on one worker.
+    # (and printed, with -s). One test, so it runs the table again on one worker: asked for.
     text = _summary("gpu")
     print("\n" + text)
     warnings.warn(UserWarning("op table on GPU arrays:\n" + text), stacklevel=1)
