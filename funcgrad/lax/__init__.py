@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._core import bind, get_aval
+from funcgrad._core import Array as _CoreArray, Tracer as _Tracer, bind, get_aval
 from funcgrad.primitives.elementwise_more import fmod_p
 from funcgrad.primitives import elementwise as _E, indexing as _I, reduce as _R, shape as _S
 from funcgrad.primitives.attention import flash_attention
@@ -428,7 +428,16 @@ def full_like(x: Array, fill_value: Any, dtype: Any = None) -> Array:
     >>> lax.full_like(fnp.ones((2,), fnp.int32), 5)
     Array([5, 5], dtype=int32)
     """
-    return full(_S.shape_of(x), fill_value, x.dtype if dtype is None else dtype)
+    return _on_device_of(x, full(_S.shape_of(x), fill_value, x.dtype if dtype is None else dtype))
+
+
+def _on_device_of(x: Any, out: Array) -> Array:
+    """``out`` on the device of ``x``, a device (GPU) array or a grad/jvp/vmap tracer standing for one."""
+    while isinstance(x, _Tracer) and (hasattr(x, "primal") or hasattr(x, "value")):
+        x = x.primal if hasattr(x, "primal") else x.value
+    if isinstance(x, _CoreArray) and type(x) is not _CoreArray:
+        return type(x).backend.to_device(out)
+    return out
 
 
 def zeros_like_array(x: Array) -> Array:
