@@ -28,6 +28,9 @@ class _Stream:
     def record(self):
         return "recorded"
 
+    def synchronize(self):
+        pass
+
 
 class _FakeGraph:
     def __init__(self, rerun, outputs):
@@ -186,3 +189,52 @@ def test_real_cuda_graph_of_a_training_step(monkeypatch):
     for out, ref in outs:
         for k, v in _host(out).items():
             np.testing.assert_allclose(v, ref[k], rtol=1e-5, atol=1e-6)
+
+
+def test_label_checks_deferred_inside_a_captured_step_fire_at_the_next_wait(fake_graphs):
+    import funcgrad.nn as nn
+    loss = fg.jit(fg.grad(lambda w, x, y: nn.cross_entropy(x @ w, y)))
+    rng = np.random.default_rng(0)
+    w, x = _on_gpu(rng.standard_normal((4, 3)).astype(np.float32)), _on_gpu(rng.standard_normal((5, 4)).astype(np.float32))
+    good, bad = _on_gpu(np.array([0, 1, 2, 1, 0], np.int32)), _on_gpu(np.array([0, 1, 7, 1, 0], np.int32))
+    for _ in range(3):                        # warm-up, capture, replay
+        fg.block_until_ready(loss(w, x, good))
+    assert len(fake_graphs) == 1 and not gpu_array._pending
+    out = loss(w, x, bad)                      # a replay with a bad label: no error yet (no host read)...
+    with pytest.raises(ValueError, match=r"labels must be in \[0, 3\)"):
+        fg.block_until_ready(out)              # ...raised at the wait
+    assert not gpu_array._pending
+    fg.block_until_ready(loss(w, x, good))     # and the next replay is clean
+
+
+def test_defer_check_during_a_capture_goes_to_the_capture(fake_graphs):
+    flag = gpu_array.binding().xp.asarray(np.ones((), np.int32))
+    with _deferred.collect_deferred_checks() as scope:
+        gpu_array.defer_check(flag, lambda: ValueError("never raised: captured"))
+    assert len(scope) == 1 and scope[0][0] is flag and not gpu_array._pending
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _detect.gpu_available(), reason="no usable GPU detected")
+def test_real_cuda_graph_with_cross_entropy_labels(monkeypatch):
+    import funcgrad.nn as nn
+    monkeypatch.setattr(fg.config, "gpu_graphs", True)
+    built = []
+    real_build = graphs._build
+    monkeypatch.setattr(graphs, "_build", lambda program, buffers: built.append(real_build(program, buffers))
+                        or built[-1])
+    loss = fg.jit(fg.grad(lambda w, x, y: nn.cross_entropy(x @ w, y)))
+    rng = np.random.default_rng(0)
+    w64, x64 = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+    y = np.array([0, 1, 2, 1, 0], np.int32)
+    w, x = _on_gpu(w64.astype(np.float32)), _on_gpu(x64.astype(np.float32))
+    for _ in range(3):
+        g = np.asarray(fg.device_put(loss(w, x, _on_gpu(y)), "cpu"), np.float64)
+    z = x64 @ w64
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(5), y] -= 1
+    np.testing.assert_allclose(g, x64.T @ p / 5, rtol=1e-4, atol=1e-6)
+    assert len(built) == 1 and isinstance(built[0], graphs._Captured), built
+    with pytest.raises(ValueError, match=r"labels must be in \[0, 3\)"):
+        fg.block_until_ready(loss(w, x, _on_gpu(np.array([0, 1, 9, 1, 0], np.int32))))

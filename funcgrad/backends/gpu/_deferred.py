@@ -8,12 +8,17 @@ range) computes a flag on the device and defers the check. While a CUDA graph is
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
-__all__ = ["capture_scopes", "collect_deferred_checks"]
+__all__ = ["capture_scopes", "collect_deferred_checks", "defer_check", "pending"]
 
 # One list per capture in progress (innermost last): where checks deferred during a capture go.
 capture_scopes: list[list] = []
+# The checks waiting for the next host synchronisation: key -> (flag, make_error) (see gpu/array.py).
+pending: dict[Any, tuple[Any, Callable[[], Exception]]] = {}
+# ``defer_check(flag, make_error, key=None)``: installed by funcgrad.backends.gpu.array (which owns the queue
+# and reads it); here so that modules the array module imports can defer checks too.
+defer_check: Callable[..., None]
 
 
 @contextlib.contextmanager

@@ -39,7 +39,7 @@ from funcgrad import _core, _dtypes
 from funcgrad._config import config
 from funcgrad._core import Array, Primitive
 from funcgrad.backends import Backend
-from funcgrad.backends.gpu import _detect
+from funcgrad.backends.gpu import _deferred, _detect
 
 __all__ = ["GpuArray", "GpuBackend", "backend", "binding", "check_deferred", "defer_check", "pending_check",
            "scipy_module", "to_gpu", "to_host"]
@@ -116,7 +116,7 @@ def _use_array_module(xp: Any, *, use_triton: bool | None = None) -> None:
 _MAX_PENDING = 64
 # key -> (flag, make_error): ``flag`` a device array, nonzero somewhere when the check failed;
 # ``make_error()`` builds the exception (it may read device values: it runs after the wait).
-_pending: dict[Any, tuple[Any, Callable[[], Exception]]] = {}
+_pending: dict[Any, tuple[Any, Callable[[], Exception]]] = _deferred.pending
 
 
 def defer_check(flag: Any, make_error: Callable[[], Exception], key: Any = None) -> None:
@@ -124,14 +124,21 @@ def defer_check(flag: Any, make_error: Callable[[], Exception], key: Any = None)
     at the next point the host waits for the GPU, and ``make_error()`` is raised if it failed.
 
     ``key`` names the check, so that a second check of the same thing (see :func:`pending_check`) can reuse
-    the first one's flag; ``make_error`` should keep the checked buffers alive while it is pending.
+    the first one's flag; ``make_error`` should keep the checked buffers alive while it is pending. While a
+    CUDA graph is captured the check is collected for the graph instead (see :mod:`._deferred`).
 
     >>> flag = xp.any(labels >= n_classes, keepdims=True)                 # no host read
     >>> defer_check(flag, lambda: ValueError("labels out of range"))      # raised at the next wait
     """
+    if _deferred.capture_scopes:
+        _deferred.capture_scopes[-1].append((flag, make_error))
+        return
     _pending[object() if key is None else key] = (flag, make_error)
     if len(_pending) > _MAX_PENDING:
         check_deferred()
+
+
+_deferred.defer_check = defer_check
 
 
 def pending_check(key: Any) -> Any:
