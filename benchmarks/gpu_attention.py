@@ -41,7 +41,7 @@ TOKENS = 2 ** 17
 DTYPES = ("bfloat16", "float32")
 
 
-def configs(quick: bool, headline: bool = False) -> list[dict]:
+def configs(quick: bool, headline: bool = False, ns: tuple[int, ...] = NS) -> list[dict]:
     if headline:
         return [{"d": d, "n": n, "bh": max(1, TOKENS // n), "causal": c, "dtype": t}
                 for t in DTYPES for c in (False, True) for d in (64, 128) for n in (1024, 4096, 16384)]
@@ -51,7 +51,7 @@ def configs(quick: bool, headline: bool = False) -> list[dict]:
     # funcgrad's public function (the primitive) is timed at the headline points only
     return [{"d": d, "n": n, "bh": max(1, TOKENS // n), "causal": c, "dtype": t,
              "primitive": d in (64, 128) and n in (1024, 4096, 16384)}
-            for t in DTYPES for c in (False, True) for d in DS for n in NS]
+            for t in DTYPES for c in (False, True) for d in DS for n in ns]
 
 
 def flops(c: dict) -> tuple[float, float]:
@@ -190,7 +190,8 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 
 
 def sweep(args, record: Record) -> None:
-    cfgs = [dict(c, budget_ms=args.budget_ms) for c in configs(args.quick, args.headline)]
+    ns = tuple(int(n) for n in args.ns.split(",")) if args.ns else NS
+    cfgs = [dict(c, budget_ms=args.budget_ms) for c in configs(args.quick, args.headline, ns)]
     peers = chosen(PEERS, args)
     if "funcgrad" in peers and (args.jobs > 1 or args.compile_only):
         precompile(cfgs, max(1, args.jobs), args.timeout / 2)
@@ -311,6 +312,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds each worker may run")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="processes compiling the kernels before the timing run (1: compile while timing)")
+    ap.add_argument("--ns", default=None, help="comma-separated sequence lengths (default 256 to 16384, powers of 2)")
     ap.add_argument("--budget-ms", type=float, default=60.0, help="milliseconds of timed calls per measurement")
     ap.add_argument("--compile-only", action="store_true", help="only fill Triton's kernel cache (see --jobs)")
     args = ap.parse_args(argv)

@@ -188,8 +188,8 @@ def main(argv: list[str] | None = None) -> None:
         answer(WORKERS[args.worker[0]](json.loads(args.worker[2])))
         return
     arg = {"batch": 128, "epoch_steps": 20 if args.quick else EPOCH_STEPS, "distinct_batches": 8,
-           "epochs": 1 if args.quick else 3, "memory_steps": 100 if args.quick else 1000,
-           "budget_s": 0.2 if args.quick else 2.0}
+           "epochs": 1 if args.quick else 2, "memory_steps": 100 if args.quick else 1000,
+           "budget_s": 0.2 if args.quick else 1.0}
     record = Record(NAME, args)
     p, x, y = mlp_data(arg["batch"])
     g = numpy_mlp_grad({k: v.astype(np.float64) for k, v in p.items()}, x.astype(np.float64), y)

@@ -132,7 +132,7 @@ SAMPLE_EXTRA = ("argsort", "linalg.cholesky")
 # meets it with a GPU array ("arguments live on different devices"), or reads a GPU array into
 # numpy (implicit transfer); nanquantile does so after its argsort (run with host fallback).
 # test_known_gpu_failures_still_fail pins them: fixed, they go.
-KNOWN_GPU_FAILURES = ("histogram_bin_edges-(6,)-0", "vander[N,increasing]-(4,)-0", "nanquantile[inverted_cdf]-(5, 3)-0")
+KNOWN_GPU_FAILURES: tuple[str, ...] = ()   # row ids kept out of the CI sample while they fail on GPU arrays
 
 
 def _in_sample(rid, every):
@@ -523,19 +523,6 @@ def test_every_row_is_accounted_for():
     assert all(op.fn() is not None for op, shapes, _ in rows if not shapes)
 
 
-def test_known_gpu_failures_still_fail():
-    # The rows kept out of the CI sample still fail on GPU arrays (forward, stand-in), for the
-    # documented reason; one that passes must leave KNOWN_GPU_FAILURES.
-    rows = {rid: (op, shapes) for op, shapes, rid in _all_rows()}
-    for rid in KNOWN_GPU_FAILURES:
-        assert rid in rows, f"{rid} is no longer a row of the table: remove it from KNOWN_GPU_FAILURES"
-        op, shapes = rows[rid]
-        with pytest.raises((ValueError, TypeError), match="different devices|implicit transfer"), \
-                _device("standin", "forward"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", GpuMissingWarning)
-            check_forward(op, shapes, np.random.default_rng(0))
-
-
 def _outcome(device, mode, op, shapes):
     """How a row fares in a mode: ("ok", ""), ("missing", primitive), ("host data", ""), or
     ("fail", the error's first line)."""
@@ -602,11 +589,16 @@ def test_summary_of_the_table_on_the_gpu():
     assert "forward:" in text
 
 
-def test_the_summary_groups_outcomes():
-    # The summary's grouping on two stand-in rows: one passes, one fails on a library constant.
+def test_the_summary_groups_outcomes(monkeypatch):
+    # The summary's grouping on stand-in rows: one passes; a failure is grouped without its shapes.
     rows = {rid: (op, shapes) for op, shapes, rid in _all_rows()}
     assert _outcome("standin", "forward", *rows["add-(3, 4)x(3, 4)-0"]) == ("ok", "")
-    kind, detail = _outcome("standin", "forward", *rows[KNOWN_GPU_FAILURES[0]])
+
+    def failing(op, shapes, rng):
+        raise ValueError("add: arguments live on different devices: f32[3,4] on 'gpu' and f32[4] on 'cpu'. "
+                         "Move one")
+    monkeypatch.setitem(CHECKS, "forward", failing)
+    kind, detail = _outcome("standin", "forward", *rows["add-(3, 4)x(3, 4)-0"])
     assert kind == "fail" and "different devices" in _error_kind(detail) and "f32[" not in _error_kind(detail)
 
 
