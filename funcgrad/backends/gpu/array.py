@@ -14,6 +14,16 @@ CuPy is imported on first use (:func:`binding`). The tests install a
 numpy-backed stand-in for it with :func:`_use_array_module`, which checks
 dispatch, transfers and errors on machines without a GPU, not CuPy.
 
+Deferred checks: a check whose answer lives on the device (labels in range,
+say) must not make the host wait for the GPU inside a step. The kernel (or a
+small reduction) writes a device flag instead, registered with
+:func:`defer_check`; every point where the host waits for the GPU anyway
+(``block_until_ready``, transfers to the host, ``item``/``float``/``bool``/
+``repr`` of a GPU array) reads all pending flags with one transfer and raises
+the first failure's error, as CUDA reports device-side errors at the next
+synchronisation. The queue is also checked when it grows past
+``_MAX_PENDING`` entries, so its memory stays bounded.
+
 Immutability: CuPy arrays have no read-only flag, so the buffer is kept
 private (``_value``) and never handed out writable by funcgrad; a DLPack
 export of a GPU array is zero-copy and its consumer must not write to it.
@@ -31,7 +41,8 @@ from funcgrad._core import Array, Primitive
 from funcgrad.backends import Backend
 from funcgrad.backends.gpu import _detect
 
-__all__ = ["GpuArray", "GpuBackend", "backend", "binding", "scipy_module", "to_gpu", "to_host"]
+__all__ = ["GpuArray", "GpuBackend", "backend", "binding", "check_deferred", "defer_check", "pending_check",
+           "scipy_module", "to_gpu", "to_host"]
 
 # DLPack device types (dlpack.h, DLDeviceType) of CUDA memory.
 _DL_CUDA, _DL_CUDA_MANAGED = 2, 13
@@ -95,6 +106,58 @@ def _use_array_module(xp: Any, *, use_triton: bool | None = None) -> None:
     else:
         _state["binding"] = Binding(xp, _triton_importable() if use_triton is None else bool(use_triton))
     _warned.clear()
+    _pending.clear()
+
+
+# --------------------------------------------------------------------------
+# deferred device-side checks
+# --------------------------------------------------------------------------
+
+_MAX_PENDING = 64
+# key -> (flag, make_error): ``flag`` a device array, nonzero somewhere when the check failed;
+# ``make_error()`` builds the exception (it may read device values: it runs after the wait).
+_pending: dict[Any, tuple[Any, Callable[[], Exception]]] = {}
+
+
+def defer_check(flag: Any, make_error: Callable[[], Exception], key: Any = None) -> None:
+    """Register a device-side check: ``flag`` (a device array, any nonzero element meaning failure) is read
+    at the next point the host waits for the GPU, and ``make_error()`` is raised if it failed.
+
+    ``key`` names the check, so that a second check of the same thing (see :func:`pending_check`) can reuse
+    the first one's flag; ``make_error`` should keep the checked buffers alive while it is pending.
+
+    >>> flag = xp.any(labels >= n_classes, keepdims=True)                 # no host read
+    >>> defer_check(flag, lambda: ValueError("labels out of range"))      # raised at the next wait
+    """
+    _pending[object() if key is None else key] = (flag, make_error)
+    if len(_pending) > _MAX_PENDING:
+        check_deferred()
+
+
+def pending_check(key: Any) -> Any:
+    """The flag of the pending check registered under ``key``, or None."""
+    entry = _pending.get(key)
+    return None if entry is None else entry[0]
+
+
+def check_deferred() -> None:
+    """Read every pending check's flag (one transfer for all) and raise the first failure's error.
+
+    The queue is empty afterwards, whether or not an error is raised.
+    """
+    if not _pending:
+        return
+    entries = list(_pending.values())
+    _pending.clear()
+    xp = _array_module()
+    flags = [xp.asarray(flag).reshape(-1).astype(xp.int32) for flag, _ in entries]
+    sizes = [int(f.size) for f in flags]   # (shapes: host metadata, no transfer)
+    host = np.asarray(xp.asnumpy(xp.asarray(xp.concatenate(flags)) if len(flags) > 1 else flags[0]))
+    start = 0
+    for (_, make_error), size in zip(entries, sizes):
+        if host[start:start + size].any():
+            raise make_error()
+        start += size
 
 
 class GpuArray(Array):
@@ -124,6 +187,7 @@ class GpuArray(Array):
         cuda = getattr(_array_module(), "cuda", None)   # (the tests' numpy stand-in has none)
         if cuda is not None:
             cuda.get_current_stream().synchronize()
+        check_deferred()
         return self
 
     def item(self) -> Any:
@@ -145,14 +209,17 @@ class GpuArray(Array):
         return to_host(self)._value.__index__()
 
     def __repr__(self) -> str:
+        check_deferred()
         host = _array_module().asnumpy(self._value)
         body = np.array2string(host, separator=", ", prefix="Array(")
         return f"Array({body}, dtype={host.dtype}, device='gpu')"
 
     def __str__(self) -> str:
+        check_deferred()
         return str(_array_module().asnumpy(self._value))
 
     def __reduce__(self) -> Any:
+        check_deferred()
         return (_gpu_array_from_numpy, (_array_module().asnumpy(self._value),))
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
@@ -195,6 +262,7 @@ class GpuBackend(Backend):
         return GpuArray(out)
 
     def host_value(self, value: Any) -> Any:
+        check_deferred()
         return value if isinstance(value, (bool, int, float)) else _array_module().asnumpy(value)
 
     def missing_impl(self, prim: Primitive, reason: str = "") -> Callable[..., Any]:
@@ -288,6 +356,7 @@ def to_host(x: Array) -> Array:
     """Copy a GPU array to a read-only host Array (a host Array is returned as is)."""
     if not isinstance(x, GpuArray):
         return x
+    check_deferred()
     # (not np.ascontiguousarray: it turns 0-d arrays into 1-d ones)
     return Array(_core._freeze(np.asarray(_array_module().asnumpy(x._value))))
 

@@ -184,19 +184,49 @@ def _logsumexp(xp, x):
     return (xp.log(xp.sum(xp.exp(x - m), axis=-1, keepdims=True)) + m)[..., 0]
 
 
-def _check_labels(name, logits, labels):
-    if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= logits.shape[1]):
-        raise ValueError(f"{name}: labels must be in [0, {logits.shape[1]}), got values in "
-                         f"[{int(labels.min())}, {int(labels.max())}]")
+# Labels outside [0, C) raise ValueError, but on the GPU without a host read: the range is a deferred
+# check (gpu_array.defer_check), read at the next point the host waits for the GPU. The loss and
+# gradient kernels share one check per labels buffer (its key), and never index outside a row.
+
+
+def _labels_key(logits, labels) -> tuple:
+    return ("labels in range", id(labels), logits.shape[1])
+
+
+def _defer_labels_check(name, logits, labels, flag) -> None:
+    n_classes = logits.shape[1]
+
+    def make_error() -> ValueError:   # (keeps ``labels`` alive, so its id stays the key's)
+        from funcgrad.backends.gpu import triton_kernels as tk  # noqa: PLC0415 -- the message, when raised
+        return tk.labels_error(name, n_classes, labels)
+    gpu_array.defer_check(flag, make_error, _labels_key(logits, labels))
+
+
+def _in_range_labels(xp, name, logits, labels):
+    """``labels`` clipped into [0, C) for indexing; a label outside it fails the deferred check."""
+    clipped = xp.clip(labels, 0, logits.shape[1] - 1)
+    if labels.size and gpu_array.pending_check(_labels_key(logits, labels)) is None:
+        _defer_labels_check(name, logits, labels, xp.any(clipped != labels, keepdims=True))
+    return clipped
+
+
+def _labels_flag(xp, name, logits, labels):
+    """The (1,) int32 device flag the cross-entropy kernels set for a label outside [0, C)."""
+    flag = gpu_array.pending_check(_labels_key(logits, labels))
+    if flag is None or getattr(flag, "dtype", None) != np.int32:
+        flag = xp.zeros((1,), dtype=xp.int32)
+        if labels.size:
+            _defer_labels_check(name, logits, labels, flag)
+    return flag
 
 
 def _xent(xp, logits, labels):
-    _check_labels("softmax_cross_entropy", logits, labels)
-    return _logsumexp(xp, logits) - logits[xp.arange(logits.shape[0]), labels]
+    rows = xp.arange(logits.shape[0])
+    return _logsumexp(xp, logits) - logits[rows, _in_range_labels(xp, "softmax_cross_entropy", logits, labels)]
 
 
 def _xent_grad(xp, logits, labels, g):
-    _check_labels("softmax_cross_entropy_grad", logits, labels)
+    labels = _in_range_labels(xp, "softmax_cross_entropy_grad", logits, labels)
     d = _softmax_rows(xp, logits, False)
     d[xp.arange(logits.shape[0]), labels] -= 1
     return (d * g[:, None]).astype(logits.dtype, copy=False)
@@ -206,12 +236,17 @@ _FAST_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
 
 def _triton_xent(tk, logits, labels):
-    return tk.softmax_cross_entropy(logits, labels)[0].astype(logits.dtype)
+    xp = tk.host.array_module(logits)
+    bad = _labels_flag(xp, "softmax_cross_entropy", logits, labels)
+    return tk.softmax_cross_entropy(logits, labels, bad=bad)[0].astype(logits.dtype)
 
 
 def _triton_xent_grad(tk, logits, labels, g):
-    _, lse = tk.softmax_cross_entropy(logits, labels)   # recompute lse: the primitive does not carry it
-    return tk.softmax_cross_entropy_backward(logits, labels, lse, g)
+    # The primitive does not carry the forward's lse: the backward kernel computes it from the row
+    # in the same launch.
+    xp = tk.host.array_module(logits)
+    bad = _labels_flag(xp, "softmax_cross_entropy_grad", logits, labels)
+    return tk.softmax_cross_entropy_backward(logits, labels, None, g, bad=bad)
 
 
 def _row_primitive(prim: Primitive, expression: Callable[..., Any], kernel: Callable[..., Any],

@@ -165,32 +165,41 @@ def _softmax_bwd(Y, DY, DX, n_cols, LOG: tl.constexpr, BLOCK_C: tl.constexpr):
 
 
 @triton.jit
-def _xent_fwd(LOGITS, LABELS, LOSS, LSE, n_cols, BLOCK_C: tl.constexpr):
+def _xent_fwd(LOGITS, LABELS, LOSS, LSE, BAD, n_cols, BLOCK_C: tl.constexpr):
     """LOSS[r] = lse(LOGITS[r]) - LOGITS[r, LABELS[r]], LSE[r] = lse (both
-    float32, LSE is saved for the backward). Labels must be in [0, n_cols):
-    the host checks. Grid: (N,)."""
+    float32, LSE is saved for the backward). A label outside [0, n_cols) sets
+    BAD[0] = 1 (int32, zeroed by the host) and reads column 0 instead, so the
+    kernel never reads outside the row. Grid: (N,)."""
     row = tl.program_id(0).to(tl.int64)
     row_ptr = LOGITS + row * n_cols
     row_max, total = _row_max_and_sum(row_ptr, n_cols, BLOCK_C)
     # +inf entry -> +inf, all -inf -> log(0) = -inf, NaN -> NaN (as JAX's logsumexp)
     lse = _finite_or_zero(row_max) + tl.log(total)
     label = tl.load(LABELS + row).to(tl.int64)
-    picked = tl.load(row_ptr + label).to(tl.float32)
+    bad = (label < 0) | (label >= n_cols)
+    tl.store(BAD, 1, mask=bad)
+    picked = tl.load(row_ptr + tl.where(bad, 0, label)).to(tl.float32)
     tl.store(LOSS + row, lse - picked)
     tl.store(LSE + row, lse)
 
 
 @triton.jit
-def _xent_bwd(LOGITS, LABELS, LSE, G, DLOGITS, n_cols, BLOCK_C: tl.constexpr):
+def _xent_bwd(LOGITS, LABELS, LSE, G, DLOGITS, BAD, n_cols, BLOCK_C: tl.constexpr, HAS_LSE: tl.constexpr):
     """DLOGITS[r] = G[r] * (softmax(LOGITS[r]) - onehot(LABELS[r])), with the
-    softmax recomputed from the saved LSE (float32). G: (N,) float32.
-    Grid: (N,)."""
+    softmax from the forward's saved LSE (float32) when HAS_LSE, else from a
+    first sweep over the row (as the forward computes it). G: (N,) float32.
+    A label outside [0, n_cols) sets BAD[0] = 1. Grid: (N,)."""
     row = tl.program_id(0).to(tl.int64)
     x_row = LOGITS + row * n_cols
     d_row = DLOGITS + row * n_cols
-    lse = tl.load(LSE + row)
+    if HAS_LSE:
+        lse = tl.load(LSE + row)
+    else:
+        row_max, total = _row_max_and_sum(x_row, n_cols, BLOCK_C)
+        lse = _finite_or_zero(row_max) + tl.log(total)
     g = tl.load(G + row)
     label = tl.load(LABELS + row).to(tl.int64)
+    tl.store(BAD, 1, mask=(label < 0) | (label >= n_cols))
     offs = tl.arange(0, BLOCK_C)
     for start in range(0, n_cols, BLOCK_C):
         cols = start + offs
@@ -411,27 +420,50 @@ def log_softmax_backward(y, dy, *, config: RowConfig | None = None):
     return _softmax_like_backward(y, dy, True, config)
 
 
-def _check_labels(xp, logits, labels) -> None:
-    """Out-of-range labels would read outside the row: refuse them on the host
-    (on a GPU this costs one small reduction and a sync)."""
+def _check_labels(xp, logits, labels, bad) -> Any:
+    """The labels' dtype and shape (host metadata); their range is checked by the kernel, which sets
+    ``bad[0]`` for a label outside [0, C). Returns the flag buffer to pass: ``bad`` when the caller
+    reads it later (no host synchronisation here), else a fresh one that is read right after the
+    launch (on a GPU: one small transfer and a sync)."""
     if labels.dtype.kind not in "iu" or np.dtype(labels.dtype).itemsize not in (4, 8):
         raise TypeError(f"softmax_cross_entropy: labels must be int32 or int64, got {labels.dtype}")
     if tuple(labels.shape) != tuple(logits.shape[:1]):
         raise ValueError(f"softmax_cross_entropy: labels {tuple(labels.shape)} must be ({logits.shape[0]},) "
                          f"for logits {tuple(logits.shape)}")
-    if labels.size:
-        lo, hi = int(labels.min()), int(labels.max())
-        if lo < 0 or hi >= logits.shape[1]:
-            raise ValueError(f"softmax_cross_entropy: labels must be in [0, {logits.shape[1]}), "
-                             f"got values in [{lo}, {hi}]")
+    if bad is None:
+        return xp.zeros((1,), dtype=xp.int32)
+    if tuple(bad.shape) != (1,) or bad.dtype != np.int32:
+        raise ValueError(f"softmax_cross_entropy: bad must be a (1,) int32 buffer, got {bad.dtype}{tuple(bad.shape)}")
+    return bad
 
 
-def softmax_cross_entropy(logits, labels, *, config: RowConfig | None = None):
+def _host_copy(x) -> np.ndarray:
+    return np.asarray(x).view(np.ndarray) if host.is_numpy(x) else host.array_module(x).asnumpy(x)
+
+
+def labels_error(name: str, n_classes: int, labels: Any) -> ValueError:
+    """The error for labels outside [0, n_classes) (copies the labels to the host for their range)."""
+    values = _host_copy(labels)
+    return ValueError(f"{name}: labels must be in [0, {n_classes}), got values in "
+                      f"[{int(values.min())}, {int(values.max())}]")
+
+
+def _raise_if_bad(flag, own: bool, name: str, logits, labels) -> None:
+    """Read the flag right away when this call allocated it (the caller did not take the check over)."""
+    if own and labels.size and _host_copy(flag)[0]:
+        raise labels_error(name, logits.shape[1], labels)
+
+
+def softmax_cross_entropy(logits, labels, *, config: RowConfig | None = None, bad=None):
     """Per-row ``logsumexp(logits[i]) - logits[i, labels[i]]``.
 
     Args:
         logits: (N, C) float32/float16/uint16(bf16). labels: (N,) int32/int64
             in [0, C).
+        bad: optional (1,) int32 device buffer: a label outside [0, C) sets
+            ``bad[0] = 1`` and the caller reads it when convenient (no host
+            synchronisation here). Without it, such labels raise ValueError
+            after the launch.
 
     Returns:
         (loss, lse): both (N,) float32; pass lse to the backward.
@@ -440,39 +472,47 @@ def softmax_cross_entropy(logits, labels, *, config: RowConfig | None = None):
     if logits.ndim != 2:
         raise ValueError(f"softmax_cross_entropy: logits must be (N, C), got shape {tuple(logits.shape)}")
     xp = host.array_module(logits)
-    _check_labels(xp, logits, labels)
+    flag = _check_labels(xp, logits, labels, bad)
     xf, n_rows, n_cols = _rows(xp, logits)
     labels = xp.ascontiguousarray(labels)
     loss = xp.empty((n_rows,), dtype=xp.float32)
     lse = xp.empty((n_rows,), dtype=xp.float32)
     if n_rows:
-        host.launch(_xent_fwd, (n_rows,), [xf, labels, loss, lse, n_cols], _meta(config, n_cols), like=logits)
+        host.launch(_xent_fwd, (n_rows,), [xf, labels, loss, lse, flag, n_cols], _meta(config, n_cols),
+                    like=logits)
+    _raise_if_bad(flag, bad is None, "softmax_cross_entropy", logits, labels)
     return loss, lse
 
 
-def softmax_cross_entropy_backward(logits, labels, lse, g, *, config: RowConfig | None = None):
+def softmax_cross_entropy_backward(logits, labels, lse, g, *, config: RowConfig | None = None, bad=None):
     """dlogits = g[:, None] * (softmax(logits) - one_hot(labels)).
 
     Args:
-        logits, labels: as in the forward; lse: its (N,) float32 output;
-        g: (N,) cotangent of the loss (any float dtype; used as float32).
+        logits, labels: as in the forward; lse: its (N,) float32 output, or
+        None to have the kernel compute it from the row (one more sweep over
+        each row in the same launch, instead of a forward launch);
+        g: (N,) cotangent of the loss (any float dtype; used as float32);
+        bad: as in the forward.
 
     Returns:
         dlogits (N, C), dtype of logits.
     """
     _check_float("softmax_cross_entropy_backward", logits)
     xp = host.array_module(logits)
-    _check_labels(xp, logits, labels)
+    flag = _check_labels(xp, logits, labels, bad)
     xf, n_rows, n_cols = _rows(xp, logits)
-    if tuple(lse.shape) != (n_rows,) or tuple(g.shape) != (n_rows,):
+    if (lse is not None and tuple(lse.shape) != (n_rows,)) or tuple(g.shape) != (n_rows,):
         raise ValueError(f"softmax_cross_entropy_backward: lse and g must be ({n_rows},), "
-                         f"got {tuple(lse.shape)} and {tuple(g.shape)}")
+                         f"got {None if lse is None else tuple(lse.shape)} and {tuple(g.shape)}")
     labels = xp.ascontiguousarray(labels)
-    lse = xp.ascontiguousarray(lse, dtype=xp.float32)
+    has_lse = lse is not None
+    lse = xp.ascontiguousarray(lse, dtype=xp.float32) if has_lse else flag   # (a placeholder pointer, unread)
     g = xp.ascontiguousarray(g, dtype=xp.float32)
     d = xp.empty_like(xf)
     if n_rows:
-        host.launch(_xent_bwd, (n_rows,), [xf, labels, lse, g, d, n_cols], _meta(config, n_cols), like=logits)
+        host.launch(_xent_bwd, (n_rows,), [xf, labels, lse, g, d, flag, n_cols],
+                    _meta(config, n_cols, HAS_LSE=has_lse), like=logits)
+    _raise_if_bad(flag, bad is None, "softmax_cross_entropy_backward", logits, labels)
     return d
 
 
@@ -570,7 +610,7 @@ KERNELS: dict[str, Any] = {
 }
 
 # Argument types that do not follow the input dtype.
-_FIXED_TYPES = {"LABELS": "*i64", "LOSS": "*fp32", "LSE": "*fp32", "G": "*fp32", "MEAN": "*fp32",
+_FIXED_TYPES = {"LABELS": "*i64", "LOSS": "*fp32", "LSE": "*fp32", "BAD": "*i32", "G": "*fp32", "MEAN": "*fp32",
                 "RSTD": "*fp32", "DW_PART": "*fp32", "DB_PART": "*fp32", "n_cols": "i32", "n_rows": "i32",
                 "rows_per_group": "i32", "eps": "fp32"}
 
@@ -595,7 +635,7 @@ def _launch_constexprs(n_cols: int) -> list[tuple[str, Any, dict, dict]]:
         ("softmax_fwd", _softmax_fwd, dict(row, LOG=False), opts),
         ("softmax_bwd", _softmax_bwd, dict(row, LOG=True), opts),
         ("xent_fwd", _xent_fwd, row, opts),
-        ("xent_bwd", _xent_bwd, row, opts),
+        ("xent_bwd", _xent_bwd, dict(row, HAS_LSE=False), opts),
         ("layer_norm_fwd", _layer_norm_fwd, row, opts),
         ("layer_norm_bwd_dx", _layer_norm_bwd_dx, row, opts),
         ("layer_norm_bwd_dwdb", _layer_norm_bwd_dwdb, dict(BLOCK_R=DWDB_BLOCK_R, BLOCK_C=DWDB_BLOCK_C),
