@@ -64,7 +64,11 @@ def cross_entropy(logits: Any, labels: Any, *, axis: int = -1, reduction: str = 
       fused ``softmax_cross_entropy`` primitive (one kernel forward, one
       backward); labels outside ``[0, C)`` raise ValueError, eagerly and
       under ``jit`` alike (the kernel checks every label; JAX instead
-      returns a silently wrong loss for them);
+      returns a silently wrong loss for them). On GPU arrays the check runs
+      on the device and the error is raised at the next point where the host
+      waits for the GPU (``block_until_ready``, ``fg.device_put(x, "cpu")``,
+      ``float(x)``), as CUDA reports device-side errors: a step never waits
+      for the GPU just to check its labels;
     * float ``labels`` (the shape of ``logits``): ``-sum(labels *
       log_softmax(logits), axis)``, stable for any logits.
 

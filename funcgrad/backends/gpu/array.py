@@ -147,8 +147,10 @@ def check_deferred() -> None:
     """
     if not _pending:
         return
-    entries = list(_pending.values())
-    _pending.clear()
+    items = list(_pending.items())
+    for key, _ in items:   # (only these: a check another thread adds meanwhile stays queued)
+        _pending.pop(key, None)
+    entries = [entry for _, entry in items]
     xp = _array_module()
     flags = [xp.asarray(flag).reshape(-1).astype(xp.int32) for flag, _ in entries]
     sizes = [int(f.size) for f in flags]   # (shapes: host metadata, no transfer)
