@@ -14,6 +14,7 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"  # must precede any triton import
 
 import contextlib  # noqa: E402
+import threading  # noqa: E402
 import types  # noqa: E402
 from typing import Any, Iterator  # noqa: E402
 
@@ -204,14 +205,33 @@ def check_queue_is_bounded() -> None:
 
 # ---------------------------------------------------------------- stand-in runs
 
+def _triton_interprets() -> bool:
+    """Whether Triton kernels run in the interpreter here (not if another test module imported triton
+    before TRITON_INTERPRET=1 was set)."""
+    import triton  # noqa: PLC0415
+
+    from funcgrad.backends.gpu import triton_codegen as tc  # noqa: PLC0415
+    from funcgrad.backends.gpu import triton_kernels as tk  # noqa: PLC0415
+    interpreted = triton.runtime.interpreter.InterpretedFunction
+    return (isinstance(tc._load("import triton\n\n\n@triton.jit\ndef kernel(x):\n    pass\n"), interpreted)
+            and isinstance(tk._xent_fwd, interpreted))
+
+
 @pytest.fixture(params=[False, True], ids=["cupy-expressions", "triton-interpreter"])
 def standin(request):
+    if request.param and not _triton_interprets():
+        pytest.skip("triton was imported before TRITON_INTERPRET=1 was set (another test module imported it "
+                    "first); run this module on its own")
     with counting_standin(request.param):
-        yield
+        yield request.param
 
 
 def test_step_makes_no_host_reads(standin):
     check_step_without_host_reads(READS)
+    if standin:   # the fused kernels and the cross-entropy kernels ran (in the interpreter)
+        p, x, y = _mlp()
+        program = fg.jit(_step).lower({k: _gpu(v) for k, v in p.items()}, _gpu(x), _gpu(y))
+        assert program.kernels, "no fused Triton kernels in the step"
 
 
 def test_bad_labels_raise_at_the_next_wait(standin):
@@ -270,3 +290,75 @@ def test_step_without_synchronisation_on_gpu(monkeypatch):
     assert not spun.done, "the jitted step waited for the GPU"
     fg.block_until_ready(out)
     assert spun.done
+
+
+# ---------------------------------------------------------------- the CuPy launch path, with fakes
+
+class _FakeStream:
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+
+class _FakeCuda:
+    """cupy.cuda's few calls the launcher makes: the current device and stream."""
+
+    def __init__(self):
+        self.device, self.stream, self.device_switches = 0, _FakeStream(0), 0
+        self.runtime = types.SimpleNamespace(getDevice=lambda: self.device)
+
+    def get_current_stream(self):
+        return self.stream
+
+    def Device(self, device: int):   # noqa: N802 -- cupy's name
+        cuda = self
+
+        @contextlib.contextmanager
+        def use():
+            saved, cuda.device = cuda.device, device
+            cuda.device_switches += 1
+            try:
+                yield
+            finally:
+                cuda.device = saved
+        return use()
+
+
+class _FakeDriver:
+    """Triton's active driver without torch: the legacy default stream, a current device."""
+
+    def __init__(self):
+        self.set_calls = []
+        self.get_current_stream = lambda device: 0
+        self.set_current_device = self.set_calls.append
+
+
+class _FakeKernel:
+    """``kernel[grid](*args)`` recording the stream and device Triton's launcher would use."""
+
+    def __init__(self, driver: _FakeDriver, cuda: _FakeCuda):
+        self.driver, self.cuda, self.seen = driver, cuda, []
+
+    def __getitem__(self, grid):
+        def run(*args, **meta):
+            self.seen.append((self.driver.get_current_stream(self.cuda.device), self.cuda.device))
+        return run
+
+
+def test_cupy_launch_uses_cupys_current_stream(monkeypatch):
+    from funcgrad.backends.gpu import _triton_host as host
+
+    cuda, driver = _FakeCuda(), _FakeDriver()
+    monkeypatch.setattr(host, "_cupy_state", {"cupy": types.SimpleNamespace(cuda=cuda),
+                                              "driver": types.SimpleNamespace(active=driver),
+                                              "ready": threading.local()})
+    kernel = _FakeKernel(driver, cuda)
+    on = {d: types.SimpleNamespace(device=types.SimpleNamespace(id=d)) for d in (0, 1)}
+    host._launch_cupy(kernel, (1,), [], {}, on[0])     # first launch on this thread: makes the device current
+    cuda.stream = _FakeStream(77)
+    host._launch_cupy(kernel, (1,), [], {}, on[0])     # then only the stream is read
+    host._launch_cupy(kernel, (1,), [], {}, on[1])     # another device: switched for the launch
+    host._launch_cupy(kernel, (1,), [], {}, on[0])
+    assert kernel.seen == [(0, 0), (77, 0), (77, 1), (77, 0)]
+    assert driver.set_calls == [0, 1, 0]
+    assert cuda.device_switches == 3 and cuda.device == 0
+    assert driver.get_current_stream(0) == 0   # outside our launches Triton sees its own default again

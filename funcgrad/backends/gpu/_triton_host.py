@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from typing import Any, Iterator
 
 import numpy as np
@@ -251,6 +252,72 @@ def _cupy_device_and_stream(like: Any) -> Iterator[None]:
                 active.get_current_stream = previous
 
 
+class _StreamHook:
+    """Installed once as the Triton driver's ``get_current_stream``: CuPy's current stream while one of
+    our launches runs (``stream`` set, per thread), the driver's own answer otherwise."""
+
+    def __init__(self, fallback: Any):
+        self.fallback = fallback
+        self.local = threading.local()
+
+    def __call__(self, device: Any) -> Any:
+        stream = getattr(self.local, "stream", None)
+        return self.fallback(device) if stream is None else stream
+
+
+_cupy_state: dict[str, Any] = {}   # the cupy module, the driver holder, the hook and the device each thread set
+
+
+def _cupy_fast_state() -> Any:
+    """(cupy, the active Triton driver, its _StreamHook) for the lean launch path, or None where the driver
+    cannot take the hook (then every launch takes :func:`_cupy_device_and_stream`)."""
+    if not _cupy_state:
+        import cupy  # noqa: PLC0415
+        from triton.runtime import driver  # noqa: PLC0415
+
+        _cupy_state.update(cupy=cupy, driver=driver, ready=threading.local())
+    active = _cupy_state["driver"].active
+    hook = active.__dict__.get("get_current_stream")
+    if not isinstance(hook, _StreamHook):
+        fallback = getattr(active, "get_current_stream", None)
+        if fallback is None:
+            return None
+        hook = _StreamHook(fallback)
+        try:
+            active.get_current_stream = hook
+        except AttributeError:
+            return None
+    return _cupy_state["cupy"], active, hook
+
+
+def _launch_cupy(kernel, grid, wrapped: list, meta: dict, like: Any) -> None:
+    """Launch on CuPy's current stream. The lean path (no context manager): when CuPy's current device is
+    the array's and this thread already made it Triton's current device, only the stream is set."""
+    state = _cupy_fast_state()
+    if state is None:
+        with _cupy_device_and_stream(like):
+            kernel[grid](*wrapped, **meta)
+        return
+    cupy, active, hook = state
+    device = like.device.id
+    ready = _cupy_state["ready"]
+    if cupy.cuda.runtime.getDevice() != device or getattr(ready, "device", None) != device:
+        with cupy.cuda.Device(device):
+            active.set_current_device(device)
+            hook.local.stream = int(cupy.cuda.get_current_stream().ptr)
+            try:
+                kernel[grid](*wrapped, **meta)
+            finally:
+                hook.local.stream = None
+        ready.device = device if cupy.cuda.runtime.getDevice() == device else None
+        return
+    hook.local.stream = int(cupy.cuda.get_current_stream().ptr)
+    try:
+        kernel[grid](*wrapped, **meta)
+    finally:
+        hook.local.stream = None
+
+
 def launch(kernel, grid: tuple[int, ...], args: list[Any], meta: dict[str, Any], *, like: Any) -> None:
     """Launch ``kernel[grid](*args, **meta)`` for numpy (interpreter) or CuPy.
 
@@ -272,8 +339,7 @@ def launch(kernel, grid: tuple[int, ...], args: list[Any], meta: dict[str, Any],
                 "(and triton) are imported")
         kernel[grid](*wrapped, **meta)
         return
-    with _cupy_device_and_stream(like):
-        kernel[grid](*wrapped, **meta)
+    _launch_cupy(kernel, grid, wrapped, meta, like)
 
 
 def _is_array(x: Any) -> bool:

@@ -142,7 +142,10 @@ _deferred.defer_check = defer_check
 
 
 def pending_check(key: Any) -> Any:
-    """The flag of the pending check registered under ``key``, or None."""
+    """The flag of the pending check registered under ``key``, or None.
+
+    >>> pending_check(("labels in range", id(labels), 10))   # the forward's flag, for the backward to reuse
+    """
     entry = _pending.get(key)
     return None if entry is None else entry[0]
 
@@ -150,7 +153,10 @@ def pending_check(key: Any) -> Any:
 def check_deferred() -> None:
     """Read every pending check's flag (one transfer for all) and raise the first failure's error.
 
-    The queue is empty afterwards, whether or not an error is raised.
+    The queue is empty afterwards, whether or not an error is raised. Called wherever the host waits
+    for the GPU (``block_until_ready``, transfers to the host, ``float(x)``, ``repr(x)``, ...).
+
+    >>> check_deferred()   # ValueError: softmax_cross_entropy: labels must be in [0, 10), got values in [0, 12]
     """
     if not _pending:
         return

@@ -12,6 +12,13 @@ bodies and branches are compiled the same way, and the GPU loops run their
 compiled form (:meth:`GpuProgram.run_on_device`). Everything is launched on the current stream,
 in program order, with no host synchronisation.
 
+The run loop resolves each equation's GPU implementation once, when the
+program is built, and calls it directly when every input is a GPU array or a
+Python scalar (the common case: a jitted step on device arrays), skipping the
+general dispatch of ``funcgrad._core.apply_primitive``; anything else (host
+arrays among the inputs, a primitive without a GPU implementation, control
+flow, the profiler or ``debug_nans`` on) goes through that dispatch.
+
 Fusion needs Triton (and is off under ``debug_nans`` or with
 ``jit_fusion`` off): without it, the optimised program runs primitive by
 primitive.
@@ -28,8 +35,13 @@ from funcgrad._core import Array
 from funcgrad._ir import Jaxpr, Literal, eval_jaxpr, pretty_print
 from funcgrad.compiler import fusion, passes
 from funcgrad.backends.gpu import graphs, triton_codegen
+from funcgrad.primitives import control_flow as CF
 
 __all__ = ["GpuProgram", "compile_jaxpr"]
+
+# Primitives that always take the general dispatch (their implementations run sub-programs).
+_DISPATCHED = frozenset({CF.cond_p, CF.scan_p, CF.while_p, CF.while_grad_p, CF.custom_call_p})
+_SCALARS = (bool, int, float)
 
 
 class GpuProgram:
@@ -48,6 +60,7 @@ class GpuProgram:
         self.consts = [backend.to_device(c) if type(c) is Array else c for c in jaxpr.consts]
         self.kernels = [e.prim for e in jaxpr.eqns if isinstance(e.prim, triton_codegen.TritonFused)]
         self.graph_state: Any = 0   # calls before CUDA-graph capture, the captured graph, or "failed"
+        self._steps: list[tuple] | None = None   # the run loop's plan (see _plan)
 
     def run(self, buffers: Sequence[Any]) -> list[Array]:
         """Through the program's CUDA graph when ``gpu_graphs`` is on and it can be captured
@@ -59,8 +72,19 @@ class GpuProgram:
         backend = self.backend
         return self._run_values([_core._wrap(b) if type(b) is np.ndarray else backend.wrap(b) for b in buffers])
 
+    def _plan(self) -> list[tuple]:
+        """Per equation: (eqn, how its inputs are read, its GPU implementation or None), built on first run."""
+        plan = []
+        for eqn in self.jaxpr.eqns:
+            reads = tuple((True, x.value) if isinstance(x, Literal) else (False, id(x)) for x in eqn.inputs)
+            fused = isinstance(eqn.prim, triton_codegen.TritonFused)
+            impl = None if fused or eqn.prim in _DISPATCHED else eqn.prim.impls.get(self.backend.name)
+            plan.append((eqn, reads, fused, impl))
+        self._steps = plan
+        return plan
+
     def _run_values(self, args: Sequence[Any]) -> list[Array]:
-        backend = self.backend
+        backend, xp = self.backend, self.xp
         env: dict[int, Any] = {id(v): c for v, c in zip(self.jaxpr.constvars, self.consts)}
         for v, a in zip(self.jaxpr.invars, args):
             env[id(v)] = a
@@ -68,10 +92,21 @@ class GpuProgram:
         def read(x: Any) -> Any:
             return x.value if isinstance(x, Literal) else env[id(x)]
 
-        for eqn in self.jaxpr.eqns:
-            if isinstance(eqn.prim, triton_codegen.TritonFused):
-                values = [backend.device_value(read(x)) for x in eqn.inputs]
-                out = [backend.wrap(o) for o in eqn.prim.run(self.xp, values)]
+        lean = _core._profiler is None and not config.debug_nans
+        claims = _core.EAGER_CLAIMS
+        steps = self._steps if self._steps is not None else self._plan()
+        device_array = backend.array_type
+        for eqn, reads, fused, impl in steps:
+            values = _device_values(env, reads, device_array) if (fused or impl is not None) else None
+            if fused and values is not None:
+                out = [_wrap_raw(backend, xp, o) for o in eqn.prim.run(xp, values)]
+            elif fused:
+                out = [backend.wrap(o) for o in eqn.prim.run(xp, [backend.device_value(read(x)) for x in eqn.inputs])]
+            elif values is not None and lean and not (claims and eqn.prim in claims):
+                # every input on the GPU (or a Python scalar): the implementation directly
+                raw = _core.run_impl(eqn.prim, impl, values, eqn.params)
+                out = ([_wrap_raw(backend, xp, o) for o in raw] if eqn.prim.multiple_results
+                       else _wrap_raw(backend, xp, raw))
             else:
                 out = _core.apply_primitive(eqn.prim, [read(x) for x in eqn.inputs], eqn.params)
             for v, o in zip(eqn.outvars, out if eqn.prim.multiple_results else [out]):
@@ -96,6 +131,27 @@ class GpuProgram:
 
     def __repr__(self) -> str:
         return pretty_print(self.jaxpr)
+
+
+def _device_values(env: dict, reads: tuple, device_array: type) -> list | None:
+    """The raw inputs of an equation when each is a GPU array's buffer or a Python scalar, else None."""
+    values = []
+    for literal, key in reads:
+        a = key if literal else env[key]
+        if type(a) is device_array:
+            values.append(a._value)
+        elif type(a) in _SCALARS:
+            values.append(a)
+        else:
+            return None
+    return values
+
+
+def _wrap_raw(backend: Any, xp: Any, out: Any) -> Array:
+    """``backend.wrap(out)``, without its conversions when ``out`` already is a device array of a canonical dtype."""
+    if type(out) is xp.ndarray and out.dtype.itemsize != 8:
+        return backend.array_type(out)
+    return backend.wrap(out)
 
 
 def fuse(jaxpr: Jaxpr) -> Jaxpr:

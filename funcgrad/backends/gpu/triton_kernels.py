@@ -442,7 +442,10 @@ def _host_copy(x) -> np.ndarray:
 
 
 def labels_error(name: str, n_classes: int, labels: Any) -> ValueError:
-    """The error for labels outside [0, n_classes) (copies the labels to the host for their range)."""
+    """The error for labels outside [0, n_classes) (copies the labels to the host for their range).
+
+    >>> labels_error("softmax_cross_entropy", 5, np.array([0, 7]))   # ValueError(... got values in [0, 7])
+    """
     values = _host_copy(labels)
     return ValueError(f"{name}: labels must be in [0, {n_classes}), got values in "
                       f"[{int(values.min())}, {int(values.max())}]")
