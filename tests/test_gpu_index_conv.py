@@ -353,8 +353,22 @@ def check_mnist_cnn_step():
         close(got, np.asarray(ref, np.float64), 2e-4)
 
 
+def check_zero_dim_and_boolean_masks():
+    """Found on an H200: a 0-d popcount came back 1-d (``ascontiguousarray`` makes 0-d arrays 1-d), and
+    ``x[mask]`` with a GPU mask read the mask with ``np.asarray`` (refused for GPU arrays)."""
+    for v in (np.int32(7), np.int32(-1), np.uint8(255)):
+        got = fnp.bitwise_count(dev(np.asarray(v)))
+        assert got.device == "gpu" and got.shape == ()
+        assert int(np.asarray(fg.device_put(got, "cpu"))) == int(np.bitwise_count(v))
+    x = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    g = dev(x)
+    got = g[g > 0]
+    assert got.device == "gpu"
+    np.testing.assert_array_equal(np.asarray(fg.device_put(got, "cpu")), x[x > 0])
+
+
 CHECKS = [check_getitem, check_scatters, check_scatter_grads, check_argsort_and_bits, check_conv2d,
-          check_pooling, check_mnist_cnn_step]
+          check_pooling, check_mnist_cnn_step, check_zero_dim_and_boolean_masks]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda f: f.__name__)

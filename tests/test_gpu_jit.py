@@ -13,6 +13,7 @@ import os
 
 os.environ["TRITON_INTERPRET"] = "1"  # must precede any triton import
 
+import re  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -369,6 +370,24 @@ def test_debug_nans_runs_unfused_and_host_scalars_are_uploaded(gpu):
     finally:
         fg.config.update("debug_nans", False)
     assert n_kernels(program) == 0
+
+
+def test_bool_to_number_conversions_select_zero_or_one(gpu):
+    # Found on an H200 with Triton 3.6: an int1 true cast to int32 became -1 on the GPU (the interpreter
+    # and later Triton give 1), so jit(allclose(x, x)) was False there. Conversions of bools select 0 or 1.
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    program, outs = run(lambda a, b: (fnp.allclose(a, b), (a > 0).astype(np.int32) * 3, (a > b).astype(np.float32)),
+                        x, x)
+    assert program.kernels and any("tl.where(" in k.source for k in program.kernels)
+    seen = 0
+    for source in (k.source for k in program.kernels):
+        for name in re.findall(r"(v\d+) = .*\.to\(tl\.int1\)", source):   # a bool is never cast to a number
+            seen += 1
+            assert not re.search(rf"\b{name}\)?\.to\(tl\.(int32|float32|float16)\)", source), (name, source)
+    assert seen
+    assert bool(outs[0]) is True
+    np.testing.assert_array_equal(outs[1], (x > 0).astype(np.int32) * 3)
+    np.testing.assert_array_equal(outs[2], np.zeros((3, 4), np.float32))
 
 
 def test_empty_and_zero_dim_arrays(gpu):

@@ -93,7 +93,7 @@ def split_index(index: Any, shape: tuple[int, ...], target: Any = None, op: str 
         elif isinstance(item, (int, np.integer)):
             template.append(("i", int(item)))
         elif _is_bool_array(item):
-            mask = item.concrete_value() if isinstance(item, Tracer) else np.asarray(item)
+            mask = item.concrete_value() if isinstance(item, Tracer) else host_numpy(item)   # (a GPU mask too)
             _check_mask(np.shape(mask), shape, _start_axis(index, k, len(shape)), target, op)
             for nz in np.nonzero(np.asarray(mask)):
                 template.append(("a", len(arrays)))

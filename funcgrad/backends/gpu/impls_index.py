@@ -260,7 +260,8 @@ def _population_count(xp):
         if x.dtype.kind == "b":
             x = x.astype(np.uint8)
         elif x.dtype.kind == "i":   # the two's complement bits: -1 has all bits set
-            x = xp.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}"))
+            # (ascontiguousarray makes a 0-d array 1-d, as numpy's does: reshape back)
+            x = xp.ascontiguousarray(x).view(np.dtype(f"u{x.dtype.itemsize}")).reshape(x.shape)
         return xp.bitwise_count(x).astype(np.uint8)
     return impl
 

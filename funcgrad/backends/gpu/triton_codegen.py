@@ -132,6 +132,9 @@ _RULES[E.minimum_p] = (_extreme("minimum"), _NUMBERS)
 _RULES[E.logical_not_p] = (_unary("({0} == 0)"), {_BOOL})
 _RULES[E.select_p] = (Elementwise(_select), _DTYPES)
 _RULES[E.convert_p] = (Elementwise(_convert), _DTYPES)
+# bool -> number: 0 or 1 by a select, never an int1 cast (Triton 3.6 sign-extends an int1 true to -1 on the
+# GPU; its interpreter and later Triton versions give 1)
+_BOOL_TO_NUMBER = Elementwise(lambda op, ref: f"tl.where({ref(op.args[0])} != 0, 1, 0).to({_COMPUTE[op.params['dtype']]})")
 _RULES[E.stop_gradient_p] = (_unary("{0}"), _DTYPES)
 # Inputs are brought to the group's shape when loaded (see the module docstring): the value passes through.
 _RULES[S.broadcast_to_p] = (Elementwise(lambda op, ref: ref(op.args[0]), free=True), _DTYPES)
@@ -211,6 +214,8 @@ def rule(eqn: Eqn) -> Any:
         return None
     if eqn.prim is E.convert_p:   # any supported dtype to any supported dtype
         ok = eqn.outvars[0].aval.dtype in _DTYPES and vars_[0].aval.dtype in _DTYPES
+        if ok and vars_[0].aval.dtype == _BOOL and eqn.outvars[0].aval.dtype != _BOOL:
+            return _BOOL_TO_NUMBER
     else:
         ok = all(v.aval.dtype in dtypes for v in vars_) and (
             eqn.outvars[0].aval.dtype in dtypes or eqn.outvars[0].aval.dtype == _BOOL)
