@@ -102,6 +102,16 @@ def device_info() -> dict:
         return {"gpu": None, "why": f"{type(e).__name__}: {e}"}
 
 
+def hashed_normal(n: int, offset: int, arange, to_float):
+    """``n`` float32 values of mean 0 and variance 1 made on the device from a hash of their index (plus
+    ``offset``): identical in every library, fast at any size. ``arange(n)`` gives an int64 device range in
+    the worker's library, ``to_float`` converts an int64 array to float32."""
+    h = ((arange(n) + offset) * 2654435761) % 4294967296
+    h = ((h ^ (h >> 13)) * 1597334677) % 4294967296
+    h = h ^ (h >> 16)
+    return (to_float(h) / 4294967296.0 - 0.5) * 3.4641016
+
+
 def bf16_bits(x: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bit patterns (uint16), rounded to nearest even (NaN stays NaN)."""
     u = np.ascontiguousarray(x, np.float32).view(np.uint32)

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
 
-from _gpu import answer, cupy_timer, device_info, run_worker, time_events, torch_timer  # noqa: E402
+from _gpu import answer, cupy_timer, device_info, hashed_normal, run_worker, time_events, torch_timer  # noqa: E402
 from _harness import Record, arguments, chosen, json_path  # noqa: E402
 
 NAME = "gpu_attention"
@@ -60,17 +60,9 @@ def flops(c: dict) -> tuple[float, float]:
 
 
 def inputs(c: dict, arange, to_float) -> list:
-    """q, k, v, dO as float32 device arrays, the same in every worker and made on the device (fast at any
-    size): a multiplicative hash of the element index, uniform with unit variance. ``arange(n)`` gives an
-    int64 device range, ``to_float`` converts an int64 array to float32."""
+    """q, k, v, dO as float32 device arrays, the same in every worker (see ``_gpu.hashed_normal``)."""
     n = c["bh"] * c["n"] * c["d"]
-    out = []
-    for t in range(4):
-        h = ((arange(n) + (t * n + c["d"])) * 2654435761) % 4294967296
-        h = ((h ^ (h >> 13)) * 1597334677) % 4294967296
-        h = h ^ (h >> 16)
-        out.append(((to_float(h) / 4294967296.0 - 0.5) * 3.4641016).reshape(c["bh"], c["n"], c["d"]))
-    return out
+    return [hashed_normal(n, t * n + c["d"], arange, to_float).reshape(c["bh"], c["n"], c["d"]) for t in range(4)]
 
 
 def _bf16_bits(cp, x):

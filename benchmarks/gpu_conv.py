@@ -1,25 +1,32 @@
 """conv2d and max_pool2d on the GPU: funcgrad's implementations (im2col + cuBLAS) against PyTorch (cuDNN).
 
-    python benchmarks/gpu_conv.py [--quick]
+Times the three convolution primitives (forward, input gradient, weight gradient) and max-pooling (forward
+and gradient) on the GPU, float32: funcgrad's GPU implementations on CuPy buffers, and PyTorch's
+``torch.nn.functional`` / ``torch.nn.grad`` (cuDNN, TF32 off: float32 arithmetic, as CuPy's matmul). CuPy 14
+has no cuDNN bindings of its own, so PyTorch is the cuDNN reference. Each library runs in a worker process of
+its own; calls are timed with CUDA events (``_gpu.time_events``: median after warm-up); inputs are made on
+the device from the same hash in both workers, and the forward outputs are compared.
 
-Times the three primitives (forward, input gradient, weight gradient) on raw
-CuPy buffers with ``cupyx.profiler.benchmark`` (GPU time, CUDA events; median
-of the repeats), and the same convolutions through ``torch.nn.functional`` /
-``torch.nn.grad`` (cuDNN, TF32 off) when PyTorch is installed. CuPy 14 has no cuDNN
-bindings of its own, so PyTorch is the cuDNN reference. Prints a table and
-writes the JSON like the other benchmarks. Without a usable GPU it says so and
-exits cleanly.
+    python benchmarks/gpu_conv.py [--quick] [--peers funcgrad,pytorch]
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 
-from _harness import Record, arguments, json_path  # noqa: E402
+import numpy as np  # noqa: E402
 
+from _gpu import answer, cupy_timer, device_info, hashed_normal, run_worker, time_events, torch_timer  # noqa: E402
+from _harness import Record, arguments, chosen, fmt_ratio, json_path  # noqa: E402
+
+NAME = "gpu_conv"
+SCRIPT = os.path.abspath(__file__)
+PEERS = ["funcgrad", "pytorch"]
 # (name, x shape NCHW, w shape OIHW, padding, stride)
 WORKLOADS = [
     ("mnist conv1", (128, 1, 28, 28), (32, 1, 3, 3), 1, 1),
@@ -27,120 +34,118 @@ WORKLOADS = [
     ("resnet 3x3", (32, 64, 56, 56), (64, 64, 3, 3), 1, 1),
     ("resnet 3x3/2", (32, 128, 28, 28), (256, 128, 3, 3), 1, 2),
 ]
-QUICK = WORKLOADS[:2]
+POOL = ("mnist pool 2x2", (128, 32, 28, 28), 2)
 
 
-def _torch_cuda():
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cudnn.allow_tf32 = False   # float32 arithmetic, as CuPy's matmul (no TF32 by default)
-    return torch
+def _out_hw(hw: int, k: int, pad: int, stride: int) -> int:
+    return (hw + 2 * pad - k) // stride + 1
 
 
-def _gpu_ms(fn, repeats: int) -> float:
-    from cupyx.profiler import benchmark
-    import numpy as np
-    result = benchmark(fn, n_repeat=repeats, n_warmup=3)
-    return float(np.median(result.gpu_times[0])) * 1e3
+def _made(shape, offset, arange, to_float):
+    return hashed_normal(int(np.prod(shape)), offset, arange, to_float).reshape(shape)
 
 
-def run_workload(name, x_shape, w_shape, pad, stride, repeats, torch):
+def _cases(quick: bool) -> list:
+    return WORKLOADS[:2] if quick else WORKLOADS
+
+
+def _funcgrad(arg: dict) -> dict:
     import cupy as cp
 
+    import funcgrad
     from funcgrad.primitives import conv as C
-
-    geo = dict(stride=(stride, stride), padding=(pad, pad), dilation=(1, 1), groups=1)
-    x = cp.random.standard_normal(x_shape, dtype=cp.float32)
-    w = cp.random.standard_normal(w_shape, dtype=cp.float32) * 0.1
-    y = C.conv2d_p.impls["gpu"](x, w, **geo)
-    dy = cp.random.standard_normal(y.shape, dtype=cp.float32)
-    ours = {
-        "forward": lambda: C.conv2d_p.impls["gpu"](x, w, **geo),
-        "input grad": lambda: C.conv2d_input_grad_p.impls["gpu"](dy, w, in_hw=x_shape[2:], **geo),
-        "weight grad": lambda: C.conv2d_weight_grad_p.impls["gpu"](dy, x, kernel_hw=w_shape[2:], **geo),
-    }
-    theirs = {}
-    if torch is not None:
-        tx, tw, tdy = (torch.from_dlpack(a) for a in (x, w, dy))
-        F, G = torch.nn.functional, torch.nn.grad
-        theirs = {
-            "forward": lambda: F.conv2d(tx, tw, stride=stride, padding=pad),
-            "input grad": lambda: G.conv2d_input(tx.shape, tw, tdy, stride=stride, padding=pad),
-            "weight grad": lambda: G.conv2d_weight(tx, tw.shape, tdy, stride=stride, padding=pad),
-        }
-        ref = theirs["forward"]()
-        err = float(cp.abs(y - cp.from_dlpack(ref)).max())
-        assert err < 1e-2 * max(1.0, float(cp.abs(y).max())), f"{name}: im2col and cuDNN disagree by {err}"
-    rows = []
-    for call, fn in ours.items():
-        row = {"workload": name, "call": call, "im2col+cuBLAS ms": f"{_gpu_ms(fn, repeats):.3f}"}
-        if call in theirs:
-            t = _gpu_ms(theirs[call], repeats)
-            row["torch cuDNN ms"] = f"{t:.3f}"
-            row["ratio"] = f"{float(row['im2col+cuBLAS ms']) / t:.2f}x"
-        rows.append(row)
-    return rows
-
-
-def run_pool(name, x_shape, kernel, repeats, torch):
-    """max_pool2d forward (values and argmax) and its gradient, against PyTorch's."""
-    import cupy as cp
-
-    from funcgrad.primitives import conv as C
-
-    geo = dict(kernel=(kernel, kernel), stride=(kernel, kernel), padding=(0, 0))
-    x = cp.random.standard_normal(x_shape, dtype=cp.float32)
+    timer = cupy_timer()
+    make = lambda shape, off: _made(shape, off, lambda n: cp.arange(n, dtype=cp.int64),  # noqa: E731
+                                    lambda h: h.astype(cp.float32))
+    out: dict = {"version": funcgrad.__version__, "device": device_info(), "results": {}}
+    for name, xs, ws, pad, stride in _cases(arg["quick"]):
+        geo = dict(stride=(stride, stride), padding=(pad, pad), dilation=(1, 1), groups=1)
+        x, w = make(xs, 1), make(ws, 2) * 0.1
+        oh = _out_hw(xs[2], ws[2], pad, stride)
+        dy = make((xs[0], ws[0], oh, _out_hw(xs[3], ws[3], pad, stride)), 3)
+        calls = {"forward": lambda: C.conv2d_p.impls["gpu"](x, w, **geo),
+                 "input grad": lambda: C.conv2d_input_grad_p.impls["gpu"](dy, w, in_hw=xs[2:], **geo),
+                 "weight grad": lambda: C.conv2d_weight_grad_p.impls["gpu"](dy, x, kernel_hw=ws[2:], **geo)}
+        res = {call: time_events(fn, *timer) for call, fn in calls.items()}
+        res["check"] = cp.asnumpy(calls["forward"]())[0, :2, :2, :2].ravel().tolist()
+        out["results"][name] = res
+    name, xs, k = POOL
+    geo = dict(kernel=(k, k), stride=(k, k), padding=(0, 0))
+    x = make(xs, 4)
     y, idx = C.max_pool2d_p.impls["gpu"](x, **geo)
-    dy = cp.random.standard_normal(y.shape, dtype=cp.float32)
-    ours = {"max_pool forward": lambda: C.max_pool2d_p.impls["gpu"](x, **geo),
-            "max_pool grad": lambda: C.max_pool2d_grad_p.impls["gpu"](dy, idx, in_hw=x_shape[2:])}
-    theirs = {}
-    if torch is not None:
-        tx, tdy = torch.from_dlpack(x), torch.from_dlpack(dy)
-        _, tidx = torch.nn.functional.max_pool2d(tx, kernel, return_indices=True)
-        backward = torch.ops.aten.max_pool2d_with_indices_backward
-        theirs = {"max_pool forward": lambda: torch.nn.functional.max_pool2d(tx, kernel, return_indices=True),
-                  "max_pool grad": lambda: backward(tdy, tx, [kernel] * 2, [kernel] * 2, [0, 0], [1, 1], False, tidx)}
-    rows = []
-    for call, fn in ours.items():
-        row = {"workload": name, "call": call, "im2col+cuBLAS ms": f"{_gpu_ms(fn, repeats):.3f}"}
-        if call in theirs:
-            t = _gpu_ms(theirs[call], repeats)
-            row["torch cuDNN ms"] = f"{t:.3f}"
-            row["ratio"] = f"{float(row['im2col+cuBLAS ms']) / t:.2f}x"
-        rows.append(row)
-    return rows
+    dy = make(y.shape, 5)
+    out["results"][name] = {
+        "max_pool forward": time_events(lambda: C.max_pool2d_p.impls["gpu"](x, **geo), *timer),
+        "max_pool grad": time_events(lambda: C.max_pool2d_grad_p.impls["gpu"](dy, idx, in_hw=xs[2:]), *timer),
+        "check": cp.asnumpy(y)[0, :2, :2, :2].ravel().tolist()}
+    return out
 
 
-def main() -> int:
-    args = arguments("gpu_conv", __doc__).parse_args()
-    from funcgrad.backends.gpu import _detect
-    if not _detect.gpu_available():
-        print(f"gpu_conv: no usable GPU ({_detect.gpu_unavailable_reason()}); nothing to time")
-        return 0
-    torch = _torch_cuda()
-    rec = Record("gpu_conv", args)
-    repeats = 5 if args.quick else 30
+def _torch(arg: dict) -> dict:
+    import torch
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    F, G = torch.nn.functional, torch.nn.grad
+    timer = torch_timer()
+    make = lambda shape, off: _made(shape, off, lambda n: torch.arange(n, dtype=torch.int64,  # noqa: E731
+                                                                        device="cuda"), lambda h: h.to(torch.float32))
+    out: dict = {"version": torch.__version__, "results": {}}
+    for name, xs, ws, pad, stride in _cases(arg["quick"]):
+        x, w = make(xs, 1), make(ws, 2) * 0.1
+        dy = make((xs[0], ws[0], _out_hw(xs[2], ws[2], pad, stride), _out_hw(xs[3], ws[3], pad, stride)), 3)
+        calls = {"forward": lambda: F.conv2d(x, w, stride=stride, padding=pad),
+                 "input grad": lambda: G.conv2d_input(xs, w, dy, stride=stride, padding=pad),
+                 "weight grad": lambda: G.conv2d_weight(x, ws, dy, stride=stride, padding=pad)}
+        res = {call: time_events(fn, *timer) for call, fn in calls.items()}
+        res["check"] = calls["forward"]()[0, :2, :2, :2].double().cpu().numpy().ravel().tolist()
+        out["results"][name] = res
+    name, xs, k = POOL
+    x = make(xs, 4)
+    y, idx = F.max_pool2d(x, k, return_indices=True)
+    dy = make(tuple(y.shape), 5)
+    backward = torch.ops.aten.max_pool2d_with_indices_backward
+    out["results"][name] = {
+        "max_pool forward": time_events(lambda: F.max_pool2d(x, k, return_indices=True), *timer),
+        "max_pool grad": time_events(lambda: backward(dy, x, [k, k], [k, k], [0, 0], [1, 1], False, idx), *timer),
+        "check": y[0, :2, :2, :2].double().cpu().numpy().ravel().tolist()}
+    return out
+
+
+WORKERS = {"funcgrad": _funcgrad, "pytorch": _torch}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = arguments(NAME, __doc__)
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds each worker may run")
+    args = ap.parse_args(argv)
+    if args.worker:
+        answer(WORKERS[args.worker[0]](json.loads(args.worker[2])))
+        return
+    record = Record(NAME, args)
+    got = {p: run_worker(SCRIPT, p, {"quick": args.quick}, timeout_s=args.timeout) for p in chosen(PEERS, args)}
+    for p, g in got.items():
+        record.payload["peers"][p] = {"version": g.get("version"), "error": g.get("error")}
+    record.payload["device"] = got.get("funcgrad", {}).get("device")
+    ours, theirs = got.get("funcgrad", {}).get("results", {}), got.get("pytorch", {}).get("results", {})
     rows = []
-    for workload in (QUICK if args.quick else WORKLOADS):
-        rows += run_workload(*workload, repeats, torch)
-    rows += run_pool("mnist pool", (16 if args.quick else 128, 32, 28, 28), 2, repeats, torch)
-    for r in rows:   # the harness's measurement records: one per library and call
-        for peer, column in (("funcgrad", "im2col+cuBLAS ms"), ("torch", "torch cuDNN ms")):
-            if r.get(column):
-                rec.payload["measurements"].append({"workload": r["workload"], "peer": peer, "call": r["call"],
-                                                    "median_s": float(r[column]) * 1e-3})
-    note = "" if torch is not None else "PyTorch with CUDA is not installed: no cuDNN column."
-    rec.table("gpu_conv", "conv2d and max_pool2d, float32, on the GPU: median GPU time per call", rows,
-              ["workload", "call", "im2col+cuBLAS ms", "torch cuDNN ms", "ratio"],
-              note=note + " funcgrad's column is its GPU implementation (im2col + cuBLAS for conv, CuPy for pooling).")
-    rec.write(json_path("gpu_conv", args))
-    return 0
+    for workload, calls in ours.items():
+        other = theirs.get(workload, {})
+        diff = (float(np.max(np.abs(np.subtract(calls["check"], other["check"])))) if other.get("check") else None)
+        for call, s in calls.items():
+            if call == "check":
+                continue
+            t = other.get(call, {}).get("median_s")
+            rows.append({"workload": workload, "call": call, "funcgrad ms": f"{s['median_s'] * 1e3:.3f}",
+                         "PyTorch cuDNN ms": "" if t is None else f"{t * 1e3:.3f}",
+                         "funcgrad / PyTorch": fmt_ratio(s["median_s"], t),
+                         "max |diff| of outputs": "" if diff is None else f"{diff:.1e}"})
+            record.payload["measurements"].append({"workload": workload, "call": call, "funcgrad": s,
+                                                   "pytorch": other.get(call)})
+    errors = "; ".join(f"{p}: {g['error']}" for p, g in got.items() if "error" in g)
+    record.table("gpu_conv", "conv2d and max_pool2d on the GPU, float32: median time per call (CUDA events)",
+                 rows or [{"workload": "none", "call": errors or "no GPU"}], note=errors)
+    record.write(json_path(record.name, args))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
