@@ -283,13 +283,14 @@ xlog1py_p = nary("xlog1py", sc.xlog1py, [lambda x, y, z: log1p_p.bind(y), lambda
 # Hypergeometric and zeta functions
 # --------------------------------------------------------------------------
 
-def _richardson(f: Callable, i: int) -> Callable:
+def _richardson(f: Callable, i: int, xp: Any = np) -> Callable:
     """d f / d (operand ``i``) by Richardson-extrapolated central differences of ``f`` in float64
-    (step 1e-3 relative to ``max(|v|, 1)``; relative error about 1e-10 where ``f`` is smooth)."""
+    (step 1e-3 relative to ``max(|v|, 1)``; relative error about 1e-10 where ``f`` is smooth).
+    ``xp``: the array module the values live in (the GPU backend passes CuPy)."""
     def impl(*args):
-        vals = [np.asarray(a, np.float64) for a in args]
+        vals = [xp.asarray(a, dtype=xp.float64) for a in args]
         v = vals[i]
-        h = 1e-3 * np.maximum(np.abs(v), 1.0)
+        h = 1e-3 * xp.maximum(xp.abs(v), 1.0)
 
         def central(step):
             up, down = list(vals), list(vals)

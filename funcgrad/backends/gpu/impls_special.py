@@ -297,20 +297,7 @@ _special(SP.hyp2f1_p, _hyp2f1)
 
 def _richardson(f_of: Callable[[gpu_array.Binding], Callable], i: int) -> Callable[[gpu_array.Binding], Callable]:
     """d f / d (operand ``i``) as ``primitives.special._richardson`` computes it, on the device."""
-    def compute(b: gpu_array.Binding) -> Callable:
-        f, xp = f_of(b), b.xp
-
-        def impl(*vals):
-            v = vals[i]
-            h = 1e-3 * xp.maximum(xp.abs(v), 1.0)
-
-            def central(step):
-                up, down = list(vals), list(vals)
-                up[i], down[i] = v + step, v - step
-                return (f(*up) - f(*down)) / (2.0 * step)
-            return (4.0 * central(h / 2.0) - central(h)) / 3.0
-        return impl
-    return compute
+    return lambda b: SP._richardson(f_of(b), i, xp=b.xp)
 
 
 for _prim, _f, _i in ((SP.hyp1f1_grad_a_p, _hyp1f1, 0), (SP.hyp1f1_grad_b_p, _hyp1f1, 1),
