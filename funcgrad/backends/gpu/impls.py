@@ -12,9 +12,14 @@ have a GPU implementation is known without CuPy (see
 
 Triton kernels serve FlashAttention (:mod:`.flash_attention`) and the row
 primitives softmax / log_softmax / cross-entropy in float32 and float16
-(:mod:`.triton_kernels`; other dtypes use the CuPy expressions). A
-primitive without an entry here is an error on GPU arrays, or runs on host
-copies when the user allows host fallback (see :mod:`.array`).
+(:mod:`.triton_kernels`; other dtypes use the CuPy expressions). The rest
+of the primitives are registered by :mod:`.impls_index` (indexing,
+scatters, sorting, convolution, pooling), :mod:`.impls_special` (special
+functions, complex parts, random bits) and :mod:`.impls_linalg` (linear
+algebra, FFT, callbacks, collectives). A primitive without a GPU
+implementation is an error on GPU arrays, or runs on host copies when the
+user allows host fallback (see :mod:`.array`); today every primitive has
+one (``GPU_MISSING`` in ``tests/test_backend_slots.py`` is empty).
 """
 from __future__ import annotations
 

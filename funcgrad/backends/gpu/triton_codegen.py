@@ -367,11 +367,14 @@ class TritonFused:
             grid, sizes = (-(-n // BLOCK),), [n]
         else:
             grid, sizes = (self.rows,), [self.cols]
-        # (Triton's interpreter computes with numpy, masked lanes included: NaN and inf pass silently,
-        # as on a GPU.)
-        with np.errstate(all="ignore"):
-            _triton_host.launch(self.kernel, grid, [*args, *sizes],
-                                {"BLOCK": self.block, "num_warps": NUM_WARPS}, like=outs[0])
+        meta = {"BLOCK": self.block, "num_warps": NUM_WARPS}
+        if isinstance(outs[0], np.ndarray):
+            # Triton's interpreter computes with numpy, masked lanes included: NaN and inf pass silently,
+            # as on a GPU.
+            with np.errstate(all="ignore"):
+                _triton_host.launch(self.kernel, grid, [*args, *sizes], meta, like=outs[0])
+        else:
+            _triton_host.launch(self.kernel, grid, [*args, *sizes], meta, like=outs[0])
         return outs
 
     def _operand(self, xp: Any, x: Any, dtype: np.dtype, where: str) -> Any:
