@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from funcgrad._core import Array as _Array, Tracer, as_array
+from funcgrad._array import host_numpy
+from funcgrad._core import Tracer, as_array
 from funcgrad.primitives import decompositions as _D
 from funcgrad.primitives.decompositions import cholesky_p, lu_p, permutation_matrix, qr_p, triangular_solve_p
 from funcgrad.primitives.eigen import eig_p, eigh_p, hessenberg_p, schur_p, svd_p
@@ -119,7 +120,7 @@ def lu_pivots_to_permutation(pivots: Array, permutation_size: int) -> Array:
     if isinstance(pivots, Tracer):
         raise NotImplementedError("lu_pivots_to_permutation: pivots must be concrete (not traced) in funcgrad; "
                                   "use the permutation that lu returns")
-    piv = np.asarray(pivots._value if isinstance(pivots, _Array) else pivots)
+    piv = host_numpy(pivots)
     batch = piv.shape[:-1]
     out = np.broadcast_to(np.arange(permutation_size, dtype=np.int32), batch + (permutation_size,)).copy()
     for idx in np.ndindex(*batch):

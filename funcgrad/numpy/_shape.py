@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _dtypes
+from funcgrad._array import host_numpy
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, as_list, index_arg, normalize_axes, normalize_axis, promote, shape_tuple
@@ -232,7 +233,7 @@ _PAD_KEYWORDS = {"constant": ("constant_values",), "edge": (), "linear_ramp": ("
 def _pad_widths(pad_width: Any, x: Any) -> tuple[tuple[int, int], ...]:
     if isinstance(pad_width, Tracer):
         raise TypeError(f"pad: pad_width must be static ints, got a traced array {describe(pad_width)}")
-    given = np.asarray(pad_width._value if isinstance(pad_width, Array) else pad_width)
+    given = host_numpy(pad_width)
     if given.dtype.kind not in "iu":   # 1.5 would be truncated to 1
         raise TypeError(f"pad: pad_width must hold ints, got {pad_width!r:.60} (dtype {given.dtype})")
     if given.size and given.min() < 0:
