@@ -365,6 +365,11 @@ def check_zero_dim_and_boolean_masks():
     got = g[g > 0]
     assert got.device == "gpu"
     np.testing.assert_array_equal(np.asarray(fg.device_put(got, "cpu")), x[x > 0])
+    # static arguments given as GPU arrays are read on the host (pad widths, LU pivots)
+    widths = np.array([[1, 0], [0, 2]])
+    np.testing.assert_array_equal(np.asarray(fg.device_put(fnp.pad(g, dev(widths)), "cpu")), np.pad(x, widths))
+    perm = fg.lax.linalg.lu_pivots_to_permutation(dev(np.array([2, 2, 2], np.int32)), 3)
+    np.testing.assert_array_equal(np.asarray(fg.device_put(perm, "cpu")), [2, 0, 1])
 
 
 CHECKS = [check_getitem, check_scatters, check_scatter_grads, check_argsort_and_bits, check_conv2d,
