@@ -308,7 +308,7 @@ def _save_outputs(args: argparse.Namespace, params: Any, history: dict, log: Cal
     optim.serialization.save(out / "params.safetensors", fg.device_put(params, "cpu"))   # host copies (GPU runs)
     metrics = dict(history, model=args.model, optimizer=args.optimizer, lr=args.lr, batch_size=args.batch_size,
                    epochs=args.epochs, seed=args.seed, schedule=args.schedule,
-                   precision=args.precision, device=args.device)
+                   precision=getattr(args, "precision", "fp32"), device=getattr(args, "device", "cpu"))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     written = [out / "params.safetensors", out / "metrics.json"]
     try:

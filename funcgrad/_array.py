@@ -332,7 +332,11 @@ def _freeze(value: np.ndarray) -> np.ndarray:
 def host_numpy(x: Any) -> np.ndarray:
     """The numpy value of a concrete array wherever it lives: a device array (an Array subclass naming its
     ``backend``) is copied to the host. For values the host needs: data-dependent shapes, checks of
-    concrete arguments."""
+    concrete arguments.
+
+    >>> host_numpy(fnp.arange(3))       # from a GPU array too, where a plain np.asarray refuses
+    array([0, 1, 2], dtype=int32)
+    """
     if isinstance(x, Array) and type(x) is not Array:
         return np.asarray(type(x).backend.host_value(x._value))
     return np.asarray(x._value if isinstance(x, Array) else x)

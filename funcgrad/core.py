@@ -20,7 +20,8 @@ A traced value is a :class:`Tracer`, never an :class:`Array`: test both
 from __future__ import annotations
 
 from funcgrad._config import config   # the process-wide switches (also ``fg.config``), for libraries to read
+from funcgrad._array import host_numpy   # a concrete array's value as numpy, wherever it lives (GPU too)
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import ShapedArray, describe
 
-__all__ = ["Array", "ShapedArray", "Tracer", "config", "describe"]
+__all__ = ["Array", "ShapedArray", "Tracer", "config", "describe", "host_numpy"]

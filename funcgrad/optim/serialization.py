@@ -50,8 +50,7 @@ import safetensors
 import safetensors.numpy
 
 import funcgrad.numpy as fnp
-from funcgrad._array import host_numpy
-from funcgrad.core import Array, ShapedArray, Tracer
+from funcgrad.core import Array, ShapedArray, Tracer, host_numpy
 from funcgrad.dtypes import canonicalize_dtype, result_type
 
 __all__ = ["save", "load"]
