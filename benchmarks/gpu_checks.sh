@@ -51,5 +51,5 @@ echo "=== GPU-marked tests"; grep -E "^(PASSED|FAILED|ERROR|SKIPPED)" "$OUT/pyte
 echo "=== op table"; tail -1 "$OUT/pytest_ops.txt"; grep -E "^FAILED" "$OUT/pytest_ops.txt" | cut -c1-160 | head -30
 echo "=== FlashAttention grid"; tail -1 "$OUT/pytest_flash.txt"; grep -E "^FAILED" "$OUT/pytest_flash.txt" | cut -c1-160
 echo "=== MNIST"; for f in mlp cnn bf16; do grep -E "^epoch" "$OUT/mnist_$f.txt" | tail -1; done
-echo "=== benchmarks"; grep -E "^  |FAILED|failed" "$OUT/bench.txt" | tail -20
+echo "=== benchmarks"; sed -n "/^run_all:/,\$p" "$OUT/bench.txt"
 echo "then: cp $OUT/gpu_*.json benchmarks/results/ && python benchmarks/render.py"
