@@ -119,6 +119,8 @@ def _funcgrad(arg: dict) -> dict:
         except Exception as e:  # noqa: BLE001 -- reported
             import traceback
             res[name] = {"error": f"{type(e).__name__}: {str(e)[:500]}", "trace": traceback.format_exc()[-2500:]}
+    from funcgrad.backends.gpu import graphs
+    res.get("jit + CUDA graph", {})["graphs"] = dict(graphs.stats)   # was the step captured, or why not
     return {"calls": res, "version": fg.__version__, "device": device_info()}
 
 
@@ -213,11 +215,14 @@ def main(argv: list[str] | None = None) -> None:
             err = float(np.max(np.abs(np.asarray(r["check"]) - ref)))
             if peer == "pytorch":
                 base = r
+            graph = r.get("graphs")
+            note = "" if graph is None else (f"captured {graph['captured']} program(s)" if graph["captured"] else
+                                             "NOT captured: " + "; ".join(graph["failed"])[:120])
             rows.append({"library": name, "step": fmt_time(r["step"]["median_s"]),
                          "step IQR": f"{(r['step']['q3_s'] - r['step']['q1_s']) / r['step']['median_s']:.0%}",
                          "epoch (469 steps)": fmt_time(r["epoch_s"][len(r["epoch_s"]) // 2]),
                          "first call": fmt_time(r["first_call_s"]), "max |w1 - float64|": f"{err:.1e}",
-                         "note": "" if err < 1e-4 else "WRONG: differs from the float64 step"})
+                         "note": (note + ("" if err < 1e-4 else " WRONG: differs from the float64 step")).strip()})
             mem = r.get("memory_bytes") or []
             if len(mem) > 1 and mem[0][1] is not None:
                 mem_rows.append({"library": name, **{f"step {i}": f"{b / 2 ** 20:.1f} MiB" for i, b in mem

@@ -125,12 +125,18 @@ def test_a_program_that_cannot_be_captured_runs_uncaptured(fake_graphs, monkeypa
         raise RuntimeError("operation not permitted when stream is capturing")
     monkeypatch.setattr(graphs, "_capture", refuse)
     jstep = fg.jit(_step)
+    failed_before = len(graphs.stats["failed"])
     for seed in range(3):
         p, x, y = _data(seed)
-        out = _host(jstep(_on_gpu(p), _on_gpu(x), _on_gpu(y)))
+        if seed == 1:   # the capture: a warning naming why it failed
+            with pytest.warns(RuntimeWarning, match="could not be captured.*not permitted when stream is capturing"):
+                out = _host(jstep(_on_gpu(p), _on_gpu(x), _on_gpu(y)))
+        else:
+            out = _host(jstep(_on_gpu(p), _on_gpu(x), _on_gpu(y)))
         for k, v in _numpy_step(p, x, y).items():
             np.testing.assert_allclose(out[k], v, rtol=1e-5, atol=1e-6)
     assert tries == [1]   # tried once, at the second call; uncaptured ever after
+    assert graphs.stats["failed"][failed_before:] == ["RuntimeError: operation not permitted when stream is capturing"]
 
 
 def test_graphs_off_or_host_arguments_never_capture(fake_graphs, monkeypatch):

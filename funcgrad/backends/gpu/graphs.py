@@ -18,20 +18,24 @@ What makes it safe:
 * checks that a program defers to the next host synchronisation (out-of-range labels) are captured with
   it and re-armed, on a copy of their flag, at every replay.
 
-A program that cannot be captured (a host read inside it, host arguments, a CuPy routine that
-synchronises) runs as before, uncaptured, from then on. Graphs are off by default.
+A program that cannot be captured (a host read inside it, a CuPy routine that synchronises) runs as
+before, uncaptured, from then on, after one ``RuntimeWarning`` saying why; ``stats`` counts the captures and
+keeps the reasons of the failures. Host arguments are never captured. Graphs are off by default.
 """
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any, Callable, Sequence
 
 from funcgrad._config import config
 from funcgrad.backends.gpu import _deferred
 
-__all__ = ["run"]
+__all__ = ["run", "stats"]
 
 _WARM_CALLS = 1   # calls run normally before capture: they compile the kernels and create the handles
+# What this process's captures came to: "captured" (a count) and "failed" (the reasons, one per program).
+stats: dict[str, Any] = {"captured": 0, "failed": []}
 
 
 class _Captured:
@@ -92,9 +96,14 @@ def _build(program: Any, buffers: Sequence[Any]) -> Any:
             inputs = [xp.empty_like(b) for b in buffers]
             with _deferred.collect_deferred_checks() as checks:
                 graph, outputs = _capture(xp, lambda ins: [o for o in program.run_uncaptured(ins)], inputs)
-    except Exception:   # noqa: BLE001 -- anything that breaks capture: run uncaptured from now on
+    except Exception as e:   # noqa: BLE001 -- anything that breaks capture: run uncaptured from now on
+        reason = f"{type(e).__name__}: {str(e)[:300]}"
+        stats["failed"].append(reason)
+        warnings.warn(f"gpu_graphs: a jitted program could not be captured into a CUDA graph ({reason}); it runs "
+                      "uncaptured from now on", RuntimeWarning, stacklevel=4)
         return "failed"
     outs = [o._value if isinstance(getattr(o, "_value", None), xp.ndarray) else o for o in outputs]
+    stats["captured"] += 1
     return _Captured(graph, inputs, outs, pool, list(checks))
 
 
