@@ -7,6 +7,7 @@ wrapping around. ``funcgrad._core`` re-exports everything here.
 """
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
@@ -327,6 +328,26 @@ def _array_from_numpy(value: np.ndarray) -> Array:
 def _freeze(value: np.ndarray) -> np.ndarray:
     value.setflags(write=False)
     return value
+
+
+# Host arrays placed on the CPU explicitly (``fg.device_put(x, "cpu")``): "committed", as JAX calls it.
+# Keyed by the id of the read-only buffer, with a weak reference that drops the entry with the buffer.
+_committed_buffers: dict[int, Any] = {}
+
+
+def commit_to_host(x: Array) -> Array:
+    """Mark the host array ``x`` as placed on the CPU on purpose: mixing it with device arrays raises
+    instead of uploading it (see :func:`_apply_on_device`). Returns ``x``."""
+    key = id(x._value)
+    _committed_buffers[key] = weakref.ref(x._value, lambda _, key=key: _committed_buffers.pop(key, None))
+    return x
+
+
+def is_committed(x: Array) -> bool:
+    """Whether the host array ``x`` was placed on the CPU with ``device_put`` (see :func:`commit_to_host`)."""
+    ref = _committed_buffers.get(id(x._value))
+    return ref is not None and ref() is x._value
+
 
 
 def host_numpy(x: Any) -> np.ndarray:

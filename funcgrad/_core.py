@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import weakref
 import warnings as _warnings_mod
 from typing import Any, Callable, Sequence
 
@@ -28,7 +27,8 @@ from funcgrad._warnings import _filtered_list as _float_warnings_filtered_in, fl
 # The array half of the core; re-exported because every layer above imports it from here
 # (and pickles written before the split name funcgrad._core._array_from_numpy).
 from funcgrad._array import (Array, _array_from_numpy, _freeze, _immutable_setitem,  # noqa: F401
-                             _int_overflow_message, _new_array, _wrap, to_numpy_input)
+                             _int_overflow_message, _new_array, _wrap, commit_to_host, is_committed,
+                             to_numpy_input)
 
 # --------------------------------------------------------------------------
 # Errors
@@ -573,25 +573,6 @@ def _finish_impl(prim: Primitive, values: list, out: Any) -> Any:
     if config.debug_nans:
         check_nans(prim, values, [result])
     return result
-
-
-# Host arrays placed on the CPU explicitly (``fg.device_put(x, "cpu")``): "committed", as JAX calls it.
-# Keyed by the id of the read-only buffer, with a weak reference that drops the entry with the buffer.
-_committed_buffers: dict[int, Any] = {}
-
-
-def commit_to_host(x: Array) -> Array:
-    """Mark the host array ``x`` as placed on the CPU on purpose: mixing it with device arrays raises
-    instead of uploading it (see :func:`_apply_on_device`). Returns ``x``."""
-    key = id(x._value)
-    _committed_buffers[key] = weakref.ref(x._value, lambda _, key=key: _committed_buffers.pop(key, None))
-    return x
-
-
-def is_committed(x: Array) -> bool:
-    """Whether the host array ``x`` was placed on the CPU with ``device_put`` (see :func:`commit_to_host`)."""
-    ref = _committed_buffers.get(id(x._value))
-    return ref is not None and ref() is x._value
 
 
 def _apply_on_device(prim: Primitive, args: Sequence[Any], params: dict) -> Any:

@@ -14,6 +14,8 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"  # must precede any triton import
 
 import contextlib  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
 import threading  # noqa: E402
 import types  # noqa: E402
 from typing import Any, Iterator  # noqa: E402
@@ -27,6 +29,9 @@ import funcgrad.numpy as fnp  # noqa: E402
 from funcgrad.backends.gpu import _detect  # noqa: E402
 from funcgrad.backends.gpu import array as gpu_array  # noqa: E402
 from gpu_standin import FakeDeviceArray, fake_cupy  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+from dispatch import numpy_mlp_grad  # noqa: E402  (the float64 reference the benchmarks check against)
 
 LR = 0.05
 SIZES = (12, 16, 16, 10)   # a small 3-layer MLP (benchmarks/gpu_step.py: 784-512-512-10)
@@ -120,22 +125,9 @@ def _step(p, x, y):
 
 
 def _numpy_step(p: dict, x: np.ndarray, y: np.ndarray) -> dict:
-    """The same SGD step in float64 numpy (forward and hand-written backward)."""
+    """The same SGD step in float64 numpy (the benchmarks' hand-written forward and backward)."""
     p = {k: v.astype(np.float64) for k, v in p.items()}
-    a1 = x @ p["w1"] + p["b1"]
-    h1 = np.maximum(a1, 0)
-    a2 = h1 @ p["w2"] + p["b2"]
-    h2 = np.maximum(a2, 0)
-    logits = h2 @ p["w3"] + p["b3"]
-    e = np.exp(logits - logits.max(1, keepdims=True))
-    d = e / e.sum(1, keepdims=True)
-    d[np.arange(len(y)), y] -= 1.0
-    d /= len(y)
-    g = {"w3": h2.T @ d, "b3": d.sum(0)}
-    d = (d @ p["w3"].T) * (a2 > 0)
-    g.update(w2=h1.T @ d, b2=d.sum(0))
-    d = (d @ p["w2"].T) * (a1 > 0)
-    g.update(w1=x.T @ d, b1=d.sum(0))
+    g = numpy_mlp_grad(p, x.astype(np.float64), y)
     return {k: p[k] - LR * g[k] for k in p}
 
 
