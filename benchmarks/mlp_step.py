@@ -1,7 +1,8 @@
 """Full MLP training step: funcgrad eager and jit against hand-written numpy, JAX, PyTorch and HIPS autograd.
 
 Batch 128, 784-512-512-10, ReLU, softmax cross-entropy, SGD; every peer in a worker process of its own,
-timed in interleaved rounds, each step first checked against float64 numpy. Also: the jitted step's first
+timed in interleaved rounds, each step first checked against float64 numpy; "numpy GEMMs only" is the step's
+8 matrix products alone (the floor a step cannot go under). Also: the jitted step's first
 call in fresh processes (empty kernel cache, then filled), and the step with 1 thread against all cores.
 
 ``--sweep`` measures how the cost grows: the step against the batch size (32 to 1024) with 1 thread and
@@ -72,12 +73,39 @@ def step_funcgrad(arg: dict):
     calls = {"jit": lambda: fg.block_until_ready(jstep(p, x, y))}
     if not arg.get("jit_only"):
         calls["eager"] = lambda: fg.block_until_ready(step(p, x, y))
-    return calls, lambda: _check(jstep(p, x, y))
+    m = jstep.lower(p, x, y).memory_analysis()
+    memory = {"arguments": m.argument_bytes + m.constant_bytes, "outputs": m.output_bytes,
+              "temporaries": m.temp_bytes}
+    return calls, lambda: {**_check(jstep(p, x, y)), "memory": memory}
+
+
+def gemm_floor(p: dict, x: np.ndarray) -> callable:
+    """The step's matrix products alone, into buffers allocated once: the floor a step cannot go under.
+
+    Forward ``h_i @ w_i`` for each layer, backward ``h_{i-1}.T @ d_i`` for each layer and ``d_i @ w_i.T`` for
+    all but the first (8 products for 784-512-512-10), the transposes taken as views, as BLAS takes them."""
+    n = len(p) // 2
+    ws = [p[f"w{i}"] for i in range(1, n + 1)]
+    hs = [x] + [np.ones((len(x), w.shape[1]), np.float32) for w in ws]
+    gw = [np.empty_like(w) for w in ws]
+    dx = [np.empty_like(h) for h in hs[:-1]]
+
+    def run() -> None:
+        for i, w in enumerate(ws):
+            np.matmul(hs[i], w, out=hs[i + 1])
+        for i in range(n - 1, -1, -1):
+            np.matmul(hs[i].T, hs[i + 1], out=gw[i])
+            if i > 0:
+                np.matmul(hs[i + 1], ws[i].T, out=dx[i])
+    return run
 
 
 def step_numpy(arg: dict):
     p, x, y = _data(arg)
-    return {"call": lambda: numpy_step(p, x, y)}, _check(numpy_step(p, x, y))
+    calls = {"call": lambda: numpy_step(p, x, y)}
+    if not arg.get("jit_only"):
+        calls["GEMMs only"] = gemm_floor(p, x)
+    return calls, _check(numpy_step(p, x, y))
 
 
 def step_jax(arg: dict):
@@ -98,7 +126,10 @@ def step_jax(arg: dict):
     def step(p, x, y):
         g = jax.grad(loss)(p, x, y)
         return jax.tree_util.tree_map(lambda w, gw: w - LR * gw, p, g)
-    return {"jit": lambda: jax.block_until_ready(step(p, x, y))}, lambda: _check(step(p, x, y))
+    m = step.lower(p, x, y).compile().memory_analysis()
+    memory = {"arguments": m.argument_size_in_bytes, "outputs": m.output_size_in_bytes - m.alias_size_in_bytes,
+              "temporaries": m.temp_size_in_bytes}
+    return {"jit": lambda: jax.block_until_ready(step(p, x, y))}, lambda: {**_check(step(p, x, y)), "memory": memory}
 
 
 def step_torch(arg: dict):
@@ -155,8 +186,16 @@ BUILDERS = {("step", "funcgrad"): step_funcgrad, ("step", "numpy"): step_numpy, 
             ("step", "pytorch"): step_torch, ("step", "autograd"): step_autograd, ("conv", "funcgrad"): conv_funcgrad}
 
 
+# The jitted step's memory as each compiler plans it (funcgrad: ``Jitted.lower(...).memory_analysis()``,
+# JAX: ``compiled.memory_analysis()``), filled in by check_step from the workers' checks.
+MEMORY: dict[str, dict] = {}
+
+
 def check_step(case: dict, peers: list) -> None:
     """Each peer's first updated rows of w1 (after one step) against a float64 numpy step."""
+    for peer in peers:
+        if "memory" in peer.hello["checks"]:
+            MEMORY[peer.name] = peer.hello["checks"]["memory"]
     p, x, y = _data(case["arg"])
     ref = numpy_step({k: v.astype(np.float64) for k, v in p.items()}, x.astype(np.float64), y)["w1"][:4]
     for peer in peers:
@@ -205,6 +244,12 @@ def run_step(args, record) -> None:
                     budget_s=5 if quick else 60, check=check_step)
     record.table("step", "MLP training step (each peer in its own process; interleaved medians)",
                  long_rows(res, "numpy"))
+    if MEMORY:
+        record.payload["memory"] = MEMORY
+        mib = lambda n: f"{n / 2**20:.2f} MiB"   # noqa: E731
+        record.table("memory", "Memory of one jitted step, as each compiler plans it", [
+            {"library": name, "arguments": mib(m["arguments"]), "outputs": mib(m["outputs"]),
+             "temporaries": mib(m["temporaries"]), "peak": mib(sum(m.values()))} for name, m in MEMORY.items()])
     if quick:
         return
     comp = first_calls(arg, 3, peers)

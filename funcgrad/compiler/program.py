@@ -44,6 +44,7 @@ from funcgrad import _core
 from funcgrad._config import config
 from funcgrad._core import Array, _wrap, check_nans, run_impl
 from funcgrad._ir import Jaxpr, Literal, pretty_print
+from funcgrad.compiler.memory import analyze
 
 # Output buffers remembered per output, for reuse once the caller drops them.
 _MAX_RECYCLED = 4
@@ -284,6 +285,11 @@ class Program:
         """Give up the buffers kept between calls now (they are allocated again if it runs again)."""
         with self.lock:
             self._release_buffers()
+
+    def memory_analysis(self) -> Any:
+        """The bytes one call needs (arguments, outputs, temporaries, the peak), from the buffer plan:
+        a :class:`funcgrad.compiler.memory.MemoryAnalysis` (JAX: ``compiled.memory_analysis()``)."""
+        return analyze(self)
 
     def _target(self, kind: str, index: int, aval: Any) -> np.ndarray:
         return self._buffer(index, aval) if kind == "buf" else self._output(index, aval)

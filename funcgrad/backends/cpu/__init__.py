@@ -26,6 +26,7 @@ from funcgrad._config import config
 from funcgrad._core import Array
 from funcgrad._ir import Jaxpr
 from funcgrad.backends import Backend, register_backend
+from funcgrad.backends.cpu import gemm_update
 from funcgrad.backends.cpu import impls as _impls
 from funcgrad.backends.cpu import lowering as _lowering
 from funcgrad.compiler import fusion, passes
@@ -72,7 +73,7 @@ class CpuBackend(Backend):
         optimised = passes.compile_subprograms(passes.optimize(jaxpr), self.compile)
         # Under debug_nans every primitive runs on its own, so a NaN is named precisely.
         if config.jit_fusion and not config.debug_nans:
-            optimised = fusion.fuse(optimised)
+            optimised = fusion.fuse(gemm_update.rewrite(optimised))
         return Program(optimised)
 
 

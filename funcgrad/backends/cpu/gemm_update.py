@@ -1,0 +1,164 @@
+"""A matrix product added into another array by BLAS itself: ``w + alpha * (a @ b)`` as one GEMM.
+
+A training step ends with ``w - lr * (h.T @ d)`` for each weight matrix: a
+product, a scale and a subtraction. Run as written, the product's result is
+an intermediate as large as the weight, written by the product and read back
+by the update. BLAS computes ``C = alpha * A @ B + beta * C`` in one call, so
+:func:`rewrite` (a pass of the CPU compiler, before fusion) turns the three
+equations into one :class:`GemmUpdate`: the output takes a copy of ``w``,
+then GEMM adds ``alpha * a @ b`` into it with ``beta = 1``. The intermediate
+is gone, as in XLA's CPU compiler, which fuses an addition into the output
+of a dot the same way.
+
+It applies where the product's result is used once, by ``mul`` with a
+scalar literal (or by nothing else but the addition), whose result is used
+once, by ``add``/``sub`` with an array of the product's shape and dtype
+(float32 or float64, no broadcasting). The result differs from the
+unfused one by rounding alone (``alpha`` multiplies inside GEMM).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import blas
+
+from funcgrad._dtypes import ShapedArray
+from funcgrad._ir import Eqn, Jaxpr, Literal, Var
+from funcgrad.primitives import elementwise as E
+from funcgrad.primitives import linalg as L
+
+_GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
+
+
+class GemmUpdate:
+    """``out = w + alpha * (a @ b)`` for 2-d float arrays, written into ``out`` (a program's buffer)."""
+
+    multiple_results = False
+    name = "matmul_update"
+    lowerings: dict = {}
+    traits = frozenset({"writes_out"})
+
+    def __init__(self, alpha: float, aval: ShapedArray):
+        self.alpha = float(alpha)
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"matmul_update[alpha={self.alpha:g}]"
+
+    def impl(self, w: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(self.aval.shape, self.aval.dtype)
+        np.copyto(out, w)
+        if out.size == 0 or a.shape[1] == 0:
+            return out
+        # C-ordered out (m x n) is Fortran-ordered out.T (n x m): out.T += alpha * b.T @ a.T.
+        first, trans_first = _fortran_operand(b)
+        second, trans_second = _fortran_operand(a)
+        target = out.T
+        result = _GEMM[out.dtype](self.alpha, first, second, beta=1.0, c=target, trans_a=trans_first,
+                                  trans_b=trans_second, overwrite_c=1)
+        if not np.shares_memory(result, out):   # BLAS worked on a copy: take its result
+            np.copyto(target, result)
+        return out
+
+
+def _fortran_operand(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """``x.T`` for BLAS without a copy: ``(x.T, 0)`` when ``x`` is C-ordered (its transpose is
+    Fortran-ordered), ``(x, 1)`` when ``x`` is Fortran-ordered (BLAS transposes it)."""
+    if x.flags.f_contiguous and not x.flags.c_contiguous:
+        return x, 1
+    return np.ascontiguousarray(x).T, 0
+
+
+def _uses(jaxpr: Jaxpr) -> dict[int, int]:
+    count: dict[int, int] = {}
+    for eqn in jaxpr.eqns:
+        for x in eqn.inputs:
+            if isinstance(x, Var):
+                count[id(x)] = count.get(id(x), 0) + 1
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            count[id(v)] = count.get(id(v), 0) + 2   # an output is never folded away
+    return count
+
+
+def _product(eqn: Eqn) -> bool:
+    """A 2-d float32/float64 ``matmul`` of two arrays of its own dtype."""
+    if eqn.prim is not L.matmul_p or len(eqn.inputs) != 2:
+        return False
+    out = eqn.outvars[0].aval
+    return (out.dtype in _GEMM and len(out.shape) == 2
+            and all(isinstance(x, Var) and len(x.aval.shape) == 2 and x.aval.dtype == out.dtype
+                    for x in eqn.inputs))
+
+
+def _scale(eqn: Eqn, product: Var) -> float | None:
+    """The scalar ``s`` of ``mul(s, product)`` / ``mul(product, s)`` (a literal), else None."""
+    if eqn.prim is not E.mul_p or eqn.outvars[0].aval != product.aval:
+        return None
+    a, b = eqn.inputs
+    other = b if a is product else a if b is product else None
+    if isinstance(other, Literal) and np.ndim(other.value) == 0 and np.isrealobj(other.value):
+        return float(other.value)
+    return None
+
+
+def _addend(eqn: Eqn, term: Var) -> tuple[Var, float] | None:
+    """``(w, sign)`` of ``add(w, term)``/``add(term, w)`` (+1) or ``sub(w, term)`` (-1), ``w`` of the
+    term's shape and dtype, else None."""
+    if eqn.prim not in (E.add_p, E.sub_p) or eqn.outvars[0].aval != term.aval:
+        return None
+    a, b = eqn.inputs
+    if eqn.prim is E.sub_p:
+        w, sign = (a, -1.0) if b is term and a is not term else (None, 0.0)
+    else:
+        w, sign = (b if a is term else a if b is term else None), 1.0
+    if isinstance(w, Var) and w is not term and w.aval == term.aval:
+        return w, sign
+    return None
+
+
+def rewrite(jaxpr: Jaxpr) -> Jaxpr:
+    """``jaxpr`` with each ``w +/- s * (a @ b)`` (and ``w +/- a @ b``) as one :class:`GemmUpdate`."""
+    uses = _uses(jaxpr)
+    single_user: dict[int, Eqn] = {}
+    for eqn in jaxpr.eqns:
+        for x in eqn.inputs:
+            if isinstance(x, Var) and uses.get(id(x)) == 1:
+                single_user[id(x)] = eqn
+    replaced: dict[int, Eqn | None] = {}   # id(eqn) -> its replacement (None: dropped)
+    for eqn in jaxpr.eqns:
+        if not _product(eqn):
+            continue
+        g = eqn.outvars[0]
+        user = single_user.get(id(g))
+        if user is None or id(user) in replaced:
+            continue
+        alpha, scale_eqn, term = 1.0, None, g
+        s = _scale(user, g)
+        if s is not None:
+            scale_eqn, term = user, user.outvars[0]
+            user = single_user.get(id(term))
+            if user is None or id(user) in replaced:
+                continue
+            alpha = s
+        found = _addend(user, term)
+        if found is None:
+            continue
+        w, sign = found
+        a, b = eqn.inputs
+        fused = Eqn(GemmUpdate(sign * alpha, user.outvars[0].aval), [w, a, b], {}, list(user.outvars),
+                    user.source, user.backward)
+        replaced[id(eqn)] = None
+        if scale_eqn is not None:
+            replaced[id(scale_eqn)] = None
+        replaced[id(user)] = fused
+    if not replaced:
+        return jaxpr
+    eqns = []
+    for eqn in jaxpr.eqns:
+        new = replaced.get(id(eqn), eqn)
+        if new is not None:
+            eqns.append(new)
+    return Jaxpr(jaxpr.constvars, jaxpr.consts, jaxpr.invars, eqns, jaxpr.outvars)
