@@ -61,7 +61,7 @@ def environment() -> dict:
     """What moves the numbers: the machine, thread counts, allocator settings, load, versions."""
     env = {"variables": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
            "python": platform.python_version(), "executable": sys.executable, "numpy": np.__version__,
-           "load_average": _load(), **machine()}
+           "load_average": _load(), "gemm_gflops": gemm_gflops(), **machine()}
     try:
         import numba
         env["numba"] = numba.__version__
@@ -70,6 +70,21 @@ def environment() -> dict:
         pass
     env["thread_pools"] = thread_pools()
     return env
+
+
+def gemm_gflops(n: int = 1024, repeats: int = 9) -> float:
+    """The machine's float32 GEMM rate now (numpy's BLAS, all its threads): the median GFLOP/s of
+    ``repeats`` n x n products, the ceiling that matrix-bound work (an MLP step, attention) runs against."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    out = np.empty((n, n), np.float32)
+    np.matmul(a, b, out=out)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        np.matmul(a, b, out=out)
+        times.append(time.perf_counter() - t)
+    return round(2 * n ** 3 / sorted(times)[len(times) // 2] / 1e9, 1)
 
 
 def _load() -> list[float] | None:
@@ -169,6 +184,7 @@ class Record:
 
     def write(self, path: str) -> None:
         self.payload["environment"]["load_average_after"] = _load()
+        self.payload["environment"]["gemm_gflops_after"] = gemm_gflops()
         self.payload["seconds"] = time.perf_counter() - self.start
         self.payload["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

@@ -219,6 +219,13 @@ def _get(point: dict, peer: str, name: str) -> dict | None:
     return point["results"].get(peer, {}).get(name)
 
 
+def flash_flops(pt: dict, mode: str) -> float:
+    """The matrix-product FLOPs flash performs: per head 4 N^2 d forward (Q K^T and P V), 10 N^2 d more
+    backward (Q K^T again, then dV, dP, dQ, dK); half of it under a causal mask."""
+    per = (4 if mode == "fwd" else 14) * pt["n"] ** 2 * pt["d"] * pt["bh"]
+    return per / 2 if pt["causal"] else per
+
+
 def rows(points: list[dict]) -> list[dict]:
     out = []
     for pt in points:
@@ -231,6 +238,8 @@ def rows(points: list[dict]) -> list[dict]:
                     row[f"{impl} peak MB"] = f"{s['rss_peak_mb']:.0f}"
             f, t = _get(pt, "funcgrad", f"flash {mode}"), _get(pt, "pytorch", f"sdpa {mode}")
             row["flash / SDPA"] = fmt_ratio(f and f["median_s"], t and t["median_s"])
+            if f:
+                row["flash GFLOP/s"] = f"{flash_flops(pt, mode) / f['median_s'] / 1e9:.0f}"
             out.append(row)
     return out
 

@@ -86,7 +86,9 @@ def machine_line(payload: dict) -> str:
     load = env.get("load_average") or ["?"]
     parts = [f"`{payload.get('command', '')}` on {env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} cores"
              f"{' (' + simd[0] + ')' if simd else ''}, numba threads {env.get('numba_threads', '?')}, "
-             f"load {load[0]} before and {(env.get('load_average_after') or ['?'])[0]} after",
+             f"load {load[0]} before and {(env.get('load_average_after') or ['?'])[0]} after"
+             + (f", float32 GEMM {env['gemm_gflops']:g} GFLOP/s before and {env.get('gemm_gflops_after', '?')} after"
+                if env.get("gemm_gflops") else ""),
              payload.get("timestamp", "?")[:10], *peers[:1]]
     text = "; ".join(parts) + "".join(f", {p}" for p in peers[1:])
     return text + (f"; not installed: {missing}." if missing else ".")
