@@ -18,7 +18,6 @@ unfused one by rounding alone (``alpha`` multiplies inside GEMM).
 """
 from __future__ import annotations
 
-
 import numpy as np
 from scipy.linalg import blas
 
