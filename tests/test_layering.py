@@ -7,7 +7,7 @@ function still makes the lower module depend on the higher one.
 The layers, lowest first (a module may import its own layer and those below):
 
     config     _config, _dtypes, _warnings
-    core       _core, _array, _ir, tree_util, _threefry, core, dtypes, typing, backends (the registry only)
+    core       _core, _array, _ir, tree_util/*, _threefry, core, dtypes, typing, backends (the registry only)
     prims      primitives/*
     lax        lax
     transforms interpreters/*, api (with _custom_rules, _staging), jit, compiler/*, devices, backends/<name>/*
@@ -44,7 +44,8 @@ _EXACT = {
     "funcgrad._toplevel": "libraries", "funcgrad.ad_checkpoint": "transforms", "funcgrad.profiler": "libraries",
 }
 _PREFIXES = [
-    ("funcgrad.primitives", "prims"), ("funcgrad.lax", "lax"), ("funcgrad.interpreters", "transforms"),
+    ("funcgrad.tree_util", "core"), ("funcgrad.primitives", "prims"), ("funcgrad.lax", "lax"),
+    ("funcgrad.interpreters", "transforms"),
     ("funcgrad.compiler", "transforms"), ("funcgrad.backends", "transforms"), ("funcgrad.numpy", "numpy"),
     ("funcgrad.scipy", "numpy"),
     ("funcgrad.random", "libraries"),

@@ -8,7 +8,7 @@ import numpy as np
 
 import funcgrad.numpy as fnp
 from funcgrad.scipy.linalg import solve_triangular
-from funcgrad.scipy.special import _floats
+from funcgrad.scipy.special._base import _floats
 
 LOG_2PI = math.log(2.0 * math.pi)
 NAN, INF = float("nan"), float("inf")
