@@ -276,3 +276,116 @@ def test_small_xent_grad_bad_labels():
         K.softmax_xent_grad(x, np.array([0, 1, 3, 0]), np.ones(4, np.float32), np.empty_like(x))
     with pytest.raises(ValueError, match=r"label -1 at row 0"):
         K.softmax_xent_grad(x, np.array([-1, 1, 2, 0]), np.ones(4, np.float32), np.empty_like(x))
+
+
+# ------------------------------------------------------- the compiler thread gives way
+
+
+def test_the_tiered_start_is_the_default(tmp_path):
+    code = "import sys; sys.path.insert(0, %r); from funcgrad.compiler import codegen; print(codegen.BACKGROUND_COMPILE)"
+    env = {k: v for k, v in os.environ.items() if k != "FUNCGRAD_JIT_BACKGROUND_COMPILE"}
+    modes = {}
+    for value in (None, "off", "0", "all", "exact", "bogus"):
+        if value is not None:
+            env["FUNCGRAD_JIT_BACKGROUND_COMPILE"] = value
+        proc = subprocess.run([sys.executable, "-c", code % REPO], env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        modes[value] = proc.stdout.strip()
+    assert modes == {None: "exact", "off": "off", "0": "off", "all": "all", "exact": "exact", "bogus": "exact"}
+
+
+def test_background_compiles_wait_for_the_callers_compiles(monkeypatch):
+    """A job starts only after the queue settled and while no other thread wants numba's
+    compiler lock: a compile the caller needs now does not queue behind the background ones."""
+    monkeypatch.setattr(codegen, "SETTLE_S", 0.05)
+    compiler = codegen._compiler
+    compiler._listen()
+    started: list = []
+    compiler._lock_event(+1)                   # the caller holds numba's compiler lock
+    try:
+        codegen.compile_in_background(lambda: started.append(True))
+        assert not codegen.wait_for_kernels(timeout=0.5) and started == []
+    finally:
+        compiler._lock_event(-1)
+    assert codegen.wait_for_kernels(timeout=60) and started == [True]
+
+
+def test_a_real_foreground_compile_is_seen(monkeypatch):
+    """numba's compiler-lock events from the calling thread count as a foreground compile."""
+    import numba
+    seen: list = []
+    compiler = codegen._compiler
+    compiler._listen()
+
+    @numba.njit(cache=False)
+    def plus_one(v):
+        return v + 1
+
+    original = compiler._lock_event
+
+    def spy(delta):
+        original(delta)
+        seen.append(compiler.foreground)
+    monkeypatch.setattr(compiler, "_lock_event", spy)
+    assert plus_one(41) == 42
+    assert seen and max(seen) >= 1 and compiler.foreground == 0
+
+
+# ------------------------------------------------------- the compile process
+
+
+def test_signatures_travel_to_the_compile_process_unchanged():
+    import numba
+    from funcgrad.compiler import compile_worker
+    ro = np.ones((3, 4), np.float32)
+    ro.setflags(write=False)
+    values = [7, ro, np.zeros((2, 5), np.bool_), np.ones((6, 2), np.int64)[:, :1], np.zeros(4, np.uint32)]
+    signature = tuple(numba.typeof(v) for v in values)
+    encoded = compile_worker.encode_signature(signature)
+    assert encoded is not None
+    assert compile_worker.decode_signature(encoded) == signature
+    assert compile_worker.encode_signature((numba.typeof((1, 2)),)) is None   # a tuple: not sent
+
+
+def _spec(parallel: bool):
+    from funcgrad.compiler.codegen import KernelSpec, Op
+    from funcgrad.primitives.elementwise import mul_p, sub_p
+    f32 = np.dtype(np.float32)
+    return KernelSpec([("x0", "[i, j]", f32), ("x1", "[0, j]", f32)],
+                      [Op("v0", mul_p, ["x1", 0.0311], f32), Op("v1", sub_p, ["x0", "v0"], f32)],
+                      ["v1"], None, parallel)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_the_compile_process_fills_the_disk_cache(tmp_path, monkeypatch, parallel):
+    """The child compiles; this process then loads the kernel from disk without compiling it."""
+    import numba
+    monkeypatch.setenv("FUNCGRAD_JIT_COMPILE_PROCESS", "1")
+    monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
+    spec = _spec(parallel)
+    x0 = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+    x1 = np.linspace(2, 3, 6, dtype=np.float32).reshape(1, 6)
+    out = np.empty_like(x0)
+    signature = tuple(numba.typeof(a) for a in (4, 6, x0, x1, out))
+    before = fg.config.cache_dir
+    fg.config.update("cache_dir", str(tmp_path / "kernels"))
+    try:
+        assert codegen.compile_elsewhere(spec, signature)
+        kernel = codegen.compile_kernel(spec)
+        dispatcher = kernel if hasattr(kernel, "compile") else kernel.__wrapped__
+        dispatcher.compile(signature)
+        kernel(4, 6, x0, x1, out)
+    finally:
+        fg.config.update("cache_dir", before)
+        codegen._child.close()
+    assert sum(dispatcher.stats.cache_hits.values()) == 1 and sum(dispatcher.stats.cache_misses.values()) == 0
+    np.testing.assert_array_equal(out, x0 - x1 * np.float32(0.0311))
+
+
+def test_no_compile_process_when_switched_off(tmp_path, monkeypatch):
+    import numba
+    monkeypatch.setenv("FUNCGRAD_JIT_COMPILE_PROCESS", "0")
+    x = np.ones((2, 3), np.float32)
+    signature = tuple(numba.typeof(a) for a in (2, 3, x, x[:1], x))
+    assert not codegen.compile_elsewhere(_spec(False), signature)
