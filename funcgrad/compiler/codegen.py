@@ -59,8 +59,13 @@ COMPILER = "numba"
 # While a group runs on numpy it allocates its intermediates (no buffer plan).
 # The compiles run in a child process where there is more than one core
 # (:func:`compile_elsewhere`), else beside the caller's thread (sharing the GIL).
-BACKGROUND_COMPILE = {"0": "off", "false": "off", "no": "off", "off": "off", "all": "all"}.get(
-    os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE", "exact").strip().lower(), "exact")
+def background_mode(value: str | None) -> str:
+    """The mode a ``FUNCGRAD_JIT_BACKGROUND_COMPILE`` value asks for ("exact" when unset or unknown)."""
+    return {"0": "off", "false": "off", "no": "off", "off": "off", "all": "all"}.get(
+        (value or "exact").strip().lower(), "exact")
+
+
+BACKGROUND_COMPILE = background_mode(os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE"))
 
 # Iteration sizes below this run serially: starting numba's threads costs
 # more than the loop itself.
@@ -313,7 +318,7 @@ def source_path(spec: KernelSpec) -> str:
 # long: a program's first call queues its groups one by one as it reaches them,
 # and a compile it needs at once (a kernel that cannot run on numpy) should
 # not wait behind them for numba's process-wide compiler lock.
-SETTLE_S = 0.05
+SETTLE_S = 0.1
 GIVE_WAY_MAX_S = 10.0
 
 

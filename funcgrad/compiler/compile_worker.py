@@ -22,6 +22,7 @@ one JSON reply per line on stdout, ``{"ok": bool, "error": str}``.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -155,7 +156,7 @@ class Child:
 def serve() -> None:
     """The child's loop (see the module docstring); the stand-in packages are installed."""
     import types as pytypes
-    from funcgrad.backends.cpu import _threads  # noqa: F401  -- numba's threading layer, as in the parent
+    importlib.import_module("funcgrad.backends.cpu._threads")   # numba's threading layer, as in the parent
     for line in sys.stdin:
         try:
             request = json.loads(line)
