@@ -384,3 +384,39 @@ def test_no_compile_process_when_switched_off(tmp_path, monkeypatch):
     x = np.ones((2, 3), np.float32)
     signature = tuple(numba.typeof(a) for a in (2, 3, x, x[:1], x))
     assert not codegen.compile_elsewhere(_spec(False), signature)
+
+
+def _mlp_step():
+    import funcgrad.nn as nn
+
+    def loss(p, x, y):
+        h = nn.relu(x @ p["w1"] + p["b1"])
+        return nn.cross_entropy(h @ p["w2"] + p["b2"], y)
+
+    def step(p, x, y):
+        g = fg.grad(loss)(p, x, y)
+        return fg.tree_util.tree_map(lambda w, gw: w - 0.05 * gw, p, g)
+    rng = np.random.default_rng(8)
+    p = {"w1": rng.standard_normal((12, 16)).astype(np.float32) * 0.3, "b1": np.zeros(16, np.float32),
+         "w2": rng.standard_normal((16, 4)).astype(np.float32) * 0.3, "b2": np.zeros(4, np.float32)}
+    return step, p, rng.standard_normal((8, 12)).astype(np.float32), rng.integers(0, 4, 8)
+
+
+def test_a_training_steps_first_call_compiles_no_fused_kernel(held_jobs, numpy_runs, monkeypatch):
+    """Under the default, the first call of an MLP step queues its fused kernels (all exact:
+    bias + ReLU, SGD updates) and compiles none; its results are the bits of the step
+    compiled up front."""
+    compiled: list = []
+    original = codegen.compile_kernel
+    monkeypatch.setattr("funcgrad.compiler.fusion.compile_kernel", lambda spec: compiled.append(spec) or
+                        original(spec))
+    step, p, x, y = _mlp_step()
+    first = fg.jit(step)(p, x, y)
+    assert compiled == [] and len(held_jobs) >= 2 and len(numpy_runs) == len(held_jobs)
+    for job in held_jobs:
+        job()
+    assert len(compiled) == len(held_jobs)
+    monkeypatch.setattr(codegen, "BACKGROUND_COMPILE", "off")
+    upfront = fg.jit(step)(p, x, y)   # another program: every kernel compiled before it runs
+    for k in p:
+        np.testing.assert_array_equal(np.asarray(first[k]), np.asarray(upfront[k]))
