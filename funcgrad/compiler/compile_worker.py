@@ -88,6 +88,12 @@ class Child:
         self.proc: subprocess.Popen | None = None
         self.lock = threading.Lock()
         self.broken = False
+        self.pid = os.getpid()
+
+    def _forked(self) -> None:
+        """In a forked process: forget the parent's child (its pipes are the parent's)."""
+        if self.pid != os.getpid():
+            self.pid, self.proc, self.lock = os.getpid(), None, threading.Lock()
 
     def usable(self) -> bool:
         """Whether compiles go to the child: switched on, not failed, and a disk cache to share."""
@@ -100,6 +106,7 @@ class Child:
         encoded = encode_signature(signature)
         if encoded is None or self.broken:
             return False
+        self._forked()
         with self.lock:
             try:
                 proc = self._start()
@@ -114,17 +121,6 @@ class Child:
                 self._stop()
                 return False
 
-    def start(self) -> None:
-        """Start the child now (it imports numba while the caller goes on), if it is not running."""
-        if self.broken or not self.lock.acquire(blocking=False):
-            return   # broken, or a compile is under way: it runs
-        try:
-            self._start()
-        except OSError:
-            self.broken = True
-        finally:
-            self.lock.release()
-
     def _start(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen([sys.executable, "-c", _CHILD, _PACKAGE_ROOT], stdin=subprocess.PIPE,
@@ -134,6 +130,7 @@ class Child:
 
     def close(self) -> None:
         """Let the child exit (its input closes); kill it if a compile keeps it busy for long."""
+        self._forked()
         if self.lock.acquire(timeout=30):
             try:
                 self._stop()
