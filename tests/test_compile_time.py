@@ -420,3 +420,26 @@ def test_a_training_steps_first_call_compiles_no_fused_kernel(held_jobs, numpy_r
     upfront = fg.jit(step)(p, x, y)   # another program: every kernel compiled before it runs
     for k in p:
         np.testing.assert_array_equal(np.asarray(first[k]), np.asarray(upfront[k]))
+
+
+def test_a_failing_compile_process_falls_back_to_this_one(tmp_path, monkeypatch):
+    """A child that cannot start (or dies) is not tried again; the kernel compiles here."""
+    import numba
+    from funcgrad.compiler import compile_worker
+    monkeypatch.setenv("FUNCGRAD_JIT_COMPILE_PROCESS", "1")
+    monkeypatch.setattr(compile_worker, "_CHILD", "import sys; sys.exit(3)")
+    monkeypatch.setattr(codegen, "_child", compile_worker.Child())
+    monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 6)
+    out = np.empty_like(x)
+    signature = tuple(numba.typeof(a) for a in (2, 6, x, x[:1], out))
+    before = fg.config.cache_dir
+    fg.config.update("cache_dir", str(tmp_path / "kernels"))
+    try:
+        assert not codegen.compile_elsewhere(_spec(False), signature)
+        assert codegen._child.broken and not codegen._child.usable()
+        kernel = codegen.compile_kernel(_spec(False))
+        kernel(2, 6, x, x[:1], out)
+    finally:
+        fg.config.update("cache_dir", before)
+    np.testing.assert_array_equal(out, x - x[:1] * np.float32(0.0311))

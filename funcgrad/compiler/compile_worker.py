@@ -152,7 +152,9 @@ class Child:
 
 def serve() -> None:
     """The child's loop (see the module docstring); the stand-in packages are installed."""
+    import signal
     import types as pytypes
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle; it closes our input
     importlib.import_module("funcgrad.backends.cpu._threads")   # numba's threading layer, as in the parent
     for line in sys.stdin:
         try:
