@@ -393,15 +393,17 @@ class _Compiler:
             self.lock.wait(timeout=min(max(settle, SETTLE_S), deadline - now))
 
     def _work(self) -> None:
-        while True:
+        idle = False
+        while not idle:
             with self.lock:
-                while not self.jobs:
+                while not self.jobs and not idle:
                     self.busy = False
                     self.lock.notify_all()
                     if not self.lock.wait(timeout=5.0) and not self.jobs:
                         self.thread = None   # idle: a later submit starts a new one
-                        _child.close()       # ... and a new compile process
-                        return
+                        idle = True
+                if idle:
+                    break
                 self.busy = True
                 if not _child.usable():   # a compile process leaves this thread little to do
                     self._give_way()
@@ -413,6 +415,7 @@ class _Compiler:
             except BaseException as err:   # the group keeps running on numpy; the error is kept
                 with self.lock:
                     self.failures.append(err)
+        _child.close()   # idle: the compile process exits too (a later compile starts a new one)
 
     def wait(self, timeout: float | None = None) -> bool:
         with self.lock:
