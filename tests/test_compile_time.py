@@ -276,3 +276,170 @@ def test_small_xent_grad_bad_labels():
         K.softmax_xent_grad(x, np.array([0, 1, 3, 0]), np.ones(4, np.float32), np.empty_like(x))
     with pytest.raises(ValueError, match=r"label -1 at row 0"):
         K.softmax_xent_grad(x, np.array([-1, 1, 2, 0]), np.ones(4, np.float32), np.empty_like(x))
+
+
+# ------------------------------------------------------- the compiler thread gives way
+
+
+def test_the_tiered_start_is_the_default():
+    modes = {v: codegen.background_mode(v) for v in (None, "", "off", "0", "all", "exact", " Exact ", "bogus")}
+    assert modes == {None: "exact", "": "exact", "off": "off", "0": "off", "all": "all", "exact": "exact",
+                     " Exact ": "exact", "bogus": "exact"}
+    assert codegen.BACKGROUND_COMPILE == codegen.background_mode(os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE"))
+
+
+def test_background_compiles_wait_for_the_callers_compiles(monkeypatch):
+    """A job starts only after the queue settled and while no other thread wants numba's
+    compiler lock: a compile the caller needs now does not queue behind the background ones
+    (the background compiles on this thread: no compile process)."""
+    monkeypatch.setenv("FUNCGRAD_JIT_COMPILE_PROCESS", "0")
+    monkeypatch.setattr(codegen, "SETTLE_S", 0.05)
+    compiler = codegen._compiler
+    compiler._listen()
+    started: list = []
+    compiler._lock_event(+1)                   # the caller holds numba's compiler lock
+    try:
+        codegen.compile_in_background(lambda: started.append(True))
+        assert not codegen.wait_for_kernels(timeout=0.5) and started == []
+    finally:
+        compiler._lock_event(-1)
+    assert codegen.wait_for_kernels(timeout=60) and started == [True]
+
+
+def test_a_real_foreground_compile_is_seen(monkeypatch):
+    """numba's compiler-lock events from the calling thread count as a foreground compile."""
+    import numba
+    seen: list = []
+    compiler = codegen._compiler
+    compiler._listen()
+
+    @numba.njit(cache=False)
+    def plus_one(v):
+        return v + 1
+
+    original = compiler._lock_event
+
+    def spy(delta):
+        original(delta)
+        seen.append(compiler.foreground)
+    monkeypatch.setattr(compiler, "_lock_event", spy)
+    assert plus_one(41) == 42
+    assert seen and max(seen) >= 1 and compiler.foreground == 0
+
+
+# ------------------------------------------------------- the compile process
+
+
+def test_signatures_travel_to_the_compile_process_unchanged():
+    import numba
+    from funcgrad.compiler import compile_worker
+    ro = np.ones((3, 4), np.float32)
+    ro.setflags(write=False)
+    values = [7, ro, np.zeros((2, 5), np.bool_), np.ones((6, 2), np.int64)[:, :1], np.zeros(4, np.uint32)]
+    signature = tuple(numba.typeof(v) for v in values)
+    encoded = compile_worker.encode_signature(signature)
+    assert encoded is not None
+    assert compile_worker.decode_signature(encoded) == signature
+    assert compile_worker.encode_signature((numba.typeof((1, 2)),)) is None   # a tuple: not sent
+
+
+def _spec(parallel: bool):
+    from funcgrad.compiler.codegen import KernelSpec, Op
+    from funcgrad.primitives.elementwise import mul_p, sub_p
+    f32 = np.dtype(np.float32)
+    return KernelSpec([("x0", "[i, j]", f32), ("x1", "[0, j]", f32)],
+                      [Op("v0", mul_p, ["x1", 0.0311], f32), Op("v1", sub_p, ["x0", "v0"], f32)],
+                      ["v1"], None, parallel)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_the_compile_process_fills_the_disk_cache(tmp_path, monkeypatch, parallel):
+    """The child compiles; this process then loads the kernel from disk without compiling it."""
+    import numba
+    monkeypatch.setenv("FUNCGRAD_JIT_COMPILE_PROCESS", "1")
+    monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
+    spec = _spec(parallel)
+    x0 = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+    x1 = np.linspace(2, 3, 6, dtype=np.float32).reshape(1, 6)
+    out = np.empty_like(x0)
+    signature = tuple(numba.typeof(a) for a in (4, 6, x0, x1, out))
+    before = fg.config.cache_dir
+    fg.config.update("cache_dir", str(tmp_path / "kernels"))
+    try:
+        assert codegen.compile_elsewhere(spec, signature)
+        kernel = codegen.compile_kernel(spec)
+        dispatcher = kernel if hasattr(kernel, "compile") else kernel.__wrapped__
+        dispatcher.compile(signature)
+        kernel(4, 6, x0, x1, out)
+    finally:
+        fg.config.update("cache_dir", before)
+        codegen._child.close()
+    assert sum(dispatcher.stats.cache_hits.values()) == 1 and sum(dispatcher.stats.cache_misses.values()) == 0
+    np.testing.assert_array_equal(out, x0 - x1 * np.float32(0.0311))
+
+
+def test_no_compile_process_when_switched_off(tmp_path, monkeypatch):
+    import numba
+    monkeypatch.setenv("FUNCGRAD_JIT_COMPILE_PROCESS", "0")
+    x = np.ones((2, 3), np.float32)
+    signature = tuple(numba.typeof(a) for a in (2, 3, x, x[:1], x))
+    assert not codegen.compile_elsewhere(_spec(False), signature)
+
+
+def _mlp_step():
+    import funcgrad.nn as nn
+
+    def loss(p, x, y):
+        h = nn.relu(x @ p["w1"] + p["b1"])
+        return nn.cross_entropy(h @ p["w2"] + p["b2"], y)
+
+    def step(p, x, y):
+        g = fg.grad(loss)(p, x, y)
+        return fg.tree_util.tree_map(lambda w, gw: w - 0.05 * gw, p, g)
+    rng = np.random.default_rng(8)
+    p = {"w1": rng.standard_normal((12, 16)).astype(np.float32) * 0.3, "b1": np.zeros(16, np.float32),
+         "w2": rng.standard_normal((16, 4)).astype(np.float32) * 0.3, "b2": np.zeros(4, np.float32)}
+    return step, p, rng.standard_normal((8, 12)).astype(np.float32), rng.integers(0, 4, 8)
+
+
+def test_a_training_steps_first_call_compiles_no_fused_kernel(held_jobs, numpy_runs, monkeypatch):
+    """Under the default, the first call of an MLP step queues its fused kernels (all exact:
+    bias + ReLU, SGD updates) and compiles none; its results are the bits of the step
+    compiled up front."""
+    compiled: list = []
+    original = codegen.compile_kernel
+    monkeypatch.setattr("funcgrad.compiler.fusion.compile_kernel", lambda spec: compiled.append(spec) or
+                        original(spec))
+    step, p, x, y = _mlp_step()
+    first = fg.jit(step)(p, x, y)
+    assert compiled == [] and len(held_jobs) >= 2 and len(numpy_runs) == len(held_jobs)
+    for job in held_jobs:
+        job()
+    assert len(compiled) == len(held_jobs)
+    monkeypatch.setattr(codegen, "BACKGROUND_COMPILE", "off")
+    upfront = fg.jit(step)(p, x, y)   # another program: every kernel compiled before it runs
+    for k in p:
+        np.testing.assert_array_equal(np.asarray(first[k]), np.asarray(upfront[k]))
+
+
+def test_a_failing_compile_process_falls_back_to_this_one(tmp_path, monkeypatch):
+    """A child that cannot start (or dies) is not tried again; the kernel compiles here."""
+    import numba
+    from funcgrad.compiler import compile_worker
+    monkeypatch.setenv("FUNCGRAD_JIT_COMPILE_PROCESS", "1")
+    monkeypatch.setattr(compile_worker, "_CHILD", "import sys; sys.exit(3)")
+    monkeypatch.setattr(codegen, "_child", compile_worker.Child())
+    monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(2, 6)
+    out = np.empty_like(x)
+    signature = tuple(numba.typeof(a) for a in (2, 6, x, x[:1], out))
+    before = fg.config.cache_dir
+    fg.config.update("cache_dir", str(tmp_path / "kernels"))
+    try:
+        assert not codegen.compile_elsewhere(_spec(False), signature)
+        assert codegen._child.broken and not codegen._child.usable()
+        kernel = codegen.compile_kernel(_spec(False))
+        kernel(2, 6, x, x[:1], out)
+    finally:
+        fg.config.update("cache_dir", before)
+    np.testing.assert_array_equal(out, x - x[:1] * np.float32(0.0311))

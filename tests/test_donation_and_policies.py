@@ -7,6 +7,7 @@ import pytest
 
 import funcgrad as fg
 import funcgrad.numpy as fnp
+from funcgrad.compiler.codegen import wait_for_kernels
 from funcgrad.testing import check_grads
 
 
@@ -140,6 +141,7 @@ def _loop_memory(donate):
     f = fg.jit(lambda p, g: p - 0.01 * g * p, donate_argnums=0 if donate else None)
     p, g = _fresh((512, 512)), fnp.full((512, 512), 0.5)
     p = f(p, g)   # compile outside the measurement
+    wait_for_kernels()   # ... the kernels too (the first calls run on numpy while they compile)
     gc.collect()
     tracemalloc.start()
     try:

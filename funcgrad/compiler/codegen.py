@@ -32,6 +32,7 @@ import hashlib
 import os
 import sys
 import threading
+import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,7 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad.compiler import kernel_cache
+from funcgrad.compiler import compile_worker, kernel_cache
 
 # The key of this compiler's lowerings in ``Primitive.lowerings``.
 COMPILER = "numba"
@@ -47,18 +48,24 @@ COMPILER = "numba"
 # Which kernels compile on a background thread while their work runs on numpy
 # (a tiered start, see :func:`compile_in_background`), from
 # ``FUNCGRAD_JIT_BACKGROUND_COMPILE``:
-# * "off" (default): every kernel compiles before it first runs;
-# * "exact": fused kernels whose results are bit-for-bit numpy's
+# * "exact" (default): fused kernels whose results are bit-for-bit numpy's
 #   (:func:`is_exact`) run on numpy until compiled, so a program's results
 #   never depend on when its kernel arrives; other kernels compile before
 #   they first run;
 # * "all": every fused kernel and the softmax-family kernels too: the fastest
 #   start, but results of the first calls may differ from later ones in the
-#   last bits (numpy's exp and sums against the kernels').
-# While a group runs on numpy it allocates its intermediates (no buffer plan),
-# and the compile runs beside the caller's thread (sharing the GIL).
-BACKGROUND_COMPILE = {"exact": "exact", "1": "exact", "true": "exact", "on": "exact", "all": "all"}.get(
-    os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE", "off").strip().lower(), "off")
+#   last bits (numpy's exp and sums against the kernels');
+# * "off": every kernel compiles before it first runs.
+# While a group runs on numpy it allocates its intermediates (no buffer plan).
+# The compiles run in a child process where there is more than one core
+# (:func:`compile_elsewhere`), else beside the caller's thread (sharing the GIL).
+def background_mode(value: str | None) -> str:
+    """The mode a ``FUNCGRAD_JIT_BACKGROUND_COMPILE`` value asks for ("exact" when unset or unknown)."""
+    return {"0": "off", "false": "off", "no": "off", "off": "off", "all": "all"}.get(
+        (value or "exact").strip().lower(), "exact")
+
+
+BACKGROUND_COMPILE = background_mode(os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE"))
 
 # Iteration sizes below this run serially: starting numba's threads costs
 # more than the loop itself.
@@ -307,9 +314,22 @@ def source_path(spec: KernelSpec) -> str:
 # ------------------------------------------------------------ background compiles
 
 
+# The compiler thread starts a job only once no job has been queued for this
+# long: a program's first call queues its groups one by one as it reaches them,
+# and a compile it needs at once (a kernel that cannot run on numpy) should
+# not wait behind them for numba's process-wide compiler lock.
+SETTLE_S = 0.1
+GIVE_WAY_MAX_S = 10.0
+
+
 class _Compiler:
     """One daemon thread compiling queued jobs in order (numba compiles under one
-    process-wide lock anyway, so a second thread would only wait for it)."""
+    process-wide lock anyway, so a second thread would only wait for it).
+
+    The callers' own compiles go first: a job starts only when no job was queued
+    in the last ``SETTLE_S`` seconds and no other thread holds or waits for
+    numba's compiler lock (its ``numba:compiler_lock`` events, counted by
+    :meth:`_lock_event`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Condition()
@@ -318,33 +338,84 @@ class _Compiler:
         self.thread: threading.Thread | None = None
         self.closed = False
         self.failures: list[BaseException] = []
+        self.last_submit = 0.0
+        self.foreground = 0           # acquisitions of numba's compiler lock by other threads, pending or held
+        self.listening = False
 
     def submit(self, job: Callable[[], None]) -> None:
+        self._listen()
         with self.lock:
             if self.closed:
                 return
             self.jobs.append(job)
+            self.last_submit = time.monotonic()
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._work, name="funcgrad-kernel-compiler", daemon=True)
                 self.thread.start()
             self.lock.notify_all()
 
+    def _listen(self) -> None:
+        """Follow numba's compiler lock (once; numba is imported by the backend that compiles)."""
+        if self.listening:
+            return
+        self.listening = True
+        try:
+            from numba.core import event
+        except ImportError:   # pragma: no cover - no numba: nothing to give way to
+            return
+        compiler = self
+
+        class _LockListener(event.Listener):
+            def on_start(self, ev: Any) -> None:
+                compiler._lock_event(+1)
+
+            def on_end(self, ev: Any) -> None:
+                compiler._lock_event(-1)
+        event.register("numba:compiler_lock", _LockListener())
+
+    def _lock_event(self, delta: int) -> None:
+        if threading.current_thread() is self.thread:
+            return
+        with self.lock:
+            self.foreground = max(self.foreground + delta, 0)
+            if self.foreground == 0:
+                self.lock.notify_all()
+
+    def _give_way(self) -> None:
+        """Wait (holding ``self.lock``, which the waits release) until the callers' compiles are
+        done; at most ``GIVE_WAY_MAX_S`` (then numba's own lock orders the compiles)."""
+        deadline = time.monotonic() + GIVE_WAY_MAX_S
+        while not self.closed:
+            now = time.monotonic()
+            settle = self.last_submit + SETTLE_S - now
+            if (settle <= 0 and self.foreground == 0) or now >= deadline:
+                return
+            self.lock.wait(timeout=min(max(settle, SETTLE_S), deadline - now))
+
     def _work(self) -> None:
-        while True:
+        idle = False
+        while not idle:
             with self.lock:
-                while not self.jobs:
+                while not self.jobs and not idle:
                     self.busy = False
                     self.lock.notify_all()
                     if not self.lock.wait(timeout=5.0) and not self.jobs:
                         self.thread = None   # idle: a later submit starts a new one
-                        return
-                job = self.jobs.popleft()
+                        idle = True
+                if idle:
+                    break
                 self.busy = True
+                if not _child.usable():   # a compile process leaves this thread little to do
+                    self._give_way()
+                if not self.jobs:     # cleared by close() meanwhile
+                    continue
+                job = self.jobs.popleft()
             try:
                 job()
             except BaseException as err:   # the group keeps running on numpy; the error is kept
                 with self.lock:
                     self.failures.append(err)
+        _child.close()   # idle: the compile process exits too (a later compile starts a new one)
 
     def wait(self, timeout: float | None = None) -> bool:
         with self.lock:
@@ -358,9 +429,11 @@ class _Compiler:
         with self.lock:
             self.closed = True
             self.jobs.clear()
+        _child.close()
 
 
 _compiler = _Compiler()
+_child = compile_worker.Child()
 atexit.register(_compiler.close)
 
 
@@ -372,6 +445,30 @@ def compile_in_background(job: Callable[[], None]) -> None:
     True
     """
     _compiler.submit(job)
+
+
+def compile_elsewhere(spec: KernelSpec, signature: tuple) -> bool:
+    """Have the compile process (:mod:`funcgrad.compiler.compile_worker`) put ``spec``'s kernel for
+    the numba argument types ``signature`` into the disk cache, where :func:`compile_kernel`'s
+    kernel then finds it; False when it did not (then compile as usual: also when the disk
+    cache holds the kernel already).  For the background compiles: the caller waits for it."""
+    if not _child.usable():
+        return False
+    kernel = compile_kernel(spec)   # its source file written (or found) in the cache directory
+    dispatcher = kernel if hasattr(kernel, "compile") else kernel.__wrapped__   # under a launch guard
+    py_func = dispatcher.py_func
+    path = py_func.__globals__.get("__file__")   # "<funcgrad kernel ...>" when compiled in memory
+    if not path or not os.path.exists(path) or _cached_on_disk(dispatcher):
+        return False
+    return _child.compile(path, py_func.__module__, signature)
+
+
+def _cached_on_disk(dispatcher: Any) -> bool:
+    """Whether numba's index file for ``dispatcher`` exists (it then loads rather than compiles)."""
+    try:
+        return os.path.exists(dispatcher._cache._cache_file._index_path)
+    except AttributeError:   # another numba layout, or not cached: let the child try
+        return False
 
 
 def wait_for_kernels(timeout: float | None = None) -> bool:

@@ -98,6 +98,7 @@ class FusedKernel:
 
         def job() -> None:
             try:
+                codegen.compile_elsewhere(self.spec, signature)   # a compile process, where there is one
                 kernel = compile_kernel(self.spec)
                 dispatcher = kernel if hasattr(kernel, "compile") else kernel.__wrapped__   # under a launch guard
                 dispatcher.compile(signature)
