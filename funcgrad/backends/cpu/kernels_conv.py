@@ -200,43 +200,58 @@ def _max_pool_fwd(x, y, idx, kh, kw, sh, sw, ph, pw):
 
 
 @numba.njit(inline="always", cache=True)
-def _takes(v, best):
-    """Whether v replaces best in a max scan: larger, or the first NaN."""
-    return best == best and not v <= best
+def _scan4(e0, e1, e2, e3, w):
+    """Max of a 2x2 window in scan order, the first NaN winning; its offset
+    in the plane (0, 1, w or w + 1)."""
+    if e0 != e0:
+        return e0, 0
+    best, k = e0, 0
+    for v, kv in ((e1, 1), (e2, w), (e3, w + 1)):
+        if not v <= best:   # larger, or NaN
+            best, k = v, kv
+            if v != v:
+                break
+    return best, k
 
 
 @numba.njit(**_JIT)
 def _max_pool_2x2_fwd(x, y, idx):
     """_max_pool_fwd for 2x2 windows at stride 2 without padding (the
-    common case): four loads per output, no window bounds."""
+    common case), same results. Each row pair: a branch-free tournament
+    (the first of equal maxima wins: row 0 before row 1, left before
+    right), then the windows holding a NaN (their sum is NaN) again by
+    the scan."""
     n, c, h, w = x.shape
     oh, ow = y.shape[2], y.shape[3]
     for nc in prange(n * c):
         a = nc // c
         b = nc - a * c
-        plane = x[a, b]
         for p in range(oh):
-            r0 = plane[2 * p]
-            r1 = plane[2 * p + 1]
+            r0 = x[a, b, 2 * p]
+            r1 = x[a, b, 2 * p + 1]
+            yr = y[a, b, p]
+            ir = idx[a, b, p]
             k0 = 2 * p * w
             for q in range(ow):
-                j = 2 * q
-                best = r0[j]
-                k = k0 + j
-                v = r0[j + 1]
-                if _takes(v, best):
-                    best = v
-                    k = k0 + j + 1
-                v = r1[j]
-                if _takes(v, best):
-                    best = v
-                    k = k0 + w + j
-                v = r1[j + 1]
-                if _takes(v, best):
-                    best = v
-                    k = k0 + w + j + 1
-                y[a, b, p, q] = best
-                idx[a, b, p, q] = k
+                e0, e1 = r0[2 * q], r0[2 * q + 1]
+                e2, e3 = r1[2 * q], r1[2 * q + 1]
+                t = e1 > e0
+                m01 = e1 if t else e0
+                k01 = 1 if t else 0
+                t = e3 > e2
+                m23 = e3 if t else e2
+                k23 = w + 1 if t else w
+                t = m23 > m01
+                yr[q] = m23 if t else m01
+                ir[q] = k0 + 2 * q + (k23 if t else k01)
+            for q in range(ow):
+                e0, e1 = r0[2 * q], r0[2 * q + 1]
+                e2, e3 = r1[2 * q], r1[2 * q + 1]
+                s = e0 + e1 + e2 + e3
+                if s != s:
+                    best, k = _scan4(e0, e1, e2, e3, w)
+                    yr[q] = best
+                    ir[q] = k0 + 2 * q + k
 
 
 @numba.njit(**_JIT)
@@ -362,8 +377,11 @@ def _direct_fwd(x, w, y, sh, sw, ph, pw, dh, dw):
                         wv = w[oc, ci, i, j]
                         off = i * dh * wp + j * dw
                         if rl == wp:
+                            # slices: the loop indexes with its own counter
+                            # (known >= 0: no wraparound test, it vectorises)
+                            a, v = acc[:flat], src[off:off + flat]
                             for t in range(flat):
-                                acc[t] += wv * src[off + t]
+                                a[t] += wv * v[t]
                         else:
                             for p in range(oh):
                                 base = off + p * sh * wp
@@ -408,8 +426,9 @@ def _direct_bwd_input(dy, w, dx, sh, sw, ph, pw, dh, dw, rowwise):
                         wv = w[oc, ci, i, j]
                         off = i * dh * wp + j * dw
                         if rl == wp and not rowwise:
+                            d = dst[off:off + flat]
                             for t in range(flat):
-                                dst[off + t] += wv * g[t]
+                                d[t] += wv * g[t]
                         else:
                             for p in range(oh):
                                 base = off + p * sh * wp
@@ -452,8 +471,9 @@ def _direct_bwd_weight(dy, x, parts, sh, sw, ph, pw, dh, dw):
                             off = i * dh * wp + j * dw
                             s = x.dtype.type(0)
                             if rl == wp and not rowwise:
+                                v = src[off:off + flat]
                                 for t in range(flat):
-                                    s += g[t] * src[off + t]
+                                    s += g[t] * v[t]
                             else:
                                 for p in range(oh):
                                     base = off + p * sh * wp
