@@ -70,9 +70,6 @@ _DIRECT_MAX_TAPS = 9
 # the result does not depend on the thread count).
 _DIRECT_PARTS = 8
 
-# The gradients' GEMMs over a whole chunk (tap-major im2col) rather than per sample.
-_TAP_MAJOR_GRADS = True
-
 # 2x2 max-pooling at stride 2 by its own kernel.
 _POOL_2X2 = True
 
@@ -90,83 +87,84 @@ _CHUNK_BYTES = 1 << 20
 # ---------------------------------------------------------------------------
 
 @numba.njit(inline="always", cache=True)
-def _valid_range(k, out_len, in_len, stride, pad, dil):
-    """[lo, hi) of output positions o whose input o*stride + k*dil - pad is
-    inside [0, in_len)."""
-    off = k * dil - pad
-    # smallest o with o*stride + off >= 0
-    lo = 0 if off >= 0 else (-off + stride - 1) // stride
-    # largest o with o*stride + off <= in_len - 1, plus one
-    last = in_len - 1 - off
-    hi = 0 if last < 0 else min(out_len, last // stride + 1)
-    return lo, max(lo, hi)
+def _pad_into(x, b, xp, ph, pw):
+    """xp[c] (flat (H+2ph)*(W+2pw), borders zero) <- x[b, c]."""
+    nc, h, w = x.shape[1], x.shape[2], x.shape[3]
+    wp = w + 2 * pw
+    for c in range(nc):
+        for r in range(h):
+            d = xp[c, (r + ph) * wp + pw:]
+            s = x[b, c, r]
+            for t in range(w):
+                d[t] = s[t]
 
 
 @numba.njit(**_SERIAL)
-def _im2col(x, cols, n0, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow,
-            tap_major=False):
+def _im2col(x, cols, n0, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
     """cols[b, (c*kh + i)*kw + j, p*ow + q] = x[n0 + b, c, p*sh + i*dh - ph,
     q*sw + j*dw - pw], 0 where that is padding.
 
-    x: (N, C, H, W); cols: (B, C*kh*kw, oh*ow), or with tap_major
-    (C*kh*kw, B, oh*ow) (one GEMM operand for the whole chunk). Serial: the
-    workers calling it are the parallelism.
+    x: (N, C, H, W); cols: (B, C*kh*kw, oh*ow). Serial: the workers
+    calling it are the parallelism. Each sample is first copied
+    into a zero-padded buffer, so that every output row is a plain copy
+    (loops indexed by their own counters: they vectorise).
     """
-    nb = cols.shape[1] if tap_major else cols.shape[0]
+    nb = cols.shape[0]
     nc, h, w = x.shape[1], x.shape[2], x.shape[3]
-    zero = x.dtype.type(0)
-    for bc in range(nb * nc):
-        b = bc // nc
-        c = bc - b * nc
-        plane = x[n0 + b, c]
-        for i in range(kh):
-            p_lo, p_hi = _valid_range(i, oh, h, sh, ph, dh)
-            for j in range(kw):
-                q_lo, q_hi = _valid_range(j, ow, w, sw, pw, dw)
-                k = (c * kh + i) * kw + j
-                row = cols[k, b] if tap_major else cols[b, k]
-                for p in range(oh):
-                    dst = row[p * ow:(p + 1) * ow]
-                    if p < p_lo or p >= p_hi:
-                        dst[:] = zero
-                        continue
-                    src = plane[p * sh + i * dh - ph]
-                    for q in range(q_lo):
-                        dst[q] = zero
-                    base = j * dw - pw
-                    for q in range(q_lo, q_hi):
-                        dst[q] = src[q * sw + base]
-                    for q in range(q_hi, ow):
-                        dst[q] = zero
+    wp = w + 2 * pw
+    xp = np.zeros((nc, (h + 2 * ph) * wp), x.dtype)
+    for b in range(nb):
+        _pad_into(x, n0 + b, xp, ph, pw)
+        for c in range(nc):
+            src = xp[c]
+            for i in range(kh):
+                for j in range(kw):
+                    row = cols[b, (c * kh + i) * kw + j]
+                    for p in range(oh):
+                        s = src[(p * sh + i * dh) * wp + j * dw:]
+                        d = row[p * ow:(p + 1) * ow]
+                        if sw == 1:
+                            for q in range(ow):
+                                d[q] = s[q]
+                        else:
+                            for q in range(ow):
+                                d[q] = s[q * sw]
 
 
 @numba.njit(**_SERIAL)
-def _col2im(cols, dx, n0, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow,
-            tap_major=False):
+def _col2im(cols, dx, n0, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
     """Adjoint of _im2col: dx[n0 + b, c] = sum of the cols entries that
-    _im2col read from each pixel (overwrites dx[n0:n0+B]).
+    _im2col read from each pixel (overwrites dx[n0:n0+B]), accumulated in a
+    zero-padded buffer whose interior is then copied out.
 
     Workers own disjoint sample ranges: no races, deterministic.
     """
-    nb = cols.shape[1] if tap_major else cols.shape[0]
+    nb = cols.shape[0]
     nc, h, w = dx.shape[1], dx.shape[2], dx.shape[3]
-    for bc in range(nb * nc):
-        b = bc // nc
-        c = bc - b * nc
-        plane = dx[n0 + b, c]
-        plane[:, :] = 0
-        for i in range(kh):
-            p_lo, p_hi = _valid_range(i, oh, h, sh, ph, dh)
-            for j in range(kw):
-                q_lo, q_hi = _valid_range(j, ow, w, sw, pw, dw)
-                k = (c * kh + i) * kw + j
-                row = cols[k, b] if tap_major else cols[b, k]
-                base = j * dw - pw
-                for p in range(p_lo, p_hi):
-                    dst = plane[p * sh + i * dh - ph]
-                    src = row[p * ow:(p + 1) * ow]
-                    for q in range(q_lo, q_hi):
-                        dst[q * sw + base] += src[q]
+    wp = w + 2 * pw
+    dxp = np.empty((nc, (h + 2 * ph) * wp), dx.dtype)
+    for b in range(nb):
+        dxp[:] = 0
+        for c in range(nc):
+            dst = dxp[c]
+            for i in range(kh):
+                for j in range(kw):
+                    row = cols[b, (c * kh + i) * kw + j]
+                    for p in range(oh):
+                        d = dst[(p * sh + i * dh) * wp + j * dw:]
+                        s = row[p * ow:(p + 1) * ow]
+                        if sw == 1:
+                            for q in range(ow):
+                                d[q] += s[q]
+                        else:
+                            for q in range(ow):
+                                d[q * sw] += s[q]
+        for c in range(nc):
+            for r in range(h):
+                s = dxp[c, (r + ph) * wp + pw:]
+                d = dx[n0 + b, c, r]
+                for t in range(w):
+                    d[t] = s[t]
 
 
 @numba.njit(**_JIT)
@@ -522,9 +520,8 @@ class _ConvGeometry:
         per_sample = self.c * self.kh * self.kw * self.oh * self.ow * itemsize
         return int(max(1, min(_CHUNK_BYTES // max(per_sample, 1), self.n)))
 
-    def cols_shape(self, b, tap_major=False):
-        k = self.c * self.kh * self.kw
-        return (k, b, self.oh * self.ow) if tap_major else (b, k, self.oh * self.ow)
+    def cols_shape(self, b):
+        return (b, self.c * self.kh * self.kw, self.oh * self.ow)
 
     def direct(self, direction: str) -> bool:
         """Whether the direct kernels serve this geometry (few taps per
@@ -542,10 +539,9 @@ class _ConvGeometry:
 _workspace = threading.local()
 
 
-def _cols_buffer(shape, dtype, slot: str = "cols") -> np.ndarray:
-    """This thread's workspace ``slot`` as an array of ``shape``."""
+def _cols_buffer(shape, dtype) -> np.ndarray:
     size = int(np.prod(shape))
-    key = (slot, np.dtype(dtype).str)
+    key = np.dtype(dtype).str
     bufs = getattr(_workspace, "bufs", None)
     if bufs is None:
         bufs = _workspace.bufs = {}
@@ -553,13 +549,6 @@ def _cols_buffer(shape, dtype, slot: str = "cols") -> np.ndarray:
     if buf is None or buf.size < size:
         buf = bufs[key] = np.empty(size, dtype)
     return buf[:size].reshape(shape)
-
-
-def _dy_tap_major(dy3, n0, b) -> np.ndarray:
-    """dy3[n0:n0+b] (B, O, P) copied into this thread's (O, B, P) workspace."""
-    out = _cols_buffer((dy3.shape[1], b, dy3.shape[2]), dy3.dtype, "dy")
-    np.copyto(out, dy3[n0:n0 + b].transpose(1, 0, 2))
-    return out
 
 
 def _output(out, shape, dtype) -> np.ndarray:
@@ -704,19 +693,7 @@ def conv2d_backward_input(dy: np.ndarray, w: np.ndarray, x_shape, stride=1,
                           out=cols[:, gi * k:(gi + 1) * k])
             _col2im(cols, dx, n0, *g.kernel_args())
 
-    def work_tap_major(lo, hi):
-        """One GEMM per chunk and group: (k, og) @ (og, B*P) -> cols (k, B*P)."""
-        p = g.oh * g.ow
-        for n0 in range(lo, hi, step):
-            b = min(step, hi - n0)
-            cols = _cols_buffer(g.cols_shape(b, True), w.dtype)
-            dyt = _dy_tap_major(dy3, n0, b)
-            for gi in range(g.groups):
-                np.matmul(wt[gi], dyt[gi * g.og:(gi + 1) * g.og].reshape(g.og, b * p),
-                          out=cols[gi * k:(gi + 1) * k].reshape(k, b * p))
-            _col2im(cols, dx, n0, *g.kernel_args(), True)
-
-    _run_workers(work_tap_major if _TAP_MAJOR_GRADS else work, g.n)
+    _run_workers(work, g.n)
     return dx
 
 
@@ -759,23 +736,7 @@ def conv2d_backward_weight(dy: np.ndarray, x: np.ndarray, w_shape, stride=1,
                 acc[gi] += part[:b].sum(axis=0)
         return acc
 
-    def work_tap_major(lo, hi):
-        """The same, one GEMM per chunk and group: (og, B*P) @ (B*P, k)."""
-        acc = np.zeros((g.groups, g.og, k), x.dtype)
-        part = np.empty((g.og, k), x.dtype)
-        p = g.oh * g.ow
-        for n0 in range(lo, hi, step):
-            b = min(step, hi - n0)
-            cols = _cols_buffer(g.cols_shape(b, True), x.dtype)
-            _im2col(x, cols, n0, *g.kernel_args(), True)
-            dyt = _dy_tap_major(dy3, n0, b)
-            for gi in range(g.groups):
-                np.matmul(dyt[gi * g.og:(gi + 1) * g.og].reshape(g.og, b * p),
-                          cols[gi * k:(gi + 1) * k].reshape(k, b * p).T, out=part)
-                acc[gi] += part
-        return acc
-
-    for acc in _run_workers(work_tap_major if _TAP_MAJOR_GRADS else work, g.n):  # fixed order: deterministic
+    for acc in _run_workers(work, g.n):  # fixed order: deterministic
         dw += acc.reshape(w_shape)
     return dw
 
