@@ -135,3 +135,23 @@ def test_max_pool_backward_checks_indices_of_either_dtype():
     for dt in (np.int32, np.int64):
         with pytest.raises(ValueError, match="indices out of range"):
             kc.max_pool2d_backward(np.ones((1, 1, 2, 2)), np.array([[[[0, 1], [-1, 2]]]], dt), (1, 1, 4, 4))
+
+
+def test_weight_gradients_written_into_donated_weights(operands):
+    """The weights are dead once the forward pass used them: with donate_argnums the weight gradients (outputs of
+    conv2d_weight_grad) may take their buffers; the results are those of the plain program."""
+    x, w1, w2 = operands
+
+    def grads(w1, w2, x):
+        return fg.grad(_block, argnums=(1, 2))(x, w1, w2)
+
+    expected = [np.asarray(g) for g in fg.jit(grads)(w1, w2, x)]
+    donating = fg.jit(grads, donate_argnums=(0, 1))
+    program = donating.lower(fnp.asarray(w1), fnp.asarray(w2), x)
+    assert any("donated argument" in line for line in program.donation_plan)
+    a1, a2 = fnp.asarray(w1) + 0.0, fnp.asarray(w2) + 0.0    # Arrays owning their buffers
+    addresses = {a._value.__array_interface__["data"][0] for a in (a1, a2)}
+    got = donating(a1, a2, x)
+    assert addresses & {g._value.__array_interface__["data"][0] for g in got}   # a gradient took a weight's buffer
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(np.asarray(g), e)
