@@ -75,9 +75,6 @@ _DIRECT_MAX_TAPS = 9
 # the result does not depend on the thread count).
 _DIRECT_PARTS = 8
 
-# 2x2 max-pooling at stride 2 by its own kernel.
-_POOL_2X2 = True
-
 # Which path each convolution call took ({"direct forward": calls, ...}).
 path_counts: Counter = Counter()
 
@@ -776,7 +773,7 @@ def max_pool2d_forward(x: np.ndarray, kernel, stride=None, padding=0,
     y = _output(y_out, y_shape, x.dtype)
     idx = _output(idx_out, y_shape, np.dtype(index_dtype))
     _threads.prepare()
-    if args == (2, 2, 2, 2, 0, 0) and _POOL_2X2:
+    if args == (2, 2, 2, 2, 0, 0):   # kernel 2x2, stride 2, no padding
         _threads.guard(_max_pool_2x2_fwd)(x, y, idx)
     else:
         _threads.guard(_max_pool_fwd)(x, y, idx, *args)
