@@ -32,6 +32,7 @@ BENCHMARKS = [
     ("control_flow", [], "control_flow"),
     ("kernels", [], "kernels"),
     ("mnist_epoch", [], "mnist_epoch"),
+    ("conv_layers", [], "conv_layers"),
     ("attention", [], "attention"),
     ("attention_tiles", [], "attention_tiles"),
     ("mlp_step", ["--sweep"], "mlp_step_sweep"),

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from funcgrad import _core
+from funcgrad import _dtypes
 from funcgrad.backends.cpu import kernels_conv as _kconv
 from funcgrad.backends.cpu import kernels_select as _kselect
 from funcgrad.backends.cpu import kernels_softmax as _ksoftmax
@@ -57,63 +58,90 @@ def _rows(x: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------
 
 
+def _into(out: Any, result: Any) -> Any:
+    """``result`` written into ``out`` (a compiled program's buffer, or a list of them), when given."""
+    if out is None:
+        return result
+    if isinstance(out, list):
+        return [_into(o, r) for o, r in zip(out, result)]
+    if result is not out:
+        np.copyto(out, result)
+    return out
+
+
 def _conv2d(reference: Impl) -> Impl:
-    def impl(x, w, stride, padding, dilation, groups):
+    def impl(x, w, stride, padding, dilation, groups, out=None):
         if not (_kernel_ok(x, w) and x.dtype == w.dtype):
-            return reference(x, w, stride, padding, dilation, groups)
+            return _into(out, reference(x, w, stride, padding, dilation, groups))
         C._conv_geometry("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
-        return _kconv.conv2d_forward(x, w, stride, padding, dilation, groups)
+        return _into(out, _kconv.conv2d_forward(x, w, stride, padding, dilation, groups, out=out))
     return impl
 
 
 def _conv2d_grad(check: Callable[..., Any], kernel: Callable[..., Any]) -> Callable[[Impl], Impl]:
     """The input or weight gradient: ``check`` gives the result's shape, ``kernel`` computes it."""
     def make(reference: Impl) -> Impl:
-        def impl(dy, other, stride, padding, dilation, groups, **hw):   # hw: in_hw or kernel_hw
+        def impl(dy, other, stride, padding, dilation, groups, out=None, **hw):   # hw: in_hw or kernel_hw
             if not (_kernel_ok(dy, other) and dy.dtype == other.dtype):
-                return reference(dy, other, stride=stride, padding=padding, dilation=dilation, groups=groups, **hw)
+                return _into(out, reference(dy, other, stride=stride, padding=padding, dilation=dilation,
+                                            groups=groups, **hw))
             shape = check(dy, other, *hw.values(), stride, padding, dilation, groups)
-            return kernel(dy, other, shape, stride, padding, dilation, groups)
+            return _into(out, kernel(dy, other, shape, stride, padding, dilation, groups, out=out))
         return impl
     return make
 
 
+def _weight_grad_kernel(dy, x, shape, stride, padding, dilation, groups, out=None):
+    return _kconv.conv2d_backward_weight(dy, x, shape, stride, padding, dilation, groups)   # small: copied
+
+
 _conv2d_input_grad = _conv2d_grad(C._conv_input_grad_check, _kconv.conv2d_backward_input)
-_conv2d_weight_grad = _conv2d_grad(C._conv_weight_grad_check, _kconv.conv2d_backward_weight)
+_conv2d_weight_grad = _conv2d_grad(C._conv_weight_grad_check, _weight_grad_kernel)
 
 
 def _pool2d(name: str, kernel_fn: Callable[..., Any]) -> Callable[[Impl], Impl]:
     """Max or average pooling forward: the kernel for float arrays it suits, else the reference."""
     def make(reference: Impl) -> Impl:
-        def impl(x, kernel, stride, padding):
+        def impl(x, kernel, stride, padding, out=None):
             if not _kernel_ok(x):
-                return reference(x, kernel, stride, padding)
+                return _into(out, reference(x, kernel, stride, padding))
             C._pool_out_shape(name, x.shape, kernel, stride, padding)
-            return kernel_fn(x, kernel, stride, padding)
+            return _into(out, kernel_fn(x, kernel, stride, padding, out=out))
         return impl
     return make
 
 
-_max_pool2d = _pool2d("max_pool2d", _kconv.max_pool2d_forward)
+def _max_pool2d_forward(x, kernel, stride, padding, out=None):
+    # Indices in the dtype the result is stored in (int32 unless x64): no conversion pass.
+    return _kconv.max_pool2d_forward(x, kernel, stride, padding, index_dtype=_dtypes.canonicalize(np.int64),
+                                     out=out)
+
+
+_max_pool2d = _pool2d("max_pool2d", _max_pool2d_forward)
 _avg_pool2d = _pool2d("avg_pool2d", _kconv.avg_pool2d_forward)
 
 
 def _max_pool2d_grad(reference: Impl) -> Impl:
-    def impl(dy, indices, in_hw):
+    def impl(dy, indices, in_hw, out=None):
         if not _kernel_ok(dy):
-            return reference(dy, indices, in_hw)
+            return _into(out, reference(dy, indices, in_hw))
         C._max_pool_grad_check(dy, indices, in_hw)
-        return _kconv.max_pool2d_backward(dy, indices, tuple(dy.shape[:2]) + tuple(in_hw))
+        return _into(out, _kconv.max_pool2d_backward(dy, indices, tuple(dy.shape[:2]) + tuple(in_hw), out=out))
     return impl
 
 
 def _avg_pool2d_grad(reference: Impl) -> Impl:
-    def impl(dy, in_hw, kernel, stride, padding):
+    def impl(dy, in_hw, kernel, stride, padding, out=None):
         if not _kernel_ok(dy):
-            return reference(dy, in_hw, kernel, stride, padding)
+            return _into(out, reference(dy, in_hw, kernel, stride, padding))
         x_shape = C._avg_pool_grad_check(dy, in_hw, kernel, stride, padding)
-        return _kconv.avg_pool2d_backward(dy, x_shape, kernel, stride, padding)
+        return _into(out, _kconv.avg_pool2d_backward(dy, x_shape, kernel, stride, padding, out=out))
     return impl
+
+
+# All of them take ``out=``: a compiled program hands them its planned buffers (warm memory).
+_CONV_WRITES_OUT = (C.conv2d_p, C.conv2d_input_grad_p, C.conv2d_weight_grad_p, C.max_pool2d_p, C.max_pool2d_grad_p,
+                    C.avg_pool2d_p, C.avg_pool2d_grad_p)
 
 
 # --------------------------------------------------------------------------
@@ -335,7 +363,7 @@ _IMPLS: dict = {
 _VIEWS = (S.reshape_p, S.transpose_p, S.broadcast_to_p, I.getitem_p, E.stop_gradient_p, I.flip_p,
           D.dynamic_slice_p)
 # Host implementations that take ``out=`` (a compiled program's planned buffer).
-_WRITES_OUT = (L.matmul_p,)
+_WRITES_OUT = (L.matmul_p,) + _CONV_WRITES_OUT
 
 
 def register() -> None:

@@ -16,11 +16,21 @@ stall each other at every call. Measured on the 32->64 3x3 layer (batch
 2-thread BLAS 430 ms wall / 512 ms CPU; two workers with 1-thread BLAS
 217-240 ms wall / 136-141 ms CPU. Chunking keeps the workspace ~1 MiB per
 worker (a whole-batch im2col would be 115 MB of fresh memory per call),
-and the per-thread workspace is reused across calls (warm pages).
+and the per-thread workspace is reused across calls (warm pages). im2col
+and col2im go through a zero-padded copy of each sample, so that every row
+they move is a plain contiguous copy (3x faster than bounds-checked rows).
+
+Convolutions with few taps per output (C/groups * KH * KW <= 9: a first
+layer on one channel, a depthwise layer) skip im2col: direct numba kernels,
+parallel over samples, sum shifted copies of each zero-padded input plane
+(``path_counts`` counts which path each call took).
 
 Pooling kernels are direct loops, parallel over (sample, channel) planes:
 a plane is owned by one thread, so the backward scatters need no atomics
-and are deterministic.
+and are deterministic. 2x2 max-pooling at stride 2 has its own branch-free
+kernel; the indices come in the dtype the caller asks for (int32 unless
+x64), so nothing converts them. Every kernel can write into a given
+``out`` buffer (a compiled program's planned one).
 
 Example::
 
@@ -36,7 +46,9 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -57,6 +69,15 @@ __all__ = ["conv2d_forward", "conv2d_backward_input", "conv2d_backward_weight",
 _JIT = dict(parallel=True, cache=True, nogil=True, error_model="numpy")
 _SERIAL = dict(cache=True, nogil=True, error_model="numpy")
 
+# Direct convolution (below) when C/groups * KH * KW is at most this.
+_DIRECT_MAX_TAPS = 9
+# The weight gradient's direct kernel sums this many sample ranges apart (fixed:
+# the result does not depend on the thread count).
+_DIRECT_PARTS = 8
+
+# Which path each convolution call took ({"direct forward": calls, ...}).
+path_counts: Counter = Counter()
+
 # Target size of one worker's im2col workspace. Forward 32->64 layer,
 # 2 workers, contended machine: 1 MiB 240 ms, 4 MiB 217 ms (median), within
 # noise; 1 MiB keeps it inside L2 on quiet machines.
@@ -68,16 +89,16 @@ _CHUNK_BYTES = 1 << 20
 # ---------------------------------------------------------------------------
 
 @numba.njit(inline="always", cache=True)
-def _valid_range(k, out_len, in_len, stride, pad, dil):
-    """[lo, hi) of output positions o whose input o*stride + k*dil - pad is
-    inside [0, in_len)."""
-    off = k * dil - pad
-    # smallest o with o*stride + off >= 0
-    lo = 0 if off >= 0 else (-off + stride - 1) // stride
-    # largest o with o*stride + off <= in_len - 1, plus one
-    last = in_len - 1 - off
-    hi = 0 if last < 0 else min(out_len, last // stride + 1)
-    return lo, max(lo, hi)
+def _pad_into(x, b, xp, ph, pw):
+    """xp[c] (flat (H+2ph)*(W+2pw), borders zero) <- x[b, c]."""
+    nc, h, w = x.shape[1], x.shape[2], x.shape[3]
+    wp = w + 2 * pw
+    for c in range(nc):
+        for r in range(h):
+            d = xp[c, (r + ph) * wp + pw:]
+            s = x[b, c, r]
+            for t in range(w):
+                d[t] = s[t]
 
 
 @numba.njit(**_SERIAL)
@@ -86,60 +107,66 @@ def _im2col(x, cols, n0, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
     q*sw + j*dw - pw], 0 where that is padding.
 
     x: (N, C, H, W); cols: (B, C*kh*kw, oh*ow). Serial: the workers
-    calling it are the parallelism.
+    calling it are the parallelism. Each sample is first copied
+    into a zero-padded buffer, so that every output row is a plain copy
+    (loops indexed by their own counters: they vectorise).
     """
     nb = cols.shape[0]
     nc, h, w = x.shape[1], x.shape[2], x.shape[3]
-    zero = x.dtype.type(0)
-    for bc in range(nb * nc):
-        b = bc // nc
-        c = bc - b * nc
-        plane = x[n0 + b, c]
-        for i in range(kh):
-            p_lo, p_hi = _valid_range(i, oh, h, sh, ph, dh)
-            for j in range(kw):
-                q_lo, q_hi = _valid_range(j, ow, w, sw, pw, dw)
-                row = cols[b, (c * kh + i) * kw + j]
-                for p in range(oh):
-                    dst = row[p * ow:(p + 1) * ow]
-                    if p < p_lo or p >= p_hi:
-                        dst[:] = zero
-                        continue
-                    src = plane[p * sh + i * dh - ph]
-                    for q in range(q_lo):
-                        dst[q] = zero
-                    base = j * dw - pw
-                    for q in range(q_lo, q_hi):
-                        dst[q] = src[q * sw + base]
-                    for q in range(q_hi, ow):
-                        dst[q] = zero
+    wp = w + 2 * pw
+    xp = np.zeros((nc, (h + 2 * ph) * wp), x.dtype)
+    for b in range(nb):
+        _pad_into(x, n0 + b, xp, ph, pw)
+        for c in range(nc):
+            src = xp[c]
+            for i in range(kh):
+                for j in range(kw):
+                    row = cols[b, (c * kh + i) * kw + j]
+                    for p in range(oh):
+                        s = src[(p * sh + i * dh) * wp + j * dw:]
+                        d = row[p * ow:(p + 1) * ow]
+                        if sw == 1:
+                            for q in range(ow):
+                                d[q] = s[q]
+                        else:
+                            for q in range(ow):
+                                d[q] = s[q * sw]
 
 
 @numba.njit(**_SERIAL)
 def _col2im(cols, dx, n0, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
     """Adjoint of _im2col: dx[n0 + b, c] = sum of the cols entries that
-    _im2col read from each pixel (overwrites dx[n0:n0+B]).
+    _im2col read from each pixel (overwrites dx[n0:n0+B]), accumulated in a
+    zero-padded buffer whose interior is then copied out.
 
     Workers own disjoint sample ranges: no races, deterministic.
     """
     nb = cols.shape[0]
     nc, h, w = dx.shape[1], dx.shape[2], dx.shape[3]
-    for bc in range(nb * nc):
-        b = bc // nc
-        c = bc - b * nc
-        plane = dx[n0 + b, c]
-        plane[:, :] = 0
-        for i in range(kh):
-            p_lo, p_hi = _valid_range(i, oh, h, sh, ph, dh)
-            for j in range(kw):
-                q_lo, q_hi = _valid_range(j, ow, w, sw, pw, dw)
-                row = cols[b, (c * kh + i) * kw + j]
-                base = j * dw - pw
-                for p in range(p_lo, p_hi):
-                    dst = plane[p * sh + i * dh - ph]
-                    src = row[p * ow:(p + 1) * ow]
-                    for q in range(q_lo, q_hi):
-                        dst[q * sw + base] += src[q]
+    wp = w + 2 * pw
+    dxp = np.empty((nc, (h + 2 * ph) * wp), dx.dtype)
+    for b in range(nb):
+        dxp[:] = 0
+        for c in range(nc):
+            dst = dxp[c]
+            for i in range(kh):
+                for j in range(kw):
+                    row = cols[b, (c * kh + i) * kw + j]
+                    for p in range(oh):
+                        d = dst[(p * sh + i * dh) * wp + j * dw:]
+                        s = row[p * ow:(p + 1) * ow]
+                        if sw == 1:
+                            for q in range(ow):
+                                d[q] += s[q]
+                        else:
+                            for q in range(ow):
+                                d[q * sw] += s[q]
+        for c in range(nc):
+            for r in range(h):
+                s = dxp[c, (r + ph) * wp + pw:]
+                d = dx[n0 + b, c, r]
+                for t in range(w):
+                    d[t] = s[t]
 
 
 @numba.njit(**_JIT)
@@ -172,10 +199,67 @@ def _max_pool_fwd(x, y, idx, kh, kw, sh, sw, ph, pw):
                 idx[a, b, p, q] = best_i
 
 
+@numba.njit(inline="always", cache=True)
+def _scan4(e0, e1, e2, e3, w):
+    """Max of a 2x2 window in scan order, the first NaN winning; its offset
+    in the plane (0, 1, w or w + 1)."""
+    if e0 != e0:
+        return e0, 0
+    best, k = e0, 0
+    for v, kv in ((e1, 1), (e2, w), (e3, w + 1)):
+        if not v <= best:   # larger, or NaN
+            best, k = v, kv
+            if v != v:
+                break
+    return best, k
+
+
 @numba.njit(**_JIT)
-def _max_pool_bwd(dy, idx, dx):
-    """dx[n, c].flat[idx[n, c, p, q]] += dy[n, c, p, q]; overwrites dx."""
+def _max_pool_2x2_fwd(x, y, idx):
+    """_max_pool_fwd for 2x2 windows at stride 2 without padding (the
+    common case), same results. Each row pair: a branch-free tournament
+    (the first of equal maxima wins: row 0 before row 1, left before
+    right), then the windows holding a NaN (their sum is NaN) again by
+    the scan."""
+    n, c, h, w = x.shape
+    oh, ow = y.shape[2], y.shape[3]
+    for nc in prange(n * c):
+        a = nc // c
+        b = nc - a * c
+        for p in range(oh):
+            r0 = x[a, b, 2 * p]
+            r1 = x[a, b, 2 * p + 1]
+            yr = y[a, b, p]
+            ir = idx[a, b, p]
+            k0 = 2 * p * w
+            for q in range(ow):
+                e0, e1 = r0[2 * q], r0[2 * q + 1]
+                e2, e3 = r1[2 * q], r1[2 * q + 1]
+                t = e1 > e0
+                m01 = e1 if t else e0
+                k01 = 1 if t else 0
+                t = e3 > e2
+                m23 = e3 if t else e2
+                k23 = w + 1 if t else w
+                t = m23 > m01
+                yr[q] = m23 if t else m01
+                ir[q] = k0 + 2 * q + (k23 if t else k01)
+            for q in range(ow):
+                e0, e1 = r0[2 * q], r0[2 * q + 1]
+                e2, e3 = r1[2 * q], r1[2 * q + 1]
+                s = e0 + e1 + e2 + e3
+                if s != s:
+                    best, k = _scan4(e0, e1, e2, e3, w)
+                    yr[q] = best
+                    ir[q] = k0 + 2 * q + k
+
+
+@numba.njit(**_JIT)
+def _max_pool_bwd(dy, idx, dx, bad):
+    """dx[n, c].flat[idx[n, c, p, q]] += dy[n, c, p, q]; overwrites dx.
+    An index outside its plane is skipped and flags bad[n * C + c]."""
     n, c = dx.shape[0], dx.shape[1]
+    size = dx.shape[2] * dx.shape[3]
     for nc in prange(n * c):
         a = nc // c
         b = nc - a * c
@@ -185,7 +269,11 @@ def _max_pool_bwd(dy, idx, dx):
         k = idx[a, b]
         for p in range(g.shape[0]):
             for q in range(g.shape[1]):
-                flat[k[p, q]] += g[p, q]
+                t = k[p, q]
+                if t < 0 or t >= size:
+                    bad[nc] = True
+                else:
+                    flat[t] += g[p, q]
 
 
 @numba.njit(**_JIT)
@@ -231,6 +319,170 @@ def _avg_pool_bwd(dy, dx, kh, kw, sh, sw, ph, pw):
 
 
 # ---------------------------------------------------------------------------
+# Direct convolution, for few taps per output (C/groups * KH * KW small, as
+# a first layer on 1-3 channels or a depthwise layer): im2col would copy the
+# input KH*KW times for a GEMM too thin to pay for it. Each sample's input
+# is copied once into a zero-padded plane per channel; an output plane is
+# then a sum of shifted, scaled padded planes. With stride 1 a tap is ONE
+# contiguous loop over the flat padded plane: the accumulator keeps the
+# padded row length, its last (KW-1)*DW columns of each row are scratch and
+# never read out (the gradients read them as zeros).
+# ---------------------------------------------------------------------------
+
+@numba.njit(inline="always", cache=True)
+def _pad_sample(x, b, xp, ph, pw):
+    """xp[c] (flat (H+2ph)*(W+2pw), borders already zero) <- x[b, c];
+    returns whether every value is finite."""
+    nc, h, w = x.shape[1], x.shape[2], x.shape[3]
+    wp = w + 2 * pw
+    finite = True
+    for c in range(nc):
+        for r in range(h):
+            row = (r + ph) * wp + pw
+            for q in range(w):
+                v = x[b, c, r, q]
+                xp[c, row + q] = v
+                if not math.isfinite(v):
+                    finite = False
+    return finite
+
+
+@numba.njit(inline="always", cache=True)
+def _out_rows(sh, sw, ow, wp):
+    """Row length of the accumulator: the padded row at stride 1, else OW."""
+    return wp if sh == 1 and sw == 1 else ow
+
+
+@numba.njit(**_JIT)
+def _direct_fwd(x, w, y, sh, sw, ph, pw, dh, dw):
+    """y = conv(x, w), one sample per task."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = y.shape[2], y.shape[3]
+    og = o // (c // cg)
+    wp = wd + 2 * pw
+    rl = _out_rows(sh, sw, ow, wp)
+    flat = (oh - 1) * rl + ow            # the accumulator's span (stride 1)
+    for b in prange(n):
+        xp = np.zeros((c, (h + 2 * ph) * wp), x.dtype)
+        _pad_sample(x, b, xp, ph, pw)
+        acc = np.empty(oh * rl, x.dtype)
+        for oc in range(o):
+            c0 = (oc // og) * cg
+            acc[:] = 0
+            for ci in range(cg):
+                src = xp[c0 + ci]
+                for i in range(kh):
+                    for j in range(kw):
+                        wv = w[oc, ci, i, j]
+                        off = i * dh * wp + j * dw
+                        if rl == wp:
+                            # slices: the loop indexes with its own counter
+                            # (known >= 0: no wraparound test, it vectorises)
+                            a, v = acc[:flat], src[off:off + flat]
+                            for t in range(flat):
+                                a[t] += wv * v[t]
+                        else:
+                            for p in range(oh):
+                                base = off + p * sh * wp
+                                for q in range(ow):
+                                    acc[p * rl + q] += wv * src[base + q * sw]
+            for p in range(oh):
+                for q in range(ow):
+                    y[b, oc, p, q] = acc[p * rl + q]
+
+
+@numba.njit(inline="always", cache=True)
+def _load_plane(dy, b, oc, g, rl):
+    """g (flat, rl per row) <- dy[b, oc]; the scratch columns stay zero."""
+    oh, ow = dy.shape[2], dy.shape[3]
+    for p in range(oh):
+        for q in range(ow):
+            g[p * rl + q] = dy[b, oc, p, q]
+
+
+@numba.njit(**_JIT)
+def _direct_bwd_input(dy, w, dx, sh, sw, ph, pw, dh, dw, rowwise):
+    """dx = the adjoint of _direct_fwd applied to dy, one sample per task.
+    rowwise: touch only the real output columns (w not all finite: a
+    scratch zero times inf would be NaN)."""
+    n, c, h, wd = dx.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = dy.shape[2], dy.shape[3]
+    og = o // (c // cg)
+    wp = wd + 2 * pw
+    rl = _out_rows(sh, sw, ow, wp)
+    flat = (oh - 1) * rl + ow
+    for b in prange(n):
+        dxp = np.zeros((c, (h + 2 * ph) * wp), dx.dtype)
+        g = np.zeros(oh * rl, dx.dtype)
+        for oc in range(o):
+            c0 = (oc // og) * cg
+            _load_plane(dy, b, oc, g, rl)
+            for ci in range(cg):
+                dst = dxp[c0 + ci]
+                for i in range(kh):
+                    for j in range(kw):
+                        wv = w[oc, ci, i, j]
+                        off = i * dh * wp + j * dw
+                        if rl == wp and not rowwise:
+                            d = dst[off:off + flat]
+                            for t in range(flat):
+                                d[t] += wv * g[t]
+                        else:
+                            for p in range(oh):
+                                base = off + p * sh * wp
+                                for q in range(ow):
+                                    dst[base + q * sw] += wv * g[p * rl + q]
+        for ci in range(c):
+            for r in range(h):
+                row = (r + ph) * wp + pw
+                for q in range(wd):
+                    dx[b, ci, r, q] = dxp[ci, row + q]
+
+
+@numba.njit(**_JIT, fastmath={"reassoc", "contract"})
+def _direct_bwd_weight(dy, x, parts, sh, sw, ph, pw, dh, dw):
+    """parts[k] = dw summed over the k-th of len(parts) sample ranges
+    (float64 accumulators; the caller sums the parts in order, so the result
+    does not depend on the thread count)."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = parts.shape[1], parts.shape[2], parts.shape[3], parts.shape[4]
+    oh, ow = dy.shape[2], dy.shape[3]
+    og = o // (c // cg)
+    wp = wd + 2 * pw
+    rl = _out_rows(sh, sw, ow, wp)
+    flat = (oh - 1) * rl + ow
+    nparts = parts.shape[0]
+    for k in prange(nparts):
+        xp = np.zeros((c, (h + 2 * ph) * wp), x.dtype)
+        g = np.zeros(oh * rl, x.dtype)
+        acc = parts[k]
+        for b in range(n * k // nparts, n * (k + 1) // nparts):
+            # non-finite x: the scratch zeros of g would meet it (0 * inf)
+            rowwise = not _pad_sample(x, b, xp, ph, pw)
+            for oc in range(o):
+                c0 = (oc // og) * cg
+                _load_plane(dy, b, oc, g, rl)
+                for ci in range(cg):
+                    src = xp[c0 + ci]
+                    for i in range(kh):
+                        for j in range(kw):
+                            off = i * dh * wp + j * dw
+                            s = x.dtype.type(0)
+                            if rl == wp and not rowwise:
+                                v = src[off:off + flat]
+                                for t in range(flat):
+                                    s += g[t] * v[t]
+                            else:
+                                for p in range(oh):
+                                    base = off + p * sh * wp
+                                    for q in range(ow):
+                                        s += g[p * rl + q] * src[base + q * sw]
+                            acc[oc, ci, i, j] += s
+
+
+# ---------------------------------------------------------------------------
 # Geometry (arguments are trusted: the conv2d and pooling primitives in
 # funcgrad.primitives.conv validate them, once, before any kernel runs)
 # ---------------------------------------------------------------------------
@@ -273,6 +525,16 @@ class _ConvGeometry:
     def cols_shape(self, b):
         return (b, self.c * self.kh * self.kw, self.oh * self.ow)
 
+    def direct(self, direction: str) -> bool:
+        """Whether the direct kernels serve this geometry (few taps per
+        output); counts the path taken."""
+        ok = self.cg * self.kh * self.kw <= _DIRECT_MAX_TAPS
+        path_counts[("direct " if ok else "im2col ") + direction] += 1
+        return ok
+
+    def strides(self):
+        return (self.sh, self.sw, self.ph, self.pw, self.dh, self.dw)
+
 
 # Per-thread workspace: reused pages are ~10x cheaper to write than fresh
 # ones, and a thread-local buffer keeps concurrent callers apart.
@@ -289,6 +551,14 @@ def _cols_buffer(shape, dtype) -> np.ndarray:
     if buf is None or buf.size < size:
         buf = bufs[key] = np.empty(size, dtype)
     return buf[:size].reshape(shape)
+
+
+def _output(out, shape, dtype) -> np.ndarray:
+    """``out`` when it can take the result (shape, dtype, C order), else a new array."""
+    if (out is not None and out.shape == tuple(shape) and out.dtype == dtype
+            and out.flags.c_contiguous and out.flags.writeable):
+        return out
+    return np.empty(shape, dtype)
 
 
 def _ascontig(a):
@@ -355,21 +625,26 @@ def _run_workers(work, n: int) -> list:
 # ---------------------------------------------------------------------------
 
 def conv2d_forward(x: np.ndarray, w: np.ndarray, stride=1, padding=0,
-                   dilation=1, groups: int = 1) -> np.ndarray:
+                   dilation=1, groups: int = 1, out=None) -> np.ndarray:
     """Cross-correlation, as torch.nn.functional.conv2d (no bias).
 
     x: (N, C, H, W) float32/float64; w: (O, C/groups, KH, KW), same dtype;
     stride, padding, dilation: int or (h, w) pair. Returns a new
     (N, O, OH, OW) array with OH = (H + 2*ph - dh*(KH-1) - 1)//sh + 1.
-    Arguments are not checked (see the geometry section above).
+    Arguments are not checked (see the geometry section above). ``out``: an
+    array to write the result into, used when it suits (as in the others).
     """
     g = _ConvGeometry(x.shape, w.shape, stride, padding, dilation, groups)
     x, w = _ascontig(x), _ascontig(w)
-    y = np.empty(g.y_shape, x.dtype)
+    y = _output(out, g.y_shape, x.dtype)
     if y.size == 0:
         return y
     k = g.cg * g.kh * g.kw
     w2 = w.reshape(g.groups, g.og, k)
+    if g.direct("forward"):
+        _threads.prepare()
+        _threads.guard(_direct_fwd)(x, w, y, *g.strides())
+        return y
     y3 = y.reshape(g.n, g.o, g.oh * g.ow)
     step = g.chunk(x.itemsize)
 
@@ -388,7 +663,7 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, stride=1, padding=0,
 
 def conv2d_backward_input(dy: np.ndarray, w: np.ndarray, x_shape, stride=1,
                           padding=0, dilation=1,
-                          groups: int = 1) -> np.ndarray:
+                          groups: int = 1, out=None) -> np.ndarray:
     """Gradient of conv2d_forward with respect to x.
 
     dy: (N, O, OH, OW); w: (O, C/groups, KH, KW); x_shape: (N, C, H, W).
@@ -397,8 +672,13 @@ def conv2d_backward_input(dy: np.ndarray, w: np.ndarray, x_shape, stride=1,
     x_shape = tuple(int(s) for s in x_shape)
     g = _ConvGeometry(x_shape, w.shape, stride, padding, dilation, groups)
     dy, w = _ascontig(dy), _ascontig(w)
-    dx = np.empty(x_shape, w.dtype)
+    dx = _output(out, x_shape, w.dtype)
     if dx.size == 0:
+        return dx
+    if g.direct("input grad"):
+        _threads.prepare()
+        _threads.guard(_direct_bwd_input)(dy, w, dx, *g.strides(),
+                                          not np.isfinite(w).all())
         return dx
     k = g.cg * g.kh * g.kw
     # W^T per group: (k, og); matmul sees a transposed view and tells BLAS.
@@ -433,6 +713,11 @@ def conv2d_backward_weight(dy: np.ndarray, x: np.ndarray, w_shape, stride=1,
     dw = np.zeros(w_shape, x.dtype)
     if dw.size == 0 or dy.size == 0:
         return dw
+    if g.direct("weight grad"):
+        parts = np.zeros((min(g.n, _DIRECT_PARTS),) + w_shape, np.float64)
+        _threads.prepare()
+        _threads.guard(_direct_bwd_weight)(dy, x, parts, *g.strides())
+        return parts.sum(axis=0).astype(x.dtype)
     k = g.cg * g.kh * g.kw
     dy3 = dy.reshape(g.n, g.o, g.oh * g.ow)
     step = g.chunk(x.itemsize)
@@ -473,58 +758,65 @@ def _pool_geometry(x_shape, kernel, stride, padding):
     return (kh, kw, sh, sw, ph, pw), (n, c, oh, ow)
 
 
-def max_pool2d_forward(x: np.ndarray, kernel, stride=None, padding=0):
+def max_pool2d_forward(x: np.ndarray, kernel, stride=None, padding=0,
+                       index_dtype=np.int64, out=None):
     """Max pooling. x: (N, C, H, W) f32/f64; kernel/stride/padding: int or
     pair (stride defaults to kernel; padding counts as -inf).
 
-    Returns (y, indices): y (N, C, OH, OW); indices int64, same shape, the
-    flat position h*W + w of each max in its input plane (PyTorch's
-    convention), for max_pool2d_backward.
+    Returns (y, indices): y (N, C, OH, OW); indices of ``index_dtype``
+    (int64 or int32), same shape, the flat position h*W + w of each max in
+    its input plane (PyTorch's convention), for max_pool2d_backward.
     """
     args, y_shape = _pool_geometry(x.shape, kernel, stride, padding)
     x = _ascontig(x)
-    y = np.empty(y_shape, x.dtype)
-    idx = np.empty(y_shape, np.int64)
+    y_out, idx_out = (None, None) if out is None else out
+    y = _output(y_out, y_shape, x.dtype)
+    idx = _output(idx_out, y_shape, np.dtype(index_dtype))
     _threads.prepare()
-    _threads.guard(_max_pool_fwd)(x, y, idx, *args)
+    if args == (2, 2, 2, 2, 0, 0):   # kernel 2x2, stride 2, no padding
+        _threads.guard(_max_pool_2x2_fwd)(x, y, idx)
+    else:
+        _threads.guard(_max_pool_fwd)(x, y, idx, *args)
     return y, idx
 
 
 def max_pool2d_backward(dy: np.ndarray, indices: np.ndarray,
-                        x_shape) -> np.ndarray:
+                        x_shape, out=None) -> np.ndarray:
     """dx (x_shape, dy's dtype): each dy routed to its window's argmax
-    (summed where windows overlap). Shapes are not checked; index values
-    are (they are data: one out of its plane would write out of bounds)."""
-    op = "max_pool2d_backward"
+    (summed where windows overlap). indices: int32 or int64. Shapes are not
+    checked; index values are, by the kernel (they are data: one out of its
+    plane would write out of bounds)."""
     x_shape = tuple(int(s) for s in x_shape)
-    plane = x_shape[2] * x_shape[3]
-    if indices.size and (indices.min() < 0 or indices.max() >= plane):
-        raise ValueError(f"{op}: indices out of range [0, {plane}) for "
-                         f"x_shape {x_shape}")
-    dx = np.empty(x_shape, dy.dtype)
+    if indices.dtype not in (np.int32, np.int64):
+        indices = indices.astype(np.int64)
+    dx = _output(out, x_shape, dy.dtype)
+    bad = np.zeros(x_shape[0] * x_shape[1], np.bool_)
     _threads.prepare()
-    _threads.guard(_max_pool_bwd)(
-        _ascontig(dy), _ascontig(indices.astype(np.int64, copy=False)), dx)
+    _threads.guard(_max_pool_bwd)(_ascontig(dy), _ascontig(indices), dx, bad)
+    if bad.any():
+        plane = x_shape[2] * x_shape[3]
+        raise ValueError(f"max_pool2d_backward: indices out of range [0, {plane}) "
+                         f"for x_shape {x_shape}")
     return dx
 
 
 def avg_pool2d_forward(x: np.ndarray, kernel, stride=None,
-                       padding=0) -> np.ndarray:
+                       padding=0, out=None) -> np.ndarray:
     """Average pooling, count_include_pad=True (PyTorch's default): every
     window divides by KH*KW. x: (N, C, H, W) f32/f64 -> (N, C, OH, OW)."""
     args, y_shape = _pool_geometry(x.shape, kernel, stride, padding)
-    y = np.empty(y_shape, x.dtype)
+    y = _output(out, y_shape, x.dtype)
     _threads.prepare()
     _threads.guard(_avg_pool_fwd)(_ascontig(x), y, *args)
     return y
 
 
 def avg_pool2d_backward(dy: np.ndarray, x_shape, kernel, stride=None,
-                        padding=0) -> np.ndarray:
+                        padding=0, out=None) -> np.ndarray:
     """Gradient of avg_pool2d_forward: dx of x_shape, dy's dtype."""
     x_shape = tuple(int(s) for s in x_shape)
     args, _ = _pool_geometry(x_shape, kernel, stride, padding)
-    dx = np.empty(x_shape, dy.dtype)
+    dx = _output(out, x_shape, dy.dtype)
     _threads.prepare()
     _threads.guard(_avg_pool_bwd)(_ascontig(dy), dx, *args)
     return dx
