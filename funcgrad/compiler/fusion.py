@@ -19,7 +19,7 @@ Matmul, convolutions and shape changes have none and stay as they are
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -56,6 +56,8 @@ class FusedKernel:
         # (equations, input vars, output vars) of the group: what runs, on numpy, until the kernel is ready.
         self.group = group
         self.prepare = codegen.runtime().prepare
+        # The 2-d views of the outputs the kernel writes (the reduction's last).
+        self.out_views = [view] * len(spec.outputs) + ([(view[0],)] if spec.reduction else [])
         self.kernel: Any = None
         self._queued = False              # its compile is queued on the background thread
         self._failed = False              # ... and failed there
@@ -86,9 +88,38 @@ class FusedKernel:
                     self._queued = True
                     self._compile_later(args, flat)
                 return self._run_on_numpy(inputs, outs)
-        self.prepare()   # the requested thread count, in whichever Python thread runs this
+        if self.spec.parallel:
+            self.prepare()   # the requested thread count, in whichever Python thread runs this
         self.kernel(n0, n1, *args, *flat)
         return outs
+
+    def launcher(self, slots: Sequence[int], in_shapes: Sequence[tuple], from_args: Sequence[bool]) -> Callable:
+        """``launch(env, outs, flat)``: what ``impl(*inputs, out=outs)`` does, for a program calling this
+        kernel again and again, its inputs ``env[slot]`` for ``slots`` of the shapes ``in_shapes``:
+        ``flat`` are the 2-d views of ``outs`` (:attr:`out_views`); the inputs' views are worked out
+        now.  ``from_args[k]``: input ``k`` may be a number or a numpy scalar (a program's argument)."""
+        plans = [(slot,) + _view_plan(pattern, tuple(shape), self.shape, self.n0, self.n1) + (from_arg,)
+                 for slot, (pattern, _), shape, from_arg in zip(slots, self.layouts, in_shapes, from_args)]
+        n0, n1 = self.n0, self.n1
+        prepare = self.prepare if self.spec.parallel else None   # thread counts matter to parallel kernels only
+
+        def launch(env: list, outs: list, flat: list) -> None:
+            kernel = self.kernel
+            if kernel is None:   # not compiled yet
+                self.impl(*[env[slot] for slot in slots], out=outs)
+                return
+            args = [n0, n1]
+            for slot, shape2d, broadcast, from_arg in plans:
+                x = env[slot]
+                if from_arg and type(x) is not np.ndarray:
+                    x = np.asarray(x)
+                if broadcast is not None:   # a mixed broadcast: materialised, as _as_2d does
+                    x = np.ascontiguousarray(np.broadcast_to(x, broadcast))
+                args.append(x if shape2d is None else x.reshape(shape2d))
+            if prepare is not None:
+                prepare()
+            kernel(*args, *flat)
+        return launch
 
     def _compile_later(self, args: list, flat: list) -> None:
         """Queue the kernel's compilation (or load from the disk cache) for the argument
@@ -138,6 +169,19 @@ def _as_2d(x: Any, pattern: str, shape: tuple, n0: int, n1: int) -> np.ndarray:
     if pattern == "[i, 0]":
         return x.reshape(n0, 1)
     return x.reshape(1, 1)
+
+
+def _view_plan(pattern: str, in_shape: tuple, shape: tuple, n0: int, n1: int) -> tuple:
+    """``(2-d shape or None, broadcast shape or None)``: what :func:`_as_2d` does to an input of
+    ``in_shape`` (None: nothing; an input already of its 2-d shape is passed as it is)."""
+    broadcast = None
+    if pattern == "[i, j]":
+        shape2d = (n0, n1)
+        if in_shape != shape:
+            broadcast, in_shape = shape, shape
+    else:
+        shape2d = {"[0, j]": (1, n1), "[i, 0]": (n0, 1)}.get(pattern, (1, 1))
+    return (None if in_shape == shape2d else shape2d), broadcast
 
 
 def _pattern(in_shape: tuple, shape: tuple, split: int) -> str:
