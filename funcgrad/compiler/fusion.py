@@ -19,7 +19,7 @@ Matmul, convolutions and shape changes have none and stay as they are
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -93,33 +93,16 @@ class FusedKernel:
         self.kernel(n0, n1, *args, *flat)
         return outs
 
-    def launcher(self, slots: Sequence[int], in_shapes: Sequence[tuple], from_args: Sequence[bool]) -> Callable:
-        """``launch(env, outs, flat)``: what ``impl(*inputs, out=outs)`` does, for a program calling this
-        kernel again and again, its inputs ``env[slot]`` for ``slots`` of the shapes ``in_shapes``:
-        ``flat`` are the 2-d views of ``outs`` (:attr:`out_views`); the inputs' views are worked out
-        now.  ``from_args[k]``: input ``k`` may be a number or a numpy scalar (a program's argument)."""
-        plans = [(slot,) + _view_plan(pattern, tuple(shape), self.shape, self.n0, self.n1) + (from_arg,)
-                 for slot, (pattern, _), shape, from_arg in zip(slots, self.layouts, in_shapes, from_args)]
-        n0, n1 = self.n0, self.n1
-        prepare = self.prepare if self.spec.parallel else None   # thread counts matter to parallel kernels only
-
-        def launch(env: list, outs: list, flat: list) -> None:
-            kernel = self.kernel
-            if kernel is None:   # not compiled yet
-                self.impl(*[env[slot] for slot in slots], out=outs)
-                return
-            args = [n0, n1]
-            for slot, shape2d, broadcast, from_arg in plans:
-                x = env[slot]
-                if from_arg and type(x) is not np.ndarray:
-                    x = np.asarray(x)
-                if broadcast is not None:   # a mixed broadcast: materialised, as _as_2d does
-                    x = np.ascontiguousarray(np.broadcast_to(x, broadcast))
-                args.append(x if shape2d is None else x.reshape(shape2d))
-            if prepare is not None:
-                prepare()
-            kernel(*args, *flat)
-        return launch
+    def input_views(self, in_shapes: Sequence[tuple], from_args: Sequence[bool]) -> list[tuple]:
+        """What :meth:`impl` does to each input, worked out once for inputs of the shapes ``in_shapes``
+        (a program calling the kernel again and again): per input ``(2-d shape or None, broadcast
+        shape or None, from_arg)`` -- reshape it to the 2-d shape (None: it has it already), after
+        materialising a mixed broadcast to the broadcast shape; ``from_args[k]``: input ``k`` may be
+        a number or a numpy scalar (a program's argument), to make an array first.  The outputs'
+        2-d views are :attr:`out_views`; the kernel runs as ``kernel(n0, n1, *inputs, *outputs)``
+        after ``prepare()`` where ``spec.parallel``."""
+        return [_view_plan(pattern, tuple(shape), self.shape, self.n0, self.n1) + (from_arg,)
+                for (pattern, _), shape, from_arg in zip(self.layouts, in_shapes, from_args)]
 
     def _compile_later(self, args: list, flat: list) -> None:
         """Queue the kernel's compilation (or load from the disk cache) for the argument

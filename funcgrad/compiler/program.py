@@ -310,12 +310,17 @@ class Program:
         ``k``'s buffer over (its Array is deleted): an output may be written into it."""
         with self.lock:   # planned and recycled buffers belong to one call at a time
             self.last_run = _next_run()
+            if _core._profiler is None and self._const_outputs is not None and not config.debug_nans \
+                    and not (donated and self.donation):   # _run's test, inline
+                return list(map(_wrap, self._run_fast(args)))
             return list(map(_wrap, self._run(args, donated)))
 
     def run_buffers(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         """:meth:`run`, returning raw buffers (a loop calling its compiled body each step)."""
         with self.lock:
             self.last_run = _next_run()
+            if _core._profiler is None and self._const_outputs is not None and not config.debug_nans:
+                return self._run_fast(args)   # _run's test, inline: a loop calls this every step
             return self._run(args)
 
     def _donatable(self, args: Sequence[np.ndarray], donated: Sequence[bool] | None) -> dict[int, int] | None:
@@ -449,7 +454,12 @@ class Program:
         steps, errors = [], {}
         for (prim, ins, params, outs, buffers), eqn in zip(self.steps, self.jaxpr.eqns):
             slots = tuple(slot_of(kind, i) for kind, i in ins)
-            step = _fast_step(self, prim, slots, params, tuple(outs), buffers, eqn)
+            op = _scalar_op(prim, params, eqn) if buffers is None else None
+            if op is not None:   # constants and literals: their scalars, taken once
+                known = [env0[s] if s < len(self.consts) or s >= self.n_slots else _UNKNOWN for s in slots]
+                step = _scalar_step(op, slots, known, outs[0])
+            else:
+                step = _fast_step(self, prim, slots, params, tuple(outs), buffers, eqn)
             if buffers is None:   # run as run_impl runs it: an error names the primitive
                 errors[step] = (prim, slots, params)
             steps.append(step)
@@ -488,9 +498,8 @@ def _fast_step(program: Program, prim: Any, slots: tuple, params: dict, outs: tu
     if buffers is None:
         return _plain_step(prim, _reader(slots), params, outs)
     targets = [(kind, i, v.aval) for (kind, i), v in zip(buffers, eqn.outvars)]
-    launcher = getattr(prim, "launcher", None)
-    if launcher is not None and not params:   # a fused kernel: its 2-d views worked out once
-        return _kernel_step(program, prim, slots, outs, targets, eqn, launcher)
+    if getattr(prim, "input_views", None) is not None and not params:   # a fused kernel
+        return _kernel_step(program, prim, slots, outs, targets, eqn)
     return _writing_step(program, prim, _reader(slots), params, outs, targets)
 
 
@@ -524,6 +533,42 @@ def _plain_step(prim: Any, read: Any, params: dict, outs: tuple) -> Any:
     return step
 
 
+# Binary ufuncs whose result on two numpy scalars, by Python's operator, is the ufunc's on 0-d arrays
+# (the same promotion, IEEE arithmetic; integers wrap around) at a tenth of the cost.
+_SCALAR_OPS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+               np.less: operator.lt, np.less_equal: operator.le, np.greater: operator.gt,
+               np.greater_equal: operator.ge, np.equal: operator.eq, np.not_equal: operator.ne}
+_UNKNOWN = object()
+
+
+def _scalar_op(prim: Any, params: dict, eqn: Any) -> Any:
+    """The operator for ``eqn`` when it is one of :data:`_SCALAR_OPS` on 0-d integers or floats
+    (a loop's counter, its bound test), else None."""
+    impl = prim.impl
+    op = next((op for f, op in _SCALAR_OPS.items() if f is impl), None) if not params and len(eqn.inputs) == 2 \
+        else None
+    if op is None or any(v.aval.shape != () or v.aval.dtype.kind not in "iuf" for v in eqn.inputs):
+        return None
+    return op if eqn.outvars[0].aval.shape == () else None
+
+
+def _scalar_step(op: Any, slots: tuple, known: list, out: int) -> Any:
+    """``op`` on numpy scalars (a 0-d array's ``[()]``; a Python number stays weakly typed), the
+    result kept as the general path keeps it (a read-only 0-d array, 64-bit narrowed without x64)."""
+    (s0, s1), (c0, c1) = slots, [k if k is _UNKNOWN or type(k) is not np.ndarray else k[()] for k in known]
+
+    def step(env: list) -> None:
+        x = env[s0] if c0 is _UNKNOWN else c0
+        y = env[s1] if c1 is _UNKNOWN else c1
+        r = np.asarray(op(x[()] if type(x) is np.ndarray else x, y[()] if type(y) is np.ndarray else y))
+        if r.dtype.itemsize == 8 and not config.enable_x64:
+            r = _wrap(r)._value
+        else:
+            r.setflags(write=False)
+        env[out] = r
+    return step
+
+
 def _buffer_of(r: Any) -> np.ndarray:
     """What the general path keeps of an implementation's result: itself, or ``_wrap``'s buffer for a
     number, a numpy scalar or a 64-bit array without x64."""
@@ -545,15 +590,18 @@ def _writing_step(program: Program, prim: Any, read: Any, params: dict, outs: tu
     return step
 
 
-def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, targets: list, eqn: Any,
-                 launcher: Any) -> Any:
-    """A fused kernel: its inputs' 2-d views, and its planned buffers' 2-d views kept across calls
-    (in ``program._views``, dropped when the buffers are released)."""
+def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, targets: list, eqn: Any) -> Any:
+    """A fused kernel (:class:`funcgrad.compiler.fusion.FusedKernel`) run as its ``impl`` runs it, with
+    its inputs' 2-d views worked out once and its planned buffers' 2-d views kept across calls (in
+    ``program._views``, dropped when the buffers are released)."""
     from_args = [s < program.n_fixed for s in slots]   # arguments may be numbers or numpy scalars
-    launch = launcher(slots, [x.aval.shape for x in eqn.inputs], from_args)
-    views = program._views
+    plans = [(slot,) + plan for slot, plan in zip(slots, fused.input_views([x.aval.shape for x in eqn.inputs],
+                                                                           from_args))]
     planned = [(kind, i, aval, None if kind == "out" and tuple(aval.shape) == shape2d else shape2d)
                for (kind, i, aval), shape2d in zip(targets, fused.out_views)]
+    views = program._views
+    n0, n1 = fused.n0, fused.n1
+    prepare = fused.prepare if fused.spec.parallel else None   # thread counts matter to parallel kernels only
 
     def step(env: list) -> None:
         full, flat = [], []
@@ -569,7 +617,21 @@ def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, target
                 buf = program._output(i, aval)
                 full.append(buf)
                 flat.append(buf if shape2d is None else buf.reshape(shape2d))
-        launch(env, full, flat)
+        kernel = fused.kernel
+        if kernel is None:   # not compiled yet
+            fused.impl(*[env[slot] for slot in slots], out=full)
+        else:
+            args = [n0, n1]
+            for slot, shape2d, broadcast, from_arg in plans:
+                x = env[slot]
+                if from_arg and type(x) is not np.ndarray:
+                    x = np.asarray(x)
+                if broadcast is not None:   # a mixed broadcast: materialised, as the kernel's impl does
+                    x = np.ascontiguousarray(np.broadcast_to(x, broadcast))
+                args.append(x if shape2d is None else x.reshape(shape2d))
+            if prepare is not None:
+                prepare()
+            kernel(*args, *flat)
         for i, r in zip(outs, full):
             env[i] = r
     return step
