@@ -452,6 +452,7 @@ class Program:
             return len(env0) - 1
 
         steps, errors = [], {}
+        me = weakref.proxy(self)   # the steps must not keep their program alive (its buffers go with it)
         for (prim, ins, params, outs, buffers), eqn in zip(self.steps, self.jaxpr.eqns):
             slots = tuple(slot_of(kind, i) for kind, i in ins)
             op = _scalar_op(prim, params, eqn) if buffers is None else None
@@ -459,7 +460,7 @@ class Program:
                 known = [env0[s] if s < len(self.consts) or s >= self.n_slots else _UNKNOWN for s in slots]
                 step = _scalar_step(op, slots, known, outs[0])
             else:
-                step = _fast_step(self, prim, slots, params, tuple(outs), buffers, eqn)
+                step = _fast_step(me, prim, slots, params, tuple(outs), buffers, eqn)
             if buffers is None:   # run as run_impl runs it: an error names the primitive
                 errors[step] = (prim, slots, params)
             steps.append(step)
