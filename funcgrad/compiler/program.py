@@ -496,6 +496,7 @@ def _reader(slots: Sequence[int]) -> Any:
 
 def _fast_step(program: Program, prim: Any, slots: tuple, params: dict, outs: tuple, buffers: list | None,
                eqn: Any) -> Any:
+    """The step function of one equation that is no 0-d arithmetic (:func:`_scalar_step`)."""
     if buffers is None:
         return _plain_step(prim, _reader(slots), params, outs)
     targets = [(kind, i, v.aval) for (kind, i), v in zip(buffers, eqn.outvars)]
@@ -527,7 +528,7 @@ def _plain_step(prim: Any, read: Any, params: dict, outs: tuple) -> Any:
                 else _wrap(r)._value
         return step
 
-    def step(env: list) -> None:   # the loop counter's add, a scalar product: no parameters
+    def step(env: list) -> None:   # most primitives: no parameters
         r = impl(*read(env))
         env[out] = r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64) \
             else _wrap(r)._value
