@@ -92,22 +92,28 @@ class Jitted:
         if config.disable_jit:
             return self.f(*args, **kwargs)
         if not kwargs and not self.static_argnums:
-            # The common call -- positional Arrays only -- skips the pytree machinery.
+            # The common call -- positional Arrays only -- skips the pytree machinery (one loop, no
+            # comprehension: each is a function call of its own on Python 3.11).
+            key = [config.debug_nans, config.jit_fusion, config.threefry_partitionable]
+            values = []
             for a in args:
                 if type(a) is not Array:
                     break
+                v = a._value
+                values.append(v)
+                key.append((v.shape, v.dtype))
             else:
-                key = (config.debug_nans, config.jit_fusion, config.threefry_partitionable,
-                       *[(a._value.shape, a._value.dtype) for a in args])
-                entry = self._fast.get(key)
+                entry = self._fast.get(tuple(key))
                 if entry is not None:
                     self.hits += 1
                     program, single, out_tree = entry
                     if self._donating:
+                        values = v = None   # no reference to a donated buffer but the program's
                         outs = self._run_donating_positional(program, args)
                     else:
-                        outs = program.run([a._value for a in args])
+                        outs = program.run(values)
                     return outs[0] if single else tree_unflatten(out_tree, outs)
+            values = v = None   # (as above, for the general call below)
         (dyn_args, dyn_kw), static, static_key = self._split(args, kwargs)
         leaves, in_tree = tree_flatten((dyn_args, dyn_kw))
         device = None   # a device array among the leaves: the program is its backend's

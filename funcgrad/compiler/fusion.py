@@ -19,7 +19,7 @@ Matmul, convolutions and shape changes have none and stay as they are
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -56,6 +56,8 @@ class FusedKernel:
         # (equations, input vars, output vars) of the group: what runs, on numpy, until the kernel is ready.
         self.group = group
         self.prepare = codegen.runtime().prepare
+        # The 2-d views of the outputs the kernel writes (the reduction's last).
+        self.out_views = [view] * len(spec.outputs) + ([(view[0],)] if spec.reduction else [])
         self.kernel: Any = None
         self._queued = False              # its compile is queued on the background thread
         self._failed = False              # ... and failed there
@@ -86,9 +88,21 @@ class FusedKernel:
                     self._queued = True
                     self._compile_later(args, flat)
                 return self._run_on_numpy(inputs, outs)
-        self.prepare()   # the requested thread count, in whichever Python thread runs this
+        if self.spec.parallel:
+            self.prepare()   # the requested thread count, in whichever Python thread runs this
         self.kernel(n0, n1, *args, *flat)
         return outs
+
+    def input_views(self, in_shapes: Sequence[tuple], from_args: Sequence[bool]) -> list[tuple]:
+        """What :meth:`impl` does to each input, worked out once for inputs of the shapes ``in_shapes``
+        (a program calling the kernel again and again): per input ``(2-d shape or None, broadcast
+        shape or None, from_arg)`` -- reshape it to the 2-d shape (None: it has it already), after
+        materialising a mixed broadcast to the broadcast shape; ``from_args[k]``: input ``k`` may be
+        a number or a numpy scalar (a program's argument), to make an array first.  The outputs'
+        2-d views are :attr:`out_views`; the kernel runs as ``kernel(n0, n1, *inputs, *outputs)``
+        after ``prepare()`` where ``spec.parallel``."""
+        return [_view_plan(pattern, tuple(shape), self.shape, self.n0, self.n1) + (from_arg,)
+                for (pattern, _), shape, from_arg in zip(self.layouts, in_shapes, from_args)]
 
     def _compile_later(self, args: list, flat: list) -> None:
         """Queue the kernel's compilation (or load from the disk cache) for the argument
@@ -139,6 +153,19 @@ def _as_2d(x: Any, pattern: str, shape: tuple, n0: int, n1: int) -> np.ndarray:
     if pattern == "[i, 0]":
         return x.reshape(n0, 1)
     return x.reshape(1, 1)
+
+
+def _view_plan(pattern: str, in_shape: tuple, shape: tuple, n0: int, n1: int) -> tuple:
+    """``(2-d shape or None, broadcast shape or None)``: what :func:`_as_2d` does to an input of
+    ``in_shape`` (None: nothing; an input already of its 2-d shape is passed as it is)."""
+    broadcast = None
+    if pattern == "[i, j]":
+        shape2d = (n0, n1)
+        if in_shape != shape:
+            broadcast, in_shape = shape, shape
+    else:
+        shape2d = {"[0, j]": (1, n1), "[i, 0]": (n0, 1)}.get(pattern, (1, 1))
+    return (None if in_shape == shape2d else shape2d), broadcast
 
 
 def _pattern(in_shape: tuple, shape: tuple, split: int) -> str:

@@ -32,8 +32,10 @@ by the caller stays valid: the program only stops reusing it.
 from __future__ import annotations
 
 import itertools
+import operator
 import sys
 import threading
+import warnings
 import weakref
 from collections import OrderedDict
 from typing import Any, Sequence
@@ -42,12 +44,16 @@ import numpy as np
 
 from funcgrad import _core
 from funcgrad._config import config
-from funcgrad._core import Array, _wrap, check_nans, run_impl
+from funcgrad._core import Array, _wrap, check_nans, impl_error, run_impl
 from funcgrad._ir import Jaxpr, Literal, pretty_print
+from funcgrad._warnings import _filtered_list, float_warnings_filtered
 from funcgrad.compiler.memory import analyze
 
 # Output buffers remembered per output, for reuse once the caller drops them.
 _MAX_RECYCLED = 4
+
+# The errors of an implementation that run_impl turns into one naming the primitive.
+_IMPL_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
 
 
 def _writes_into_buffers(eqn: Any) -> bool:
@@ -171,6 +177,12 @@ class Program:
         self.donation: dict[int, dict[int, int]] = {}
         self.donation_plan: list[str] = []
         self._liveness: tuple | None = None
+        # The fast path (_run_fast): per-step functions with their slots, literals and targets
+        # worked out once, built on the first call that may take it; the 2-d views of planned
+        # buffers that fused kernels write, kept until the buffers are released.
+        self._fast: tuple | None = None
+        self._views: dict[tuple, tuple] = {}
+        self.fast_runs = 0    # calls that took the fast path
         if plan_memory:
             self._plan(slot)
 
@@ -261,12 +273,14 @@ class Program:
         return buf
 
     def _output(self, slot: int, aval: Any) -> np.ndarray:
-        pool = self.recycled.setdefault(slot, [])
+        pool = self.recycled.get(slot)
+        if pool is None:
+            pool = self.recycled[slot] = []
         for buf in pool:
             # References: the pool's list, ``buf`` and getrefcount's argument. Any
             # more (the caller's Array, a view's base) and the buffer is in use.
             if sys.getrefcount(buf) == 3:
-                buf.flags.writeable = True   # ours again: it owns its memory and nothing sees it
+                buf.setflags(write=True)   # ours again: it owns its memory and nothing sees it
                 return buf
         buf = np.empty(aval.shape, aval.dtype)
         pool.append(buf)
@@ -277,6 +291,7 @@ class Program:
     def _release_buffers(self) -> None:
         """Drop the buffers kept between calls (the caller holds ``self.lock``)."""
         self.buffers = [None] * len(self.buffers)
+        self._views.clear()
         self.recycled = {}
         self.pooled = False
         _POOL.forget(id(self))
@@ -301,12 +316,17 @@ class Program:
         ``k``'s buffer over (its Array is deleted): an output may be written into it."""
         with self.lock:   # planned and recycled buffers belong to one call at a time
             self.last_run = _next_run()
-            return [_wrap(r) for r in self._run(args, donated)]
+            if _core._profiler is None and self._const_outputs is not None and not config.debug_nans \
+                    and not (donated and self.donation):   # _run's test, inline
+                return list(map(_wrap, self._run_fast(args)))
+            return list(map(_wrap, self._run(args, donated)))
 
     def run_buffers(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         """:meth:`run`, returning raw buffers (a loop calling its compiled body each step)."""
         with self.lock:
             self.last_run = _next_run()
+            if _core._profiler is None and self._const_outputs is not None and not config.debug_nans:
+                return self._run_fast(args)   # _run's test, inline: a loop calls this every step
             return self._run(args)
 
     def _donatable(self, args: Sequence[np.ndarray], donated: Sequence[bool] | None) -> dict[int, int] | None:
@@ -343,6 +363,15 @@ class Program:
 
     def _run(self, args: Sequence[np.ndarray], donated: Sequence[bool] | None = None) -> list[np.ndarray]:
         prof = _core._profiler and _core._profiler.program(self)   # funcgrad.profiler's recorder, or None
+        # The fast path once the first call has found which outputs alias constants, unless the call is
+        # profiled, checks for NaNs or may write into donated buffers.
+        if prof is None and self._const_outputs is not None and not config.debug_nans \
+                and not (donated and self.donation):
+            return self._run_fast(args)
+        return self._run_general(args, donated, prof)
+
+    def _run_general(self, args: Sequence[np.ndarray], donated: Sequence[bool] | None, prof: Any) -> list[np.ndarray]:
+        """Every step through the primitives' implementations, with the profiler, debug_nans and donation."""
         env: list[Any] = [None] * self.n_slots
         env[:len(self.consts)] = self.consts
         env[len(self.consts):self.n_fixed] = args
@@ -390,6 +419,61 @@ class Program:
             prof.done()
         return outs
 
+    def _run_fast(self, args: Sequence[Any]) -> list[np.ndarray]:
+        """:meth:`_run_general`'s results, through per-step functions built once (:func:`_fast_step`)."""
+        if self._fast is None:
+            self._fast = self._build_fast()
+        env0, steps, read_outs, literal_outs, errors = self._fast
+        env = env0.copy()
+        env[len(self.consts):self.n_fixed] = args
+        self.fast_runs += 1
+        if warnings.filters is not _filtered_list[0]:   # float_warnings_filtered(), inline
+            float_warnings_filtered()
+        try:
+            for step in steps:
+                step(env)
+        except _IMPL_ERRORS as e:
+            where = errors.get(step)   # a primitive run as run_impl runs it: its error names it
+            if where is None:
+                raise
+            prim, slots, params = where
+            raise impl_error(prim, [env[s] for s in slots], params, e) from e
+        outs = list(read_outs(env))
+        for n, value in literal_outs:
+            outs[n] = _core.as_array(value)._value
+        for n in self._const_outputs:
+            outs[n] = outs[n].copy()
+        return outs
+
+    def _build_fast(self) -> tuple:
+        """``(env template, step functions, output slots, literal outputs, error sources)`` of
+        :meth:`_run_fast`.  Each literal input gets a slot of its own in the template, filled once."""
+        env0: list[Any] = [None] * self.n_slots
+        env0[:len(self.consts)] = self.consts
+
+        def slot_of(kind: str, i: Any) -> int:
+            if kind == "var":
+                return i
+            env0.append(i)
+            return len(env0) - 1
+
+        steps, errors = [], {}
+        me = weakref.proxy(self)   # the steps must not keep their program alive (its buffers go with it)
+        for (prim, ins, params, outs, buffers), eqn in zip(self.steps, self.jaxpr.eqns):
+            slots = tuple(slot_of(kind, i) for kind, i in ins)
+            op = _scalar_op(prim, params, eqn) if buffers is None else None
+            if op is not None:   # constants and literals: their scalars, taken once
+                known = [env0[s] if s < len(self.consts) or s >= self.n_slots else _UNKNOWN for s in slots]
+                step = _scalar_step(op, slots, known, outs[0])
+            else:
+                step = _fast_step(me, prim, slots, params, tuple(outs), buffers, eqn)
+            if buffers is None:   # run as run_impl runs it: an error names the primitive
+                errors[step] = (prim, slots, params)
+            steps.append(step)
+        read_outs = _reader([i if kind == "var" else 0 for kind, i in self.outs])
+        literal_outs = [(n, i) for n, (kind, i) in enumerate(self.outs) if kind != "var"]
+        return env0, steps, read_outs, literal_outs, errors
+
     def __repr__(self) -> str:
         text = pretty_print(self.jaxpr)
         if self.plan:
@@ -397,6 +481,168 @@ class Program:
         if self.donation_plan:
             text += "\ndonated buffers (written over when free):\n  " + "\n  ".join(self.donation_plan)
         return text
+
+
+# ------------------------------------------------------------------ fast-path steps
+#
+# One function per step, ``step(env)``: it reads its inputs from the slots of ``env`` and writes
+# its outputs there, doing what Program._run_general does for the step but with everything that
+# does not change between calls (slots, literal values, targets, kernel views) fixed when it is
+# built.  Results are those of the general path: the same implementations and kernels on the
+# same buffers.
+
+
+def _reader(slots: Sequence[int]) -> Any:
+    """A C-level ``read(env)``: the values in ``slots``, as a sequence (Python 3.11 runs a list
+    comprehension as a function call of its own)."""
+    if len(slots) >= 2:
+        return operator.itemgetter(*slots)
+    return operator.itemgetter(slice(slots[0], slots[0] + 1) if slots else slice(0, 0))
+
+
+def _fast_step(program: Program, prim: Any, slots: tuple, params: dict, outs: tuple, buffers: list | None,
+               eqn: Any) -> Any:
+    """The step function of one equation that is no 0-d arithmetic (:func:`_scalar_step`)."""
+    if buffers is None:
+        return _plain_step(prim, _reader(slots), params, outs)
+    targets = [(kind, i, v.aval) for (kind, i), v in zip(buffers, eqn.outvars)]
+    if getattr(prim, "input_views", None) is not None and not params:   # a fused kernel
+        return _kernel_step(program, prim, slots, outs, targets, eqn)
+    return _writing_step(program, prim, _reader(slots), params, outs, targets)
+
+
+def _plain_step(prim: Any, read: Any, params: dict, outs: tuple) -> Any:
+    """A primitive that allocates its results (as run_impl runs it; errors are named by the caller)."""
+    impl = prim.impl
+    if prim.multiple_results or "higher_order" in prim.traits:
+        multiple, unaliased = prim.multiple_results, "higher_order" in prim.traits
+
+        def step(env: list) -> None:
+            values = read(env)
+            out = impl(*values, **params)
+            results = [_buffer_of(r) for r in (out if multiple else [out])]
+            if unaliased:
+                results = _unaliased(results, values)
+            for i, r in zip(outs, results):
+                env[i] = r
+        return step
+    out = outs[0]
+    if params:
+        def step(env: list) -> None:
+            r = impl(*read(env), **params)
+            env[out] = r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64) \
+                else _wrap(r)._value
+        return step
+
+    def step(env: list) -> None:   # most primitives: no parameters
+        r = impl(*read(env))
+        env[out] = r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64) \
+            else _wrap(r)._value
+    return step
+
+
+# Binary ufuncs whose result on two numpy scalars, by Python's operator, is the ufunc's on 0-d arrays
+# (the same promotion, IEEE arithmetic; integers wrap around) at a tenth of the cost.
+_SCALAR_OPS = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
+               np.less: operator.lt, np.less_equal: operator.le, np.greater: operator.gt,
+               np.greater_equal: operator.ge, np.equal: operator.eq, np.not_equal: operator.ne}
+_UNKNOWN = object()
+
+
+def _scalar_op(prim: Any, params: dict, eqn: Any) -> Any:
+    """The operator for ``eqn`` when it is one of :data:`_SCALAR_OPS` on 0-d integers or floats
+    (a loop's counter, its bound test), else None."""
+    impl = prim.impl
+    op = next((op for f, op in _SCALAR_OPS.items() if f is impl), None) if not params and len(eqn.inputs) == 2 \
+        else None
+    if op is None or any(v.aval.shape != () or v.aval.dtype.kind not in "iuf" for v in eqn.inputs):
+        return None
+    return op if eqn.outvars[0].aval.shape == () else None
+
+
+def _scalar_step(op: Any, slots: tuple, known: list, out: int) -> Any:
+    """``op`` on numpy scalars (a 0-d array's ``[()]``; a Python number stays weakly typed), the
+    result kept as the general path keeps it (a read-only 0-d array, 64-bit narrowed without x64)."""
+    (s0, s1), (c0, c1) = slots, [k if k is _UNKNOWN or type(k) is not np.ndarray else k[()] for k in known]
+
+    def step(env: list) -> None:
+        x = env[s0] if c0 is _UNKNOWN else c0
+        y = env[s1] if c1 is _UNKNOWN else c1
+        r = np.asarray(op(x[()] if type(x) is np.ndarray else x, y[()] if type(y) is np.ndarray else y))
+        if r.dtype.itemsize == 8 and not config.enable_x64:
+            r = _wrap(r)._value
+        else:
+            r.setflags(write=False)
+        env[out] = r
+    return step
+
+
+def _buffer_of(r: Any) -> np.ndarray:
+    """What the general path keeps of an implementation's result: itself, or ``_wrap``'s buffer for a
+    number, a numpy scalar or a 64-bit array without x64."""
+    return r if type(r) is np.ndarray and (r.dtype.itemsize != 8 or config.enable_x64) else _wrap(r)._value
+
+
+def _writing_step(program: Program, prim: Any, read: Any, params: dict, outs: tuple, targets: list) -> Any:
+    """A ``"writes_out"`` primitive (matmul) filling its planned buffers."""
+    impl, multiple = prim.impl, prim.multiple_results
+
+    def step(env: list) -> None:
+        full = [program._buffer(i, aval) if kind == "buf" else program._output(i, aval) for kind, i, aval in targets]
+        out = impl(*read(env), out=full if multiple else full[0], **params)
+        if multiple:
+            for i, r in zip(outs, out):
+                env[i] = r
+        else:
+            env[outs[0]] = out
+    return step
+
+
+def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, targets: list, eqn: Any) -> Any:
+    """A fused kernel (:class:`funcgrad.compiler.fusion.FusedKernel`) run as its ``impl`` runs it, with
+    its inputs' 2-d views worked out once and its planned buffers' 2-d views kept across calls (in
+    ``program._views``, dropped when the buffers are released)."""
+    from_args = [s < program.n_fixed for s in slots]   # arguments may be numbers or numpy scalars
+    plans = [(slot,) + plan for slot, plan in zip(slots, fused.input_views([x.aval.shape for x in eqn.inputs],
+                                                                           from_args))]
+    planned = [(kind, i, aval, None if kind == "out" and tuple(aval.shape) == shape2d else shape2d)
+               for (kind, i, aval), shape2d in zip(targets, fused.out_views)]
+    views = program._views
+    n0, n1 = fused.n0, fused.n1
+    prepare = fused.prepare if fused.spec.parallel else None   # thread counts matter to parallel kernels only
+
+    def step(env: list) -> None:
+        full, flat = [], []
+        for kind, i, aval, shape2d in planned:
+            if kind == "buf":
+                pair = views.get((i, shape2d))
+                if pair is None:
+                    buf = program._buffer(i, aval)
+                    pair = views[(i, shape2d)] = (buf, buf.reshape(shape2d))
+                full.append(pair[0])
+                flat.append(pair[1])
+            else:
+                buf = program._output(i, aval)
+                full.append(buf)
+                flat.append(buf if shape2d is None else buf.reshape(shape2d))
+        kernel = fused.kernel
+        if kernel is None:   # not compiled yet
+            fused.impl(*[env[slot] for slot in slots], out=full)
+        else:
+            args = [n0, n1]
+            for slot, shape2d, broadcast, from_arg in plans:
+                x = env[slot]
+                if from_arg and type(x) is not np.ndarray:
+                    x = np.asarray(x)
+                if broadcast is not None:   # a mixed broadcast: materialised, as the kernel's impl does
+                    x = np.ascontiguousarray(np.broadcast_to(x, broadcast))
+                args.append(x if shape2d is None else x.reshape(shape2d))
+            if prepare is not None:
+                prepare()
+            kernel(*args, *flat)
+        for i, r in zip(outs, full):
+            env[i] = r
+    return step
 
 
 def _in_place_safe(eqn: Any, pos: int, slot: int, ins: list) -> bool:

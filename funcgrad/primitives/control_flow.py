@@ -27,6 +27,7 @@ The user API, with pytrees and error checking, is :mod:`funcgrad.lax.control_flo
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, Callable, Sequence
 
@@ -613,15 +614,24 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
     :func:`run_sub`; a device backend wraps its buffers as its arrays and
     applies the equations there); ``empty(shape, dtype)`` makes a buffer.
     """
+    def repeated(sub: SubProgram) -> Callable[[Sequence[Any]], list]:
+        """``run(sub, buffers)`` as a function of the buffers, for a loop calling it every step."""
+        if run is run_sub and sub.program is not None:
+            return sub.program.run_buffers   # the host's compiled body, without run_sub's check each step
+        return lambda buffers: run(sub, buffers)
+
     def cond_impl(index: Any, *ops: Any, branches: tuple) -> list:
         return run(branches[_clamp_index(index, len(branches))], ops)
 
     def scan_impl(*args: Any, body: SubProgram, n_consts: int, n_carry: int, length: int, reverse: bool) -> list:
         consts, carry, xs = split(args, n_consts, n_carry)
         ys = [empty((length,) + a.shape, a.dtype) for a in body.out_avals[n_carry:]]
-        for step in range(length):
+        run_body = repeated(body)
+        # Each step's slices of xs, in the order the steps take them (one iterator, no list per step).
+        rows = zip(*[x[::-1] if reverse else x for x in xs]) if xs else itertools.repeat((), length)
+        for step, row in enumerate(rows):
             i = length - 1 - step if reverse else step
-            outs = run(body, consts + carry + [x[i] for x in xs])
+            outs = run_body([*consts, *carry, *row])
             carry = outs[:n_carry]
             for y, o in zip(ys, outs[n_carry:]):
                 y[i] = o
@@ -630,8 +640,9 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
     def while_impl(*args: Any, cond: SubProgram, body: SubProgram, n_cond_consts: int, n_body_consts: int,
                    checkpoints: int | None) -> list:
         cc, bc, carry = split(args, n_cond_consts, n_body_consts)
-        while run(cond, cc + carry)[0]:
-            carry = run(body, bc + carry)
+        run_cond, run_body = repeated(cond), repeated(body)
+        while run_cond(cc + carry)[0]:
+            carry = run_body(bc + carry)
         return carry
 
     def while_grad_impl(*args: Any, cond: SubProgram, body: SubProgram, bwd: SubProgram, n_cond_consts: int,
