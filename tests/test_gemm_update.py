@@ -124,3 +124,17 @@ def test_gradient_through_the_rewritten_program(x64):
             num[idx] = (np.sum(np.tanh(args_p[0] - 0.3 * args_p[1] @ args_p[2]) ** 2)
                         - np.sum(np.tanh(args_m[0] - 0.3 * args_m[1] @ args_m[2]) ** 2)) / (2 * eps)
         np.testing.assert_allclose(np.asarray(gx), num, rtol=1e-6, atol=1e-8)
+
+
+def test_loop_bodies_keep_their_products():
+    """Inside a loop body the product stays a matmul (the loop compiler runs bodies as whole loops)."""
+    from funcgrad import lax
+    w, a, b = _arrays(5, m=4, k=4, n=4)
+    jf = fg.jit(lambda w, a, b: lax.fori_loop(0, 3, lambda i, v: v - 0.1 * (v @ b), w))
+    args = [fnp.asarray(v) for v in (w, a, b)]
+    body = next(e for e in jf.lower(*args).jaxpr.eqns if "body" in e.params).params["body"]
+    assert [e.prim.name for e in body.program.jaxpr.eqns].count("matmul") == 1
+    want = w.astype(np.float64)
+    for _ in range(3):
+        want = want - 0.1 * (want @ b.astype(np.float64))
+    np.testing.assert_allclose(np.asarray(jf(*args)), want, rtol=1e-5, atol=1e-5)

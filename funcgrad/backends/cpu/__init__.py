@@ -70,10 +70,15 @@ class CpuBackend(Backend):
 
         ``program.run(buffers)`` takes the inputs' numpy buffers and returns Arrays.
         """
-        optimised = passes.compile_subprograms(passes.optimize(jaxpr), self.compile)
+        return self._compile(jaxpr, top=True)
+
+    def _compile(self, jaxpr: Jaxpr, top: bool) -> Program:
+        optimised = passes.compile_subprograms(passes.optimize(jaxpr), lambda sub: self._compile(sub, top=False))
         # Under debug_nans every primitive runs on its own, so a NaN is named precisely.
         if config.jit_fusion and not config.debug_nans:
-            optimised = fusion.fuse(gemm_update.rewrite(optimised))
+            if top:   # loop bodies keep their products: the loop compiler (compiler/loops.py) runs them
+                optimised = gemm_update.rewrite(optimised)
+            optimised = fusion.fuse(optimised)
         return Program(optimised)
 
 
