@@ -28,7 +28,7 @@ from funcgrad._ir import Jaxpr
 from funcgrad.backends import Backend, register_backend
 from funcgrad.backends.cpu import impls as _impls
 from funcgrad.backends.cpu import lowering as _lowering
-from funcgrad.compiler import fusion, passes
+from funcgrad.compiler import fusion, loops, passes
 from funcgrad.compiler.program import Program
 
 
@@ -78,6 +78,7 @@ class CpuBackend(Backend):
 
 _impls.register()
 _lowering.register()
+loops.install()   # jitted scan/while loops whose bodies allow it run as one compiled function
 backend = register_backend(CpuBackend())
 
 __all__ = ["backend", "CpuBackend"]
