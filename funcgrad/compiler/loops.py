@@ -52,6 +52,7 @@ import numpy as np
 
 from funcgrad import _core
 from funcgrad._config import config
+from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Literal, Var
 from funcgrad.compiler import codegen, kernel_cache
 from funcgrad.compiler.codegen import Elementwise, Op, lowering
@@ -60,7 +61,7 @@ from funcgrad.compiler.program import Program
 from funcgrad.primitives import control_flow
 from funcgrad.primitives.elementwise import convert_p
 from funcgrad.primitives.linalg import matmul_p
-from funcgrad.primitives.shape import reshape_p, transpose_p
+from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 
 # Steps a loop runs step by step (over all its calls) before it is compiled: about what
 # compiling it costs (numba, cold cache) over what a step saves.  Smaller when its source
@@ -186,6 +187,8 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
             _emit_transpose(w, eqn, ins, outs, indent)
         elif eqn.prim is matmul_p:
             _emit_matmul(w, eqn, ins, outs, indent)
+        elif eqn.prim is reduce_sum_p:
+            _emit_leading_sum(w, eqn, ins, outs, indent)
         else:
             _emit_elementwise(w, eqn, ins, outs, indent)
         for v, name in zip(eqn.outvars, outs):
@@ -204,8 +207,10 @@ def _emit_kernel(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> No
         dims = {"[i, j]": (n0, n1), "[0, j]": (1, n1), "[i, 0]": (n0, 1), "[0, 0]": (1, 1)}.get(pattern)
         if isinstance(x, Literal) or dims is None:
             raise Unsupported("a fused kernel input that is not an array")
-        if (pattern == "[i, j]" and tuple(x.aval.shape) != tuple(fk.shape)) or _size(x.aval) != dims[0] * dims[1]:
-            raise Unsupported("a fused kernel input broadcast in more than one way")
+        if pattern == "[i, j]" and tuple(x.aval.shape) != tuple(fk.shape):
+            name = _broadcast(w, name, x.aval, fk.shape, indent)   # as the kernel's wrapper: materialised
+        elif _size(x.aval) != dims[0] * dims[1]:
+            raise Unsupported(f"a fused kernel input {x.aval.str_short()} read as {dims}")
         args.append(f"{name}.reshape({dims[0]}, {dims[1]})")
     n_out = len(spec.outputs)
     args += [f"{name}.reshape({n0}, {n1})" for name in outs[:n_out]]
@@ -238,6 +243,44 @@ def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> No
         raise Unsupported(f"matmul of {x.aval.str_short()} and {y.aval.str_short()} (gemm's shapes, and scipy)")
     w.step.append(f"{indent}np.dot({ins[0]}.reshape({m}, {k}), {ins[1]}.reshape({k}, {n}), "
                   f"{outs[0]}.reshape({m}, {n}))")
+
+
+def _emit_leading_sum(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> None:
+    """A sum over leading axes, as numpy's ``add.reduce`` does it (the inner axes contiguous): the
+    first row copied, then each later row added in order, elementwise."""
+    (x,) = eqn.inputs
+    axes, shape = tuple(eqn.params["axes"]), tuple(x.aval.shape)
+    out = eqn.outvars[0].aval
+    if isinstance(x, Literal) or not axes or axes != tuple(range(len(axes))) or np.dtype(out.dtype) != x.aval.dtype:
+        raise Unsupported("reduce_sum over other than leading axes")
+    rows, cols = math.prod(shape[:len(axes)]), math.prod(shape[len(axes):])
+    if cols < 2:   # along a contiguous axis numpy sums pairwise
+        raise Unsupported("reduce_sum of a contiguous axis")
+    src, dst = f"{ins[0]}.reshape({rows}, {cols})", outs[0]
+    if rows == 0:
+        w.step.append(f"{indent}{dst}[:] = 0")
+        return
+    w.step += [f"{indent}{dst}[:] = {src}[0]",
+               f"{indent}for r in range(1, {rows}):",
+               f"{indent}    for q in range({cols}):",
+               f"{indent}        {dst}[q] = {_cast_expr(f'{dst}[q] + {src}[r, q]', out.dtype)}"]
+
+
+def _cast_expr(expr: str, dtype: Any) -> str:
+    return codegen._cast(expr, np.dtype(dtype))
+
+
+def _broadcast(w: _Writer, name: str, aval: Any, shape: tuple, indent: str) -> str:
+    """A buffer holding ``name`` broadcast to ``shape`` (filled once, before the loop, when ``name``
+    is the same on every step: a constant or a loop operand)."""
+    padded = (1,) * (len(shape) - len(aval.shape)) + tuple(aval.shape)
+    out = w.buffer(ShapedArray(tuple(shape), aval.dtype))
+    line = f"{out}.reshape({tuple(shape)})[...] = {name}.reshape({padded})"
+    if name.startswith(("arg", "pc")):
+        w.setup.append(line)
+    else:
+        w.step.append(indent + line)
+    return out
 
 
 def _convertible(src: np.dtype, dst: np.dtype) -> bool:
