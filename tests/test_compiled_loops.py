@@ -50,12 +50,6 @@ def _assert_same_bits(compiled, stepped):
         assert a.tobytes() == b.tobytes(), (a, b)
 
 
-def _body_program(jitted, *args, prim="scan"):
-    program = jitted.lower(*args)
-    (eqn,) = [e for e in program.jaxpr.eqns if e.prim.name == prim]
-    return eqn.params["body"].program
-
-
 def _fori_ref(x, n):
     x = x.astype(np.float64)
     for _ in range(n):
@@ -73,7 +67,7 @@ def test_fori_loop_runs_as_one_function(eager_compile):
     _assert_same_bits([out], _step_by_step(f, X))
     _assert_same_bits([again], [out])
     np.testing.assert_allclose(out, _fori_ref(X, 300), rtol=1e-5)
-    assert loops.reason(_body_program(f, X)) == []
+    assert loops.explain(f.lower(X)) == ["scan: compiles into one function"]
 
 
 def test_while_loop_with_a_data_dependent_trip_count(eager_compile):
@@ -194,22 +188,69 @@ def test_reverse_mode_through_a_jitted_while_loop(eager_compile):
     np.testing.assert_allclose(out[1], fd, rtol=1e-4, atol=1e-5)
 
 
+def _rnn_inputs(T=6, B=3, H=4):
+    rng = np.random.default_rng(1)
+    return ({"W": (rng.standard_normal((H, H)) * 0.5).astype(np.float32),
+             "U": rng.standard_normal((H, H)).astype(np.float32),
+             "b": (rng.standard_normal(H) * 0.1).astype(np.float32)},
+            rng.standard_normal((T, B, H)).astype(np.float32))
+
+
+def _rnn_loss(p, xs):
+    def step(h, x):
+        h = fnp.tanh(h @ p["W"] + x @ p["U"] + p["b"])
+        return h, fnp.sum(h * h)
+    _, ys = lax.scan(step, fnp.zeros(xs.shape[1:]), xs)
+    return fnp.sum(ys) / xs.shape[0]
+
+
+def _rnn_reference(p, xs):
+    """The loss and its gradients in float64 (backpropagation through time by hand)."""
+    p = {k: v.astype(np.float64) for k, v in p.items()}
+    hs = [np.zeros(xs.shape[1:])]
+    for x in xs.astype(np.float64):
+        hs.append(np.tanh(hs[-1] @ p["W"] + x @ p["U"] + p["b"]))
+    T = len(xs)
+    loss = sum(float(np.sum(h * h)) for h in hs[1:]) / T
+    grads = {k: np.zeros_like(v) for k, v in p.items()}
+    dh = np.zeros(xs.shape[1:])
+    for t in range(T, 0, -1):
+        da = (dh + 2 * hs[t] / T) * (1 - hs[t] ** 2)
+        grads["W"] += hs[t - 1].T @ da
+        grads["U"] += xs[t - 1].astype(np.float64).T @ da
+        grads["b"] += da.sum(0)
+        dh = da @ p["W"].T
+    return loss, grads
+
+
+def test_an_rnn_scan_and_its_gradient_compile(eager_compile):
+    # Matmuls (BLAS gemm, as numpy calls it), transposes, a sum over the batch axis and a
+    # broadcast bias: the forward scan and the reverse scan of its gradient both compile.
+    p, xs = _rnn_inputs()
+    forward, both = fg.jit(_rnn_loss), fg.jit(fg.value_and_grad(_rnn_loss))
+    loss, grads = _rnn_reference(p, xs)
+    for f, compiled_loops in ((forward, 1), (both, 2)):
+        out, runs = _runs_compiled(f, p, xs)
+        assert runs == compiled_loops
+        _assert_same_bits(out, _step_by_step(f, p, xs))
+    value, g = both(p, xs)
+    np.testing.assert_allclose(float(forward(p, xs)), loss, rtol=1e-5)
+    np.testing.assert_allclose(float(value), loss, rtol=1e-5)
+    for k in p:
+        np.testing.assert_allclose(np.asarray(g[k]), grads[k], rtol=1e-4, atol=1e-5)
+
+
 def test_unsupported_bodies_run_step_by_step(eager_compile):
-    w = np.eye(4, dtype=np.float32) * 0.5
-
-    def f(h):
-        return lax.fori_loop(0, 5, lambda i, h: fnp.tanh(h @ w + 0.1), h)
-
-    jf = fg.jit(f)
-    h0 = np.ones((2, 4), np.float32)
+    # A lone sum along a contiguous axis: numpy sums pairwise, which the generated loop does not.
+    f = fg.jit(lambda x: lax.fori_loop(0, 5, lambda i, c: c * 0.5 + fnp.sum(c), x))
     unsupported = loops.stats()["unsupported"]
-    (out,), runs = _runs_compiled(jf, h0)
-    if runs == 0:   # matmul bodies may compile (BLAS from numba); if not, they fall back with a reason
-        assert loops.stats()["unsupported"] > unsupported
-        assert loops.reason(_body_program(jf, h0))
-    ref = h0.astype(np.float64)
+    (out,), runs = _runs_compiled(f, X)
+    assert runs == 0 and loops.stats()["unsupported"] == unsupported + 1
+    (why,) = loops.explain(f.lower(X))
+    assert why.startswith("scan: runs step by step") and "reduce_sum" in why, why
+    ref = X.astype(np.float64)
     for _ in range(5):
-        ref = np.tanh(ref @ w + 0.1)
+        ref = ref * 0.5 + ref.sum()
     np.testing.assert_allclose(out, ref, rtol=1e-5)
 
 

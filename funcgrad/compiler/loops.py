@@ -64,10 +64,13 @@ from funcgrad.primitives.linalg import matmul_p
 from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 
 # Steps a loop runs step by step (over all its calls) before it is compiled: about what
-# compiling it costs (numba, cold cache) over what a step saves.  Smaller when its source
-# and machine code are on disk from an earlier process (loading them is quick).
-MIN_TRIPS = 20000
-MIN_TRIPS_CACHED = 500
+# compiling it costs over what a step saves.  Measured on 2 cores (CPU time): a step saves
+# ~14 us (a fori_loop of one kernel) to ~70 us (an RNN step of two matmuls and a kernel);
+# compiling costs ~0.7 s (the fori_loop) to ~3-5 s (the RNN's forward and backward loops:
+# numba's np.dot) with an empty cache, ~0.1 s loading it from the cache an earlier process
+# filled.
+MIN_TRIPS = 50000
+MIN_TRIPS_CACHED = 5000
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 _NUMBA_TYPES = {np.dtype("bool"): "np.bool_"}
@@ -153,6 +156,16 @@ class _Writer:
         return self.aliases[digest]
 
 
+def _at(ref: str, index: str) -> str:
+    """Element ``index`` of the flat array ``ref`` (a step's row ``ys0[it]`` indexed as ``ys0[it, q]``)."""
+    return f"{ref[:-1]}, {index}]" if ref.endswith("[it]") else f"{ref}[{index}]"
+
+
+def _copy(dst: str, src: str, n: int, indent: str) -> list[str]:
+    """Lines copying ``n`` elements (explicit loops: numba compiles array assignment slowly)."""
+    return [f"{indent}for q in range({n}):", f"{indent}    {_at(dst, 'q')} = {_at(src, 'q')}"]
+
+
 def _check_dtype(aval: Any, what: str) -> None:
     if np.dtype(aval.dtype) not in _DTYPES:
         raise Unsupported(f"{what} of dtype {np.dtype(aval.dtype).name}")
@@ -177,7 +190,7 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
             # Every value is a flat array: a reshape is the same array (copied only into a target).
             target = dest.get(id(eqn.outvars[0]))
             if target is not None:
-                w.step.append(f"{indent}{target}[:] = {ins[0]}")
+                w.step += _copy(target, ins[0], _size(eqn.outvars[0].aval), indent)
             env[id(eqn.outvars[0])] = target or ins[0]
             continue
         outs = [dest.get(id(v)) or w.buffer(v.aval) for v in eqn.outvars]
@@ -225,7 +238,8 @@ def _emit_transpose(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) ->
     if isinstance(x, Literal) or tuple(eqn.params["perm"]) != (1, 0):
         raise Unsupported("a transpose of other than a matrix")
     rows, cols = x.aval.shape
-    w.step += [f"{indent}{outs[0]}.reshape({cols}, {rows})[:, :] = {ins[0]}.reshape({rows}, {cols}).T"]
+    w.step += [f"{indent}for r in range({rows}):", f"{indent}    for q in range({cols}):",
+               f"{indent}        {_at(outs[0], f'q * {rows} + r')} = {_at(ins[0], f'r * {cols} + q')}"]
 
 
 def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> None:
@@ -256,14 +270,14 @@ def _emit_leading_sum(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) 
     rows, cols = math.prod(shape[:len(axes)]), math.prod(shape[len(axes):])
     if cols < 2:   # along a contiguous axis numpy sums pairwise
         raise Unsupported("reduce_sum of a contiguous axis")
-    src, dst = f"{ins[0]}.reshape({rows}, {cols})", outs[0]
+    src, dst = ins[0], outs[0]
     if rows == 0:
-        w.step.append(f"{indent}{dst}[:] = 0")
+        w.step += [f"{indent}for q in range({cols}):", f"{indent}    {_at(dst, 'q')} = 0"]
         return
-    w.step += [f"{indent}{dst}[:] = {src}[0]",
-               f"{indent}for r in range(1, {rows}):",
-               f"{indent}    for q in range({cols}):",
-               f"{indent}        {dst}[q] = {_cast_expr(f'{dst}[q] + {src}[r, q]', out.dtype)}"]
+    w.step += _copy(dst, src, cols, indent)
+    total = _cast_expr(f"{_at(dst, 'q')} + {_at(src, f'r * {cols} + q')}", out.dtype)
+    w.step += [f"{indent}for r in range(1, {rows}):", f"{indent}    for q in range({cols}):",
+               f"{indent}        {_at(dst, 'q')} = {total}"]
 
 
 def _cast_expr(expr: str, dtype: Any) -> str:
@@ -275,11 +289,19 @@ def _broadcast(w: _Writer, name: str, aval: Any, shape: tuple, indent: str) -> s
     is the same on every step: a constant or a loop operand)."""
     padded = (1,) * (len(shape) - len(aval.shape)) + tuple(aval.shape)
     out = w.buffer(ShapedArray(tuple(shape), aval.dtype))
-    line = f"{out}.reshape({tuple(shape)})[...] = {name}.reshape({padded})"
-    if name.startswith(("arg", "pc")):
-        w.setup.append(line)
+    lines, flat, src, stride = [], "0", [], 1
+    for d in range(len(shape) - 1, -1, -1):   # the source's index: its strides on the axes it has
+        if padded[d] != 1:
+            src.append(f"b{d} * {stride}")
+            stride *= padded[d]
+    for d, size in enumerate(shape):
+        lines.append(" " * (4 * d) + f"for b{d} in range({size}):")
+        flat = f"({flat}) * {size} + b{d}"
+    lines.append(" " * (4 * len(shape)) + f"{out}[{flat}] = {_at(name, ' + '.join(src) or '0')}")
+    if name.startswith(("arg", "pc")):   # the same on every step: filled once
+        w.setup += lines
     else:
-        w.step.append(indent + line)
+        w.step += [indent + line for line in lines]
     return out
 
 
@@ -312,16 +334,16 @@ def _emit_elementwise(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) 
         if tuple(x.aval.shape) != out_shape and _size(x.aval) != 1:
             raise Unsupported(f"{name} broadcasting {x.aval.str_short()} to {out_var.aval.str_short()}")
         element = w.fresh("e")
-        loads.append(f"{element} = {ref}[{'q' if n > 1 and _size(x.aval) == n else '0'}]")
+        loads.append(f"{element} = {_at(ref, 'q' if n > 1 and _size(x.aval) == n else '0')}")
         dtypes[element] = np.dtype(x.aval.dtype)
         args.append(element)
     op = Op("r", prim, args, dtype, dict(eqn.params))
     expr = codegen._cast(codegen._expr(op, w.consts, lambda a: dtypes.get(a, dtype)), dtype)
     if n == 1:
-        w.step += [indent + line for line in loads] + [f"{indent}{outs[0]}[0] = {expr}"]
+        w.step += [indent + line for line in loads] + [f"{indent}{_at(outs[0], '0')} = {expr}"]
     elif n > 1:
         w.step.append(f"{indent}for q in range({n}):")
-        w.step += [f"{indent}    {line}" for line in loads] + [f"{indent}    {outs[0]}[q] = {expr}"]
+        w.step += [f"{indent}    {line}" for line in loads] + [f"{indent}    {_at(outs[0], 'q')} = {expr}"]
 
 
 def _carries(w: _Writer, n_carry: int, static: Sequence[bool], avals: Sequence[Any]) -> list[str]:
@@ -342,16 +364,16 @@ def _produced(program: Program) -> set[int]:
     return {id(v) for eqn in program.jaxpr.eqns for v in eqn.outvars}
 
 
-def _finish_step(w: _Writer, outs: list, targets: list[str | None], indent: str) -> None:
+def _finish_step(w: _Writer, outs: list, targets: list[str | None], avals: Sequence[Any], indent: str) -> None:
     """Copy the outputs not written in place into their targets (``nxt{k}``, ``ys{j}[it]``; None:
     a carry passed through), then swap each carry's buffers."""
-    for out, target in zip(outs, targets):
+    for out, target, aval in zip(outs, targets, avals):
         if target is None:
             continue
         if isinstance(out, Literal):
             raise Unsupported("a literal loop output")
         if out != target:
-            w.step.append(f"{indent}{target}[:] = {out}")
+            w.step += _copy(target, out, _size(aval), indent)
     for target in targets:
         if target is not None and target.startswith("nxt"):
             k = target[3:]
@@ -401,7 +423,7 @@ def scan_source(body: Program, n_consts: int, n_carry: int, reverse: bool) -> _W
     indent = " " * 8
     w.step.append(f"{indent}it = length - 1 - step" if reverse else f"{indent}it = step")
     outs = _emit_program(w, body, consts + carries + xs, dest, indent)
-    _finish_step(w, outs, targets, indent)
+    _finish_step(w, outs, targets, out_avals, indent)
     w.head = "    for step in range(length):"
     w.results = [f"cur{k}" for k in range(n_carry)] + [f"ys{j}" for j in range(n_ys)]
     return w
@@ -424,12 +446,12 @@ def while_source(cond: Program, body: Program, n_cond_consts: int, n_body_consts
     (pred,) = _emit_program(w, cond, cc + carries, {}, indent)
     if isinstance(pred, Literal):
         raise Unsupported("a constant loop predicate")
-    w.step.append(f"{indent}if not {pred}[0]:")
+    w.step.append(f"{indent}if not {_at(pred, '0')}:")
     w.step.append(f"{indent}    break")
     targets: list[str | None] = [None if s else f"nxt{k}" for k, s in enumerate(static)]
     dest = _destinations(body, targets)
     outs = _emit_program(w, body, bc + carries, dest, indent)
-    _finish_step(w, outs, targets, indent)
+    _finish_step(w, outs, targets, body.jaxpr.out_avals, indent)
     w.head = "    while True:"
     w.results = [f"cur{k}" for k in range(n_carry)]
     return w
@@ -554,9 +576,31 @@ def _decide(body: Program, key: tuple, make: Callable[[], CompiledLoop]) -> Comp
     return found if isinstance(found, CompiledLoop) else None
 
 
-def reason(body_program: Program) -> list[str]:
-    """Why loops over ``body_program`` do not compile (one reason per loop form tried; empty if they do)."""
-    return [str(v) for v in (_decisions.get(body_program) or {}).values() if isinstance(v, Unsupported)]
+def explain(program: Program) -> list[str]:
+    """For each ``scan``/``while`` equation of a compiled program (``jit(f).lower(...)``), whether
+    its loop compiles into one function, or why it runs step by step.
+
+    >>> from funcgrad.compiler import loops
+    >>> f = fg.jit(lambda x: lax.fori_loop(0, 9, lambda i, c: fnp.sin(c) * 2.0 + c, x))
+    >>> loops.explain(f.lower(fnp.ones(3)))
+    ['scan: compiles into one function']
+    """
+    found = []
+    for eqn in program.jaxpr.eqns:
+        params, name = eqn.params, getattr(eqn.prim, "name", "")
+        try:
+            if name == "scan" and type(params["body"].program) is Program:
+                scan_source(params["body"].program, params["n_consts"], params["n_carry"], params["reverse"])
+            elif name == "while" and type(params["body"].program) is Program \
+                    and type(params["cond"].program) is Program:
+                while_source(params["cond"].program, params["body"].program, params["n_cond_consts"],
+                             params["n_body_consts"])
+            else:
+                continue
+            found.append(f"{name}: compiles into one function")
+        except Unsupported as why:
+            found.append(f"{name}: runs step by step: {why}")
+    return found
 
 
 def _enabled(*programs: Any) -> bool:
