@@ -240,6 +240,28 @@ def test_an_rnn_scan_and_its_gradient_compile(eager_compile):
         np.testing.assert_allclose(np.asarray(g[k]), grads[k], rtol=1e-4, atol=1e-5)
 
 
+def test_a_sum_over_a_leading_axis_is_numpys(eager_compile):
+    # numpy adds the rows to zeros in order: a column of -0.0 sums to +0.0.
+    def f(c0):
+        def step(c, _):
+            c = c * 0.5
+            return c, fnp.sum(c, axis=0)
+        return lax.scan(step, c0, None, length=3)
+
+    c0 = np.array([[-0.0, 1.0, 2.0, -0.0], [-0.0, -1.0, 3.0, -0.0], [-0.0, 0.5, 1e-3, 5.0]], np.float32)
+    jf = fg.jit(f)
+    assert loops.explain(jf.lower(c0)) == ["scan: compiles into one function"]
+    out, runs = _runs_compiled(jf, c0)
+    assert runs == 1
+    _assert_same_bits(out, _step_by_step(jf, c0))
+    c, ys = c0.astype(np.float64), []
+    for _ in range(3):
+        c = c * 0.5
+        ys.append(np.add.reduce(c, axis=0))
+    np.testing.assert_allclose(out[1], np.stack(ys), rtol=1e-6)
+    np.testing.assert_array_equal(np.signbit(out[1]), np.signbit(np.stack(ys)))
+
+
 def test_unsupported_bodies_run_step_by_step(eager_compile):
     # A lone sum along a contiguous axis: numpy sums pairwise, which the generated loop does not.
     f = fg.jit(lambda x: lax.fori_loop(0, 5, lambda i, c: c * 0.5 + fnp.sum(c), x))

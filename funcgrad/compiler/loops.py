@@ -260,8 +260,8 @@ def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> No
 
 
 def _emit_leading_sum(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> None:
-    """A sum over leading axes, as numpy's ``add.reduce`` does it (the inner axes contiguous): the
-    first row copied, then each later row added in order, elementwise."""
+    """A sum over leading axes, as numpy's ``add.reduce`` does it (the inner axes contiguous): from
+    zeros (so ``-0.0`` rows sum to ``0.0``), each row added in order, elementwise."""
     (x,) = eqn.inputs
     axes, shape = tuple(eqn.params["axes"]), tuple(x.aval.shape)
     out = eqn.outvars[0].aval
@@ -271,12 +271,9 @@ def _emit_leading_sum(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) 
     if cols < 2:   # along a contiguous axis numpy sums pairwise
         raise Unsupported("reduce_sum of a contiguous axis")
     src, dst = ins[0], outs[0]
-    if rows == 0:
-        w.step += [f"{indent}for q in range({cols}):", f"{indent}    {_at(dst, 'q')} = 0"]
-        return
-    w.step += _copy(dst, src, cols, indent)
     total = _cast_expr(f"{_at(dst, 'q')} + {_at(src, f'r * {cols} + q')}", out.dtype)
-    w.step += [f"{indent}for r in range(1, {rows}):", f"{indent}    for q in range({cols}):",
+    w.step += [f"{indent}for q in range({cols}):", f"{indent}    {_at(dst, 'q')} = 0",
+               f"{indent}for r in range({rows}):", f"{indent}    for q in range({cols}):",
                f"{indent}        {_at(dst, 'q')} = {total}"]
 
 
