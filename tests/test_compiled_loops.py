@@ -24,8 +24,7 @@ X = np.linspace(0.1, 1.0, 16, dtype=np.float32)
 @pytest.fixture
 def eager_compile(monkeypatch):
     """Loops compile on their first call, however short."""
-    monkeypatch.setattr(loops, "MIN_TRIPS", 0)
-    monkeypatch.setattr(loops, "MIN_TRIPS_CACHED", 0)
+    monkeypatch.setattr(loops, "MIN_STEPS", 0)
 
 
 def _runs_compiled(f, *args):
@@ -276,17 +275,18 @@ def test_unsupported_bodies_run_step_by_step(eager_compile):
     np.testing.assert_allclose(out, ref, rtol=1e-5)
 
 
-def test_short_loops_compile_once_they_have_run_enough_steps(monkeypatch):
-    monkeypatch.setattr(loops, "MIN_TRIPS", 100)
-    monkeypatch.setattr(loops, "MIN_TRIPS_CACHED", 100)
-    f = fg.jit(lambda x: lax.fori_loop(0, 40, lambda i, v: fnp.cos(v) * 0.75 + v * 0.125, x))
-    runs = [_runs_compiled(f, X)[1] for _ in range(4)]
-    assert runs == [0, 0, 1, 1], "40 + 40 steps run step by step; the third call (120 >= 100) compiles"
+def test_when_loops_compile(monkeypatch):
+    monkeypatch.setattr(loops, "MIN_STEPS", 50)
+    monkeypatch.setattr(loops, "MIN_TOTAL_STEPS", 100)
+    long = fg.jit(lambda x: lax.fori_loop(0, 60, lambda i, v: fnp.cos(v) * 0.75 + v * 0.125, x))
+    assert _runs_compiled(long, X)[1] == 1, "a call of MIN_STEPS steps compiles at once"
+    short = fg.jit(lambda x: lax.fori_loop(0, 40, lambda i, v: fnp.cos(v) * 0.5 + v * 0.25, x))
+    runs = [_runs_compiled(short, X)[1] for _ in range(4)]
+    assert runs == [0, 0, 1, 1], "40 + 40 steps run step by step; the third call (120 >= 100 in all) compiles"
 
 
 def test_a_while_loop_switches_to_the_compiled_loop_mid_call(monkeypatch):
-    monkeypatch.setattr(loops, "MIN_TRIPS", 10)
-    monkeypatch.setattr(loops, "MIN_TRIPS_CACHED", 10)
+    monkeypatch.setattr(loops, "MIN_STEPS", 10)
     f = fg.jit(lambda x, n: lax.fori_loop(0, n, lambda i, v: fnp.sin(v) * 0.5 + v * 0.25, x))
     (out,), runs = _runs_compiled(f, X, 30)   # 10 steps step by step, then 20 compiled
     assert runs == 1

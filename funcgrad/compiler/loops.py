@@ -7,12 +7,16 @@ cost microseconds per iteration, whatever the work.  When every equation of
 the body (and of a while loop's ``cond``) is one of
 
 * a fused kernel (:class:`~funcgrad.compiler.fusion.FusedKernel`) that runs
-  serially and reads its inputs as plain reshapes or single elements (no
-  materialised broadcast),
+  serially (its inputs read as reshapes, single elements, or a broadcast
+  materialised as its wrapper does: once per call for a loop invariant),
 * an elementwise primitive whose numba lowering gives numpy's result bit for
   bit (``Elementwise.exact``: the loop counter's ``add``, a predicate's
   ``lt``; and integer/float ``convert``) on operands of its shape or single
   elements,
+* a reshape (every value is a flat array: the same one), a matrix transpose
+  (copied), a sum over leading axes (numpy's order: rows added to zeros),
+* a 2-d float ``matmul`` of more than one row and column, as ``np.dot`` (BLAS
+  gemm through numba, which calls scipy's BLAS where numpy calls its own),
 
 the whole loop is generated as ONE ``@numba.njit`` function, which calls the
 same kernels (numba functions calling numba functions).  A ``scan`` also
@@ -20,18 +24,19 @@ takes each step's slice of its ``xs`` and writes each step's ``ys`` into
 their rows.  Carries live in two buffers each, allocated once per call and
 swapped after each step; every intermediate has its own buffer.  Results are
 the step-by-step loop's bit for bit: the same kernels run on the same values
-in the same order.
+in the same order (a matmul: as far as scipy's and numpy's OpenBLAS builds
+agree; they gave the same bits in every test here).
 
 The generated source is cached on disk as the kernels are
 (:mod:`funcgrad.compiler.kernel_cache`, a file named by the hash of its
 content; numba caches the machine code beside it).  Compiling costs more
-than a short loop saves, so a loop is compiled once it has run
-:data:`MIN_TRIPS` steps step by step, counted over all its calls
-(:data:`MIN_TRIPS_CACHED` when its source is on disk already, from an earlier
-process): a ``scan`` whose length reaches the remainder is compiled before it
-runs; a ``while_loop`` switches to the compiled loop in the middle of the call
-that reaches it.  The analysis runs once per body program (kept on it), and
-anything unsupported runs the step-by-step path as before.
+than a short loop saves: a loop is compiled in a call that runs
+:data:`MIN_STEPS` steps (a ``scan`` that long before it runs, a
+``while_loop`` in the middle of the call, once it has run them step by step),
+as ``jit`` compiles on a first call, or once its calls have run
+:data:`MIN_TOTAL_STEPS` steps in all.  The analysis runs once per body
+program (kept beside it), and anything unsupported runs the step-by-step path
+as before.
 
 ``config.update("jit_loops", False)`` (``FUNCGRAD_JIT_LOOPS=0``) turns it off;
 so do ``debug_nans`` and a running :mod:`funcgrad.profiler` (which show each
@@ -42,7 +47,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-import os
 import threading
 import warnings
 import weakref
@@ -63,14 +67,15 @@ from funcgrad.primitives.elementwise import convert_p
 from funcgrad.primitives.linalg import matmul_p
 from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 
-# Steps a loop runs step by step (over all its calls) before it is compiled: about what
-# compiling it costs over what a step saves.  Measured on 2 cores (CPU time): a step saves
-# ~14 us (a fori_loop of one kernel) to ~70 us (an RNN step of two matmuls and a kernel);
-# compiling costs ~0.7 s (the fori_loop) to ~3-5 s (the RNN's forward and backward loops:
-# numba's np.dot) with an empty cache, ~0.1 s loading it from the cache an earlier process
-# filled.
-MIN_TRIPS = 50000
-MIN_TRIPS_CACHED = 5000
+# When a loop is compiled: in a call that runs MIN_STEPS steps (a scan that long before it
+# runs, a while loop once it has run them), as jit compiles on a first call; or once its
+# calls have run MIN_TOTAL_STEPS steps in all (short loops called often).  Measured on 2
+# cores (CPU time): a step saves ~14 us (a fori_loop of one kernel) to ~70 us (an RNN step
+# of two matmuls and a kernel); compiling costs ~0.7 s (the fori_loop) to ~3-5 s (the RNN's
+# forward and backward loops: numba's np.dot) with an empty cache, ~0.1 s loading it from
+# the cache an earlier process filled.
+MIN_STEPS = 1000
+MIN_TOTAL_STEPS = 20000
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 _NUMBA_TYPES = {np.dtype("bool"): "np.bool_"}
@@ -504,10 +509,6 @@ class CompiledLoop:
         # Program constants, flattened once.
         self.fixed = {i: _readonly_flat(s[1], s[2]) for i, s in enumerate(self.sources) if s[0] == "value"}
 
-    def cached_on_disk(self) -> bool:
-        directory = kernel_cache.cache_dir()
-        return directory is not None and os.path.exists(os.path.join(directory, f"fg_{self.digest}.py"))
-
     def arguments(self, operands: Sequence[Any], carry: Sequence[Any], length: int = 0) -> list:
         args = []
         for i, source in enumerate(self.sources):
@@ -605,10 +606,11 @@ def _enabled(*programs: Any) -> bool:
             and all(type(p) is Program for p in programs))
 
 
-def _threshold(loop: CompiledLoop) -> int:
+def _steps_before_compiling(loop: CompiledLoop) -> int:
+    """How many more steps this call runs step by step before the loop is compiled."""
     if loop.fn is not None:
         return 0
-    return MIN_TRIPS_CACHED if loop.cached_on_disk() else MIN_TRIPS
+    return max(min(MIN_STEPS, MIN_TOTAL_STEPS - loop.trips), 0)
 
 
 def run_scan(args: Sequence[Any], body: Any, n_consts: int, n_carry: int, length: int, reverse: bool) -> list | None:
@@ -620,7 +622,7 @@ def run_scan(args: Sequence[Any], body: Any, n_consts: int, n_carry: int, length
                    lambda: CompiledLoop(scan_source(program, n_consts, n_carry, reverse), program.jaxpr.out_avals))
     if loop is None or loop.failed is not None:
         return None
-    if loop.fn is None and loop.trips + length < _threshold(loop):
+    if length < _steps_before_compiling(loop):
         loop.trips += length   # not yet worth compiling: this call runs step by step
         return None
     operands = list(args)
@@ -643,7 +645,7 @@ def run_while(args: Sequence[Any], cond: Any, body: Any, n_cond_consts: int, n_b
     cc, bc = operands[:n_cond_consts], operands[n_cond_consts:]
     carry = list(args[n_cond_consts + n_body_consts:])
     if loop.fn is None:
-        need = _threshold(loop) - loop.trips
+        need = _steps_before_compiling(loop)
         while need > 0:   # step by step, as the primitive's implementation would
             if not cond.program.run_buffers(cc + carry)[0]:
                 return carry
