@@ -21,7 +21,9 @@ are loops, batched loops are loops, and nothing is ever unrolled:
 
 The implementations run the loop in Python over the sub-program: equation
 by equation when called eagerly, and as a compiled program (fused kernels
-inside) when ``jit`` compiled the enclosing program.
+inside) when ``jit`` compiled the enclosing program -- or, for a long-running
+loop whose body allows it, as one generated native function
+(``funcgrad.compiler.loops``, installed through :func:`set_loop_compiler`).
 
 The user API, with pytrees and error checking, is :mod:`funcgrad.lax.control_flow`.
 """
