@@ -15,8 +15,6 @@ the body (and of a while loop's ``cond``) is one of
   elements,
 * a reshape (every value is a flat array: the same one), a matrix transpose
   (copied), a sum over leading axes (numpy's order: rows added to zeros),
-* a 2-d float ``matmul`` of more than one row and column, as ``np.dot`` (BLAS
-  gemm through numba, which calls scipy's BLAS where numpy calls its own),
 
 the whole loop is generated as ONE ``@numba.njit`` function, which calls the
 same kernels (numba functions calling numba functions).  A ``scan`` also
@@ -24,8 +22,12 @@ takes each step's slice of its ``xs`` and writes each step's ``ys`` into
 their rows.  Carries live in two buffers each, allocated once per call and
 swapped after each step; every intermediate has its own buffer.  Results are
 the step-by-step loop's bit for bit: the same kernels run on the same values
-in the same order (a matmul: as far as scipy's and numpy's OpenBLAS builds
-agree; they gave the same bits in every test here).
+in the same order.
+
+A ``matmul`` keeps its loop step by step: numba's ``np.dot`` calls scipy's
+OpenBLAS, not numpy's -- another build (other bits are possible) with its own
+thread pool, and the two pools contending for the cores made an RNN's
+compiled loops many times slower than step by step on 2 cores.
 
 The generated source is cached on disk as the kernels are
 (:mod:`funcgrad.compiler.kernel_cache`, a file named by the hash of its
@@ -45,7 +47,6 @@ step of a loop body).  :func:`stats` counts compiled loops and their runs.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import threading
 import warnings
@@ -64,18 +65,16 @@ from funcgrad.compiler.fusion import FusedKernel
 from funcgrad.compiler.program import Program
 from funcgrad.primitives import control_flow
 from funcgrad.primitives.elementwise import convert_p
-from funcgrad.primitives.linalg import matmul_p
 from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 
 # When a loop is compiled: in a call that runs MIN_STEPS steps (a scan that long before it
 # runs, a while loop once it has run them), as jit compiles on a first call; or once its
 # calls have run MIN_TOTAL_STEPS steps in all (short loops called often).  Measured on 2
-# cores (CPU time): a step saves ~14 us (a fori_loop of one kernel) to ~70 us (an RNN step
-# of two matmuls and a kernel); compiling costs ~0.7 s (the fori_loop) to ~3-5 s (the RNN's
-# forward and backward loops: numba's np.dot) with an empty cache, ~0.1 s loading it from
-# the cache an earlier process filled.
-MIN_STEPS = 1000
-MIN_TOTAL_STEPS = 20000
+# cores (CPU time): a step of a fori_loop of one kernel saves ~14 us; compiling its loop
+# costs ~0.7 s with an empty cache, ~0.1 s loading it from the cache an earlier process
+# filled.
+MIN_STEPS = 10000
+MIN_TOTAL_STEPS = 100000
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 _NUMBA_TYPES = {np.dtype("bool"): "np.bool_"}
@@ -203,8 +202,6 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
             _emit_kernel(w, eqn, ins, outs, indent)
         elif eqn.prim is transpose_p:
             _emit_transpose(w, eqn, ins, outs, indent)
-        elif eqn.prim is matmul_p:
-            _emit_matmul(w, eqn, ins, outs, indent)
         elif eqn.prim is reduce_sum_p:
             _emit_leading_sum(w, eqn, ins, outs, indent)
         else:
@@ -245,23 +242,6 @@ def _emit_transpose(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) ->
     rows, cols = x.aval.shape
     w.step += [f"{indent}for r in range({rows}):", f"{indent}    for q in range({cols}):",
                f"{indent}        {_at(outs[0], f'q * {rows} + r')} = {_at(ins[0], f'r * {cols} + q')}"]
-
-
-def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> None:
-    """A 2-d float matrix product as ``np.dot`` (BLAS's gemm, through numba), for matrices of
-    more than one row and column (numpy and numba both call gemm for those)."""
-    x, y = eqn.inputs
-    out = eqn.outvars[0].aval
-    if isinstance(x, Literal) or isinstance(y, Literal) or len(x.aval.shape) != 2 or len(y.aval.shape) != 2:
-        raise Unsupported("matmul of other than two matrices")
-    dtype = np.dtype(out.dtype)
-    if dtype.kind != "f" or np.dtype(x.aval.dtype) != dtype or np.dtype(y.aval.dtype) != dtype:
-        raise Unsupported(f"matmul of {x.aval.str_short()} and {y.aval.str_short()} (two float matrices of one dtype)")
-    (m, k), (_, n) = x.aval.shape, y.aval.shape
-    if m < 2 or n < 2 or k < 1 or importlib.util.find_spec("scipy") is None:   # numba's BLAS is scipy's
-        raise Unsupported(f"matmul of {x.aval.str_short()} and {y.aval.str_short()} (gemm's shapes, and scipy)")
-    w.step.append(f"{indent}np.dot({ins[0]}.reshape({m}, {k}), {ins[1]}.reshape({k}, {n}), "
-                  f"{outs[0]}.reshape({m}, {n}))")
 
 
 def _emit_leading_sum(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> None:
