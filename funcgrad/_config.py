@@ -6,6 +6,8 @@ time::
     FUNCGRAD_ENABLE_X64=1      # or fg.config.update("enable_x64", True)
     FUNCGRAD_DEBUG_NANS=1      # or fg.config.update("debug_nans", True)
     FUNCGRAD_JIT_FUSION=0      # or fg.config.update("jit_fusion", False): jit without generated kernels
+    FUNCGRAD_JIT_LOOPS=0       # or fg.config.update("jit_loops", False): jitted loops run their body step by
+                               # step instead of as one compiled function (default on)
     FUNCGRAD_CACHE_DIR=/path   # or fg.config.update("cache_dir", "/path"): where generated kernels live
     FUNCGRAD_CACHE_MAX_BYTES=2G          # or fg.config.update("cache_max_bytes", 2 << 30): kernel cache cap (0: none)
     FUNCGRAD_BUFFER_POOL_MAX_BYTES=512M  # or fg.config.update("buffer_pool_max_bytes", ...): jit buffers kept
@@ -43,7 +45,7 @@ class _Config:
 
     __slots__ = ("enable_x64", "debug_nans", "jit_fusion", "cache_dir", "cache_max_bytes", "buffer_pool_max_bytes",
                  "host_buffer_cache_bytes", "gpu_host_fallback", "checked_indexing", "disable_jit", "threefry_partitionable",
-                 "distributed_debug", "gpu_graphs")
+                 "distributed_debug", "gpu_graphs", "jit_loops")
 
     def __init__(self) -> None:
         self.enable_x64 = _env_flag("FUNCGRAD_ENABLE_X64")
@@ -60,6 +62,7 @@ class _Config:
             "0", "false", "no", "off")
         self.distributed_debug = _env_flag("FUNCGRAD_DISTRIBUTED_DEBUG")
         self.gpu_graphs = _env_flag("FUNCGRAD_GPU_GRAPHS")
+        self.jit_loops = os.environ.get("FUNCGRAD_JIT_LOOPS", "1").strip().lower() not in ("0", "false", "no", "off")
 
     def update(self, name: str, value: bool | str) -> None:
         """Set an option: ``config.update("enable_x64", True)``.

@@ -21,7 +21,9 @@ are loops, batched loops are loops, and nothing is ever unrolled:
 
 The implementations run the loop in Python over the sub-program: equation
 by equation when called eagerly, and as a compiled program (fused kernels
-inside) when ``jit`` compiled the enclosing program.
+inside) when ``jit`` compiled the enclosing program -- or, for a long-running
+loop whose body allows it, as one generated native function
+(``funcgrad.compiler.loops``, installed through :func:`set_loop_compiler`).
 
 The user API, with pytrees and error checking, is :mod:`funcgrad.lax.control_flow`.
 """
@@ -607,6 +609,17 @@ custom_call_p.batch = _custom_call_batch
 # --------------------------------------------------------------------------
 
 
+# Whole-loop compilers for host buffers (funcgrad.compiler.loops installs them): ``(scan, while)``,
+# each taking the loop's operands and parameters and returning its outputs, or None where the
+# loop runs its body step by step.
+_loop_compilers: list[Callable] = []
+
+
+def set_loop_compiler(scan: Callable, while_: Callable) -> None:
+    """Install the whole-loop compilers the ``scan`` and ``while`` implementations try first."""
+    _loop_compilers[:] = [scan, while_]
+
+
 def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable[..., Any]) -> dict:
     """The implementations of the control-flow primitives on one backend's buffers.
 
@@ -624,6 +637,9 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
         return run(branches[_clamp_index(index, len(branches))], ops)
 
     def scan_impl(*args: Any, body: SubProgram, n_consts: int, n_carry: int, length: int, reverse: bool) -> list:
+        if body.program is not None and _loop_compilers and (outs := _loop_compilers[0](
+                args, body, n_consts, n_carry, length, reverse)) is not None:
+            return outs
         consts, carry, xs = split(args, n_consts, n_carry)
         ys = [empty((length,) + a.shape, a.dtype) for a in body.out_avals[n_carry:]]
         run_body = repeated(body)
@@ -639,6 +655,9 @@ def make_impls(run: Callable[[SubProgram, Sequence[Any]], list], empty: Callable
 
     def while_impl(*args: Any, cond: SubProgram, body: SubProgram, n_cond_consts: int, n_body_consts: int,
                    checkpoints: int | None) -> list:
+        if body.program is not None and _loop_compilers and (outs := _loop_compilers[1](
+                args, cond, body, n_cond_consts, n_body_consts)) is not None:
+            return outs
         cc, bc, carry = split(args, n_cond_consts, n_body_consts)
         run_cond, run_body = repeated(cond), repeated(body)
         while run_cond(cc + carry)[0]:

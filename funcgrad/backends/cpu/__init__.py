@@ -29,7 +29,7 @@ from funcgrad.backends import Backend, register_backend
 from funcgrad.backends.cpu import gemm_update
 from funcgrad.backends.cpu import impls as _impls
 from funcgrad.backends.cpu import lowering as _lowering
-from funcgrad.compiler import fusion, passes
+from funcgrad.compiler import fusion, loops, passes
 from funcgrad.compiler.program import Program
 
 
@@ -84,6 +84,7 @@ class CpuBackend(Backend):
 
 _impls.register()
 _lowering.register()
+loops.install()   # jitted scan/while loops whose bodies allow it run as one compiled function
 backend = register_backend(CpuBackend())
 
 __all__ = ["backend", "CpuBackend"]
