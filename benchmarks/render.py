@@ -183,7 +183,8 @@ def headline_block(results: dict) -> str:
         env = payload.get("environment", {})
         lines.append(f"Medians ± spread ((max - min) / median) of interleaved rounds, each library in its own "
                      f"process; {env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} cores, "
-                     f"{payload.get('timestamp', '?')[:10]}.")
+                     + ("every library held to one thread, " if env.get("numba_threads") == 1 else "")
+                     + f"{payload.get('timestamp', '?')[:10]}.")
     return "\n".join(lines) + "\n"
 
 

@@ -1,10 +1,11 @@
-"""The CPU compiler's ``w + alpha * (a @ b)`` as one GEMM (``funcgrad/backends/cpu/gemm_update.py``): where it
-applies, where it must not, and its results against float64 numpy."""
+"""The CPU compiler's ``w + alpha * (a @ b)`` computed in the output's buffer (``funcgrad/backends/cpu/gemm_update.py``):
+where it applies, where it must not, and its results against float64 numpy and the unfused program."""
 import numpy as np
 import pytest
 
 import funcgrad as fg
 import funcgrad.numpy as fnp
+from conftest import config_set
 
 
 def _prims(f, *args) -> list[str]:
@@ -138,3 +139,14 @@ def test_loop_bodies_keep_their_products():
     for _ in range(3):
         want = want - 0.1 * (want @ b.astype(np.float64))
     np.testing.assert_allclose(np.asarray(jf(*args)), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_equal_to_the_unfused_program(case):
+    """The update rounds as written: bit for bit the program run primitive by primitive (no fusion)."""
+    f, _ = CASES[case]
+    args = [fnp.asarray(v) for v in _arrays(6, m=33, k=17, n=9)]
+    fused = np.asarray(fg.jit(f)(*args))
+    with config_set("jit_fusion", False):
+        plain = np.asarray(fg.jit(f)(*args))
+    np.testing.assert_array_equal(fused, plain)

@@ -1,36 +1,35 @@
-"""A matrix product added into another array by BLAS itself: ``w + alpha * (a @ b)`` as one GEMM.
+"""A matrix product added into another array in the output's own memory: ``w + alpha * (a @ b)``.
 
 A training step ends with ``w - lr * (h.T @ d)`` for each weight matrix: a
 product, a scale and a subtraction. Run as written, the product's result is
-an intermediate as large as the weight, written by the product and read back
-by the update. BLAS computes ``C = alpha * A @ B + beta * C`` in one call, so
-:func:`rewrite` (a pass of the CPU compiler, before fusion) turns the three
-equations into one :class:`GemmUpdate`: the output takes a copy of ``w``,
-then GEMM adds ``alpha * a @ b`` into it with ``beta = 1``. The intermediate
-is gone, as in XLA's CPU compiler, which fuses an addition into the output
-of a dot the same way.
+an intermediate as large as the weight, with a buffer of its own that a
+compiled program keeps between calls. :func:`rewrite` (a pass of the CPU
+compiler, before fusion) turns the three equations into one
+:class:`GemmUpdate`, which computes the product straight into the output's
+buffer and then scales it and adds ``w`` there, in place: the intermediate's
+buffer is gone, as in XLA's CPU compiler, which fuses an addition into the
+output of a dot. The arithmetic is the same as written (``w + (alpha * p)``,
+each rounded), so the results equal the unfused program's.
 
 It applies where the product's result is used once, by ``mul`` with a
 scalar literal (or by nothing else but the addition), whose result is used
 once, by ``add``/``sub`` with an array of the product's shape and dtype
-(float32 or float64, no broadcasting). The result differs from the
-unfused one by rounding alone (``alpha`` multiplies inside GEMM).
+(float32 or float64, no broadcasting).
 """
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import blas
 
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import linalg as L
 
-_GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class GemmUpdate:
-    """``out = w + alpha * (a @ b)`` for 2-d float arrays, written into ``out`` (a program's buffer)."""
+    """``out = w + alpha * (a @ b)`` for 2-d float arrays, computed in ``out`` (a program's buffer)."""
 
     multiple_results = False
     name = "matmul_update"
@@ -47,26 +46,10 @@ class GemmUpdate:
     def impl(self, w: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
             out = np.empty(self.aval.shape, self.aval.dtype)
-        np.copyto(out, w)
-        if out.size == 0 or a.shape[1] == 0:
-            return out
-        # C-ordered out (m x n) is Fortran-ordered out.T (n x m): out.T += alpha * b.T @ a.T.
-        first, trans_first = _fortran_operand(b)
-        second, trans_second = _fortran_operand(a)
-        target = out.T
-        result = _GEMM[out.dtype](self.alpha, first, second, beta=1.0, c=target, trans_a=trans_first,
-                                  trans_b=trans_second, overwrite_c=1)
-        if not np.shares_memory(result, out):   # BLAS worked on a copy: take its result
-            np.copyto(target, result)
+        np.matmul(a, b, out=out)                  # the product in the output's own memory
+        np.multiply(out, self.alpha, out=out)     # then w + alpha * product, rounded as written
+        np.add(w, out, out=out)
         return out
-
-
-def _fortran_operand(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """``x.T`` for BLAS without a copy: ``(x.T, 0)`` when ``x`` is C-ordered (its transpose is
-    Fortran-ordered), ``(x, 1)`` when ``x`` is Fortran-ordered (BLAS transposes it)."""
-    if x.flags.f_contiguous and not x.flags.c_contiguous:
-        return x, 1
-    return np.ascontiguousarray(x).T, 0
 
 
 def _uses(jaxpr: Jaxpr) -> dict[int, int]:
@@ -86,7 +69,7 @@ def _product(eqn: Eqn) -> bool:
     if eqn.prim is not L.matmul_p or len(eqn.inputs) != 2:
         return False
     out = eqn.outvars[0].aval
-    return (out.dtype in _GEMM and len(out.shape) == 2
+    return (out.dtype in _FLOATS and len(out.shape) == 2
             and all(isinstance(x, Var) and len(x.aval.shape) == 2 and x.aval.dtype == out.dtype
                     for x in eqn.inputs))
 
