@@ -51,15 +51,13 @@ def _check(out: dict) -> dict:
     return {"w1": np.asarray(out["w1"], np.float64)[:4].tolist()}
 
 
-def step_funcgrad(arg: dict):
+def funcgrad_step():
+    """The SGD step on params {w1, b1, ..., wL, bL} (ReLU layers, softmax cross-entropy), not jitted."""
     import funcgrad as fg
     import funcgrad.nn as nn
-    import funcgrad.numpy as fnp
-    p, x, y = _data(arg)
-    n = len(p) // 2
-    p, x, y = {k: fnp.array(v) for k, v in p.items()}, fnp.array(x), fnp.array(y)
 
     def loss(p, x, y):
+        n = len(p) // 2
         h = x
         for i in range(1, n):
             h = nn.relu(h @ p[f"w{i}"] + p[f"b{i}"])
@@ -68,7 +66,15 @@ def step_funcgrad(arg: dict):
     def step(p, x, y):
         g = fg.grad(loss)(p, x, y)
         return fg.tree_util.tree_map(lambda w, gw: w - LR * gw, p, g)
+    return step
 
+
+def step_funcgrad(arg: dict):
+    import funcgrad as fg
+    import funcgrad.numpy as fnp
+    p, x, y = _data(arg)
+    p, x, y = {k: fnp.array(v) for k, v in p.items()}, fnp.array(x), fnp.array(y)
+    step = funcgrad_step()
     jstep = fg.jit(step)
     calls = {"jit": lambda: fg.block_until_ready(jstep(p, x, y))}
     if not arg.get("jit_only"):

@@ -23,24 +23,7 @@ import numpy as np  # noqa: E402
 
 import funcgrad as fg  # noqa: E402
 from dispatch import B, SIZES, mlp_params  # noqa: E402
-from mlp_step import LR  # noqa: E402
-
-
-def funcgrad_step():
-    """The SGD step of ``mlp_step.py`` (ReLU layers, softmax cross-entropy), not jitted."""
-    import funcgrad.nn as nn
-
-    def loss(p, x, y):
-        n = len(p) // 2
-        h = x
-        for i in range(1, n):
-            h = nn.relu(h @ p[f"w{i}"] + p[f"b{i}"])
-        return nn.cross_entropy(h @ p[f"w{n}"] + p[f"b{n}"], y)
-
-    def step(p, x, y):
-        g = fg.grad(loss)(p, x, y)
-        return fg.tree_util.tree_map(lambda w, gw: w - LR * gw, p, g)
-    return step
+from mlp_step import funcgrad_step  # noqa: E402
 
 
 def profile_step(step, params, x, y, steps: int):

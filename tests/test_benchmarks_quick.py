@@ -68,6 +68,14 @@ def test_docs_tables_are_up_to_date():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_profile_script_prints_both_steps():
+    """``profile_mlp_step.py`` (not one of run_all's benchmarks) runs and names where the step's time goes."""
+    r = subprocess.run([sys.executable, str(BENCH / "profile_mlp_step.py"), "--steps", "2", "--limit", "3"], cwd=ROOT,
+                       env=_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "jit: " in r.stdout and "eager: " in r.stdout and "matmul" in r.stdout, r.stdout
+
+
 def _payload() -> dict:
     return {"benchmark": "demo", "mode": "full", "command": "python benchmarks/demo.py",
             "timestamp": "2026-01-02T03:04:05Z",

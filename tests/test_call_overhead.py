@@ -10,9 +10,6 @@ call is counted instead.
 """
 from __future__ import annotations
 
-import sys
-from collections import Counter
-
 import numpy as np
 import pytest
 
@@ -20,33 +17,13 @@ import funcgrad as fg
 import funcgrad.numpy as fnp
 from funcgrad import lax
 from conftest import config_set
+from call_counting import _python_calls, _tiny
 
 
 def _program(jitted):
     """The one program ``jitted`` has compiled."""
     (program, _), = jitted._cache.values()
     return program
-
-
-def _python_calls(f, *args):
-    """(result, Counter of (file name, function name) -> Python calls) of one call of ``f``."""
-    counts: Counter = Counter()
-
-    def profile(frame, event, arg):
-        if event == "call":
-            counts[frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name] += 1
-
-    sys.setprofile(profile)
-    try:
-        out = f(*args)
-    finally:
-        sys.setprofile(None)
-    return out, counts
-
-
-def _tiny():
-    x64 = np.linspace(-1.0, 1.0, 10)
-    return fnp.array(x64.astype(np.float32)), np.cos(x64) * x64 + np.sin(x64)
 
 
 def _general(program, args):

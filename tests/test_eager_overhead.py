@@ -7,35 +7,12 @@ gradients are checked against float64 numpy at the same time.
 """
 from __future__ import annotations
 
-import sys
-from collections import Counter
-
 import numpy as np
 
 import funcgrad as fg
 import funcgrad.numpy as fnp
 from funcgrad import _core
-
-
-def _python_calls(f, *args):
-    """(result, Counter of (file name, function name) -> Python calls) of one call of ``f``."""
-    counts: Counter = Counter()
-
-    def profile(frame, event, arg):
-        if event == "call":
-            counts[frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name] += 1
-
-    sys.setprofile(profile)
-    try:
-        out = f(*args)
-    finally:
-        sys.setprofile(None)
-    return out, counts
-
-
-def _tiny():
-    x64 = np.linspace(-1.0, 1.0, 10)
-    return fnp.array(x64.astype(np.float32)), np.cos(x64) * x64 + np.sin(x64)
+from call_counting import _python_calls, _tiny
 
 
 def test_tiny_eager_grad_runs_few_python_calls():
