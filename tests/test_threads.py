@@ -314,3 +314,38 @@ def test_overlapping_convolutions_restore_blas_threads():
     proc = subprocess.run([sys.executable, "-c", _BLAS_CHILD.format(repo=REPO)], env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_numba_messages_on_another_thread_leave_sys_stdout_alone(monkeypatch):
+    """numba formats messages during ordinary compiles (typing a global first fails one way), and funcgrad
+    compiles on a background thread. With colorama installed, numba used to replace ``sys.stdout`` and
+    ``sys.stderr`` around each message and put back what it had seen, so another thread's output (a doctest's,
+    a ``redirect_stdout``'s) could go to the wrong stream. The message is formatted here on a second thread,
+    as the background compiles do; colorama would have wrapped (and so asked ``isatty`` of) the stream."""
+    import io
+
+    import numba
+
+    class Watched(io.StringIO):
+        asked = 0
+
+        def isatty(self):
+            Watched.asked += 1
+            return False
+
+    stream = Watched()
+    monkeypatch.setattr(sys, "stdout", stream)
+    monkeypatch.setattr(sys, "stderr", stream)
+    messages = []
+
+    def numba_fails_to_type_a_value():
+        try:
+            numba.typeof(object())
+        except ValueError as e:
+            messages.append(str(e))
+    worker = threading.Thread(target=numba_fails_to_type_a_value)
+    worker.start()
+    worker.join()
+    assert sys.stdout is stream and sys.stderr is stream
+    assert Watched.asked == 0, "numba wrapped sys.stdout/sys.stderr while formatting a message"
+    assert messages and "Cannot determine Numba type" in messages[0], messages

@@ -1,7 +1,7 @@
 """numba threading setup for funcgrad's CPU kernels.
 
 Import this module before any parallel numba kernel runs (every
-``kernels_*`` module imports it first). It does three things:
+``kernels_*`` module imports it first). It does four things:
 
 1. Picks numba's ``tbb`` threading layer, which may be entered from several
    Python threads at once. numba's ``workqueue`` layer aborts the whole
@@ -18,6 +18,9 @@ Import this module before any parallel numba kernel runs (every
    environment), serialises parallel kernel launches with one process-wide
    lock (:func:`guard`), so threads wait for each other instead of aborting.
 3. Honours ``FUNCGRAD_NUM_THREADS`` (default: all cores numba sees).
+4. Stops numba's coloured error messages from swapping ``sys.stdout`` and
+   ``sys.stderr`` (:func:`_keep_streams`): numba formats such messages during
+   ordinary compiles, which funcgrad runs on a background thread.
 
 Thread counts are numba's, which are per calling Python thread. We keep a
 process-wide request and every kernel wrapper calls :func:`prepare` (a
@@ -34,6 +37,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -239,6 +243,27 @@ def guard(kernel: Callable) -> Callable:
     return locked
 
 
+def _keep_streams() -> None:
+    """Let numba colour its messages without replacing the process's streams.
+
+    With colorama installed, numba formats every message inside colorama's
+    ``init()``/``deinit()``, which replace ``sys.stdout`` and ``sys.stderr``
+    with wrappers and then put back the objects they saw at ``init()``.
+    numba formats messages during ordinary compiles, too: typing a global
+    first tries, and fails, one way. funcgrad compiles kernels on a
+    background thread while the caller's thread goes on, so the swap raced
+    with that thread's output: a ``print`` under ``redirect_stdout`` (or a
+    doctest, or pytest's capture) could go to the wrong stream, and the
+    ``deinit()`` could undo a redirect made in between. The wrapping only
+    matters on old Windows consoles, so numba's ``ColorShell`` becomes a
+    context that does nothing; the colour codes numba writes are unchanged.
+    """
+    from numba.core import errors
+    if hasattr(errors, "ColorShell"):   # absent without colorama, or with highlighting disabled
+        errors.ColorShell = contextlib.nullcontext
+
+
+_keep_streams()
 _layer = _select_threading_layer()
 _launch_lock = threading.Lock() if _layer == "workqueue" else None
 _env_threads = _threads_from_env()
