@@ -7,7 +7,8 @@ function still makes the lower module depend on the higher one.
 The layers, lowest first (a module may import its own layer and those below):
 
     config     _config, _dtypes, _warnings
-    core       _core, _array, _ir, tree_util/*, _threefry, core, dtypes, typing, backends (the registry only)
+    core       _core (with _primitive, _tracer, _trace_stack, _custom_calls, _debug_nans), _array, _ir,
+               tree_util/*, _threefry, core, dtypes, typing, backends (the registry only)
     prims      primitives/*
     lax        lax
     transforms interpreters/*, api (with _custom_rules, _staging), jit, compiler/*, devices, backends/<name>/*
@@ -33,6 +34,8 @@ _EXACT = {
     "funcgrad._config": "config", "funcgrad._dtypes": "config", "funcgrad._warnings": "config",
     "funcgrad._host_buffers": "config",
     "funcgrad._core": "core", "funcgrad._array": "core", "funcgrad._ir": "core", "funcgrad.tree_util": "core",
+    "funcgrad._primitive": "core", "funcgrad._tracer": "core", "funcgrad._trace_stack": "core",
+    "funcgrad._custom_calls": "core", "funcgrad._debug_nans": "core",
     "funcgrad.tree": "core", "funcgrad.errors": "core", "funcgrad.debug": "libraries",
     "funcgrad._threefry": "core",
     "funcgrad.backends": "core", "funcgrad.core": "core", "funcgrad.dtypes": "core", "funcgrad.typing": "core",
