@@ -11,7 +11,8 @@ The layers, lowest first (a module may import its own layer and those below):
                tree_util/*, _threefry, core, dtypes, typing, backends (the registry only)
     prims      primitives/*
     lax        lax
-    transforms interpreters/*, api (with _custom_rules, _staging), jit, compiler/*, devices, backends/<name>/*
+    transforms interpreters/*, api (with _grad, _vjp_jvp, _jacobians, _vmap, _custom_rules, _staging), jit,
+               compiler/*, devices, backends/<name>/*
     numpy      numpy/*, scipy/*, _numpy_dispatch
     libraries  nn, optim, random, mixed_precision, datasets, testing, distributed
 
@@ -42,6 +43,8 @@ _EXACT = {
     "funcgrad.lax": "lax",
     "funcgrad.api": "transforms", "funcgrad.jit": "transforms", "funcgrad.devices": "transforms",
     "funcgrad._argspec": "transforms", "funcgrad._custom_rules": "transforms", "funcgrad._staging": "transforms",
+    "funcgrad._grad": "transforms", "funcgrad._vjp_jvp": "transforms", "funcgrad._jacobians": "transforms",
+    "funcgrad._vmap": "transforms",
     "funcgrad._numpy_dispatch": "numpy",
     "funcgrad.random": "libraries", "funcgrad.mixed_precision": "libraries", "funcgrad.testing": "libraries",
     "funcgrad._toplevel": "libraries", "funcgrad.ad_checkpoint": "transforms", "funcgrad.profiler": "libraries",
