@@ -93,11 +93,14 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     return trace.process_primitive(prim, args, params)
 
 
-def _bind_method(self: Primitive, *args: Any, **params: Any) -> Any:
-    return bind(self, args, params)
+class _PrimitiveMethods:
+    """``Primitive.bind``, defined here beside :func:`bind`: Primitive sits below the tracers."""
+
+    def bind(self: Primitive, *args: Any, **params: Any) -> Any:
+        return bind(self, args, params)
 
 
-Primitive.bind = _bind_method   # prim.bind(*args, **params); Primitive is defined below the tracers
+Primitive.bind = _PrimitiveMethods.bind   # prim.bind(*args, **params)
 
 
 _fast_path = [True]
