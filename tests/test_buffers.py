@@ -16,7 +16,7 @@ import pytest
 
 import funcgrad as fg
 import funcgrad.numpy as fnp
-from funcgrad import api
+from funcgrad import _grad
 from funcgrad.compiler import program as program_mod
 from conftest import config_set  # noqa: E402
 
@@ -121,7 +121,7 @@ def test_writing_through_a_result_never_changes_later_results(name, call, refere
 def test_gradients_never_alias_the_seed_cache():
     g = fg.grad(lambda a: a)(fnp.array(S))
     h = fg.grad(fnp.sum)(fnp.array(X))
-    for unit in api._UNITS.values():
+    for unit in _grad._UNITS.values():
         assert not np.shares_memory(np.asarray(g), unit) and not np.shares_memory(np.asarray(h), unit)
 
 

@@ -282,7 +282,7 @@ def test_conv2d_chunks_and_noncontiguous(monkeypatch):
     y_ref = ref_conv(x, w, (1, 1), (1, 1), (1, 1), 1)
     dy = rand(rng, y_ref.shape, np.float64)
     dx_ref, dw_ref = ref_conv_grads(x, w, dy, (1, 1), (1, 1), (1, 1), 1)
-    monkeypatch.setattr(kc, "_CHUNK_BYTES", 1)  # -> chunks of #threads samples
+    monkeypatch.setattr(kc._conv, "_CHUNK_BYTES", 1)  # -> chunks of #threads samples
     xt = np.asfortranarray(x)                      # wrappers copy to C order
     np.testing.assert_allclose(kc.conv2d_forward(xt, w, 1, 1), y_ref, atol=1e-12)
     np.testing.assert_allclose(kc.conv2d_backward_input(dy, w, x.shape, 1, 1), dx_ref,

@@ -7,10 +7,12 @@ function still makes the lower module depend on the higher one.
 The layers, lowest first (a module may import its own layer and those below):
 
     config     _config, _dtypes, _warnings
-    core       _core, _array, _ir, tree_util/*, _threefry, core, dtypes, typing, backends (the registry only)
+    core       _core (with _primitive, _tracer, _trace_stack, _custom_calls, _debug_nans), _array, _ir,
+               tree_util/*, _threefry, core, dtypes, typing, backends (the registry only)
     prims      primitives/*
     lax        lax
-    transforms interpreters/*, api (with _custom_rules, _staging), jit, compiler/*, devices, backends/<name>/*
+    transforms interpreters/*, api (with _grad, _vjp_jvp, _jacobians, _vmap, _custom_rules, _staging), jit,
+               compiler/*, devices, backends/<name>/*
     numpy      numpy/*, scipy/*, _numpy_dispatch
     libraries  nn, optim, random, mixed_precision, datasets, testing, distributed
 
@@ -33,12 +35,16 @@ _EXACT = {
     "funcgrad._config": "config", "funcgrad._dtypes": "config", "funcgrad._warnings": "config",
     "funcgrad._host_buffers": "config",
     "funcgrad._core": "core", "funcgrad._array": "core", "funcgrad._ir": "core", "funcgrad.tree_util": "core",
+    "funcgrad._primitive": "core", "funcgrad._tracer": "core", "funcgrad._trace_stack": "core",
+    "funcgrad._custom_calls": "core", "funcgrad._debug_nans": "core",
     "funcgrad.tree": "core", "funcgrad.errors": "core", "funcgrad.debug": "libraries",
     "funcgrad._threefry": "core",
     "funcgrad.backends": "core", "funcgrad.core": "core", "funcgrad.dtypes": "core", "funcgrad.typing": "core",
     "funcgrad.lax": "lax",
     "funcgrad.api": "transforms", "funcgrad.jit": "transforms", "funcgrad.devices": "transforms",
     "funcgrad._argspec": "transforms", "funcgrad._custom_rules": "transforms", "funcgrad._staging": "transforms",
+    "funcgrad._grad": "transforms", "funcgrad._vjp_jvp": "transforms", "funcgrad._jacobians": "transforms",
+    "funcgrad._vmap": "transforms",
     "funcgrad._numpy_dispatch": "numpy",
     "funcgrad.random": "libraries", "funcgrad.mixed_precision": "libraries", "funcgrad.testing": "libraries",
     "funcgrad._toplevel": "libraries", "funcgrad.ad_checkpoint": "transforms", "funcgrad.profiler": "libraries",
