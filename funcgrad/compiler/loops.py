@@ -59,11 +59,12 @@ from funcgrad import _core
 from funcgrad._config import config
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Literal, Var
-from funcgrad.compiler import codegen, kernel_cache
+from funcgrad.compiler import codegen, kernel_cache, loop_blas
 from funcgrad.compiler.codegen import Elementwise, Op, lowering
 from funcgrad.compiler.fusion import FusedKernel
 from funcgrad.compiler.program import Program
 from funcgrad.primitives import control_flow
+from funcgrad.primitives.linalg import matmul_p
 from funcgrad.primitives.elementwise import convert_p
 from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 
@@ -79,14 +80,15 @@ MIN_TOTAL_STEPS = 100000
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 _NUMBA_TYPES = {np.dtype("bool"): "np.bool_"}
 
-_counts = {"compiled": 0, "runs": 0, "unsupported": 0}
+_counts = {"compiled": 0, "runs": 0, "unsupported": 0, "strided": 0}
 _counts_lock = threading.Lock()
 
 
 def stats() -> dict:
     """Counters since the process started: ``compiled`` (loops compiled into one function and
     loaded), ``runs`` (calls that ran a compiled loop), ``unsupported`` (loop bodies found
-    not to compile; they run step by step)."""
+    not to compile; they run step by step), ``strided`` (calls of a loop with matrix products
+    given a strided operand, which run step by step)."""
     return dict(_counts)
 
 
@@ -128,6 +130,7 @@ class _Writer:
         self.consts: dict = {}             # literal constants (codegen's naming: c0, c1, ...)
         self.dims: dict[int, str] = {}     # ints passed to kernels -> their variables
         self.head = ""                     # the loop statement
+        self.blas = False                  # calls numpy's BLAS (loop_blas): operands must be C arrays
         self.results: list[str] = []       # the arrays returned
         self.count = 0
 
@@ -180,9 +183,15 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
     returns the names of its outputs (a Literal stays one).  ``dest``: var id -> the array an
     equation writes that var into (else a buffer of its own)."""
     env: dict[int, str] = {}
+    # The strided views the step-by-step program would hand a matmul (var id -> (array, row
+    # stride, column stride), None: a layout not followed); every other value is a C array.
+    views: dict[int, tuple | None] = {}
+    products_only = _read_by_products_only(program)
     for v, c in zip(program.jaxpr.constvars, program.consts):
         _check_dtype(v.aval, "a constant")
         env[id(v)] = w.param(w.fresh("pc"), ("value", c, v.aval))
+        if not np.asarray(c).flags.c_contiguous:
+            views[id(v)] = None
     for v, name in zip(program.jaxpr.invars, inputs):
         _check_dtype(v.aval, "an input")
         env[id(v)] = name
@@ -196,19 +205,82 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
             if target is not None:
                 w.step += _copy(target, ins[0], _size(eqn.outvars[0].aval), indent)
             env[id(eqn.outvars[0])] = target or ins[0]
+            if id(eqn.inputs[0]) in views:   # numpy may copy or give a view: not followed
+                views[id(eqn.outvars[0])] = None
             continue
+        if eqn.prim is transpose_p and isinstance(ins[0], str) and tuple(eqn.params["perm"]) == (1, 0):
+            # A view for numpy: a matmul reads it with a transpose flag, as np.matmul does.
+            views[id(eqn.outvars[0])] = _transposed(eqn.inputs[0], ins[0], views)
+            if id(eqn.outvars[0]) in products_only and id(eqn.outvars[0]) not in dest:
+                env[id(eqn.outvars[0])] = ins[0]   # no copy: only matmuls read it, through the view
+                continue
         outs = [dest.get(id(v)) or w.buffer(v.aval) for v in eqn.outvars]
         if isinstance(eqn.prim, FusedKernel):
             _emit_kernel(w, eqn, ins, outs, indent)
         elif eqn.prim is transpose_p:
             _emit_transpose(w, eqn, ins, outs, indent)
+        elif eqn.prim is matmul_p:
+            _emit_matmul(w, eqn, ins, outs, indent, views)
         elif eqn.prim is reduce_sum_p:
             _emit_leading_sum(w, eqn, ins, outs, indent)
         else:
             _emit_elementwise(w, eqn, ins, outs, indent)
         for v, name in zip(eqn.outvars, outs):
             env[id(v)] = name
+    if w.blas and any(isinstance(v, Var) and id(v) in views for v in program.jaxpr.outvars):
+        raise Unsupported("a loop with a matmul whose body returns a transposed view")
     return [v if isinstance(v, Literal) else env[id(v)] for v in program.jaxpr.outvars]
+
+
+def _read_by_products_only(program: Program) -> set[int]:
+    """Ids of the vars only ever read as a matmul's factors (not an output): a transpose producing one
+    needs no copy."""
+    other = {id(v) for v in program.jaxpr.outvars if isinstance(v, Var)}
+    factors = set()
+    for eqn in program.jaxpr.eqns:
+        for x in eqn.inputs:
+            if isinstance(x, Var):
+                (factors if eqn.prim is matmul_p else other).add(id(x))
+    return factors - other
+
+
+def _view(x: Any, name: str, views: dict) -> tuple:
+    """``(array, row stride, column stride)`` of the 2-d matrix ``x`` (strides in elements)."""
+    if id(x) in views:
+        found = views[id(x)]
+        if found is None:
+            raise Unsupported("a matmul of a strided view (a transpose reshaped, a strided constant)")
+        return found
+    return name, x.aval.shape[1], 1
+
+
+def _transposed(x: Any, name: str, views: dict) -> tuple | None:
+    """The view of ``x.T`` (``x`` a matrix): its strides swapped."""
+    if views.get(id(x), ()) is None:
+        return None
+    name, rows, cols = _view(x, name, views)
+    return name, cols, rows
+
+
+def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str, views: dict) -> None:
+    """A 2-d matrix product through numpy's BLAS (:mod:`loop_blas`): the call ``np.matmul`` makes for
+    the operands' strides (a transpose is a view to numpy, read with a transpose flag)."""
+    if not loop_blas.AVAILABLE:
+        raise Unsupported(f"matmul ({loop_blas.REASON})")
+    factors, names = eqn.inputs, ins
+    out = eqn.outvars[0].aval
+    dtype = np.dtype(out.dtype)
+    if dtype not in (np.dtype("float32"), np.dtype("float64")) or len(out.shape) != 2 or any(
+            isinstance(x, Literal) or len(x.aval.shape) != 2 or np.dtype(x.aval.dtype) != dtype for x in factors):
+        raise Unsupported("a matmul of other than 2-d float32/float64 matrices of its dtype")
+    (m, n), p = factors[0].aval.shape, factors[1].aval.shape[1]
+    if 0 in (m, n, p):
+        raise Unsupported("a matmul with an empty dimension")
+    (a, a_m, a_n), (b, b_n, b_p) = (_view(x, name, views) for x, name in zip(factors, names))
+    w.blas = True
+    args = [w.dim(dtype.itemsize), f"{a}.ctypes.data", w.dim(a_m), w.dim(a_n), f"{b}.ctypes.data", w.dim(b_n),
+            w.dim(b_p), f"{outs[0]}.ctypes.data", w.dim(m), w.dim(n), w.dim(p)]
+    w.step.append(f"{indent}blas_matmul({', '.join(args)})")
 
 
 def _emit_kernel(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> None:
@@ -445,6 +517,8 @@ def render(w: _Writer) -> str:
     lines = ["# Generated by funcgrad.compiler.loops; do not edit.",
              f"# helpers: {rt.helpers_digest}", "import numba", "import numpy as np"]
     lines += [f"from {kernel_cache.module_name(d)} import kernel as {alias}" for d, alias in w.aliases.items()]
+    if w.blas:
+        lines.append(f"from {kernel_cache.module_name(loop_blas.digest())} import kernel as blas_matmul")
     lines += ["", "", "@numba.njit(cache=True, error_model='numpy', nogil=True)",
               f"def kernel({', '.join(w.params + ['dims'])}):"]
     lines += [f"    {name} = {value}" for name, value in w.consts.values()]
@@ -481,6 +555,7 @@ class CompiledLoop:
         self.dims = np.array(list(w.dims) or [0], np.int64)
         self.dims.flags.writeable = False
         self.kernels = w.kernels
+        self.blas = w.blas        # numpy's BLAS: runs only on C-contiguous operands (np.matmul's strides)
         self.out_avals = list(out_avals)
         self.fn: Callable | None = None
         self.failed: BaseException | None = None
@@ -489,7 +564,12 @@ class CompiledLoop:
         # Program constants, flattened once.
         self.fixed = {i: _readonly_flat(s[1], s[2]) for i, s in enumerate(self.sources) if s[0] == "value"}
 
-    def arguments(self, operands: Sequence[Any], carry: Sequence[Any], length: int = 0) -> list:
+    def arguments(self, operands: Sequence[Any], carry: Sequence[Any], length: int = 0) -> list | None:
+        """The generated function's arguments, or None where this call runs step by step: a loop
+        calling BLAS given a strided operand (np.matmul's calls follow the strides)."""
+        if self.blas and not all(np.asarray(x).flags.c_contiguous for x in (*operands, *carry)):
+            _count("strided")
+            return None
         args = []
         for i, source in enumerate(self.sources):
             kind = source[0]
@@ -515,6 +595,8 @@ class CompiledLoop:
                     import numba   # the CPU backend has imported it already
                     for spec in self.kernels.values():
                         codegen.compile_kernel(spec)   # loaded, so the generated module can import it
+                    if self.blas:
+                        loop_blas.load()
                     fn = kernel_cache.load_kernel(self.digest, self.source)
                     fn.compile(tuple(numba.typeof(a) for a in args))
                     self.fn = fn
@@ -607,7 +689,7 @@ def run_scan(args: Sequence[Any], body: Any, n_consts: int, n_carry: int, length
         return None
     operands = list(args)
     call = loop.arguments(operands, operands[n_consts:n_consts + n_carry], length)
-    if not loop.load(call):
+    if call is None or not loop.load(call):
         return None
     return loop.run(call)
 
@@ -633,7 +715,7 @@ def run_while(args: Sequence[Any], cond: Any, body: Any, n_cond_consts: int, n_b
             loop.trips += 1
             need -= 1
     call = loop.arguments(operands, carry)
-    if not loop.load(call):
+    if call is None or not loop.load(call):
         while cond.program.run_buffers(cc + carry)[0]:
             carry = body.program.run_buffers(bc + carry)
         return carry
