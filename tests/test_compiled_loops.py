@@ -22,7 +22,7 @@ import pytest
 import funcgrad as fg
 import funcgrad.numpy as fnp
 from funcgrad import lax
-from funcgrad.compiler import loop_blas, loops
+from funcgrad.compiler import kernel_cache, loop_blas, loops
 from conftest import config_set
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -287,16 +287,17 @@ def test_vector_products_and_a_matrix_times_its_transpose(eager_compile, dtype):
 def test_the_product_helper_is_np_matmul_bit_for_bit():
     # The generated loops' matrix product, on C matrices and transposed views of all shapes np.matmul
     # treats apart: gemm with each transpose flag, gemv, dot, the plain loop for an outer product, syrk.
-    helper = loop_blas.load()
+    helpers = loop_blas.load()
     rng = np.random.default_rng(4)
     for dtype in (np.float32, np.float64):
+        helper = getattr(helpers, loop_blas.function(dtype))
         for m, n, p in itertools.product((1, 2, 5), (1, 3, 17), (1, 2, 6)):
             for ta, tb in itertools.product((False, True), repeat=2):
                 a = rng.standard_normal((n, m) if ta else (m, n)).astype(dtype)
                 b = rng.standard_normal((p, n) if tb else (n, p)).astype(dtype)
                 expected = np.matmul(a.T if ta else a, b.T if tb else b)
                 out = np.empty(m * p, dtype)
-                helper(out.itemsize, a.ctypes.data, *((1, m) if ta else (n, 1)), b.ctypes.data,
+                helper(a.ctypes.data, *((1, m) if ta else (n, 1)), b.ctypes.data,
                        *((1, n) if tb else (p, 1)), out.ctypes.data, m, n, p)
                 assert out.tobytes() == expected.tobytes(), (dtype, m, n, p, ta, tb)
                 np.testing.assert_allclose(out.reshape(m, p), (a.T if ta else a).astype(np.float64)
@@ -305,7 +306,7 @@ def test_the_product_helper_is_np_matmul_bit_for_bit():
             for rows, inner, first, second in ((m, n, (n, 1), (1, n)), (n, m, (1, n), (n, 1))):
                 expected = x @ x.T if rows == m and first == (n, 1) else x.T @ x
                 out = np.empty(rows * rows, dtype)
-                helper(out.itemsize, x.ctypes.data, *first, x.ctypes.data, *second, out.ctypes.data, rows, inner, rows)
+                helper(x.ctypes.data, *first, x.ctypes.data, *second, out.ctypes.data, rows, inner, rows)
                 assert out.tobytes() == expected.tobytes(), (dtype, m, n, "syrk")
 
 
@@ -336,43 +337,55 @@ def test_a_strided_operand_runs_that_call_step_by_step(eager_compile):
     np.testing.assert_allclose(out[0], h, rtol=1e-5)
 
 
+_PRODUCT_LOOP = """
+import numpy as np, funcgrad as fg, funcgrad.numpy as fnp
+from funcgrad import lax
+m = (np.eye(4) * 0.5 + 0.1).astype(np.float32)
+product = fg.jit(lambda c: lax.fori_loop(0, 30, lambda i, c: c @ m, c))
+c0 = np.linspace(0.1, 1.0, 12, dtype=np.float32).reshape(3, 4)
+"""
+
 _FRESH = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {repo!r})
-    import numpy as np, funcgrad as fg, funcgrad.numpy as fnp
-    from funcgrad import lax
     from funcgrad.compiler import loops
     loops.MIN_STEPS = 0
-    m = (np.eye(4) * 0.5 + 0.1).astype(np.float32)
-    f = fg.jit(lambda c: lax.fori_loop(0, 7, lambda i, c: c @ m, c))
-    out = f(np.ones((3, 4), np.float32))
+""") + _PRODUCT_LOOP + textwrap.dedent("""
+    out = product(c0)
     fns = [loop.fn for table in loops._decisions.values() for loop in table.values() if hasattr(loop, "fn")]
-    print(json.dumps({{"out": np.asarray(out).tobytes().hex(), "runs": loops.stats()["runs"],
+    print(json.dumps({"out": np.asarray(out).tobytes().hex(), "runs": loops.stats()["runs"],
                       "hits": sum(sum(f.stats.cache_hits.values()) for f in fns),
-                      "misses": sum(sum(f.stats.cache_misses.values()) for f in fns)}}))
+                      "misses": sum(sum(f.stats.cache_misses.values()) for f in fns)}))
 """)
 
 
-def test_a_loop_calling_blas_loads_from_the_disk_cache_in_a_fresh_process(tmp_path):
+def test_product_loops_compile_sooner_and_load_from_the_disk_cache_in_a_fresh_process(monkeypatch):
+    # A step with a matrix product saves more than a kernel's step: its loop compiles after fewer steps.
     # The BLAS symbols link by name: the machine code numba cached runs in another process.
-    env = dict(os.environ, FUNCGRAD_CACHE_DIR=str(tmp_path))
-    env.pop("NUMBA_CACHE_DIR", None)
-    reports = []
-    for _ in range(2):
-        p = subprocess.run([sys.executable, "-c", _FRESH.format(repo=REPO)], env=env, capture_output=True,
-                           text=True, timeout=300)
-        assert p.returncode == 0, p.stderr[-3000:]
-        reports.append(json.loads(p.stdout.strip().splitlines()[-1]))
-    first, second = reports
-    assert first["runs"] == second["runs"] == 1
-    assert first["misses"] == 1 and second["misses"] == 0 and second["hits"] == 1, reports
-    assert first["out"] == second["out"]
-    ref = np.ones((3, 4))
-    m = np.eye(4) * 0.5 + 0.1
-    for _ in range(7):
-        ref = ref @ m
-    np.testing.assert_allclose(np.frombuffer(bytes.fromhex(second["out"]), np.float32).reshape(3, 4), ref,
-                               rtol=1e-5)
+    monkeypatch.setattr(loops, "MIN_STEPS", 50)
+    monkeypatch.setattr(loops, "MIN_TOTAL_STEPS", 10**6)
+    plain = fg.jit(lambda x: lax.fori_loop(0, 40, lambda i, v: fnp.cos(v) * 0.5 + v * 0.25, x))
+    assert _runs_compiled(plain, X)[1] == 0, "40 steps of a two-equation body: under MIN_STEPS"
+    scope: dict = {}
+    exec(_PRODUCT_LOOP, scope)
+    product, c0 = scope["product"], scope["c0"]
+    (out,), runs = _runs_compiled(product, c0)
+    assert runs == 1, "30 steps of a counter and a product (weight 2) count as 60"
+    _assert_same_bits([out], _step_by_step(product, c0))
+    ref = c0.astype(np.float64)
+    for _ in range(30):
+        ref = ref @ scope["m"].astype(np.float64)
+    np.testing.assert_allclose(out, ref, rtol=1e-5)
+
+    directory = kernel_cache.cache_dir()
+    assert directory is not None, "a kernel cache on disk"
+    env = dict(os.environ, FUNCGRAD_CACHE_DIR=directory)
+    p = subprocess.run([sys.executable, "-c", _FRESH.replace("{repo!r}", repr(REPO))], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["runs"] == 1 and report["misses"] == 0 and report["hits"] == 1, report
+    assert bytes.fromhex(report["out"]) == out.tobytes()
 
 
 def test_a_transpose_in_the_body(eager_compile):

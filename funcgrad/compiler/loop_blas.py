@@ -14,8 +14,9 @@ So the generated loops call numpy's library itself:
   numba caches it on disk like any kernel (a function pointer baked into the
   code would not be cacheable);
 * :func:`source` is one generated module (cached as the kernels are, named by
-  the hash of its content, which holds the symbol names): ``kernel`` computes
-  ``a @ b`` of 2-d operands given by addresses and strides, choosing the BLAS call exactly
+  the hash of its content, which holds the symbol names): ``matmul_s``
+  (float32) and ``matmul_d`` (float64) compute ``a @ b`` of 2-d operands
+  given by addresses and strides (one signature: compiled once), choosing the BLAS call exactly
   as numpy's ``matmul`` loop does for those strides (``gemm`` with the
   transpose flags and leading dimensions numpy passes, ``syrk`` for a matrix
   times its own transpose, ``gemv`` and ``dot`` for vectors, numpy's plain
@@ -34,7 +35,7 @@ import ctypes
 import glob
 import hashlib
 import os
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
@@ -118,13 +119,13 @@ def _pointer(typingctx, address):
     return types.voidptr(types.uintp), codegen
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline='always')
 def _blasable(s1, s2, d1, d2):
     # numpy's is_blasable2d, in elements: the faster axis contiguous, the slower one not overlapping it.
     return s2 == 1 and s1 >= d2
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline='always')
 def _noblas(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
     # numpy's matmul_inner_noblas: each element from zero, products added in order.
     for i in range(m):
@@ -134,42 +135,36 @@ def _noblas(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
                 out[i * p + k] += a[i * is1_m + j * is1_n] * b[j * is2_n + k * is2_p]
 
 
-@numba.njit(cache=True, nogil=True)
-def _noblas_at(single, a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
-    size_a, size_b = (m - 1) * is1_m + (n - 1) * is1_n + 1, (n - 1) * is2_n + (p - 1) * is2_p + 1
-    if single:
-        _noblas(numba.carray(_pointer(a), size_a, np.float32), is1_m, is1_n,
-                numba.carray(_pointer(b), size_b, np.float32), is2_n, is2_p,
-                numba.carray(_pointer(out), m * p, np.float32), m, n, p)
-    else:
-        _noblas(numba.carray(_pointer(a), size_a, np.float64), is1_m, is1_n,
-                numba.carray(_pointer(b), size_b, np.float64), is2_n, is2_p,
-                numba.carray(_pointer(out), m * p, np.float64), m, n, p)
-
-
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline='always')
 def _mirror(c, p):
     # syrk fills the upper triangle: numpy copies it into the lower one.
     for i in range(p):
         for j in range(i + 1, p):
             c[j * p + i] = c[i * p + j]
+'''
+
+# One copy per dtype (@t@: the BLAS letter): a loop compiles only the one it calls.
+_PER_DTYPE = '''
+
+@numba.njit(cache=True, nogil=True, inline='always')
+def _noblas_@t@(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
+    size_a, size_b = (m - 1) * is1_m + (n - 1) * is1_n + 1, (n - 1) * is2_n + (p - 1) * is2_p + 1
+    _noblas(numba.carray(_pointer(a), size_a, @dtype@), is1_m, is1_n, numba.carray(_pointer(b), size_b, @dtype@),
+            is2_n, is2_p, numba.carray(_pointer(out), m * p, @dtype@), m, n, p)
 
 
-@numba.njit(cache=True, nogil=True)
-def _gemv(single, a, is1_m, is1_n, x, is_x, out, os, m, n):
+@numba.njit(cache=True, nogil=True, inline='always')
+def _gemv_@t@(a, is1_m, is1_n, x, is_x, out, os, m, n):
     # numpy's gemv: out (m) = a (m x n) @ x, a's layout as the order, BLAS's transposed product.
     if _blasable(is1_m, is1_n, m, n):
         order, lda = COL_MAJOR, is1_m
     else:
         order, lda = ROW_MAJOR, is1_n
-    if single:
-        sgemv(order, TRANS, n, m, np.float32(1.0), a, lda, x, is_x, np.float32(0.0), out, os)
-    else:
-        dgemv(order, TRANS, n, m, 1.0, a, lda, x, is_x, 0.0, out, os)
+    @t@gemv(order, TRANS, n, m, @dtype@(1.0), a, lda, x, is_x, @dtype@(0.0), out, os)
 
 
-@numba.njit(cache=True, nogil=True)
-def _matrix_matrix(single, a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
+@numba.njit(cache=True, nogil=True, inline='always')
+def _matrix_matrix_@t@(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
     # numpy's matmul_matrixmatrix for a C-contiguous output: gemm, or syrk for a matrix times its transpose.
     if _blasable(is1_m, is1_n, m, n):
         trans1, lda = NO_TRANS, is1_m
@@ -180,50 +175,48 @@ def _matrix_matrix(single, a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
     else:
         trans2, ldb = TRANS, is2_p
     if a == b and m == p and is1_m == is2_p and is1_n == is2_n and trans1 != trans2:
-        ld = lda if trans1 == NO_TRANS else ldb
-        if single:
-            ssyrk(ROW_MAJOR, UPPER, trans1, p, n, np.float32(1.0), a, ld, np.float32(0.0), out, p)
-            _mirror(numba.carray(_pointer(out), p * p, np.float32), p)
-        else:
-            dsyrk(ROW_MAJOR, UPPER, trans1, p, n, 1.0, a, ld, 0.0, out, p)
-            _mirror(numba.carray(_pointer(out), p * p, np.float64), p)
-    elif single:
-        sgemm(ROW_MAJOR, trans1, trans2, m, p, n, np.float32(1.0), a, lda, b, ldb, np.float32(0.0), out, p)
+        @t@syrk(ROW_MAJOR, UPPER, trans1, p, n, @dtype@(1.0), a, lda if trans1 == NO_TRANS else ldb, @dtype@(0.0),
+               out, p)
+        _mirror(numba.carray(_pointer(out), p * p, @dtype@), p)
     else:
-        dgemm(ROW_MAJOR, trans1, trans2, m, p, n, 1.0, a, lda, b, ldb, 0.0, out, p)
+        @t@gemm(ROW_MAJOR, trans1, trans2, m, p, n, @dtype@(1.0), a, lda, b, ldb, @dtype@(0.0), out, p)
 
 
 @numba.njit(cache=True, nogil=True)
-def kernel(itemsize, a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
-    """``out`` (C order, m x p) = ``a @ b`` of float32 (``itemsize`` 4) or float64 (8) matrices at these
-    addresses: ``a[i, j]`` is element ``i * is1_m + j * is1_n`` from ``a``, ``b[j, k]`` element
-    ``j * is2_n + k * is2_p`` from ``b`` (strides in elements, positive; dimensions > 0); the BLAS call
-    numpy's matmul loop makes for these strides.  Addresses, not arrays: one signature, compiled once."""
-    single = itemsize == 4
+def matmul_@t@(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
+    \"\"\"``out`` (C order, m x p) = ``a @ b`` of @dtype@ matrices at these addresses: ``a[i, j]`` is
+    element ``i * is1_m + j * is1_n`` from ``a``, ``b[j, k]`` element ``j * is2_n + k * is2_p`` from ``b``
+    (strides in elements, positive; dimensions > 0); the BLAS call numpy's matmul loop makes for these
+    strides.  Addresses, not arrays: one signature, compiled once.\"\"\"
     if m == 1 or n == 1 or p == 1:
         i1 = _blasable(is1_m, is1_n, m, n) or _blasable(is1_n, is1_m, n, m)
         i2 = _blasable(is2_n, is2_p, n, p) or _blasable(is2_p, is2_n, p, n)
         if m == 1 and p == 1:          # row @ column: dot
-            if single:
-                numba.carray(_pointer(out), 1, np.float32)[0] = sdot(n, a, is1_n, b, is2_n)
-            else:
-                numba.carray(_pointer(out), 1, np.float64)[0] = ddot(n, a, is1_n, b, is2_n)
+            numba.carray(_pointer(out), 1, @dtype@)[0] = @t@dot(n, a, is1_n, b, is2_n)
         elif n == 1:                   # an outer product, or a scalar times a vector
-            _noblas_at(single, a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p)
+            _noblas_@t@(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p)
         elif m == 1 and i2 and is1_n >= 1:     # vector @ matrix
-            _gemv(single, b, is2_p, is2_n, a, is1_n, out, 1, p, n)
+            _gemv_@t@(b, is2_p, is2_n, a, is1_n, out, 1, p, n)
         elif p == 1 and i1 and is2_n >= 1:     # matrix @ vector
-            _gemv(single, a, is1_m, is1_n, b, is2_n, out, 1, m, n)
+            _gemv_@t@(a, is1_m, is1_n, b, is2_n, out, 1, m, n)
         else:
-            _noblas_at(single, a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p)
+            _noblas_@t@(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p)
     else:
-        _matrix_matrix(single, a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p)
+        _matrix_matrix_@t@(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p)
 '''
 
 
 def source() -> str:
-    """The module source of the product helper (its function is ``kernel``, as codegen's)."""
-    return _TEMPLATE.format(**{routine: name for routine, (name, _) in _SYMBOLS.items()})
+    """The module source of the product helpers: ``matmul_s`` (float32), ``matmul_d`` (float64)."""
+    head = _TEMPLATE.format(**{routine: name for routine, (name, _) in _SYMBOLS.items()})
+    body = "".join(_PER_DTYPE.replace("@t@", t).replace("@dtype@", f"np.{d}")
+                   for t, d in (("s", "float32"), ("d", "float64")))
+    return head + body + "\n\nkernel = matmul_s   # the name kernel_cache loads\n"
+
+
+def function(dtype: Any) -> str:
+    """The name of the product helper of ``dtype`` (float32 or float64) in :func:`source`'s module."""
+    return "matmul_" + {"float32": "s", "float64": "d"}[np.dtype(dtype).name]
 
 
 def digest() -> str:
@@ -231,7 +224,9 @@ def digest() -> str:
     return "blas_" + hashlib.sha256(source().encode()).hexdigest()[:24]
 
 
-def load() -> Callable:
-    """The product helper, its module importable (under :func:`digest`) by a generated loop."""
+def load() -> Any:
+    """The module of the product helpers, importable (under :func:`digest`) by a generated loop."""
+    import sys
     from funcgrad.compiler import kernel_cache
-    return kernel_cache.load_kernel(digest(), source())
+    kernel_cache.load_kernel(digest(), source())
+    return sys.modules[kernel_cache.module_name(digest())]

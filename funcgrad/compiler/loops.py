@@ -15,6 +15,7 @@ the body (and of a while loop's ``cond``) is one of
   elements,
 * a reshape (every value is a flat array: the same one), a matrix transpose
   (copied), a sum over leading axes (numpy's order: rows added to zeros),
+* a matrix product (below),
 
 the whole loop is generated as ONE ``@numba.njit`` function, which calls the
 same kernels (numba functions calling numba functions).  A ``scan`` also
@@ -24,10 +25,17 @@ swapped after each step; every intermediate has its own buffer.  Results are
 the step-by-step loop's bit for bit: the same kernels run on the same values
 in the same order.
 
-A ``matmul`` keeps its loop step by step: numba's ``np.dot`` calls scipy's
-OpenBLAS, not numpy's -- another build (other bits are possible) with its own
-thread pool, and the two pools contending for the cores made an RNN's
-compiled loops many times slower than step by step on 2 cores.
+A 2-d ``matmul`` (float32/float64) calls numpy's own BLAS through
+:mod:`~funcgrad.compiler.loop_blas`: the call ``np.matmul`` makes for the
+operands' strides (a transpose in the body is a view to numpy, read with a
+transpose flag, so it is not copied), on the same thread pool.  numba's
+``np.dot`` would call scipy's OpenBLAS instead -- another build (other bits
+are possible) with its own thread pool, whose contention with numpy's made
+an RNN's compiled loops many times slower on 2 cores.  Such a loop runs a
+call step by step where an operand is strided (np.matmul would follow its
+strides): ``stats()["strided"]`` counts those calls.  Where numpy's BLAS
+cannot be bound (another BLAS), matrix products keep their loops step by
+step.
 
 The generated source is cached on disk as the kernels are
 (:mod:`funcgrad.compiler.kernel_cache`, a file named by the hash of its
@@ -36,7 +44,9 @@ than a short loop saves: a loop is compiled in a call that runs
 :data:`MIN_STEPS` steps (a ``scan`` that long before it runs, a
 ``while_loop`` in the middle of the call, once it has run them step by step),
 as ``jit`` compiles on a first call, or once its calls have run
-:data:`MIN_TOTAL_STEPS` steps in all.  The analysis runs once per body
+:data:`MIN_TOTAL_STEPS` steps in all -- steps of a two-equation body: a
+larger body's step saves more, and counts for more (:data:`STEP_WEIGHTS`).
+The analysis runs once per body
 program (kept beside it), and anything unsupported runs the step-by-step path
 as before.
 
@@ -73,9 +83,13 @@ from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 # calls have run MIN_TOTAL_STEPS steps in all (short loops called often).  Measured on 2
 # cores (CPU time): a step of a fori_loop of one kernel saves ~14 us; compiling its loop
 # costs ~0.7 s with an empty cache, ~0.1 s loading it from the cache an earlier process
-# filled.
+# filled.  The counts are steps of such a body, two equations (the counter and the kernel):
+# a step of a larger body saves more, ~7 us per equation and ~20 us per matrix product
+# (STEP_WEIGHTS; the RNN of benchmarks/control_flow.py saves 64 us a step of its forward
+# loop, two products and a kernel), so its loop compiles after proportionally fewer steps.
 MIN_STEPS = 10000
 MIN_TOTAL_STEPS = 100000
+STEP_WEIGHTS = {"equation": 0.5, "matmul": 1.5}   # a step of the two-equation body: 1
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 _NUMBA_TYPES = {np.dtype("bool"): "np.bool_"}
@@ -130,7 +144,8 @@ class _Writer:
         self.consts: dict = {}             # literal constants (codegen's naming: c0, c1, ...)
         self.dims: dict[int, str] = {}     # ints passed to kernels -> their variables
         self.head = ""                     # the loop statement
-        self.blas = False                  # calls numpy's BLAS (loop_blas): operands must be C arrays
+        self.blas: set[str] = set()        # numpy's BLAS helpers called (loop_blas): operands must be C arrays
+        self.weight = 0.0                  # what a step saves, in steps of a two-equation body (STEP_WEIGHTS)
         self.results: list[str] = []       # the arrays returned
         self.count = 0
 
@@ -196,6 +211,7 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
         _check_dtype(v.aval, "an input")
         env[id(v)] = name
     for eqn in program.jaxpr.eqns:
+        w.weight += STEP_WEIGHTS["matmul" if eqn.prim is matmul_p else "equation"]
         for v in eqn.outvars:
             _check_dtype(v.aval, f"{getattr(eqn.prim, 'name', eqn.prim)}'s output")
         ins = [x if isinstance(x, Literal) else env[id(x)] for x in eqn.inputs]
@@ -277,10 +293,11 @@ def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str, views
     if 0 in (m, n, p):
         raise Unsupported("a matmul with an empty dimension")
     (a, a_m, a_n), (b, b_n, b_p) = (_view(x, name, views) for x, name in zip(factors, names))
-    w.blas = True
-    args = [w.dim(dtype.itemsize), f"{a}.ctypes.data", w.dim(a_m), w.dim(a_n), f"{b}.ctypes.data", w.dim(b_n),
-            w.dim(b_p), f"{outs[0]}.ctypes.data", w.dim(m), w.dim(n), w.dim(p)]
-    w.step.append(f"{indent}blas_matmul({', '.join(args)})")
+    helper = loop_blas.function(dtype)
+    w.blas.add(helper)
+    args = [f"{a}.ctypes.data", w.dim(a_m), w.dim(a_n), f"{b}.ctypes.data", w.dim(b_n), w.dim(b_p),
+            f"{outs[0]}.ctypes.data", w.dim(m), w.dim(n), w.dim(p)]
+    w.step.append(f"{indent}{helper}({', '.join(args)})")
 
 
 def _emit_kernel(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> None:
@@ -517,8 +534,7 @@ def render(w: _Writer) -> str:
     lines = ["# Generated by funcgrad.compiler.loops; do not edit.",
              f"# helpers: {rt.helpers_digest}", "import numba", "import numpy as np"]
     lines += [f"from {kernel_cache.module_name(d)} import kernel as {alias}" for d, alias in w.aliases.items()]
-    if w.blas:
-        lines.append(f"from {kernel_cache.module_name(loop_blas.digest())} import kernel as blas_matmul")
+    lines += [f"from {kernel_cache.module_name(loop_blas.digest())} import {name}" for name in sorted(w.blas)]
     lines += ["", "", "@numba.njit(cache=True, error_model='numpy', nogil=True)",
               f"def kernel({', '.join(w.params + ['dims'])}):"]
     lines += [f"    {name} = {value}" for name, value in w.consts.values()]
@@ -555,11 +571,12 @@ class CompiledLoop:
         self.dims = np.array(list(w.dims) or [0], np.int64)
         self.dims.flags.writeable = False
         self.kernels = w.kernels
-        self.blas = w.blas        # numpy's BLAS: runs only on C-contiguous operands (np.matmul's strides)
+        self.blas = bool(w.blas)  # numpy's BLAS: runs only on C-contiguous operands (np.matmul's strides)
         self.out_avals = list(out_avals)
         self.fn: Callable | None = None
         self.failed: BaseException | None = None
-        self.trips = 0            # steps run step by step so far (until compiled)
+        self.trips = 0.0          # steps run step by step so far (until compiled), weighted
+        self.weight = max(w.weight, STEP_WEIGHTS["equation"])
         self.lock = threading.Lock()
         # Program constants, flattened once.
         self.fixed = {i: _readonly_flat(s[1], s[2]) for i, s in enumerate(self.sources) if s[0] == "value"}
@@ -672,7 +689,7 @@ def _steps_before_compiling(loop: CompiledLoop) -> int:
     """How many more steps this call runs step by step before the loop is compiled."""
     if loop.fn is not None:
         return 0
-    return max(min(MIN_STEPS, MIN_TOTAL_STEPS - loop.trips), 0)
+    return math.ceil(max(min(MIN_STEPS, MIN_TOTAL_STEPS - loop.trips), 0) / loop.weight)
 
 
 def run_scan(args: Sequence[Any], body: Any, n_consts: int, n_carry: int, length: int, reverse: bool) -> list | None:
@@ -685,7 +702,7 @@ def run_scan(args: Sequence[Any], body: Any, n_consts: int, n_carry: int, length
     if loop is None or loop.failed is not None:
         return None
     if length < _steps_before_compiling(loop):
-        loop.trips += length   # not yet worth compiling: this call runs step by step
+        loop.trips += length * loop.weight   # not yet worth compiling: this call runs step by step
         return None
     operands = list(args)
     call = loop.arguments(operands, operands[n_consts:n_consts + n_carry], length)
@@ -712,7 +729,7 @@ def run_while(args: Sequence[Any], cond: Any, body: Any, n_cond_consts: int, n_b
             if not cond.program.run_buffers(cc + carry)[0]:
                 return carry
             carry = body.program.run_buffers(bc + carry)
-            loop.trips += 1
+            loop.trips += loop.weight
             need -= 1
     call = loop.arguments(operands, carry)
     if call is None or not loop.load(call):
