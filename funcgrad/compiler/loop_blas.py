@@ -16,11 +16,11 @@ So the generated loops call numpy's library itself:
 * :func:`source` is one generated module (cached as the kernels are, named by
   the hash of its content, which holds the symbol names): ``matmul_s``
   (float32) and ``matmul_d`` (float64) compute ``a @ b`` of 2-d operands
-  given by addresses and strides (one signature: compiled once), choosing the BLAS call exactly
-  as numpy's ``matmul`` loop does for those strides (``gemm`` with the
-  transpose flags and leading dimensions numpy passes, ``syrk`` for a matrix
-  times its own transpose, ``gemv`` and ``dot`` for vectors, numpy's plain
-  loop where one dimension is 1).  The same calls on the same values: the
+  given by addresses and strides (one signature each: compiled once),
+  choosing the BLAS call exactly as numpy's ``matmul`` loop does for those
+  strides (``gemm`` with the transpose flags and leading dimensions numpy
+  passes, ``syrk`` for a matrix times its own transpose, ``gemv`` and
+  ``dot`` for vectors, numpy's plain loop for an outer product).  The same calls on the same values: the
   results are ``np.matmul``'s bit for bit, on the same thread pool (whose
   size ``OPENBLAS_NUM_THREADS`` sets for both).
 
@@ -32,6 +32,7 @@ by step.
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import hashlib
 import os
@@ -49,7 +50,7 @@ def _library_paths() -> list[str]:
     """The BLAS libraries bundled beside numpy (wheels vendor them there)."""
     here = os.path.dirname(np.__file__)
     found: list[str] = []
-    for folder in (here + ".libs", os.path.join(here, ".dylibs"), os.path.join(here, "..", "numpy.libs")):
+    for folder in (here + ".libs", os.path.join(here, ".dylibs")):
         for pattern in ("*openblas*.so*", "*openblas*.dylib", "*openblas*.dll"):
             found += sorted(glob.glob(os.path.join(folder, pattern)))
     return list(dict.fromkeys(os.path.realpath(p) for p in found))
@@ -206,6 +207,7 @@ def matmul_@t@(a, is1_m, is1_n, b, is2_n, is2_p, out, m, n, p):
 '''
 
 
+@functools.lru_cache(maxsize=1)
 def source() -> str:
     """The module source of the product helpers: ``matmul_s`` (float32), ``matmul_d`` (float64)."""
     head = _TEMPLATE.format(**{routine: name for routine, (name, _) in _SYMBOLS.items()})
@@ -219,6 +221,7 @@ def function(dtype: Any) -> str:
     return "matmul_" + {"float32": "s", "float64": "d"}[np.dtype(dtype).name]
 
 
+@functools.lru_cache(maxsize=1)
 def digest() -> str:
     """The kernel-cache name of :func:`source`'s module."""
     return "blas_" + hashlib.sha256(source().encode()).hexdigest()[:24]
