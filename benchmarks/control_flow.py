@@ -156,7 +156,7 @@ def rnn_funcgrad() -> tuple[dict, dict]:
             steady_then_check)
 
 
-def _until_loops_compile(f: Callable, *args: Any, most: int = 200) -> int:
+def _until_loops_compile(f: Callable, *args: Any, most: int = 60) -> int:
     """Call ``f`` until every loop in it that compiles runs compiled (at most ``most`` calls); the calls made."""
     from funcgrad.compiler import loops
     expected = sum(line.endswith("compiles into one function") for line in loops.explain(f.lower(*args)))

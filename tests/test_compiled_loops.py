@@ -341,7 +341,7 @@ _PRODUCT_LOOP = """
 import numpy as np, funcgrad as fg, funcgrad.numpy as fnp
 from funcgrad import lax
 m = (np.eye(4) * 0.5 + 0.1).astype(np.float32)
-product = fg.jit(lambda c: lax.fori_loop(0, 30, lambda i, c: c @ m, c))
+product = fg.jit(lambda c, n: lax.fori_loop(0, n, lambda i, c: c @ m, c))   # traced bounds: a while loop
 c0 = np.linspace(0.1, 1.0, 12, dtype=np.float32).reshape(3, 4)
 """
 
@@ -351,7 +351,7 @@ _FRESH = textwrap.dedent("""
     from funcgrad.compiler import loops
     loops.MIN_STEPS = 0
 """) + _PRODUCT_LOOP + textwrap.dedent("""
-    out = product(c0)
+    out = product(c0, 30)
     fns = [loop.fn for table in loops._decisions.values() for loop in table.values() if hasattr(loop, "fn")]
     print(json.dumps({"out": np.asarray(out).tobytes().hex(), "runs": loops.stats()["runs"],
                       "hits": sum(sum(f.stats.cache_hits.values()) for f in fns),
@@ -369,9 +369,9 @@ def test_product_loops_compile_sooner_and_load_from_the_disk_cache_in_a_fresh_pr
     scope: dict = {}
     exec(_PRODUCT_LOOP, scope)
     product, c0 = scope["product"], scope["c0"]
-    (out,), runs = _runs_compiled(product, c0)
-    assert runs == 1, "30 steps of a counter and a product (weight 2) count as 60"
-    _assert_same_bits([out], _step_by_step(product, c0))
+    (out,), runs = _runs_compiled(product, c0, 30)
+    assert runs == 1, "a predicate, a counter and a product (weight 2.5): compiled after 20 of the 30 steps"
+    _assert_same_bits([out], _step_by_step(product, c0, 30))
     ref = c0.astype(np.float64)
     for _ in range(30):
         ref = ref @ scope["m"].astype(np.float64)
