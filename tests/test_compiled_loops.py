@@ -322,9 +322,10 @@ def test_without_numpys_blas_matmul_loops_run_step_by_step(eager_compile, monkey
     np.testing.assert_allclose(value, _rnn_reference(p, xs), rtol=1e-5)
 
 
-def test_a_strided_operand_runs_that_call_step_by_step(eager_compile):
+def test_a_strided_matrix_product_operand_runs_that_call_step_by_step(eager_compile):
     # W.T computed outside the loop reaches it as a transposed view: np.matmul reads it with a
     # transpose flag, so the compiled loop (whose operands are C arrays) leaves the call step by step.
+    # A strided operand no product reads is copied as before: that loop compiles.
     p, xs = _rnn_inputs()
     f = fg.jit(lambda w, xs: lax.scan(lambda h, x: (fnp.tanh(h @ w.T + x), fnp.sum(h, axis=0)), xs[0] * 0.0, xs))
     strided = loops.stats()["strided"]
@@ -334,6 +335,17 @@ def test_a_strided_operand_runs_that_call_step_by_step(eager_compile):
     h = np.zeros(xs.shape[1:])
     for x in xs.astype(np.float64):
         h = np.tanh(h @ p["W"].T.astype(np.float64) + x)
+    np.testing.assert_allclose(out[0], h, rtol=1e-5)
+
+    batch_major = np.ascontiguousarray(xs.swapaxes(0, 1))
+    g = fg.jit(lambda w, xb: lax.scan(lambda h, x: (fnp.tanh(h @ w + x), fnp.sum(h, axis=0)), xb[:, 0] * 0.0,
+                                      fnp.swapaxes(xb, 0, 1)))   # a strided view of the xs, read elementwise
+    out, runs = _runs_compiled(g, p["W"], batch_major)
+    assert runs == 1 and loops.stats()["strided"] == strided + 1
+    _assert_same_bits(out, _step_by_step(g, p["W"], batch_major))
+    h = np.zeros(xs.shape[1:])
+    for x in xs.astype(np.float64):
+        h = np.tanh(h @ p["W"].astype(np.float64) + x)
     np.testing.assert_allclose(out[0], h, rtol=1e-5)
 
 

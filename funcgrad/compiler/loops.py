@@ -144,7 +144,8 @@ class _Writer:
         self.consts: dict = {}             # literal constants (codegen's naming: c0, c1, ...)
         self.dims: dict[int, str] = {}     # ints passed to kernels -> their variables
         self.head = ""                     # the loop statement
-        self.blas: set[str] = set()        # numpy's BLAS helpers called (loop_blas): operands must be C arrays
+        self.blas: set[str] = set()        # numpy's BLAS helpers called (loop_blas)
+        self.factors: set[str] = set()     # the arrays they read (a parameter there must be a C array)
         self.weight = 0.0                  # what a step saves, in steps of a two-equation body (STEP_WEIGHTS)
         self.results: list[str] = []       # the arrays returned
         self.count = 0
@@ -295,6 +296,7 @@ def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str, views
     (a, a_m, a_n), (b, b_n, b_p) = (_view(x, name, views) for x, name in zip(factors, names))
     helper = loop_blas.function(dtype)
     w.blas.add(helper)
+    w.factors.update((a, b))
     args = [f"{a}.ctypes.data", w.dim(a_m), w.dim(a_n), f"{b}.ctypes.data", w.dim(b_n), w.dim(b_p),
             f"{outs[0]}.ctypes.data", w.dim(m), w.dim(n), w.dim(p)]
     w.step.append(f"{indent}{helper}({', '.join(args)})")
@@ -549,6 +551,13 @@ def render(w: _Writer) -> str:
 # ----------------------------------------------------------------------------- running
 
 
+def _parameter(name: str) -> str:
+    """The parameter an array of the generated function comes from: a step's row ``xs0[it]`` from
+    ``xs0``, a carry ``cur0`` from ``init0`` (an intermediate: itself, no parameter)."""
+    name = name[:-len("[it]")] if name.endswith("[it]") else name
+    return "init" + name[3:] if name.startswith("cur") else name
+
+
 def _readonly_flat(x: Any, aval: Any, rows: int | None = None) -> np.ndarray:
     """``x`` as a flat (or ``(rows, size)``) read-only C array of ``aval``'s dtype: every call
     then has the same numba signature."""
@@ -571,7 +580,12 @@ class CompiledLoop:
         self.dims = np.array(list(w.dims) or [0], np.int64)
         self.dims.flags.writeable = False
         self.kernels = w.kernels
-        self.blas = bool(w.blas)  # numpy's BLAS: runs only on C-contiguous operands (np.matmul's strides)
+        # The operands a matrix product reads: np.matmul follows their strides, so a call runs compiled
+        # only when they are C arrays (indices into ``sources``).
+        read = {_parameter(name) for name in w.factors}
+        self.contiguous = [i for i, (name, source) in enumerate(zip(w.params, w.sources))
+                           if name in read and source[0] in ("operand", "carry", "xs")]
+        self.blas = bool(w.blas)
         self.out_avals = list(out_avals)
         self.fn: Callable | None = None
         self.failed: BaseException | None = None
@@ -584,9 +598,11 @@ class CompiledLoop:
     def arguments(self, operands: Sequence[Any], carry: Sequence[Any], length: int = 0) -> list | None:
         """The generated function's arguments, or None where this call runs step by step: a loop
         calling BLAS given a strided operand (np.matmul's calls follow the strides)."""
-        if self.blas and not all(np.asarray(x).flags.c_contiguous for x in (*operands, *carry)):
-            _count("strided")
-            return None
+        for i in self.contiguous:
+            kind, k = self.sources[i][:2]
+            if not np.asarray(carry[k] if kind == "carry" else operands[k]).flags.c_contiguous:
+                _count("strided")
+                return None
         args = []
         for i, source in enumerate(self.sources):
             kind = source[0]
