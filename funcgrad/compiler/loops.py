@@ -32,8 +32,8 @@ transpose flag, so it is not copied), on the same thread pool.  numba's
 ``np.dot`` would call scipy's OpenBLAS instead -- another build (other bits
 are possible) with its own thread pool, whose contention with numpy's made
 an RNN's compiled loops many times slower on 2 cores.  Such a loop runs a
-call step by step where an operand is strided (np.matmul would follow its
-strides): ``stats()["strided"]`` counts those calls.  Where numpy's BLAS
+call step by step where an operand a product reads is strided (np.matmul
+would follow its strides): ``stats()["strided"]`` counts those calls.  Where numpy's BLAS
 cannot be bound (another BLAS), matrix products keep their loops step by
 step.
 
