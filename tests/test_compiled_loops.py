@@ -5,7 +5,9 @@ function (the module's counters), that its results are bit for bit those of
 the step-by-step loop (the same jitted program with ``jit_loops`` off: the same
 kernels on the same values), and against a float64 numpy loop. Bodies the
 generator does not take fall back to the step-by-step loop, with the reason
-recorded. Shapes are small and the loops few: each is one numba compile.
+recorded. Matrix products call numpy's BLAS (``funcgrad.compiler.loop_blas``),
+whose helper is also checked against ``np.matmul`` directly. Shapes are small
+and the loops few: each is one numba compile.
 """
 from __future__ import annotations
 
