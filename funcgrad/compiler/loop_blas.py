@@ -75,18 +75,20 @@ def _find() -> tuple[dict[str, tuple[str, int]], str]:
     return {}, f"numpy's BLAS ({os.path.basename(paths[0])}) has no 64-bit-integer CBLAS symbols"
 
 
+def _register(symbols: dict[str, tuple[str, int]]) -> str:
+    """Make the symbols known to numba's linker by name; why not (empty: done)."""
+    try:
+        import llvmlite.binding as llvm   # numba's; the CPU backend has loaded it
+        for name, address in symbols.values():
+            llvm.add_symbol(name, address)
+    except Exception as err:   # an llvmlite without add_symbol: products stay step by step
+        return f"numpy's BLAS could not be registered with llvmlite ({type(err).__name__}: {err})"
+    return ""
+
+
 _SYMBOLS, REASON = _find()
-AVAILABLE = bool(_SYMBOLS)
-
-
-def _register() -> None:
-    import llvmlite.binding as llvm   # numba's; the CPU backend has loaded it
-    for name, address in _SYMBOLS.values():
-        llvm.add_symbol(name, address)
-
-
-if AVAILABLE:
-    _register()
+REASON = REASON or _register(_SYMBOLS)
+AVAILABLE = not REASON
 
 
 _TEMPLATE = '''\
