@@ -19,7 +19,7 @@ skipped.
   numpy reference. funcgrad compiles a loop whole once its calls have run
   enough steps (``funcgrad.compiler.loops``): after the first calls, its
   worker calls each function until its loops run compiled (the steady state
-  a training loop reaches; about 30 calls of the forward), then times it.
+  a training loop reaches; 25 calls), then times it.
 * ``jit(grad)`` through a ``while_loop`` of n steps on a f32[1000] carry
   (funcgrad only: JAX refuses reverse mode through ``while_loop``): time
   and the peak memory (tracemalloc) against n, keeping every carry or

@@ -374,7 +374,7 @@ _FRESH = textwrap.dedent("""
 
 
 def test_product_loops_compile_sooner_and_load_from_the_disk_cache_in_a_fresh_process(monkeypatch):
-    # A step with a matrix product saves more than a kernel's step: its loop compiles after fewer steps.
+    # A step with a matrix product counts for more (1 + PRODUCT_WEIGHT): its loop compiles after fewer steps.
     # The BLAS symbols link by name: the machine code numba cached runs in another process.
     monkeypatch.setattr(loops, "MIN_STEPS", 50)
     monkeypatch.setattr(loops, "MIN_TOTAL_STEPS", 10**6)
@@ -384,7 +384,8 @@ def test_product_loops_compile_sooner_and_load_from_the_disk_cache_in_a_fresh_pr
     exec(_PRODUCT_LOOP, scope)
     product, c0 = scope["product"], scope["c0"]
     (out,), runs = _runs_compiled(product, c0, 30)
-    assert runs == 1, "a predicate, a counter and a product (weight 2.5): compiled after 20 of the 30 steps"
+    assert loops.PRODUCT_WEIGHT == 1.5
+    assert runs == 1, "a step with a product counts 2.5: compiled after 20 of the 30 steps"
     _assert_same_bits([out], _step_by_step(product, c0, 30))
     ref = c0.astype(np.float64)
     for _ in range(30):

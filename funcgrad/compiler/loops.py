@@ -44,9 +44,8 @@ than a short loop saves: a loop is compiled in a call that runs
 :data:`MIN_STEPS` steps (a ``scan`` that long before it runs, a
 ``while_loop`` in the middle of the call, once it has run them step by step),
 as ``jit`` compiles on a first call, or once its calls have run
-:data:`MIN_TOTAL_STEPS` steps in all -- steps of a two-equation body: a
-larger body's step saves more, and counts for more (:data:`STEP_WEIGHTS`).
-The analysis runs once per body
+:data:`MIN_TOTAL_STEPS` steps in all; a step with matrix products counts
+for more (:data:`PRODUCT_WEIGHT`).  The analysis runs once per body
 program (kept beside it), and anything unsupported runs the step-by-step path
 as before.
 
@@ -83,13 +82,13 @@ from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 # calls have run MIN_TOTAL_STEPS steps in all (short loops called often).  Measured on 2
 # cores (CPU time): a step of a fori_loop of one kernel saves ~14 us; compiling its loop
 # costs ~0.7 s with an empty cache, ~0.1 s loading it from the cache an earlier process
-# filled.  The counts are steps of such a body, two equations (the counter and the kernel):
-# a step of a larger body saves more, ~7 us per equation and ~20 us per matrix product
-# (STEP_WEIGHTS; the RNN of benchmarks/control_flow.py saves 64 us a step of its forward
-# loop, two products and a kernel), so its loop compiles after proportionally fewer steps.
+# filled.  More kernels save more per step but cost more to compile; a matrix product saves
+# ~20 us a step (the RNN of benchmarks/control_flow.py: 64 us a step of its forward loop, two
+# products and a kernel) and costs little to compile (numpy's BLAS helper compiles once per
+# cache), so a step counts 1 + PRODUCT_WEIGHT per product: such loops compile after fewer steps.
 MIN_STEPS = 10000
 MIN_TOTAL_STEPS = 100000
-STEP_WEIGHTS = {"equation": 0.5, "matmul": 1.5}   # a step of the two-equation body: 1
+PRODUCT_WEIGHT = 1.5
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 _NUMBA_TYPES = {np.dtype("bool"): "np.bool_"}
@@ -146,7 +145,7 @@ class _Writer:
         self.head = ""                     # the loop statement
         self.blas: set[str] = set()        # numpy's BLAS helpers called (loop_blas)
         self.factors: set[str] = set()     # the arrays they read (a parameter there must be a C array)
-        self.weight = 0.0                  # what a step saves, in steps of a two-equation body (STEP_WEIGHTS)
+        self.weight = 1.0                  # what a step counts for in the thresholds (PRODUCT_WEIGHT)
         self.results: list[str] = []       # the arrays returned
         self.count = 0
 
@@ -212,7 +211,6 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
         _check_dtype(v.aval, "an input")
         env[id(v)] = name
     for eqn in program.jaxpr.eqns:
-        w.weight += STEP_WEIGHTS["matmul" if eqn.prim is matmul_p else "equation"]
         for v in eqn.outvars:
             _check_dtype(v.aval, f"{getattr(eqn.prim, 'name', eqn.prim)}'s output")
         ins = [x if isinstance(x, Literal) else env[id(x)] for x in eqn.inputs]
@@ -295,6 +293,7 @@ def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str, views
         raise Unsupported("a matmul with an empty dimension")
     (a, a_m, a_n), (b, b_n, b_p) = (_view(x, name, views) for x, name in zip(factors, names))
     helper = loop_blas.function(dtype)
+    w.weight += PRODUCT_WEIGHT
     w.blas.add(helper)
     w.factors.update((a, b))
     args = [f"{a}.ctypes.data", w.dim(a_m), w.dim(a_n), f"{b}.ctypes.data", w.dim(b_n), w.dim(b_p),
@@ -590,7 +589,7 @@ class CompiledLoop:
         self.fn: Callable | None = None
         self.failed: BaseException | None = None
         self.trips = 0.0          # steps run step by step so far (until compiled), weighted
-        self.weight = max(w.weight, STEP_WEIGHTS["equation"])
+        self.weight = w.weight
         self.lock = threading.Lock()
         # Program constants, flattened once.
         self.fixed = {i: _readonly_flat(s[1], s[2]) for i, s in enumerate(self.sources) if s[0] == "value"}
