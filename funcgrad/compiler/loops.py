@@ -15,6 +15,7 @@ the body (and of a while loop's ``cond``) is one of
   elements,
 * a reshape (every value is a flat array: the same one), a matrix transpose
   (copied), a sum over leading axes (numpy's order: rows added to zeros),
+* a matrix product (below),
 
 the whole loop is generated as ONE ``@numba.njit`` function, which calls the
 same kernels (numba functions calling numba functions).  A ``scan`` also
@@ -24,10 +25,17 @@ swapped after each step; every intermediate has its own buffer.  Results are
 the step-by-step loop's bit for bit: the same kernels run on the same values
 in the same order.
 
-A ``matmul`` keeps its loop step by step: numba's ``np.dot`` calls scipy's
-OpenBLAS, not numpy's -- another build (other bits are possible) with its own
-thread pool, and the two pools contending for the cores made an RNN's
-compiled loops many times slower than step by step on 2 cores.
+A 2-d ``matmul`` (float32/float64) calls numpy's own BLAS through
+:mod:`~funcgrad.compiler.loop_blas`: the call ``np.matmul`` makes for the
+operands' strides (a transpose in the body is a view to numpy, read with a
+transpose flag, so it is not copied), on the same thread pool.  numba's
+``np.dot`` would call scipy's OpenBLAS instead -- another build (other bits
+are possible) with its own thread pool, whose contention with numpy's made
+an RNN's compiled loops many times slower on 2 cores.  Such a loop runs a
+call step by step where an operand a product reads is strided (np.matmul
+would follow its strides): ``stats()["strided"]`` counts those calls.  Where numpy's BLAS
+cannot be bound (another BLAS), matrix products keep their loops step by
+step.
 
 The generated source is cached on disk as the kernels are
 (:mod:`funcgrad.compiler.kernel_cache`, a file named by the hash of its
@@ -36,7 +44,8 @@ than a short loop saves: a loop is compiled in a call that runs
 :data:`MIN_STEPS` steps (a ``scan`` that long before it runs, a
 ``while_loop`` in the middle of the call, once it has run them step by step),
 as ``jit`` compiles on a first call, or once its calls have run
-:data:`MIN_TOTAL_STEPS` steps in all.  The analysis runs once per body
+:data:`MIN_TOTAL_STEPS` steps in all; a step with matrix products counts
+for more (:data:`PRODUCT_WEIGHT`).  The analysis runs once per body
 program (kept beside it), and anything unsupported runs the step-by-step path
 as before.
 
@@ -59,11 +68,12 @@ from funcgrad import _core
 from funcgrad._config import config
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Literal, Var
-from funcgrad.compiler import codegen, kernel_cache
+from funcgrad.compiler import codegen, kernel_cache, loop_blas
 from funcgrad.compiler.codegen import Elementwise, Op, lowering
 from funcgrad.compiler.fusion import FusedKernel
 from funcgrad.compiler.program import Program
 from funcgrad.primitives import control_flow
+from funcgrad.primitives.linalg import matmul_p
 from funcgrad.primitives.elementwise import convert_p
 from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 
@@ -72,21 +82,26 @@ from funcgrad.primitives.shape import reduce_sum_p, reshape_p, transpose_p
 # calls have run MIN_TOTAL_STEPS steps in all (short loops called often).  Measured on 2
 # cores (CPU time): a step of a fori_loop of one kernel saves ~14 us; compiling its loop
 # costs ~0.7 s with an empty cache, ~0.1 s loading it from the cache an earlier process
-# filled.
+# filled.  More kernels save more per step but cost more to compile; a matrix product saves
+# ~20 us a step (the RNN of benchmarks/control_flow.py: 64 us a step of its forward loop, two
+# products and a kernel) and costs little to compile (numpy's BLAS helper compiles once per
+# cache), so a step counts 1 + PRODUCT_WEIGHT per product: such loops compile after fewer steps.
 MIN_STEPS = 10000
 MIN_TOTAL_STEPS = 100000
+PRODUCT_WEIGHT = 1.5
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 _NUMBA_TYPES = {np.dtype("bool"): "np.bool_"}
 
-_counts = {"compiled": 0, "runs": 0, "unsupported": 0}
+_counts = {"compiled": 0, "runs": 0, "unsupported": 0, "strided": 0}
 _counts_lock = threading.Lock()
 
 
 def stats() -> dict:
     """Counters since the process started: ``compiled`` (loops compiled into one function and
     loaded), ``runs`` (calls that ran a compiled loop), ``unsupported`` (loop bodies found
-    not to compile; they run step by step)."""
+    not to compile; they run step by step), ``strided`` (calls of a loop with matrix products
+    given a strided operand, which run step by step)."""
     return dict(_counts)
 
 
@@ -128,6 +143,9 @@ class _Writer:
         self.consts: dict = {}             # literal constants (codegen's naming: c0, c1, ...)
         self.dims: dict[int, str] = {}     # ints passed to kernels -> their variables
         self.head = ""                     # the loop statement
+        self.blas: set[str] = set()        # numpy's BLAS helpers called (loop_blas)
+        self.factors: set[str] = set()     # the arrays they read (a parameter there must be a C array)
+        self.weight = 1.0                  # what a step counts for in the thresholds (PRODUCT_WEIGHT)
         self.results: list[str] = []       # the arrays returned
         self.count = 0
 
@@ -180,9 +198,15 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
     returns the names of its outputs (a Literal stays one).  ``dest``: var id -> the array an
     equation writes that var into (else a buffer of its own)."""
     env: dict[int, str] = {}
+    # The strided views the step-by-step program would hand a matmul (var id -> (array, row
+    # stride, column stride), None: a layout not followed); every other value is a C array.
+    views: dict[int, tuple | None] = {}
+    products_only = _read_by_products_only(program)
     for v, c in zip(program.jaxpr.constvars, program.consts):
         _check_dtype(v.aval, "a constant")
         env[id(v)] = w.param(w.fresh("pc"), ("value", c, v.aval))
+        if not np.asarray(c).flags.c_contiguous:
+            views[id(v)] = None
     for v, name in zip(program.jaxpr.invars, inputs):
         _check_dtype(v.aval, "an input")
         env[id(v)] = name
@@ -196,19 +220,85 @@ def _emit_program(w: _Writer, program: Program, inputs: Sequence[str], dest: dic
             if target is not None:
                 w.step += _copy(target, ins[0], _size(eqn.outvars[0].aval), indent)
             env[id(eqn.outvars[0])] = target or ins[0]
+            if id(eqn.inputs[0]) in views:   # numpy may copy or give a view: not followed
+                views[id(eqn.outvars[0])] = None
             continue
+        if eqn.prim is transpose_p and isinstance(ins[0], str) and tuple(eqn.params["perm"]) == (1, 0):
+            # A view for numpy: a matmul reads it with a transpose flag, as np.matmul does.
+            views[id(eqn.outvars[0])] = _transposed(eqn.inputs[0], ins[0], views)
+            if id(eqn.outvars[0]) in products_only and id(eqn.outvars[0]) not in dest:
+                env[id(eqn.outvars[0])] = ins[0]   # no copy: only matmuls read it, through the view
+                continue
         outs = [dest.get(id(v)) or w.buffer(v.aval) for v in eqn.outvars]
         if isinstance(eqn.prim, FusedKernel):
             _emit_kernel(w, eqn, ins, outs, indent)
         elif eqn.prim is transpose_p:
             _emit_transpose(w, eqn, ins, outs, indent)
+        elif eqn.prim is matmul_p:
+            _emit_matmul(w, eqn, ins, outs, indent, views)
         elif eqn.prim is reduce_sum_p:
             _emit_leading_sum(w, eqn, ins, outs, indent)
         else:
             _emit_elementwise(w, eqn, ins, outs, indent)
         for v, name in zip(eqn.outvars, outs):
             env[id(v)] = name
+    if w.blas and any(isinstance(v, Var) and id(v) in views for v in program.jaxpr.outvars):
+        raise Unsupported("a loop with a matmul whose body returns a transposed view")
     return [v if isinstance(v, Literal) else env[id(v)] for v in program.jaxpr.outvars]
+
+
+def _read_by_products_only(program: Program) -> set[int]:
+    """Ids of the vars only ever read as a matmul's factors (not an output): a transpose producing one
+    needs no copy."""
+    other = {id(v) for v in program.jaxpr.outvars if isinstance(v, Var)}
+    factors = set()
+    for eqn in program.jaxpr.eqns:
+        for x in eqn.inputs:
+            if isinstance(x, Var):
+                (factors if eqn.prim is matmul_p else other).add(id(x))
+    return factors - other
+
+
+def _view(x: Any, name: str, views: dict) -> tuple:
+    """``(array, row stride, column stride)`` of the 2-d matrix ``x`` (strides in elements)."""
+    if id(x) in views:
+        found = views[id(x)]
+        if found is None:
+            raise Unsupported("a matmul of a strided view (a transpose reshaped, a strided constant)")
+        return found
+    return name, x.aval.shape[1], 1
+
+
+def _transposed(x: Any, name: str, views: dict) -> tuple | None:
+    """The view of ``x.T`` (``x`` a matrix): its strides swapped."""
+    if views.get(id(x), ()) is None:
+        return None
+    name, rows, cols = _view(x, name, views)
+    return name, cols, rows
+
+
+def _emit_matmul(w: _Writer, eqn: Any, ins: list, outs: list, indent: str, views: dict) -> None:
+    """A 2-d matrix product through numpy's BLAS (:mod:`loop_blas`): the call ``np.matmul`` makes for
+    the operands' strides (a transpose is a view to numpy, read with a transpose flag)."""
+    if not loop_blas.AVAILABLE:
+        raise Unsupported(f"matmul ({loop_blas.REASON})")
+    factors, names = eqn.inputs, ins
+    out = eqn.outvars[0].aval
+    dtype = np.dtype(out.dtype)
+    if dtype not in (np.dtype("float32"), np.dtype("float64")) or len(out.shape) != 2 or any(
+            isinstance(x, Literal) or len(x.aval.shape) != 2 or np.dtype(x.aval.dtype) != dtype for x in factors):
+        raise Unsupported("a matmul of other than 2-d float32/float64 matrices of its dtype")
+    (m, n), p = factors[0].aval.shape, factors[1].aval.shape[1]
+    if 0 in (m, n, p):
+        raise Unsupported("a matmul with an empty dimension")
+    (a, a_m, a_n), (b, b_n, b_p) = (_view(x, name, views) for x, name in zip(factors, names))
+    helper = loop_blas.function(dtype)
+    w.weight += PRODUCT_WEIGHT
+    w.blas.add(helper)
+    w.factors.update((a, b))
+    args = [f"{a}.ctypes.data", w.dim(a_m), w.dim(a_n), f"{b}.ctypes.data", w.dim(b_n), w.dim(b_p),
+            f"{outs[0]}.ctypes.data", w.dim(m), w.dim(n), w.dim(p)]
+    w.step.append(f"{indent}{helper}({', '.join(args)})")
 
 
 def _emit_kernel(w: _Writer, eqn: Any, ins: list, outs: list, indent: str) -> None:
@@ -445,6 +535,7 @@ def render(w: _Writer) -> str:
     lines = ["# Generated by funcgrad.compiler.loops; do not edit.",
              f"# helpers: {rt.helpers_digest}", "import numba", "import numpy as np"]
     lines += [f"from {kernel_cache.module_name(d)} import kernel as {alias}" for d, alias in w.aliases.items()]
+    lines += [f"from {kernel_cache.module_name(loop_blas.digest())} import {name}" for name in sorted(w.blas)]
     lines += ["", "", "@numba.njit(cache=True, error_model='numpy', nogil=True)",
               f"def kernel({', '.join(w.params + ['dims'])}):"]
     lines += [f"    {name} = {value}" for name, value in w.consts.values()]
@@ -457,6 +548,13 @@ def render(w: _Writer) -> str:
 
 
 # ----------------------------------------------------------------------------- running
+
+
+def _parameter(name: str) -> str:
+    """The parameter an array of the generated function comes from: a step's row ``xs0[it]`` from
+    ``xs0``, a carry ``cur0`` from ``init0`` (an intermediate: itself, no parameter)."""
+    name = name[:-len("[it]")] if name.endswith("[it]") else name
+    return "init" + name[3:] if name.startswith("cur") else name
 
 
 def _readonly_flat(x: Any, aval: Any, rows: int | None = None) -> np.ndarray:
@@ -481,15 +579,29 @@ class CompiledLoop:
         self.dims = np.array(list(w.dims) or [0], np.int64)
         self.dims.flags.writeable = False
         self.kernels = w.kernels
+        # The operands a matrix product reads: np.matmul follows their strides, so a call runs compiled
+        # only when they are C arrays (indices into ``sources``).
+        read = {_parameter(name) for name in w.factors}
+        self.contiguous = [i for i, (name, source) in enumerate(zip(w.params, w.sources))
+                           if name in read and source[0] in ("operand", "carry", "xs")]
+        self.blas = bool(w.blas)
         self.out_avals = list(out_avals)
         self.fn: Callable | None = None
         self.failed: BaseException | None = None
-        self.trips = 0            # steps run step by step so far (until compiled)
+        self.trips = 0.0          # steps run step by step so far (until compiled), weighted
+        self.weight = w.weight
         self.lock = threading.Lock()
         # Program constants, flattened once.
         self.fixed = {i: _readonly_flat(s[1], s[2]) for i, s in enumerate(self.sources) if s[0] == "value"}
 
-    def arguments(self, operands: Sequence[Any], carry: Sequence[Any], length: int = 0) -> list:
+    def arguments(self, operands: Sequence[Any], carry: Sequence[Any], length: int = 0) -> list | None:
+        """The generated function's arguments, or None where this call runs step by step: a loop
+        calling BLAS given a strided operand (np.matmul's calls follow the strides)."""
+        for i in self.contiguous:
+            kind, k = self.sources[i][:2]
+            if not np.asarray(carry[k] if kind == "carry" else operands[k]).flags.c_contiguous:
+                _count("strided")
+                return None
         args = []
         for i, source in enumerate(self.sources):
             kind = source[0]
@@ -515,6 +627,8 @@ class CompiledLoop:
                     import numba   # the CPU backend has imported it already
                     for spec in self.kernels.values():
                         codegen.compile_kernel(spec)   # loaded, so the generated module can import it
+                    if self.blas:
+                        loop_blas.load()
                     fn = kernel_cache.load_kernel(self.digest, self.source)
                     fn.compile(tuple(numba.typeof(a) for a in args))
                     self.fn = fn
@@ -590,7 +704,7 @@ def _steps_before_compiling(loop: CompiledLoop) -> int:
     """How many more steps this call runs step by step before the loop is compiled."""
     if loop.fn is not None:
         return 0
-    return max(min(MIN_STEPS, MIN_TOTAL_STEPS - loop.trips), 0)
+    return math.ceil(max(min(MIN_STEPS, MIN_TOTAL_STEPS - loop.trips), 0) / loop.weight)
 
 
 def run_scan(args: Sequence[Any], body: Any, n_consts: int, n_carry: int, length: int, reverse: bool) -> list | None:
@@ -603,11 +717,11 @@ def run_scan(args: Sequence[Any], body: Any, n_consts: int, n_carry: int, length
     if loop is None or loop.failed is not None:
         return None
     if length < _steps_before_compiling(loop):
-        loop.trips += length   # not yet worth compiling: this call runs step by step
+        loop.trips += length * loop.weight   # not yet worth compiling: this call runs step by step
         return None
     operands = list(args)
     call = loop.arguments(operands, operands[n_consts:n_consts + n_carry], length)
-    if not loop.load(call):
+    if call is None or not loop.load(call):
         return None
     return loop.run(call)
 
@@ -630,10 +744,10 @@ def run_while(args: Sequence[Any], cond: Any, body: Any, n_cond_consts: int, n_b
             if not cond.program.run_buffers(cc + carry)[0]:
                 return carry
             carry = body.program.run_buffers(bc + carry)
-            loop.trips += 1
+            loop.trips += loop.weight
             need -= 1
     call = loop.arguments(operands, carry)
-    if not loop.load(call):
+    if call is None or not loop.load(call):
         while cond.program.run_buffers(cc + carry)[0]:
             carry = body.program.run_buffers(bc + carry)
         return carry
