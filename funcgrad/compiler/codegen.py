@@ -392,6 +392,12 @@ class _Compiler:
                 return
             self.lock.wait(timeout=min(max(settle, SETTLE_S), deadline - now))
 
+    def give_way(self) -> None:
+        """:meth:`_give_way`, called by a job on the compiler thread (elsewhere: nothing to wait for)."""
+        if threading.current_thread() is self.thread:
+            with self.lock:
+                self._give_way()
+
     def _work(self) -> None:
         idle = False
         while not idle:
@@ -458,7 +464,12 @@ def compile_elsewhere(spec: KernelSpec, signature: tuple) -> bool:
     dispatcher = kernel if hasattr(kernel, "compile") else kernel.__wrapped__   # under a launch guard
     py_func = dispatcher.py_func
     path = py_func.__globals__.get("__file__")   # "<funcgrad kernel ...>" when compiled in memory
-    if not path or not os.path.exists(path) or _cached_on_disk(dispatcher):
+    if not path or not os.path.exists(path):
+        return False
+    if _cached_on_disk(dispatcher):
+        # Loaded here, under the interpreter lock: after the callers' calls have settled, as
+        # compiles without a compile process are (the first call of a warm start then runs alone).
+        _compiler.give_way()
         return False
     return _child.compile(path, py_func.__module__, signature)
 

@@ -282,6 +282,38 @@ def _discard_numba_entry(cache: Any, err: BaseException) -> None:
                f"({type(err).__name__}: {err}); the kernel is compiled again.")
 
 
+# Load funcgrad's cached kernels without refreshing numba's target context (see
+# :func:`_load_unrefreshed`); False: as numba does (for measurements).
+LIGHT_LOAD = True
+light_loads = 0   # kernels loaded so (a count for tests)
+
+
+def _can_load_unrefreshed(cls: Any) -> bool:
+    try:
+        from numba.core.runtime import rtsys
+    except ImportError:   # pragma: no cover - another numba layout
+        return False
+    return all(hasattr(x, name) for x, name in ((cls, "_load_overload"), (rtsys, "initialize"),
+                                                 (cls, "_guard_against_spurious_io_errors")))
+
+
+def _load_unrefreshed(cache: Any, sig: Any, target_context: Any) -> Any:
+    """numba's ``load_overload`` without its ``target_context.refresh()``.
+
+    That refresh imports and installs every lowering registry numba has (about 0.2 s
+    of CPU, once per process) -- what *compiling* needs.  Rebuilding a cached kernel
+    from its machine code needs only numba's runtime (NRT), which the refresh would
+    start: this starts it alone.  The first compile in the process refreshes as usual
+    (numba's compiler does so itself)."""
+    global light_loads
+    from numba.core.runtime import rtsys
+    rtsys.initialize(target_context)
+    with cache._guard_against_spurious_io_errors():
+        loaded = cache._load_overload(sig, target_context)
+    light_loads += loaded is not None
+    return loaded
+
+
 def _guard_numba_cache() -> None:
     """Make numba's cache heal for funcgrad's kernels: files that fail to load
     are deleted and the kernel compiled again, instead of every later call
@@ -293,11 +325,14 @@ def _guard_numba_cache() -> None:
         load, save = cls.load_overload, cls.save_overload
     except (ImportError, AttributeError):   # another numba layout: nothing to guard
         return
+    light = _can_load_unrefreshed(cls)
     if getattr(load, "_funcgrad_guard", False):
         return
 
     def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
         try:
+            if light and LIGHT_LOAD and _ours(self):
+                return _load_unrefreshed(self, sig, target_context)
             return load(self, sig, target_context)
         except Exception as err:
             if not _ours(self):
