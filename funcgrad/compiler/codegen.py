@@ -453,6 +453,18 @@ def compile_in_background(job: Callable[[], None]) -> None:
     _compiler.submit(job)
 
 
+_runtime_queued: list[bool] = []
+
+
+def start_runtime_early() -> None:
+    """Queue the start of numba's runtime (:func:`kernel_cache.start_runtime`) on the compiler
+    thread, once per process: called when a program is first traced, it runs beside the tracing
+    and the program's first operations rather than inside the first kernel's load."""
+    if not _runtime_queued:
+        _runtime_queued.append(True)
+        compile_in_background(kernel_cache.start_runtime)
+
+
 def compile_elsewhere(spec: KernelSpec, signature: tuple) -> bool:
     """Have the compile process (:mod:`funcgrad.compiler.compile_worker`) put ``spec``'s kernel for
     the numba argument types ``signature`` into the disk cache, where :func:`compile_kernel`'s

@@ -314,6 +314,16 @@ def _load_unrefreshed(cache: Any, sig: Any, target_context: Any) -> Any:
     return loaded
 
 
+def start_runtime() -> None:
+    """Start numba's runtime (NRT) now: what loading or running any compiled kernel needs
+    first (about 30 ms, mostly LLVM work outside the interpreter lock); once per process."""
+    from numba.core import registry
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import rtsys
+    with global_compiler_lock:   # as numba starts it: never two threads at once
+        rtsys.initialize(registry.cpu_target.target_context)
+
+
 def _guard_numba_cache() -> None:
     """Make numba's cache heal for funcgrad's kernels: files that fail to load
     are deleted and the kernel compiled again, instead of every later call
