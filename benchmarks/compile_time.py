@@ -14,7 +14,9 @@ importable by ``--jax-python`` (default: this interpreter).
 Cases: ``mlp`` (batch 128, 784-512-512-10, ReLU, softmax cross-entropy, SGD) and ``cnn``
 (batch 32, conv 1->8 3x3, ReLU, 2x2 max pool, dense 1568->10, SGD).  Modes: funcgrad's
 ``FUNCGRAD_JIT_BACKGROUND_COMPILE`` (``exact``, the default; ``off``: every kernel before
-the first run; ``all``).
+the first run; ``all``).  A last table measures the floor under a warm first call alone:
+numba's import, and the first call of one tiny cached kernel loaded as numba does (its
+target context refreshed first) and as funcgrad does (only numba's runtime started).
 """
 from __future__ import annotations
 
