@@ -589,7 +589,7 @@ def test_give_way_waits_only_on_the_compiler_thread(monkeypatch):
 def test_the_first_trace_queues_numbas_runtime_start(monkeypatch):
     queued: list = []
     monkeypatch.setattr(codegen, "_runtime_queued", [])
-    monkeypatch.setattr(codegen, "compile_in_background", queued.append)
+    monkeypatch.setattr(codegen._compiler, "submit", queued.append)
     f = fg.jit(lambda v: v * 2.0 + 1.0)
     f(np.ones(3, np.float32))
     f(np.ones(4, np.float32))   # a second trace: queued once per process

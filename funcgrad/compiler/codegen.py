@@ -462,7 +462,7 @@ def start_runtime_early() -> None:
     and the program's first operations rather than inside the first kernel's load."""
     if not _runtime_queued:
         _runtime_queued.append(True)
-        compile_in_background(kernel_cache.start_runtime)
+        _compiler.submit(kernel_cache.start_runtime)
 
 
 def compile_elsewhere(spec: KernelSpec, signature: tuple) -> bool:
