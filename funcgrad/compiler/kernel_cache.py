@@ -20,6 +20,12 @@ numba's ``cache=True`` stores for it in ``__pycache__/fg_<digest>.*.nbi/.nbc``.
   use of it.  Deletion races harmlessly with other processes: one that finds
   a file missing writes or compiles it again.
 
+* Loading: numba refreshes its whole target context before it loads a cached
+  function (every lowering registry imported and installed: about 0.2 s of
+  CPU once per process, which only compiling needs).  funcgrad's kernels
+  load with numba's runtime started alone (:func:`start_runtime`, ~30 ms);
+  the first compile in the process refreshes as usual.
+
 New files get the user's umask, so a directory shared by a group works.
 
 Where kernels go now (None: in memory):
