@@ -14,7 +14,9 @@ importable by ``--jax-python`` (default: this interpreter).
 Cases: ``mlp`` (batch 128, 784-512-512-10, ReLU, softmax cross-entropy, SGD) and ``cnn``
 (batch 32, conv 1->8 3x3, ReLU, 2x2 max pool, dense 1568->10, SGD).  Modes: funcgrad's
 ``FUNCGRAD_JIT_BACKGROUND_COMPILE`` (``exact``, the default; ``off``: every kernel before
-the first run; ``all``).
+the first run; ``all``).  A last table measures the floor under a warm first call alone:
+numba's import, and the first call of one tiny cached kernel loaded as numba does (its
+target context refreshed first) and as funcgrad does (only numba's runtime started).
 """
 from __future__ import annotations
 
@@ -133,6 +135,62 @@ def child(peer: str, case: str) -> dict:
     return out
 
 
+# The floor under a warm first call: numba's own start-up, measured with one tiny cached kernel.
+_FLOOR_SOURCE = """import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def kernel(n, a, o):
+    for i in range(n):
+        o[i] = a[i] * np.float32(2)
+"""
+
+
+def floor_child(mode: str) -> dict:
+    """``import``: numba's import alone (after numpy's).  ``numba``/``funcgrad``: in a funcgrad
+    process, the first call of a kernel whose machine code is on disk, loaded as numba does (its
+    target context refreshed first) or as funcgrad does (only numba's runtime started)."""
+    import numpy as np
+    if mode == "import":
+        c0 = time.process_time()
+        __import__("numba")
+        return {"cpu_s": time.process_time() - c0}
+    import hashlib
+    from funcgrad.compiler import kernel_cache
+    kernel_cache.LIGHT_LOAD = mode == "funcgrad"
+    kernel = kernel_cache.load_kernel(hashlib.sha256(_FLOOR_SOURCE.encode()).hexdigest()[:24], _FLOOR_SOURCE)
+    a = np.ones(8, np.float32)
+    o = np.empty_like(a)
+    c0 = time.process_time()
+    kernel(8, a, o)
+    return {"cpu_s": time.process_time() - c0}
+
+
+def measure_floor(runs: int) -> dict:
+    """Medians over ``runs`` of fresh processes (each pair of loads on a cache filled just before)."""
+    samples: dict[str, list[float]] = {"import": [], "numba": [], "funcgrad": []}
+    for _ in range(runs):
+        root = tempfile.mkdtemp(prefix="compile-time-floor-")
+        env = dict(os.environ, FUNCGRAD_CACHE_DIR=os.path.join(root, "funcgrad"),
+                   NUMBA_CACHE_DIR=os.path.join(root, "numba"), PYTHONPATH=REPO)
+        try:
+            _run(sys.executable, ["--floor", "numba"], env)   # compiles the kernel: the cache is filled
+            for mode in samples:
+                samples[mode].append(_run(sys.executable, ["--floor", mode], env)["cpu_s"])
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return {mode: statistics.median(xs) for mode, xs in samples.items()}
+
+
+def _run(python: str, argv: list, env: dict) -> dict:
+    proc = subprocess.run([python, os.path.abspath(__file__), *argv], env=env, capture_output=True, text=True,
+                          timeout=900)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(argv)} child failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def _run_child(python: str, peer: str, case: str, env: dict) -> dict:
     proc = subprocess.run([python, os.path.abspath(__file__), "--child", peer, case], env=env,
                           capture_output=True, text=True, timeout=900)
@@ -171,6 +229,7 @@ def measure(python: str, peer: str, case: str, mode: str | None, runs: int) -> d
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--child", nargs=2, metavar=("PEER", "CASE"), help=argparse.SUPPRESS)
+    ap.add_argument("--floor", choices=["import", "numba", "funcgrad"], help=argparse.SUPPRESS)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--cases", nargs="+", choices=["mlp", "cnn"], default=["mlp", "cnn"])
     ap.add_argument("--modes", nargs="+", choices=["exact", "all", "off"], default=["exact", "off"])
@@ -179,6 +238,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(*args.child)))
+        return
+    if args.floor:
+        print(json.dumps(floor_child(args.floor)))
         return
     results: dict = {}
     rows = []
@@ -205,7 +267,14 @@ def main() -> None:
                 ["case", "implementation", "cache", "first call", "first call CPU", "its thread's CPU",
                  f"to call {STEPS}",
                  "all kernels ready", "CPU until ready", "step after"])
-    write_json(args.json, {"benchmark": "compile_time", "steps": STEPS, "results": results,
+    floor = measure_floor(args.runs)
+    print_table(f"numba's start-up under a warm first call (fresh processes, CPU time, medians of {args.runs})",
+                [{"what": "import numba (after numpy)", "CPU": fmt_time(floor["import"])},
+                 {"what": "first call of one cached kernel, loaded as numba does (target context refreshed)",
+                  "CPU": fmt_time(floor["numba"])},
+                 {"what": "first call of one cached kernel, loaded as funcgrad does (runtime started alone)",
+                  "CPU": fmt_time(floor["funcgrad"])}], ["what", "CPU"])
+    write_json(args.json, {"benchmark": "compile_time", "steps": STEPS, "results": results, "numba_floor_cpu_s": floor,
                            "notes": "seconds; *_cpu_s: process CPU time of all threads (a background compile "
                                     "included); first_call_thread_cpu_s: the calling thread's; first_call: "
                                     "tracing, passes and every compile before the first call returns"})

@@ -27,6 +27,7 @@ from funcgrad._core import Array, Tracer
 from funcgrad._ir import Jaxpr, Literal, pretty_print
 from funcgrad._warnings import RetraceWarning
 from funcgrad.backends import get_backend
+from funcgrad.compiler import codegen
 from funcgrad.compiler.program import Program
 from funcgrad.interpreters.tracing import trace_to_jaxpr
 from funcgrad._argspec import ArgSpec, Split, signature
@@ -243,6 +244,8 @@ class Jitted:
         warnings.warn(_retrace_message(self.__name__, history, self.cache_size), RetraceWarning, stacklevel=3)
 
     def _compile(self, in_tree: Any, leaves: list, args: tuple, static: Split) -> tuple[Any, Any]:
+        if all(type(x) is Array for x in leaves):   # the host's program: its kernels need numba's runtime
+            codegen.start_runtime_early()
         jaxpr, out_tree = self._trace(in_tree, leaves, static)
         program = _program(jaxpr, leaves)
         if self._donating and isinstance(program, Program):

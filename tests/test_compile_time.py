@@ -443,3 +443,159 @@ def test_a_failing_compile_process_falls_back_to_this_one(tmp_path, monkeypatch)
     finally:
         fg.config.update("cache_dir", before)
     np.testing.assert_array_equal(out, x - x[:1] * np.float32(0.0311))
+
+
+# ------------------------------------------------------- the warm start (kernels on disk)
+
+
+_WARM_SCRIPT = """
+import json, sys
+import numpy as np
+sys.path.insert(0, {repo!r})
+import funcgrad as fg
+import funcgrad.nn as nn
+from funcgrad.compiler import kernel_cache
+
+def loss(p, x, y):
+    h = nn.relu(x @ p["w1"] + p["b1"])
+    return nn.cross_entropy(h @ p["w2"] + p["b2"], y)
+
+def step(p, x, y):
+    g = fg.grad(loss)(p, x, y)
+    return fg.tree_util.tree_map(lambda w, gw: w - 0.05 * gw, p, g)
+
+data = np.load(sys.argv[1])
+p = {{k: data[k] for k in ("w1", "b1", "w2", "b2")}}
+new_p = fg.jit(step)(p, data["x"], data["y"])
+big = fg.jit(lambda a, b: a * b + 1.5)(data["a"], data["a"])   # a parallel kernel (32768 elements)
+out = {{"refreshed": "numba.np.arraymath" in sys.modules, "light": kernel_cache.light_loads}}
+# A kernel that is not on disk compiles after the loads (numba refreshes its context then).
+shift = float(sys.argv[3])   # a constant of its own in each process
+other = fg.jit(lambda a, b: a * b - shift)(data["x"], data["x"])   # serial: a quick compile
+out["refreshed_after_compile"] = "numba.np.arraymath" in sys.modules
+np.savez(sys.argv[2], big=np.asarray(big), other=np.asarray(other), **{{k: np.asarray(v) for k, v in new_p.items()}})
+print(json.dumps(out))
+"""
+
+
+def _sgd_reference(p, x, y, lr=0.05):
+    """One SGD step of the two-layer ReLU MLP with mean softmax cross-entropy, in float64."""
+    p = {k: v.astype(np.float64) for k, v in p.items()}
+    pre = x.astype(np.float64) @ p["w1"] + p["b1"]
+    h = np.maximum(pre, 0)
+    logits = h @ p["w2"] + p["b2"]
+    prob = np.exp(logits - logits.max(1, keepdims=True))
+    prob /= prob.sum(1, keepdims=True)
+    d = prob
+    d[np.arange(len(y)), y] -= 1
+    d /= len(y)
+    dh = (d @ p["w2"].T) * (pre > 0)
+    g = {"w2": h.T @ d, "b2": d.sum(0), "w1": x.astype(np.float64).T @ dh, "b1": dh.sum(0)}
+    return {k: p[k] - lr * g[k] for k in p}
+
+
+def test_a_warm_process_loads_its_kernels_without_numbas_context_refresh(tmp_path):
+    """A second process on the same caches loads every kernel (fused, parallel, hand-written)
+    from disk without numba's target-context refresh, and computes the first process's bits;
+    a kernel compiled afterwards in that process works too."""
+    rng = np.random.default_rng(3)
+    p = {"w1": rng.standard_normal((12, 16)).astype(np.float32) * 0.3, "b1": rng.standard_normal(16).astype(np.float32),
+         "w2": rng.standard_normal((16, 4)).astype(np.float32) * 0.3, "b2": np.zeros(4, np.float32)}
+    x, y = rng.standard_normal((8, 12)).astype(np.float32), rng.integers(0, 4, 8).astype(np.int32)
+    a = rng.standard_normal((256, 128)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x, y=y, a=a, **p)
+    env = dict(os.environ, FUNCGRAD_CACHE_DIR=str(tmp_path / "kernels"), FUNCGRAD_JIT_BACKGROUND_COMPILE="off")
+    env.pop("NUMBA_CACHE_DIR", None)
+    script = _WARM_SCRIPT.format(repo=REPO)
+    runs = []
+    for name, shift in (("cold", "2.25"), ("warm", "3.5")):
+        proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "in.npz"), str(tmp_path / f"{name}.npz"),
+                               shift],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs.append((__import__("json").loads(proc.stdout.strip().splitlines()[-1]), np.load(tmp_path / f"{name}.npz")))
+    (cold, cold_out), (warm, warm_out) = runs
+    assert cold["refreshed"]                                   # the cold process compiled
+    assert not warm["refreshed"] and warm["light"] >= 3        # loaded alone: fused, parallel, cross-entropy
+    assert warm["refreshed_after_compile"]
+    for k in set(cold_out.files) - {"other"}:
+        np.testing.assert_array_equal(warm_out[k], cold_out[k])   # the same kernels: the same bits
+    expected = _sgd_reference(p, x, y)
+    for k in p:
+        np.testing.assert_allclose(warm_out[k], expected[k], rtol=1e-5, atol=1e-6)
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(warm_out["big"], a64 * a64 + 1.5, rtol=1e-6)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(cold_out["other"], x64 * x64 - 2.25, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(warm_out["other"], x64 * x64 - 3.5, rtol=1e-6, atol=1e-6)
+
+
+def test_a_kernel_on_disk_loads_through_the_light_path(tmp_path, monkeypatch):
+    """A kernel whose machine code is on disk: loaded (counted), not compiled, correct."""
+    import numba
+    monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
+    spec = _spec(False)
+    x0 = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+    x1 = np.linspace(2, 3, 6, dtype=np.float32).reshape(1, 6)
+    signature = tuple(numba.typeof(a) for a in (4, 6, x0, x1, x0))
+    before = fg.config.cache_dir
+    fg.config.update("cache_dir", str(tmp_path / "kernels"))
+    try:
+        codegen.compile_kernel(spec).compile(signature)             # compiled, and its files written
+        codegen._loaded.clear()                                     # a later process's view: only the disk
+        loads = kernel_cache.light_loads
+        kernel = codegen.compile_kernel(spec)
+        kernel.compile(signature)
+        out = np.empty_like(x0)
+        kernel(4, 6, x0, x1, out)
+    finally:
+        fg.config.update("cache_dir", before)
+    assert kernel_cache.light_loads == loads + 1
+    assert sum(kernel.stats.cache_hits.values()) == 1 and sum(kernel.stats.cache_misses.values()) == 0
+    np.testing.assert_allclose(out, x0.astype(np.float64) - x1.astype(np.float64) * 0.0311, rtol=1e-6)
+
+
+def test_a_background_load_from_disk_gives_way_and_starts_no_compile_process(tmp_path, monkeypatch):
+    """A kernel already on disk is loaded here (no compile process), after the callers' calls settle."""
+    import numba
+    monkeypatch.setenv("FUNCGRAD_JIT_COMPILE_PROCESS", "1")
+    monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
+    waits: list = []
+    sent: list = []
+    monkeypatch.setattr(codegen._compiler, "give_way", lambda: waits.append(1))
+    monkeypatch.setattr(codegen._child, "compile", lambda *a: sent.append(a) or True)
+    x = np.ones((2, 6), np.float32)
+    signature = tuple(numba.typeof(a) for a in (2, 6, x, x[:1], x))
+    before = fg.config.cache_dir
+    fg.config.update("cache_dir", str(tmp_path / "kernels"))
+    try:
+        assert codegen.compile_elsewhere(_spec(False), signature)   # not on disk: the compile process
+        assert len(sent) == 1 and not waits
+        codegen.compile_kernel(_spec(False)).compile(signature)     # now it is (compiled here)
+        assert not codegen.compile_elsewhere(_spec(False), signature)
+    finally:
+        fg.config.update("cache_dir", before)
+    assert len(sent) == 1 and waits == [1]
+
+
+def test_give_way_waits_only_on_the_compiler_thread(monkeypatch):
+    import time
+    monkeypatch.setattr(codegen, "GIVE_WAY_MAX_S", 30.0)
+    monkeypatch.setattr(codegen._compiler, "last_submit", time.monotonic() + 60)   # would wait its maximum
+    t = time.monotonic()
+    codegen._compiler.give_way()                                                  # this thread: returns at once
+    assert time.monotonic() - t < 1.0
+
+
+def test_the_first_trace_queues_numbas_runtime_start(monkeypatch):
+    queued: list = []
+    monkeypatch.setattr(codegen, "_runtime_queued", [])
+    monkeypatch.setattr(codegen._compiler, "submit", queued.append)
+    f = fg.jit(lambda v: v * 2.0 + 1.0)
+    f(np.ones(3, np.float32))
+    f(np.ones(4, np.float32))   # a second trace: queued once per process
+    starts = [job for job in queued if job is kernel_cache.start_runtime]
+    assert queued[0] is kernel_cache.start_runtime and len(starts) == 1   # first, and once per process
+    kernel_cache.start_runtime()   # and it runs (the runtime already started here: a no-op)
+    from numba.core.runtime import rtsys
+    assert rtsys._init

@@ -392,6 +392,12 @@ class _Compiler:
                 return
             self.lock.wait(timeout=min(max(settle, SETTLE_S), deadline - now))
 
+    def give_way(self) -> None:
+        """:meth:`_give_way`, called by a job on the compiler thread (elsewhere: nothing to wait for)."""
+        if threading.current_thread() is self.thread:
+            with self.lock:
+                self._give_way()
+
     def _work(self) -> None:
         idle = False
         while not idle:
@@ -447,6 +453,18 @@ def compile_in_background(job: Callable[[], None]) -> None:
     _compiler.submit(job)
 
 
+_runtime_queued: list[bool] = []
+
+
+def start_runtime_early() -> None:
+    """Queue the start of numba's runtime (:func:`kernel_cache.start_runtime`) on the compiler
+    thread, once per process: called when a program is first traced, it runs beside the tracing
+    and the program's first operations rather than inside the first kernel's load."""
+    if not _runtime_queued:
+        _runtime_queued.append(True)
+        _compiler.submit(kernel_cache.start_runtime)
+
+
 def compile_elsewhere(spec: KernelSpec, signature: tuple) -> bool:
     """Have the compile process (:mod:`funcgrad.compiler.compile_worker`) put ``spec``'s kernel for
     the numba argument types ``signature`` into the disk cache, where :func:`compile_kernel`'s
@@ -458,7 +476,12 @@ def compile_elsewhere(spec: KernelSpec, signature: tuple) -> bool:
     dispatcher = kernel if hasattr(kernel, "compile") else kernel.__wrapped__   # under a launch guard
     py_func = dispatcher.py_func
     path = py_func.__globals__.get("__file__")   # "<funcgrad kernel ...>" when compiled in memory
-    if not path or not os.path.exists(path) or _cached_on_disk(dispatcher):
+    if not path or not os.path.exists(path):
+        return False
+    if _cached_on_disk(dispatcher):
+        # Loaded here, under the interpreter lock: after the callers' calls have settled, as
+        # compiles without a compile process are (the first call of a warm start then runs alone).
+        _compiler.give_way()
         return False
     return _child.compile(path, py_func.__module__, signature)
 

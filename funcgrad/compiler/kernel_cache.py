@@ -20,6 +20,12 @@ numba's ``cache=True`` stores for it in ``__pycache__/fg_<digest>.*.nbi/.nbc``.
   use of it.  Deletion races harmlessly with other processes: one that finds
   a file missing writes or compiles it again.
 
+* Loading: numba refreshes its whole target context before it loads a cached
+  function (every lowering registry imported and installed: about 0.2 s of
+  CPU once per process, which only compiling needs).  funcgrad's kernels
+  load with numba's runtime started alone (:func:`start_runtime`, ~30 ms);
+  the first compile in the process refreshes as usual.
+
 New files get the user's umask, so a directory shared by a group works.
 
 Where kernels go now (None: in memory):
@@ -282,6 +288,48 @@ def _discard_numba_entry(cache: Any, err: BaseException) -> None:
                f"({type(err).__name__}: {err}); the kernel is compiled again.")
 
 
+# Load funcgrad's cached kernels without refreshing numba's target context (see
+# :func:`_load_unrefreshed`); False: as numba does (for measurements).
+LIGHT_LOAD = True
+light_loads = 0   # kernels loaded so (a count for tests)
+
+
+def _can_load_unrefreshed(cls: Any) -> bool:
+    try:
+        from numba.core.runtime import rtsys
+    except ImportError:   # pragma: no cover - another numba layout
+        return False
+    return all(hasattr(x, name) for x, name in ((cls, "_load_overload"), (rtsys, "initialize"),
+                                                 (cls, "_guard_against_spurious_io_errors")))
+
+
+def _load_unrefreshed(cache: Any, sig: Any, target_context: Any) -> Any:
+    """numba's ``load_overload`` without its ``target_context.refresh()``.
+
+    That refresh imports and installs every lowering registry numba has (about 0.2 s
+    of CPU, once per process) -- what *compiling* needs.  Rebuilding a cached kernel
+    from its machine code needs only numba's runtime (NRT), which the refresh would
+    start: this starts it alone.  The first compile in the process refreshes as usual
+    (numba's compiler does so itself)."""
+    global light_loads
+    from numba.core.runtime import rtsys
+    rtsys.initialize(target_context)
+    with cache._guard_against_spurious_io_errors():
+        loaded = cache._load_overload(sig, target_context)
+    light_loads += loaded is not None
+    return loaded
+
+
+def start_runtime() -> None:
+    """Start numba's runtime (NRT) now: what loading or running any compiled kernel needs
+    first (about 30 ms, mostly LLVM work outside the interpreter lock); once per process."""
+    from numba.core import registry
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import rtsys
+    with global_compiler_lock:   # as numba starts it: never two threads at once
+        rtsys.initialize(registry.cpu_target.target_context)
+
+
 def _guard_numba_cache() -> None:
     """Make numba's cache heal for funcgrad's kernels: files that fail to load
     are deleted and the kernel compiled again, instead of every later call
@@ -293,11 +341,14 @@ def _guard_numba_cache() -> None:
         load, save = cls.load_overload, cls.save_overload
     except (ImportError, AttributeError):   # another numba layout: nothing to guard
         return
+    light = _can_load_unrefreshed(cls)
     if getattr(load, "_funcgrad_guard", False):
         return
 
     def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
         try:
+            if light and LIGHT_LOAD and _ours(self):
+                return _load_unrefreshed(self, sig, target_context)
             return load(self, sig, target_context)
         except Exception as err:
             if not _ours(self):
