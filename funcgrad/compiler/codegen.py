@@ -12,7 +12,11 @@ directory is unusable and caps its size.
 A kernel iterates over a 2-d view ``(outer, inner)`` of the group's shape:
 ``prange`` over ``outer`` (when the work is large enough to pay for
 threads), a plain loop over ``inner``, and no temporaries: intermediate
-values live in registers.  A trailing reduction accumulates over ``inner``.
+values live in registers.  A trailing reduction accumulates over ``inner``;
+a leading one (``leading``: a bias gradient's ``sum(g, axis=0)``) over
+``outer``, into one accumulator per column ``j`` kept in its output.  The
+rows are added in order, as numpy's ``add.reduce`` adds them, whatever the
+thread count: threads split the columns, not the rows.
 
 What a primitive becomes inside a kernel is its *lowering*, registered
 against the primitive object by the backend that compiles with this module
@@ -92,6 +96,7 @@ class KernelSpec:
     outputs: list         # names written at [i, j]
     reduction: tuple | None  # (primitive, operand name, dtype, output name) or None
     parallel: bool
+    leading: bool = False     # the reduction is over the outer axis (a column per j), not the inner one
 
 
 # Renders one operand of an operation: a name stays as it is; a literal
@@ -220,7 +225,7 @@ def _fastmath_flags(spec: KernelSpec) -> str:
     inf behave as in numpy) nor contract (no FMA): kernels without exp or a
     reduction give bit-for-bit numpy's results; sums may differ from numpy's
     by float reassociation."""
-    if spec.reduction or any(lowering(op.prim).reassoc for op in spec.ops):
+    if (spec.reduction and not spec.leading) or any(lowering(op.prim).reassoc for op in spec.ops):
         return ", fastmath={'reassoc'}"
     return ""
 
@@ -250,6 +255,8 @@ def generate_source(spec: KernelSpec) -> str:
              % (spec.parallel, _fastmath_flags(spec)),
              f"def kernel({', '.join(args + (['r_out'] if spec.reduction else []))}):"]
     lines += [f"    {name} = {value}" for name, value in consts.values()]
+    if spec.reduction and spec.leading:
+        return "\n".join(lines + _leading_loops(spec, body, loop)) + "\n"
     lines.append(f"    for i in {loop}(n0):")
     if spec.reduction:
         prim, operand, dtype, _ = spec.reduction
@@ -261,6 +268,30 @@ def generate_source(spec: KernelSpec) -> str:
         lines += ["            " + line.format(x=operand) for line in reduction.update]
         lines.append("        r_out[i] = acc")
     return "\n".join(lines) + "\n"
+
+
+# Columns per task of a parallel kernel with a leading reduction.
+COLUMN_BLOCK = 256
+
+
+def _leading_loops(spec: KernelSpec, body: list, loop: str) -> list:
+    """The loops of a kernel whose reduction runs over the outer axis: ``r_out[j]`` accumulates
+    column ``j`` over the rows ``i`` in order; a parallel kernel splits the columns in blocks."""
+    prim, operand, dtype, _ = spec.reduction
+    reduction = lowering(prim)
+    update = ["            acc = r_out[j]"]
+    update += ["            " + line.format(x=operand) for line in reduction.update]
+    update.append("            r_out[j] = acc")
+    init = f"r_out[j] = {typed_constant(reduction.identity(dtype), dtype)}"
+    if not spec.parallel:
+        return (["    for j in range(n1):", f"        {init}", "    for i in range(n0):", "        for j in range(n1):"]
+                + body + update)
+    pad = "    "   # one more level: the loop over the blocks of columns
+    return ([f"    for b in {loop}((n1 + {COLUMN_BLOCK - 1}) // {COLUMN_BLOCK}):",
+             f"        j0, j1 = b * {COLUMN_BLOCK}, min(n1, (b + 1) * {COLUMN_BLOCK})",
+             "        for j in range(j0, j1):", f"            {init}",
+             "        for i in range(n0):", "            for j in range(j0, j1):"]
+            + [pad + line for line in body + update])
 
 
 # Kernels loaded in this process, oldest first; bounded (programs hold their own
@@ -291,8 +322,15 @@ def loaded_kernel(spec: KernelSpec) -> Callable | None:
 
 def is_exact(spec: KernelSpec) -> bool:
     """Whether ``spec``'s kernel gives bit-for-bit numpy's results (a NaN's sign bit aside):
-    no reduction and only ``exact`` lowerings."""
-    return spec.reduction is None and all(lowering(op.prim).exact for op in spec.ops)
+    only ``exact`` lowerings, and no reduction but a leading float sum (rows added in order,
+    as numpy adds them)."""
+    return (spec.reduction is None or _exact_reduction(spec)) and all(lowering(op.prim).exact for op in spec.ops)
+
+
+def _exact_reduction(spec: KernelSpec) -> bool:
+    prim, _, dtype, _ = spec.reduction
+    return spec.leading and getattr(prim, "name", None) == "reduce_sum" and np.dtype(dtype).name in ("float32",
+                                                                                                    "float64")
 
 
 def _load_kernel(spec: KernelSpec, source: str, digest: str) -> Callable:

@@ -209,25 +209,47 @@ class Program:
 
         free: dict[tuple, list[int]] = {}     # (shape, dtype) -> buffer ids free for reuse
         releases: dict[int, list[tuple]] = {}  # step -> buffers that die after it
+        held: dict[int, int] = {}              # slot -> its planned buffer
         for i, (eqn, step) in enumerate(zip(eqns, self.steps)):
             if _writes_into_buffers(eqn):
                 chosen = []
-                for v, s in zip(eqn.outvars, step[3]):
+                for pos, (v, s) in enumerate(zip(eqn.outvars, step[3])):
                     if s in escaping:   # handed to the caller: a recycled output buffer
                         chosen.append(("out", s))
                         self.plan.append(f"{v.aval.str_short()} -> output (recycled once the caller drops it)")
                         continue
                     key = (v.aval.shape, v.aval.dtype)
-                    pool = free.get(key)
-                    buf = pool.pop() if pool else len(self.buffers)
-                    if buf == len(self.buffers):
-                        self.buffers.append(None)   # allocated on first use, reused after
+                    buf = self._in_place(i, eqn, pos, step[1], key, held, last_use, releases)
+                    if buf is None:
+                        pool = free.get(key)
+                        buf = pool.pop() if pool else len(self.buffers)
+                        if buf == len(self.buffers):
+                            self.buffers.append(None)   # allocated on first use, reused after
+                        self.plan.append(f"{v.aval.str_short()} -> buffer {buf}")
+                    else:
+                        self.plan.append(f"{v.aval.str_short()} -> buffer {buf} (in place of its input)")
                     chosen.append(("buf", buf))
+                    held[s] = buf
                     releases.setdefault(last_use.get(s, i), []).append((key, buf))
-                    self.plan.append(f"{v.aval.str_short()} -> buffer {buf}")
                 step[4] = chosen
             for key, buf in releases.pop(i, []):
                 free.setdefault(key, []).append(buf)
+
+    def _in_place(self, i: int, eqn: Any, pos: int, ins: list, key: tuple, held: dict, last_use: dict,
+                  releases: dict) -> int | None:
+        """The planned buffer of an input of step ``i`` that its output ``pos`` may be written over
+        (taken from the buffers released after the step), or None: an input of the output's shape
+        and dtype that dies at this step, read by a fused kernel at the output's index
+        (:func:`_in_place_safe`), as XLA shares an elementwise fusion's operand and result."""
+        dying = releases.get(i, [])
+        for kind, s in ins:
+            buf = held.get(s) if kind == "var" else None
+            if buf is None or last_use.get(s) != i or (key, buf) not in dying \
+                    or not _in_place_safe(eqn, pos, s, ins):
+                continue
+            dying.remove((key, buf))
+            return buf
+        return None
 
     def plan_donation(self, donated: Sequence[bool]) -> None:
         """Let outputs be written into donated arguments' buffers (``jit(donate_argnums=)``).
