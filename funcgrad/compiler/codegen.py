@@ -14,9 +14,9 @@ A kernel iterates over a 2-d view ``(outer, inner)`` of the group's shape:
 threads), a plain loop over ``inner``, and no temporaries: intermediate
 values live in registers.  A trailing reduction accumulates over ``inner``;
 a leading one (``leading``: a bias gradient's ``sum(g, axis=0)``) over
-``outer``, into one accumulator per column ``j`` kept in its output.  The
-rows are added in order, as numpy's ``add.reduce`` adds them, whatever the
-thread count: threads split the columns, not the rows.
+``outer``, into one accumulator per column ``j`` kept in its output, the
+rows added in order as numpy's ``add.reduce`` adds them: such a kernel runs
+on one thread (fusion gives it only work up to ``LEADING_MAX_ELEMENTS``).
 
 What a primitive becomes inside a kernel is its *lowering*, registered
 against the primitive object by the backend that compiles with this module
@@ -70,6 +70,10 @@ def background_mode(value: str | None) -> str:
 
 
 BACKGROUND_COMPILE = background_mode(os.environ.get("FUNCGRAD_JIT_BACKGROUND_COMPILE"))
+
+# The most work a kernel with a leading reduction takes (it runs serially): a larger
+# group keeps its reduction apart, and its elementwise kernel its threads.
+LEADING_MAX_ELEMENTS = 1 << 18
 
 # Iteration sizes below this run serially: starting numba's threads costs
 # more than the loop itself.
@@ -256,7 +260,7 @@ def generate_source(spec: KernelSpec) -> str:
              f"def kernel({', '.join(args + (['r_out'] if spec.reduction else []))}):"]
     lines += [f"    {name} = {value}" for name, value in consts.values()]
     if spec.reduction and spec.leading:
-        return "\n".join(lines + _leading_loops(spec, body, loop)) + "\n"
+        return "\n".join(lines + _leading_loops(spec, body)) + "\n"
     lines.append(f"    for i in {loop}(n0):")
     if spec.reduction:
         prim, operand, dtype, _ = spec.reduction
@@ -270,28 +274,16 @@ def generate_source(spec: KernelSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-# Columns per task of a parallel kernel with a leading reduction.
-COLUMN_BLOCK = 256
-
-
-def _leading_loops(spec: KernelSpec, body: list, loop: str) -> list:
+def _leading_loops(spec: KernelSpec, body: list) -> list:
     """The loops of a kernel whose reduction runs over the outer axis: ``r_out[j]`` accumulates
-    column ``j`` over the rows ``i`` in order; a parallel kernel splits the columns in blocks."""
+    column ``j`` over the rows ``i`` in order (one thread: such kernels are never parallel)."""
     prim, operand, dtype, _ = spec.reduction
     reduction = lowering(prim)
     update = ["            acc = r_out[j]"]
     update += ["            " + line.format(x=operand) for line in reduction.update]
     update.append("            r_out[j] = acc")
-    init = f"r_out[j] = {typed_constant(reduction.identity(dtype), dtype)}"
-    if not spec.parallel:
-        return (["    for j in range(n1):", f"        {init}", "    for i in range(n0):", "        for j in range(n1):"]
-                + body + update)
-    pad = "    "   # one more level: the loop over the blocks of columns
-    return ([f"    for b in {loop}((n1 + {COLUMN_BLOCK - 1}) // {COLUMN_BLOCK}):",
-             f"        j0, j1 = b * {COLUMN_BLOCK}, min(n1, (b + 1) * {COLUMN_BLOCK})",
-             "        for j in range(j0, j1):", f"            {init}",
-             "        for i in range(n0):", "            for j in range(j0, j1):"]
-            + [pad + line for line in body + update])
+    return (["    for j in range(n1):", f"        r_out[j] = {typed_constant(reduction.identity(dtype), dtype)}",
+             "    for i in range(n0):", "        for j in range(n1):"] + body + update)
 
 
 # Kernels loaded in this process, oldest first; bounded (programs hold their own

@@ -6,7 +6,8 @@ shapes agree (every member of a group has the group's iteration shape;
 inputs may broadcast into it); a ``reduce_sum/max/min`` over trailing axes
 may end a group, and so may one over leading axes with a 1-d result (the
 bias gradient ``sum(g, axis=0)`` of the ``g`` the group makes: a column
-accumulation in the same kernel, instead of a second pass over ``g``).  A group is *sealed* -- emitted as one ``fused`` equation --
+accumulation in the same kernel, instead of a second pass over ``g``; up
+to ``codegen.LEADING_MAX_ELEMENTS`` of work, as such a kernel runs serially).  A group is *sealed* -- emitted as one ``fused`` equation --
 as soon as anything outside it uses one of its values, so every input of a
 group is computed before the group runs.  Intermediates that nothing outside
 the group uses never leave registers.
@@ -29,8 +30,8 @@ from funcgrad._core import run_impl
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
 from funcgrad.compiler import codegen
-from funcgrad.compiler.codegen import (PARALLEL_MIN_ELEMENTS, Elementwise, KernelSpec, Op, Reduction, compile_kernel,
-                                       lowering)
+from funcgrad.compiler.codegen import (LEADING_MAX_ELEMENTS, PARALLEL_MIN_ELEMENTS, Elementwise, KernelSpec, Op,
+                                       Reduction, compile_kernel, lowering)
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 
@@ -229,7 +230,8 @@ def _leading_reduction(eqn: Eqn, shape: tuple, rule: Any = numba_rule) -> bool:
     if not isinstance(rule(eqn), Reduction):
         return False
     axes = tuple(eqn.params["axes"])
-    return 0 < len(axes) == len(shape) - 1 and axes == tuple(range(len(axes)))
+    return 0 < len(axes) == len(shape) - 1 and axes == tuple(range(len(axes))) \
+        and math.prod(shape) <= LEADING_MAX_ELEMENTS
 
 
 def fuse(jaxpr: Jaxpr, rule: Any = numba_rule, emit: Any = None, leading: bool | None = None) -> Jaxpr:
@@ -383,7 +385,8 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
     if reduction is None and view[0] < 64 and all(p in ("[i, j]", "[0, 0]") for _, p, _ in in_specs) \
             and all(x.aval.shape == shape or math.prod(x.aval.shape) == 1 for x in inputs):
         view = _flat_view(n_work)   # e.g. 1-d work: any factorisation will do, so make rows to share out
-    spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red, n_work >= PARALLEL_MIN_ELEMENTS, lead)
+    spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red,
+                      n_work >= PARALLEL_MIN_ELEMENTS and not lead, lead)
     summary = ",".join(e.prim.name for e in group.eqns)
     kernel = FusedKernel(spec, [(p, None) for _, p, _ in in_specs], shape, view,
                          [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary,
