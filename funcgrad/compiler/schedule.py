@@ -18,7 +18,6 @@ memory, which lives until every use of the view is done too.
 """
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
