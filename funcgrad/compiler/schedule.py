@@ -18,7 +18,6 @@ memory, which lives until every use of the view is done too.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from funcgrad._ir import Jaxpr, Var
