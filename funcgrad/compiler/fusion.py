@@ -62,6 +62,8 @@ class FusedKernel:
         # The 2-d views of the outputs the kernel writes (the reduction's last).
         self.out_views = [view] * len(spec.outputs) + ([(view[1] if spec.leading else view[0],)]
                                                          if spec.reduction else [])
+        # Outputs stored into an input's array (spec.aliases): not passed to the kernel.
+        self.aliased = frozenset(spec.outputs.index(o) for o, _ in spec.aliases)
         self.kernel: Any = None
         self._queued = False              # its compile is queued on the background thread
         self._failed = False              # ... and failed there
@@ -74,6 +76,15 @@ class FusedKernel:
     def __repr__(self) -> str:
         return f"fused[{self.summary}]"
 
+    def in_place(self, pos: int, k: int) -> "FusedKernel":
+        """This kernel with elementwise output ``pos`` stored into input ``k``'s array (which must be the
+        output's buffer, read at the kernel's full shape): what the buffer plan runs where an output
+        takes the buffer of an input that dies there."""
+        spec = self.spec
+        aliases = spec.aliases + ((spec.outputs[pos], spec.inputs[k][0]),)
+        spec = KernelSpec(spec.inputs, spec.ops, spec.outputs, spec.reduction, spec.parallel, spec.leading, aliases)
+        return FusedKernel(spec, self.layouts, self.shape, (self.n0, self.n1), self.out_avals, self.summary, self.group)
+
     def out_buffers(self) -> list[np.ndarray]:
         return [np.empty(a.shape, a.dtype) for a in self.out_avals]
 
@@ -81,7 +92,7 @@ class FusedKernel:
         n0, n1 = self.n0, self.n1
         args = [_as_2d(x, pattern, self.shape, n0, n1) for x, (pattern, _) in zip(inputs, self.layouts)]
         outs = out if out is not None else self.out_buffers()
-        flat = [o.reshape(n0, n1) for o in outs[:len(self.spec.outputs)]]
+        flat = [o.reshape(n0, n1) for k, o in enumerate(outs[:len(self.spec.outputs)]) if k not in self.aliased]
         if self.spec.reduction:
             flat.append(outs[-1].reshape(self.out_views[-1]))
         if self.kernel is None:   # not compiled yet: queue it (once) and run the group on numpy meanwhile

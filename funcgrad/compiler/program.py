@@ -241,13 +241,17 @@ class Program:
         (taken from the buffers released after the step), or None: an input of the output's shape
         and dtype that dies at this step, read by a fused kernel at the output's index
         (:func:`_in_place_safe`), as XLA shares an elementwise fusion's operand and result."""
+        if not hasattr(self.steps[i][0], "in_place"):
+            return None
         dying = releases.get(i, [])
-        for kind, s in ins:
+        for k, (kind, s) in enumerate(ins):
             buf = held.get(s) if kind == "var" else None
             if buf is None or last_use.get(s) != i or (key, buf) not in dying \
                     or not _in_place_safe(eqn, pos, s, ins):
                 continue
             dying.remove((key, buf))
+            step = self.steps[i]
+            step[0] = step[0].in_place(pos, k)   # the kernel storing the output through the input
             return buf
         return None
 
@@ -629,20 +633,22 @@ def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, target
                                                                            from_args))]
     planned = [(kind, i, aval, None if kind == "out" and tuple(aval.shape) == shape2d else shape2d)
                for (kind, i, aval), shape2d in zip(targets, fused.out_views)]
+    passed = [k not in fused.aliased for k in range(len(planned))]   # outputs the kernel takes (not aliased)
     views = program._views
     n0, n1 = fused.n0, fused.n1
     prepare = fused.prepare if fused.spec.parallel else None   # thread counts matter to parallel kernels only
 
     def step(env: list) -> None:
         full, flat = [], []
-        for kind, i, aval, shape2d in planned:
+        for (kind, i, aval, shape2d), take in zip(planned, passed):
             if kind == "buf":
                 pair = views.get((i, shape2d))
                 if pair is None:
                     buf = program._buffer(i, aval)
                     pair = views[(i, shape2d)] = (buf, buf.reshape(shape2d))
                 full.append(pair[0])
-                flat.append(pair[1])
+                if take:
+                    flat.append(pair[1])
             else:
                 buf = program._output(i, aval)
                 full.append(buf)
