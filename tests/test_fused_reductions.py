@@ -19,6 +19,13 @@ from dispatch import mlp_data, numpy_mlp_grad  # noqa: E402
 from mlp_step import LR, funcgrad_step  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _own_kernel_table(monkeypatch):
+    """Kernels these tests load stay out of the process's table of loaded kernels afterwards (tests of
+    the first call expect the MLP step's kernels not loaded yet)."""
+    monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
+
+
 def _fused(program) -> list:
     return [e.prim for e in program.jaxpr.eqns if e.prim.name == "fused"]
 

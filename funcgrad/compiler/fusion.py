@@ -68,10 +68,10 @@ class FusedKernel:
         self._queued = False              # its compile is queued on the background thread
         self._failed = False              # ... and failed there
         mode = codegen.BACKGROUND_COMPILE
-        if group is None or mode == "off" or (mode == "exact" and not codegen.is_exact(spec)):
-            self.kernel = compile_kernel(spec)
-        else:
-            self.kernel = codegen.loaded_kernel(spec)   # compiled before in this process: used at once
+        # Compiled before it first runs (not run on numpy meanwhile): at that run, not here, as the
+        # buffer plan may run its in-place variant instead (:meth:`in_place`).
+        self._compile_first = group is None or mode == "off" or (mode == "exact" and not codegen.is_exact(spec))
+        self.kernel = codegen.loaded_kernel(spec)   # compiled before in this process: used at once
 
     def __repr__(self) -> str:
         return f"fused[{self.summary}]"
@@ -96,7 +96,7 @@ class FusedKernel:
         if self.spec.reduction:
             flat.append(outs[-1].reshape(self.out_views[-1]))
         if self.kernel is None:   # not compiled yet: queue it (once) and run the group on numpy meanwhile
-            if self._failed:      # the background compile failed: compile here, where its error is raised
+            if self._failed or self._compile_first:   # (a failed background compile raises its error here)
                 self.kernel = compile_kernel(self.spec)
             else:
                 if not self._queued:
