@@ -18,16 +18,19 @@ memory, which lives until every use of the view is done too.
 """
 from __future__ import annotations
 
+import heapq
+import math
+
 import numpy as np
 
 from funcgrad._ir import Jaxpr, Var
 
-# Programs longer than this keep their order (the greedy choice scans the ready equations).
-MAX_EQUATIONS = 4000
+# Programs longer than this keep their order.
+MAX_EQUATIONS = 20000
 
 
 def _nbytes(v: Var) -> int:
-    return int(np.prod(v.aval.shape, dtype=np.int64)) * np.dtype(v.aval.dtype).itemsize
+    return math.prod(v.aval.shape) * np.dtype(v.aval.dtype).itemsize
 
 
 def schedule(jaxpr: Jaxpr) -> Jaxpr:
@@ -77,23 +80,45 @@ def schedule(jaxpr: Jaxpr) -> Jaxpr:
     for i, d in enumerate(deps):
         for j in d:
             users[j].append(i)
+    readers: dict[int, list[int]] = {}
+    for i, r in enumerate(reads):
+        for m in r:
+            readers.setdefault(m, []).append(i)
 
     def gain(i: int) -> int:
         freed = sum(size.get(m, 0) for m in reads[i] if remaining[m] == 1)
         return freed - sum(size[id(v)] for v in eqns[i].outvars)
 
-    ready = [i for i in range(n) if waiting[i] == 0]
+    # The ready equations in a heap by (-gain, position); a gain that grows (an equation
+    # becomes the last reader of some memory) is pushed again, the stale entry skipped.
+    current: dict[int, int] = {}
+    heap: list[tuple[int, int]] = []
+
+    def push(i: int) -> None:
+        current[i] = gain(i)
+        heapq.heappush(heap, (-current[i], i))
+
+    for i in range(n):
+        if waiting[i] == 0:
+            push(i)
+    done = [False] * n
     order: list[int] = []
-    while ready:
-        best = max(ready, key=lambda i: (gain(i), -i))
-        ready.remove(best)
+    while heap:
+        g, best = heapq.heappop(heap)
+        if done[best] or -g != current[best]:
+            continue
+        done[best] = True
         order.append(best)
         for m in reads[best]:
             remaining[m] -= 1
+            if remaining[m] == 1:   # its last reader, if ready, now frees it
+                last = next(i for i in readers[m] if not done[i])
+                if waiting[last] == 0:
+                    push(last)
         for u in users[best]:
             waiting[u] -= 1
             if waiting[u] == 0:
-                ready.append(u)
+                push(u)
     if order == list(range(n)):
         return jaxpr
     return Jaxpr(jaxpr.constvars, jaxpr.consts, jaxpr.invars, [eqns[i] for i in order], jaxpr.outvars)
