@@ -179,3 +179,16 @@ def test_fused_output_written_over_a_dying_input():
     np.testing.assert_allclose(got, (np.tanh(xd @ w1d) * 2 + 1) @ w2d, rtol=1e-5, atol=1e-5)
     # Called again, the planned buffer is reused: the same result.
     np.testing.assert_array_equal(np.asarray(f(x, w1, w2)), got)
+
+
+def test_no_output_over_an_input_that_another_input_views():
+    """``(a - a.T) * 2``: the kernel reads ``a`` through its transpose as well, so writing over ``a`` would read
+    elements it has written already."""
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((16, 16)).astype(np.float32), rng.standard_normal((16, 16)).astype(np.float32)
+    f = fg.jit(lambda x, w: (lambda a: ((a - a.T) * 2.0) @ w)(x @ w))
+    program = f.lower(x, w)
+    assert _fused(program) and not any("in place" in line for line in program.plan)
+    got = _run(lambda *a: [f(*a)], x, w)[0]
+    a = x.astype(np.float64) @ w
+    np.testing.assert_allclose(got, ((a - a.T) * 2) @ w, rtol=1e-4, atol=1e-4)

@@ -177,6 +177,7 @@ class Program:
         self.donation: dict[int, dict[int, int]] = {}
         self.donation_plan: list[str] = []
         self._liveness: tuple | None = None
+        self._base_of: dict[int, int] = {}   # a view's slot -> the slot whose memory it is (from _plan)
         # The fast path (_run_fast): per-step functions with their slots, literals and targets
         # worked out once, built on the first call that may take it; the 2-d views of planned
         # buffers that fused kernels write, kept until the buffers are released.
@@ -203,6 +204,7 @@ class Program:
                 base_of[outs[0]] = base_of.get(ins[0][1], ins[0][1])
         for view, base in base_of.items():
             last_use[base] = max(last_use.get(base, -1), last_use.get(view, -1))
+        self._base_of = base_of
         escaping = {s for kind, s in self.outs if kind == "var"}
         escaping |= {base_of[s] for s in list(escaping) if s in base_of}
         self._liveness = (last_use, escaping)
@@ -247,7 +249,7 @@ class Program:
         for k, (kind, s) in enumerate(ins):
             buf = held.get(s) if kind == "var" else None
             if buf is None or last_use.get(s) != i or (key, buf) not in dying \
-                    or not _in_place_safe(eqn, pos, s, ins):
+                    or not _in_place_safe(eqn, pos, s, ins, self._base_of):
                 continue
             dying.remove((key, buf))
             step = self.steps[i]
@@ -284,7 +286,8 @@ class Program:
                     if arg.aval.shape != v.aval.shape or arg.aval.dtype != v.aval.dtype:
                         continue
                     used = last_use.get(n_consts + k, -1)
-                    if used > i or (used == i and not _in_place_safe(eqn, pos, n_consts + k, step[1])):
+                    if used > i or (used == i and not _in_place_safe(eqn, pos, n_consts + k, step[1],
+                                                                     self._base_of)):
                         continue
                     self.donation.setdefault(i, {})[pos] = k
                     self.donation_plan.append(f"{v.aval.str_short()} (output of step {i}) -> donated argument {k}")
@@ -673,13 +676,16 @@ def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, target
     return step
 
 
-def _in_place_safe(eqn: Any, pos: int, slot: int, ins: list) -> bool:
+def _in_place_safe(eqn: Any, pos: int, slot: int, ins: list, base_of: dict | None = None) -> bool:
     """Whether output ``pos`` of ``eqn`` may be written over input ``slot`` that it reads:
     only an elementwise output of a fused kernel, the input read at the same index (the
     input has the kernel's full shape; the kernel loads every input element before it
-    stores any output element)."""
+    stores any output element), and no other input a view of it (``base_of``: view slot ->
+    the slot whose memory it is; ``x + x.T`` reads elements the kernel has written)."""
     spec = getattr(eqn.prim, "spec", None)
     if spec is None or pos >= len(spec.outputs):
+        return False
+    if base_of is not None and any(kind == "var" and s != slot and base_of.get(s) == slot for kind, s in ins):
         return False
     shape = eqn.prim.shape
     for (kind, s), x in zip(ins, eqn.inputs):
