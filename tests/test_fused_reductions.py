@@ -192,3 +192,19 @@ def test_no_output_over_an_input_that_another_input_views():
     got = _run(lambda *a: [f(*a)], x, w)[0]
     a = x.astype(np.float64) @ w
     np.testing.assert_allclose(got, ((a - a.T) * 2) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_update_finishes_in_one_pass_with_numpys_bits():
+    from funcgrad.backends.cpu import gemm_update
+    rng = np.random.default_rng(6)
+    w, a, b = (rng.standard_normal(s).astype(np.float32) for s in ((24, 16), (24, 8), (8, 16)))
+    f = fg.jit(lambda w, a, b: w - 0.05 * (a @ b))
+    assert [e.prim.name for e in f.lower(w, a, b).jaxpr.eqns] == ["matmul_update"]
+    first = np.asarray(f(w, a, b))            # the kernel compiles in the background: numpy meanwhile
+    assert wait_for_kernels(timeout=120)
+    before = gemm_update.stats["one_pass"]
+    got = np.asarray(f(w, a, b))
+    assert gemm_update.stats["one_pass"] == before + 1
+    np.testing.assert_array_equal(got, first)
+    np.testing.assert_array_equal(got, w + np.float32(-0.05) * np.matmul(a, b))   # rounded as written
+    np.testing.assert_allclose(got, w - 0.05 * (a.astype(np.float64) @ b), rtol=1e-5, atol=1e-5)
