@@ -138,7 +138,9 @@ def test_mlp_step_is_scheduled_with_fewer_activation_buffers(monkeypatch):
 
     monkeypatch.setattr(schedule, "schedule", lambda jaxpr: jaxpr)   # the traced order, as before the pass
     traced = fg.jit(funcgrad_step()).lower(*args)
-    buffers = lambda prog: len({line.split("buffer ")[1].split()[0] for line in prog.plan if activation in line})  # noqa: E731
+
+    def buffers(prog) -> int:   # distinct planned buffers of the hidden activations' shape
+        return len({line.split("buffer ")[1].split()[0] for line in prog.plan if activation in line})
     assert buffers(program) == 2 < buffers(traced)
     assert planned.temp_bytes < traced.memory_analysis().temp_bytes
     assert any("in place of its input" in line for line in program.plan)

@@ -7,7 +7,8 @@ inputs may broadcast into it); a ``reduce_sum/max/min`` over trailing axes
 may end a group, and so may one over leading axes with a 1-d result (the
 bias gradient ``sum(g, axis=0)`` of the ``g`` the group makes: a column
 accumulation in the same kernel, instead of a second pass over ``g``; up
-to ``codegen.LEADING_MAX_ELEMENTS`` of work, as such a kernel runs serially).  A group is *sealed* -- emitted as one ``fused`` equation --
+to ``codegen.LEADING_MAX_ELEMENTS`` of work, as such a kernel runs
+serially).  A group is *sealed* -- emitted as one ``fused`` equation --
 as soon as anything outside it uses one of its values, so every input of a
 group is computed before the group runs.  Intermediates that nothing outside
 the group uses never leave registers.
