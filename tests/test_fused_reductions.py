@@ -148,25 +148,33 @@ def test_mlp_step_is_scheduled_with_fewer_activation_buffers(monkeypatch):
     assert sum(1 for k in _fused(program) if k.spec.leading) == 2
 
 
-def test_schedule_keeps_effects_in_order_and_every_equation_after_its_inputs():
-    def f(x):
-        a = fnp.sin(x) @ x
-        fg.debug.print("first {}", a.sum())
-        b = fnp.cos(x) @ x
-        fg.debug.print("second {}", b.sum())
-        return a + b
-    x = np.random.default_rng(3).standard_normal((6, 6)).astype(np.float32)
-    jaxpr = fg.jit(f).trace(x)
+def test_schedule_keeps_every_equation_after_its_inputs_and_programs_with_effects_in_order():
+    def f(x, w):
+        a = fnp.sin(x) @ w
+        b = fnp.cos(x) @ w
+        return (a * 2.0 + 1.0) @ w - 0.5 * (b @ w)
+    rng = np.random.default_rng(3)
+    x, w = (rng.standard_normal((6, 6)).astype(np.float32) for _ in range(2))
+    jaxpr = fg.jit(f).trace(x, w)
     ordered = schedule.schedule(jaxpr)
     assert sorted(map(id, ordered.eqns)) == sorted(map(id, jaxpr.eqns))
     seen = {id(v) for v in list(jaxpr.invars) + list(jaxpr.constvars)}
     for eqn in ordered.eqns:
         assert all(id(v) in seen for v in eqn.inputs if not hasattr(v, "value"))
         seen.update(id(v) for v in eqn.outvars)
-    effects = [e for e in ordered.eqns if "effect" in e.prim.traits]
-    assert effects == [e for e in jaxpr.eqns if "effect" in e.prim.traits] and len(effects) == 2
-    xd = x.astype(np.float64)
-    np.testing.assert_allclose(np.asarray(fg.jit(f)(x)), np.sin(xd) @ xd + np.cos(xd) @ xd, rtol=1e-5, atol=1e-5)
+    xd, wd = x.astype(np.float64), w.astype(np.float64)
+    np.testing.assert_allclose(np.asarray(fg.jit(f)(x, w)),
+                               (np.sin(xd) @ wd * 2 + 1) @ wd - 0.5 * (np.cos(xd) @ wd @ wd), rtol=1e-4, atol=1e-4)
+
+    def g(x):
+        a = fnp.sin(x) @ x
+        fg.debug.print("first {}", a.sum())
+        b = fnp.cos(x) @ x
+        fg.debug.print("second {}", b.sum())
+        return a + b
+    traced = fg.jit(g).trace(x)
+    assert any("effect" in e.prim.traits for e in traced.eqns)
+    assert schedule.schedule(traced).eqns == traced.eqns
 
 
 def test_fused_output_written_over_a_dying_input():

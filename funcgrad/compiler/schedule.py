@@ -8,9 +8,10 @@ after fusion, before the buffer plan) reorders the equations, as XLA's
 memory-minimising scheduler does: of the equations whose inputs are ready,
 it runs next the one that frees the most bytes for the fewest it allocates
 (ties: the earlier one in the traced order).  Any order of a program's
-equations that keeps each after its inputs gives the same results; the
-equations with effects (``"effect"`` trait: prints, callbacks) keep their
-order among themselves.
+equations that keeps each after its inputs gives the same results.  A
+program with effects (``"effect"`` trait: prints, callbacks, collectives,
+whose start/done pairs overlap communication with the work placed between
+them) keeps its traced order.
 
 Counted: intermediates only (the program's outputs live to the end anyway,
 arguments are the caller's); a view (``"view"`` trait) shares its input's
@@ -37,7 +38,7 @@ def schedule(jaxpr: Jaxpr) -> Jaxpr:
     """``jaxpr`` with its equations reordered to keep fewer intermediate bytes alive at once."""
     eqns = jaxpr.eqns
     n = len(eqns)
-    if n < 3 or n > MAX_EQUATIONS:
+    if n < 3 or n > MAX_EQUATIONS or any("effect" in eqn.prim.traits for eqn in eqns):
         return jaxpr
     producer: dict[int, int] = {}
     for i, eqn in enumerate(eqns):
@@ -61,14 +62,8 @@ def schedule(jaxpr: Jaxpr) -> Jaxpr:
     deps: list[set[int]] = []
     reads: list[set[int]] = []         # per equation: the memory (roots) it reads, views aside
     remaining: dict[int, int] = {}     # root -> equations still to run that read it
-    last_effect = None
     for i, eqn in enumerate(eqns):
-        d = {producer[id(x)] for x in eqn.inputs if isinstance(x, Var) and id(x) in producer}
-        if "effect" in eqn.prim.traits:
-            if last_effect is not None:
-                d.add(last_effect)
-            last_effect = i
-        deps.append(d)
+        deps.append({producer[id(x)] for x in eqn.inputs if isinstance(x, Var) and id(x) in producer})
         is_view = bool(eqn.outvars) and id(eqn.outvars[0]) in root
         r = set() if is_view else {root.get(id(x), id(x)) for x in eqn.inputs
                                    if isinstance(x, Var) and id(x) in producer}
