@@ -29,6 +29,7 @@ def held_jobs(monkeypatch, tmp_path):
     jobs: list = []
     monkeypatch.setattr(codegen, "compile_in_background", jobs.append)
     monkeypatch.setattr(codegen, "BACKGROUND_COMPILE", "exact")
+    monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())   # none loaded by earlier tests
     before = fg.config.cache_dir
     fg.config.update("cache_dir", str(tmp_path / "kernels"))
     try:

@@ -4,7 +4,11 @@ The pass walks the program in order, growing *open groups*.  An elementwise
 equation joins the open group that produced one of its inputs when the
 shapes agree (every member of a group has the group's iteration shape;
 inputs may broadcast into it); a ``reduce_sum/max/min`` over trailing axes
-may end a group.  A group is *sealed* -- emitted as one ``fused`` equation --
+may end a group, and so may one over leading axes with a 1-d result (the
+bias gradient ``sum(g, axis=0)`` of the ``g`` the group makes: a column
+accumulation in the same kernel, instead of a second pass over ``g``; up
+to ``codegen.LEADING_MAX_ELEMENTS`` of work, as such a kernel runs
+serially).  A group is *sealed* -- emitted as one ``fused`` equation --
 as soon as anything outside it uses one of its values, so every input of a
 group is computed before the group runs.  Intermediates that nothing outside
 the group uses never leave registers.
@@ -27,8 +31,8 @@ from funcgrad._core import run_impl
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
 from funcgrad.compiler import codegen
-from funcgrad.compiler.codegen import (PARALLEL_MIN_ELEMENTS, Elementwise, KernelSpec, Op, Reduction, compile_kernel,
-                                       lowering)
+from funcgrad.compiler.codegen import (LEADING_MAX_ELEMENTS, PARALLEL_MIN_ELEMENTS, Elementwise, KernelSpec, Op,
+                                       Reduction, compile_kernel, lowering)
 
 _DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
 
@@ -57,18 +61,30 @@ class FusedKernel:
         self.group = group
         self.prepare = codegen.runtime().prepare
         # The 2-d views of the outputs the kernel writes (the reduction's last).
-        self.out_views = [view] * len(spec.outputs) + ([(view[0],)] if spec.reduction else [])
+        self.out_views = [view] * len(spec.outputs) + ([(view[1] if spec.leading else view[0],)]
+                                                         if spec.reduction else [])
+        # Outputs stored into an input's array (spec.aliases): not passed to the kernel.
+        self.aliased = frozenset(spec.outputs.index(o) for o, _ in spec.aliases)
         self.kernel: Any = None
         self._queued = False              # its compile is queued on the background thread
         self._failed = False              # ... and failed there
         mode = codegen.BACKGROUND_COMPILE
-        if group is None or mode == "off" or (mode == "exact" and not codegen.is_exact(spec)):
-            self.kernel = compile_kernel(spec)
-        else:
-            self.kernel = codegen.loaded_kernel(spec)   # compiled before in this process: used at once
+        # Compiled before it first runs (not run on numpy meanwhile): at that run, not here, as the
+        # buffer plan may run its in-place variant instead (:meth:`in_place`).
+        self._compile_first = group is None or mode == "off" or (mode == "exact" and not codegen.is_exact(spec))
+        self.kernel = codegen.loaded_kernel(spec)   # compiled before in this process: used at once
 
     def __repr__(self) -> str:
         return f"fused[{self.summary}]"
+
+    def in_place(self, pos: int, k: int) -> "FusedKernel":
+        """This kernel with elementwise output ``pos`` stored into input ``k``'s array (which must be the
+        output's buffer, read at the kernel's full shape): what the buffer plan runs where an output
+        takes the buffer of an input that dies there."""
+        spec = self.spec
+        aliases = spec.aliases + ((spec.outputs[pos], spec.inputs[k][0]),)
+        spec = KernelSpec(spec.inputs, spec.ops, spec.outputs, spec.reduction, spec.parallel, spec.leading, aliases)
+        return FusedKernel(spec, self.layouts, self.shape, (self.n0, self.n1), self.out_avals, self.summary, self.group)
 
     def out_buffers(self) -> list[np.ndarray]:
         return [np.empty(a.shape, a.dtype) for a in self.out_avals]
@@ -77,11 +93,11 @@ class FusedKernel:
         n0, n1 = self.n0, self.n1
         args = [_as_2d(x, pattern, self.shape, n0, n1) for x, (pattern, _) in zip(inputs, self.layouts)]
         outs = out if out is not None else self.out_buffers()
-        flat = [o.reshape(n0, n1) for o in outs[:len(self.spec.outputs)]]
+        flat = [o.reshape(n0, n1) for k, o in enumerate(outs[:len(self.spec.outputs)]) if k not in self.aliased]
         if self.spec.reduction:
-            flat.append(outs[-1].reshape(n0))
+            flat.append(outs[-1].reshape(self.out_views[-1]))
         if self.kernel is None:   # not compiled yet: queue it (once) and run the group on numpy meanwhile
-            if self._failed:      # the background compile failed: compile here, where its error is raised
+            if self._failed or self._compile_first:   # (a failed background compile raises its error here)
                 self.kernel = compile_kernel(self.spec)
             else:
                 if not self._queued:
@@ -221,14 +237,26 @@ def _trailing_reduction(eqn: Eqn, shape: tuple, rule: Any = numba_rule) -> bool:
     return len(axes) > 0 and tuple(axes) == tuple(range(len(shape) - len(axes), len(shape)))
 
 
-def fuse(jaxpr: Jaxpr, rule: Any = numba_rule, emit: Any = None) -> Jaxpr:
+def _leading_reduction(eqn: Eqn, shape: tuple, rule: Any = numba_rule) -> bool:
+    """A reduction over the leading axes of ``shape`` leaving a 1-d result (columns to accumulate)."""
+    if not isinstance(rule(eqn), Reduction):
+        return False
+    axes = tuple(eqn.params["axes"])
+    return 0 < len(axes) == len(shape) - 1 and axes == tuple(range(len(axes))) \
+        and math.prod(shape) <= LEADING_MAX_ELEMENTS
+
+
+def fuse(jaxpr: Jaxpr, rule: Any = numba_rule, emit: Any = None, leading: bool | None = None) -> Jaxpr:
     """Replace fusible chains by ``fused`` equations (see the module docstring).
 
     Another compiler reuses the grouping with its own ``rule(eqn)`` (an
     :class:`Elementwise` or :class:`Reduction` lowering when ``eqn`` may join
     a group, else None) and ``emit(group, consumers, outputs, position)`` (the
     equations standing for a sealed group; the default emits numba kernels).
+    ``leading``: whether reductions over leading axes may end a group (the
+    default: only with the default ``emit``, whose kernels accumulate columns).
     """
+    leading = emit is None if leading is None else leading
     emit = _emit if emit is None else emit
     consumers: dict[int, int] = {}
     for eqn in jaxpr.eqns:
@@ -270,8 +298,9 @@ def fuse(jaxpr: Jaxpr, rule: Any = numba_rule, emit: Any = None) -> Jaxpr:
                     if owner is g:
                         open_groups[key] = target
             producers = [g for g in producers if g not in same[1:]]
-        elif len(producers) == 1 and _trailing_reduction(eqn, producers[0].shape, rule) \
-                and eqn.inputs[0].aval.shape == producers[0].shape:
+        elif len(producers) == 1 and eqn.inputs[0].aval.shape == producers[0].shape \
+                and (_trailing_reduction(eqn, producers[0].shape, rule)
+                     or leading and _leading_reduction(eqn, producers[0].shape, rule)):
             target = producers[0]
         for g in producers:
             if g is not target:
@@ -322,7 +351,11 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
         return group.eqns
     shape = group.shape
     reduction = group.reduction
-    split = len(shape) - len(reduction.params["axes"]) if reduction else max(len(shape) - 1, 0)
+    lead = reduction is not None and _leading_reduction(reduction, shape) and not _trailing_reduction(reduction, shape)
+    if reduction is None:
+        split = max(len(shape) - 1, 0)
+    else:   # the reduced axes are the outer ones of the 2-d view (leading) or the inner ones
+        split = len(reduction.params["axes"]) if lead else len(shape) - len(reduction.params["axes"])
     names: dict[int, str] = {}
     inputs: list = []         # external Vars, in first-use order
     in_specs: list = []
@@ -364,7 +397,8 @@ def _emit(group: _Group, consumers: dict, outputs: set, position: dict) -> list[
     if reduction is None and view[0] < 64 and all(p in ("[i, j]", "[0, 0]") for _, p, _ in in_specs) \
             and all(x.aval.shape == shape or math.prod(x.aval.shape) == 1 for x in inputs):
         view = _flat_view(n_work)   # e.g. 1-d work: any factorisation will do, so make rows to share out
-    spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red, n_work >= PARALLEL_MIN_ELEMENTS)
+    spec = KernelSpec(in_specs, ops, [names[id(v)] for v in escaping], red,
+                      n_work >= PARALLEL_MIN_ELEMENTS and not lead, lead)
     summary = ",".join(e.prim.name for e in group.eqns)
     kernel = FusedKernel(spec, [(p, None) for _, p, _ in in_specs], shape, view,
                          [ShapedArray(v.aval.shape, v.aval.dtype) for v in outvars], summary,

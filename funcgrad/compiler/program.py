@@ -177,6 +177,7 @@ class Program:
         self.donation: dict[int, dict[int, int]] = {}
         self.donation_plan: list[str] = []
         self._liveness: tuple | None = None
+        self._base_of: dict[int, int] = {}   # a view's slot -> the slot whose memory it is (from _plan)
         # The fast path (_run_fast): per-step functions with their slots, literals and targets
         # worked out once, built on the first call that may take it; the 2-d views of planned
         # buffers that fused kernels write, kept until the buffers are released.
@@ -203,31 +204,58 @@ class Program:
                 base_of[outs[0]] = base_of.get(ins[0][1], ins[0][1])
         for view, base in base_of.items():
             last_use[base] = max(last_use.get(base, -1), last_use.get(view, -1))
+        self._base_of = base_of
         escaping = {s for kind, s in self.outs if kind == "var"}
         escaping |= {base_of[s] for s in list(escaping) if s in base_of}
         self._liveness = (last_use, escaping)
 
         free: dict[tuple, list[int]] = {}     # (shape, dtype) -> buffer ids free for reuse
         releases: dict[int, list[tuple]] = {}  # step -> buffers that die after it
+        held: dict[int, int] = {}              # slot -> its planned buffer
         for i, (eqn, step) in enumerate(zip(eqns, self.steps)):
             if _writes_into_buffers(eqn):
                 chosen = []
-                for v, s in zip(eqn.outvars, step[3]):
+                for pos, (v, s) in enumerate(zip(eqn.outvars, step[3])):
                     if s in escaping:   # handed to the caller: a recycled output buffer
                         chosen.append(("out", s))
                         self.plan.append(f"{v.aval.str_short()} -> output (recycled once the caller drops it)")
                         continue
                     key = (v.aval.shape, v.aval.dtype)
-                    pool = free.get(key)
-                    buf = pool.pop() if pool else len(self.buffers)
-                    if buf == len(self.buffers):
-                        self.buffers.append(None)   # allocated on first use, reused after
+                    buf = self._in_place(i, eqn, pos, step[1], key, held, last_use, releases)
+                    if buf is None:
+                        pool = free.get(key)
+                        buf = pool.pop() if pool else len(self.buffers)
+                        if buf == len(self.buffers):
+                            self.buffers.append(None)   # allocated on first use, reused after
+                        self.plan.append(f"{v.aval.str_short()} -> buffer {buf}")
+                    else:
+                        self.plan.append(f"{v.aval.str_short()} -> buffer {buf} (in place of its input)")
                     chosen.append(("buf", buf))
+                    held[s] = buf
                     releases.setdefault(last_use.get(s, i), []).append((key, buf))
-                    self.plan.append(f"{v.aval.str_short()} -> buffer {buf}")
                 step[4] = chosen
             for key, buf in releases.pop(i, []):
                 free.setdefault(key, []).append(buf)
+
+    def _in_place(self, i: int, eqn: Any, pos: int, ins: list, key: tuple, held: dict, last_use: dict,
+                  releases: dict) -> int | None:
+        """The planned buffer of an input of step ``i`` that its output ``pos`` may be written over
+        (taken from the buffers released after the step), or None: an input of the output's shape
+        and dtype that dies at this step, read by a fused kernel at the output's index
+        (:func:`_in_place_safe`), as XLA shares an elementwise fusion's operand and result."""
+        if not hasattr(self.steps[i][0], "in_place"):
+            return None
+        dying = releases.get(i, [])
+        for k, (kind, s) in enumerate(ins):
+            buf = held.get(s) if kind == "var" else None
+            if buf is None or last_use.get(s) != i or (key, buf) not in dying \
+                    or not _in_place_safe(eqn, pos, s, ins, self._base_of):
+                continue
+            dying.remove((key, buf))
+            step = self.steps[i]
+            step[0] = step[0].in_place(pos, k)   # the kernel storing the output through the input
+            return buf
+        return None
 
     def plan_donation(self, donated: Sequence[bool]) -> None:
         """Let outputs be written into donated arguments' buffers (``jit(donate_argnums=)``).
@@ -258,7 +286,8 @@ class Program:
                     if arg.aval.shape != v.aval.shape or arg.aval.dtype != v.aval.dtype:
                         continue
                     used = last_use.get(n_consts + k, -1)
-                    if used > i or (used == i and not _in_place_safe(eqn, pos, n_consts + k, step[1])):
+                    if used > i or (used == i and not _in_place_safe(eqn, pos, n_consts + k, step[1],
+                                                                     self._base_of)):
                         continue
                     self.donation.setdefault(i, {})[pos] = k
                     self.donation_plan.append(f"{v.aval.str_short()} (output of step {i}) -> donated argument {k}")
@@ -607,20 +636,22 @@ def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, target
                                                                            from_args))]
     planned = [(kind, i, aval, None if kind == "out" and tuple(aval.shape) == shape2d else shape2d)
                for (kind, i, aval), shape2d in zip(targets, fused.out_views)]
+    passed = [k not in fused.aliased for k in range(len(planned))]   # outputs the kernel takes (not aliased)
     views = program._views
     n0, n1 = fused.n0, fused.n1
     prepare = fused.prepare if fused.spec.parallel else None   # thread counts matter to parallel kernels only
 
     def step(env: list) -> None:
         full, flat = [], []
-        for kind, i, aval, shape2d in planned:
+        for (kind, i, aval, shape2d), take in zip(planned, passed):
             if kind == "buf":
                 pair = views.get((i, shape2d))
                 if pair is None:
                     buf = program._buffer(i, aval)
                     pair = views[(i, shape2d)] = (buf, buf.reshape(shape2d))
                 full.append(pair[0])
-                flat.append(pair[1])
+                if take:
+                    flat.append(pair[1])
             else:
                 buf = program._output(i, aval)
                 full.append(buf)
@@ -645,13 +676,16 @@ def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, target
     return step
 
 
-def _in_place_safe(eqn: Any, pos: int, slot: int, ins: list) -> bool:
+def _in_place_safe(eqn: Any, pos: int, slot: int, ins: list, base_of: dict | None = None) -> bool:
     """Whether output ``pos`` of ``eqn`` may be written over input ``slot`` that it reads:
     only an elementwise output of a fused kernel, the input read at the same index (the
     input has the kernel's full shape; the kernel loads every input element before it
-    stores any output element)."""
+    stores any output element), and no other input a view of it (``base_of``: view slot ->
+    the slot whose memory it is; ``x + x.T`` reads elements the kernel has written)."""
     spec = getattr(eqn.prim, "spec", None)
     if spec is None or pos >= len(spec.outputs):
+        return False
+    if base_of is not None and any(kind == "var" and s != slot and base_of.get(s) == slot for kind, s in ins):
         return False
     shape = eqn.prim.shape
     for (kind, s), x in zip(ins, eqn.inputs):

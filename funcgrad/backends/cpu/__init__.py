@@ -29,7 +29,7 @@ from funcgrad.backends import Backend, register_backend
 from funcgrad.backends.cpu import gemm_update
 from funcgrad.backends.cpu import impls as _impls
 from funcgrad.backends.cpu import lowering as _lowering
-from funcgrad.compiler import fusion, loops, passes
+from funcgrad.compiler import fusion, loops, passes, schedule
 from funcgrad.compiler.program import Program
 
 
@@ -79,6 +79,8 @@ class CpuBackend(Backend):
             if top:   # loop bodies keep their products: the loop compiler (compiler/loops.py) runs them
                 optimised = gemm_update.rewrite(optimised)
             optimised = fusion.fuse(optimised)
+            if top:   # an order keeping fewer bytes alive (before the buffer plan)
+                optimised = schedule.schedule(optimised)
         return Program(optimised)
 
 

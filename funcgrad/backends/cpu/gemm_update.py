@@ -9,7 +9,9 @@ compiler, before fusion) turns the three equations into one
 buffer and then scales it and adds ``w`` there, in place: the intermediate's
 buffer is gone, as in XLA's CPU compiler, which fuses an addition into the
 output of a dot. The arithmetic is the same as written (``w + (alpha * p)``,
-each rounded), so the results equal the unfused program's.
+each rounded), so the results equal the unfused program's. The scale and
+the addition run as one pass over the output (a fused kernel, compiled in
+the background: numpy meanwhile, the same bits).
 
 It applies where the product's result is used once, by ``mul`` with a
 scalar literal (or by nothing else but the addition), whose result is used
@@ -18,14 +20,22 @@ once, by ``add``/``sub`` with an array of the product's shape and dtype
 """
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Jaxpr, Literal, Var
+from funcgrad.compiler.codegen import PARALLEL_MIN_ELEMENTS, KernelSpec, Op
+from funcgrad.compiler.fusion import FusedKernel
 from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import linalg as L
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+# Updates finished by the one-pass kernel, over the process (tests check that it ran).
+stats = {"one_pass": 0}
 
 
 class GemmUpdate:
@@ -39,6 +49,7 @@ class GemmUpdate:
     def __init__(self, alpha: float, aval: ShapedArray):
         self.alpha = float(alpha)
         self.aval = aval
+        self.update: Any = None     # the fused kernel finishing the update in one pass (made on first use)
 
     def __repr__(self) -> str:
         return f"matmul_update[alpha={self.alpha:g}]"
@@ -47,9 +58,36 @@ class GemmUpdate:
         if out is None:
             out = np.empty(self.aval.shape, self.aval.dtype)
         np.matmul(a, b, out=out)                  # the product in the output's own memory
-        np.multiply(out, self.alpha, out=out)     # then w + alpha * product, rounded as written
-        np.add(w, out, out=out)
+        if not self._one_pass(w, out):
+            np.multiply(out, self.alpha, out=out)     # then w + alpha * product, rounded as written
+            np.add(w, out, out=out)
         return out
+
+    def _one_pass(self, w: np.ndarray, out: np.ndarray) -> bool:
+        """``out = w + alpha * out`` by the update's fused kernel (on numpy until it is compiled: the
+        same bits); False where the arrays are not contiguous and apart (numpy's two passes then)."""
+        if type(w) is not np.ndarray or w.dtype != out.dtype or w.shape != out.shape or out.ndim != 2 \
+                or not (w.flags.c_contiguous and out.flags.c_contiguous) or np.may_share_memory(w, out):
+            return False
+        if self.update is None:
+            self.update = _update_kernel(self.alpha, self.aval)
+        self.update.impl(w, out, out=[out])
+        stats["one_pass"] += 1
+        return True
+
+
+def _update_kernel(alpha: float, aval: ShapedArray) -> FusedKernel:
+    """The fused kernel ``x1 = x0 + alpha * x1`` (``x0``: the weight, ``x1``: the product, written in
+    place), each operation rounded as numpy rounds it: exact, so it runs on numpy until compiled."""
+    dtype = np.dtype(aval.dtype)
+    w, p, scaled, out = Var(aval), Var(aval), Var(aval), Var(aval)
+    eqns = [Eqn(E.mul_p, [p, Literal(alpha)], {}, [scaled]), Eqn(E.add_p, [w, scaled], {}, [out])]
+    ops = [Op("v0", E.mul_p, ["x1", alpha], dtype), Op("v1", E.add_p, ["x0", "v0"], dtype)]
+    n = math.prod(aval.shape)
+    spec = KernelSpec([("x0", "[i, j]", dtype), ("x1", "[i, j]", dtype)], ops, ["v1"], None,
+                      n >= PARALLEL_MIN_ELEMENTS, aliases=(("v1", "x1"),))
+    shape = tuple(aval.shape)
+    return FusedKernel(spec, [("[i, j]", None)] * 2, shape, shape, [aval], "matmul_update", (eqns, [w, p], [out]))
 
 
 def _uses(jaxpr: Jaxpr) -> dict[int, int]:
