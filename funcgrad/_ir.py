@@ -184,13 +184,29 @@ def pretty_print(jaxpr: Jaxpr, indent: int = 0) -> str:
     return "\n".join(lines)
 
 
+def has_effect(eqn: Eqn) -> bool:
+    """Whether running ``eqn`` does more than make its results: a primitive with the ``"effect"`` trait (a
+    print, a callback, a collective), or a loop body or branch in its parameters that holds one."""
+    return "effect" in getattr(eqn.prim, "traits", ()) or any(_holds_effect(v) for v in eqn.params.values())
+
+
+def _holds_effect(value: Any) -> bool:
+    if isinstance(value, SubProgram):
+        value = value.jaxpr
+    if isinstance(value, Jaxpr):
+        return any(has_effect(eqn) for eqn in value.eqns)
+    if isinstance(value, (tuple, list)):
+        return any(_holds_effect(v) for v in value)
+    return False
+
+
 def dce(jaxpr: Jaxpr) -> Jaxpr:
-    """Drop equations (and constants) whose results are never used (those with the "effect" trait stay)."""
+    """Drop equations (and constants) whose results are never used (those with an effect stay)."""
     live = {id(v) for v in jaxpr.outvars if isinstance(v, Var)}
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        # An equation with an effect (debug.print's callback) stays even though nothing reads it.
-        if any(id(v) in live for v in eqn.outvars) or "effect" in getattr(eqn.prim, "traits", ()):
+        # An equation with an effect (debug.print's callback, a loop printing) stays though nothing reads it.
+        if any(id(v) in live for v in eqn.outvars) or has_effect(eqn):
             kept.append(eqn)
             live.update(id(x) for x in eqn.inputs if isinstance(x, Var))
     kept.reverse()

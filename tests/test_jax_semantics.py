@@ -546,6 +546,26 @@ def test_debug_print_in_loops_and_callback(capsys):
     assert len(seen) == 1 and isinstance(seen[0], np.ndarray) and seen[0].tolist() == [1.0, 1.0]
 
 
+def test_prints_inside_loops_and_branches_run_under_jit_as_eagerly(capsys):
+    """A print inside a loop body or a branch is an effect of the loop or the ``cond``: ``jit`` keeps it when
+    nothing uses the loop's results, and runs effects in the traced order (the memory-saving order of a
+    compiled program would otherwise run the small loop B first)."""
+    def f(x):
+        lax.fori_loop(0, 2, lambda i, c: (fg.debug.print("unused {}", i), c + 1.0)[1], x)
+        lax.cond(x[0] > 0, lambda v: (fg.debug.print("branch {}", v[0]), v)[1], lambda v: v, x)
+        big = lax.fori_loop(0, 2, lambda i, c: (fg.debug.print("A {}", i), c * 2.0)[1], x)
+        small = lax.fori_loop(0, 2, lambda i, c: (fg.debug.print("B {}", i), c + 1.0)[1], x[0])
+        return big * small
+
+    x = fnp.ones(4096)
+    want = np.full(4096, 4.0 * 3.0)
+    np.testing.assert_array_equal(np.asarray(f(x)), want)
+    eager = capsys.readouterr().out.splitlines()
+    assert eager == ["unused 0", "unused 1", "branch 1.0", "A 0", "A 1", "B 0", "B 1"]
+    np.testing.assert_array_equal(np.asarray(fg.jit(f)(x)), want)
+    assert capsys.readouterr().out.splitlines() == eager
+
+
 def test_device_get():
     out = fg.device_get({"a": fnp.ones(2), "b": 3})
     assert type(out["a"]) is np.ndarray and out["b"] == 3

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from funcgrad._core import Array, _wrap, run_impl
-from funcgrad._ir import Eqn, Jaxpr, Literal, SubProgram, Var, dce
+from funcgrad._ir import Eqn, Jaxpr, Literal, SubProgram, Var, dce, has_effect
 
 # Results larger than this stay computed at run time (they would bloat the
 # program and cost memory for every cached signature).
@@ -46,7 +46,7 @@ def cse(jaxpr: Jaxpr) -> Jaxpr:
 
     for eqn in jaxpr.eqns:
         inputs = [use(x) for x in eqn.inputs]
-        params_key = _hashable_params(eqn.params)
+        params_key = None if has_effect(eqn) else _hashable_params(eqn.params)   # each effect runs
         key = None if params_key is None else (id(eqn.prim), tuple(input_key(x) for x in inputs), params_key)
         if key is not None and key in seen:
             for old, new in zip(eqn.outvars, seen[key]):

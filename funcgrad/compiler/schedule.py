@@ -11,7 +11,7 @@ it runs next the one that frees the most bytes for the fewest it allocates
 equations that keeps each after its inputs gives the same results.  A
 program with effects (``"effect"`` trait: prints, callbacks, collectives,
 whose start/done pairs overlap communication with the work placed between
-them) keeps its traced order.
+them; also inside a loop body or a branch) keeps its traced order.
 
 Counted: intermediates only (the program's outputs live to the end anyway,
 arguments are the caller's); a view (``"view"`` trait) shares its input's
@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from funcgrad._ir import Jaxpr, Var
+from funcgrad._ir import Jaxpr, Var, has_effect
 
 # Programs longer than this keep their order.
 MAX_EQUATIONS = 20000
@@ -38,7 +38,7 @@ def schedule(jaxpr: Jaxpr) -> Jaxpr:
     """``jaxpr`` with its equations reordered to keep fewer intermediate bytes alive at once."""
     eqns = jaxpr.eqns
     n = len(eqns)
-    if n < 3 or n > MAX_EQUATIONS or any("effect" in eqn.prim.traits for eqn in eqns):
+    if n < 3 or n > MAX_EQUATIONS or any(has_effect(eqn) for eqn in eqns):
         return jaxpr
     producer: dict[int, int] = {}
     for i, eqn in enumerate(eqns):
