@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import numpy as np  # noqa: E402
 
 import funcgrad as fg  # noqa: E402
+from funcgrad.compiler import codegen  # noqa: E402
 from dispatch import B, SIZES, mlp_params  # noqa: E402
 from mlp_step import funcgrad_step  # noqa: E402
 
@@ -30,6 +31,7 @@ def profile_step(step, params, x, y, steps: int):
     """Profile ``steps`` calls of ``step`` (after two warm-up calls); also the CPU time they took."""
     for _ in range(2):
         step(params, x, y)
+    codegen.wait_for_kernels()   # exact groups run on numpy until their kernels are ready
     cpu = time.process_time()
     with fg.profiler.profile() as prof:
         p = params
