@@ -18,6 +18,7 @@ import textwrap
 import threading
 
 import numpy as np
+import pytest
 
 import funcgrad as fg
 import funcgrad.numpy as fnp
@@ -349,3 +350,32 @@ def test_numba_messages_on_another_thread_leave_sys_stdout_alone(monkeypatch):
     assert sys.stdout is stream and sys.stderr is stream
     assert Watched.asked == 0, "numba wrapped sys.stdout/sys.stderr while formatting a message"
     assert messages and "Cannot determine Numba type" in messages[0], messages
+
+
+_ONE_CPU_CHILD = textwrap.dedent(r"""
+    import os, sys, threading
+    os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})   # before numba and TBB look
+    sys.path.insert(0, {repo!r})
+    import numpy as np
+    import funcgrad as fg
+    from funcgrad.backends.cpu import _threads
+    x = np.arange(1 << 17, dtype=np.float32)          # large enough for a parallel kernel
+    out = []
+    # The pool starts on this thread (as on funcgrad's background compiler); the interpreter ends on another.
+    worker = threading.Thread(target=lambda: out.append(np.asarray(fg.jit(lambda a: a * 2.0 + 1.0)(x))))
+    worker.start()
+    worker.join()
+    assert np.array_equal(out[0], x * 2.0 + 1.0)
+    print(_threads.threading_layer())
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity masks (Linux)")
+def test_a_process_on_one_cpu_exits():
+    """On one CPU oneTBB starts no worker thread; numba's TBB pool, started on one thread, then hung the
+    interpreter's exit on another. funcgrad picks numba's workqueue layer there."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    proc = subprocess.run([sys.executable, "-c", _ONE_CPU_CHILD.format(repo=REPO)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["workqueue"], proc.stdout

@@ -10,7 +10,10 @@ Import this module before any parallel numba kernel runs (every
    fork-safe and its workers spin after each kernel, competing with BLAS
    and with PyTorch's own pool: measured on 2 cores, a jitted MLP step took
    40 ms on ``omp`` against 6 ms on ``tbb`` (7 ms on ``workqueue``), and
-   ``tbb`` was also the fastest beside PyTorch (see README.md). TBB comes
+   ``tbb`` was also the fastest beside PyTorch (see README.md). On a single
+   CPU (an affinity mask or a cgroup quota under two CPUs) it is
+   ``workqueue``: there oneTBB starts no worker thread and numba's pool
+   hung the process at exit. TBB comes
    from the ``tbb`` wheel, whose library pip puts in ``<prefix>/lib``,
    outside the loader's path: it is loaded here by its full path so that
    numba finds it. An explicit ``NUMBA_THREADING_LAYER`` is respected.
@@ -143,9 +146,39 @@ def _select_threading_layer() -> str:
             if _loadable(layer):   # (loads TBB where numba may pick it)
                 return layer
         return "workqueue"   # none loads: numba will raise at the first parallel kernel
-    layer = "tbb" if _load_tbb() else "workqueue"
+    # On one CPU oneTBB starts no worker thread, and numba's pool then hangs the process at exit
+    # (its shutdown waits for a task that the thread which started the pool left queued).
+    layer = "tbb" if _usable_cpus() >= 2 and _load_tbb() else "workqueue"
     numba.config.THREADING_LAYER = layer
     return layer
+
+
+def _usable_cpus() -> float:
+    """How many CPUs this process may use: its affinity mask, capped by a cgroup CPU quota."""
+    try:
+        n: float = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # no affinity masks here (macOS, Windows)
+        n = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    return n if quota is None else min(n, quota)
+
+
+def _cgroup_quota() -> float | None:
+    """The cgroup's CPU quota in CPUs (``cpu.max`` of cgroup v2, or v1's ``cfs`` pair); None: no quota."""
+    for quota_file, period_file in (("/sys/fs/cgroup/cpu.max", None),
+                                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
+        try:
+            with open(quota_file) as f:
+                words = f.read().split()
+            if period_file is not None:
+                with open(period_file) as f:
+                    words = words[:1] + f.read().split()[:1]
+            if words[0] in ("max", "-1"):
+                return None
+            return int(words[0]) / int(words[1])
+        except (OSError, ValueError, IndexError, ZeroDivisionError):
+            continue
+    return None
 
 
 def _threads_from_env() -> int | None:
