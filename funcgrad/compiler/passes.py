@@ -3,6 +3,9 @@
 * :func:`dce` removes equations whose outputs nothing uses;
 * :func:`cse` merges equations that apply the same primitive, with the same
   parameters, to the same inputs;
+* :func:`fold_views` folds chains of reshapes and of transposes (``vmap``
+  of a matrix-vector product leaves ``reshape`` triples that give back the
+  shape they started from, its transpose rule transposes twice);
 * :func:`fold_constants` evaluates, at compile time, equations whose inputs
   are all constants (small results only, so a program does not grow by a
   large materialised constant; never a loop, which could run for long);
@@ -81,6 +84,47 @@ def fold_constants(jaxpr: Jaxpr) -> Jaxpr:
     return dce(Jaxpr(constvars, consts, jaxpr.invars, eqns, jaxpr.outvars))
 
 
+def fold_views(jaxpr: Jaxpr) -> Jaxpr:
+    """Fold chains of reshapes and of transposes.
+
+    ``reshape(reshape(x, s1), s2)`` is ``reshape(x, s2)`` (both read ``x`` in row-major
+    order) and ``transpose(transpose(x, p), q)`` is ``transpose(x, [p[j] for j in q])``; a
+    fold that gives back ``x``'s shape, or the identity permutation, is ``x`` itself.  The
+    intermediate steps are left to :func:`dce`.
+    """
+    made: dict[int, tuple] = {}        # a reshape's or transpose's output -> (primitive name, input, perm)
+    rename: dict[int, Any] = {}
+    eqns: list[Eqn] = []
+
+    def use(x: Any) -> Any:
+        return rename.get(id(x), x) if isinstance(x, Var) else x
+
+    for eqn in jaxpr.eqns:
+        name = getattr(eqn.prim, "name", None)
+        x = use(eqn.inputs[0]) if eqn.inputs else None
+        if name not in ("reshape", "transpose") or not isinstance(x, Var):
+            eqns.append(eqn.with_inputs([use(v) for v in eqn.inputs]))
+            continue
+        before = made.get(id(x))
+        params = dict(eqn.params)
+        if name == "reshape":
+            if before is not None and before[0] == "reshape":
+                x = before[1]
+            done = tuple(x.aval.shape) == tuple(eqn.outvars[0].aval.shape)
+        else:
+            perm = tuple(params["perm"])
+            if before is not None and before[0] == "transpose":
+                x, perm = before[1], tuple(before[2][j] for j in perm)
+            params["perm"] = perm
+            done = perm == tuple(range(len(perm)))
+        if done:
+            rename[id(eqn.outvars[0])] = x
+            continue
+        made[id(eqn.outvars[0])] = (name, x, params.get("perm"))
+        eqns.append(Eqn(eqn.prim, [x], params, eqn.outvars, eqn.source, eqn.backward))
+    return Jaxpr(jaxpr.constvars, jaxpr.consts, jaxpr.invars, eqns, [use(v) for v in jaxpr.outvars])
+
+
 def inline_calls(jaxpr: Jaxpr) -> Jaxpr:
     """Replace each ``custom_call`` equation by the equations of its function.
 
@@ -135,8 +179,8 @@ def compile_subprograms(jaxpr: Jaxpr, compile: Any) -> Jaxpr:
 
 
 def optimize(jaxpr: Jaxpr) -> Jaxpr:
-    """The standard pipeline before fusion: inline calls, fold, merge, prune."""
-    return dce(cse(fold_constants(inline_calls(jaxpr))))
+    """The standard pipeline before fusion: inline calls, fold constants and views, merge, prune."""
+    return dce(cse(fold_views(fold_constants(inline_calls(jaxpr)))))
 
 
-__all__ = ["dce", "cse", "fold_constants", "inline_calls", "compile_subprograms", "optimize", "Array"]
+__all__ = ["dce", "cse", "fold_views", "fold_constants", "inline_calls", "compile_subprograms", "optimize", "Array"]
