@@ -41,6 +41,8 @@ def runtime(peer: str) -> dict:
         out["thread_pools"] = thread_pools()
     except ImportError:
         pass
+    if hasattr(os, "sched_getaffinity"):
+        out["cpus"] = sorted(os.sched_getaffinity(0))
     out["numpy"] = np.__version__
     return out
 
@@ -70,12 +72,22 @@ def _build(builders: dict, peer: str, case: str, arg: Any) -> dict:
              "checks": checks}, calls)
 
 
+def pin_to_cpus() -> None:
+    """Hold this process to the CPUs listed in ``FUNCGRAD_BENCH_CPUS`` ("0", "0,1"), before any library
+    starts its threads: thread-count settings alone do not hold every library (XLA's CPU client ran a
+    second thread under its single-thread flags, its CPU time 1.6-1.9x its wall time)."""
+    cpus = os.environ.get("FUNCGRAD_BENCH_CPUS", "").strip()
+    if cpus and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
 def worker(builders: dict, modules: dict, peer: str, case: str, arg: Any) -> None:
     """Protocol (one JSON object per line on stdout): first ``{"ready": ..., "first_call_s": ...,
     "checks": ..., "version": ..., "runtime": ...}`` or ``{"missing": ...}``; then for each stdin line
     ``time NAME N`` a list of N call times, ``build CASE ARG`` a new ``ready`` answer, until ``quit``."""
     out = sys.stdout
     sys.stdout = sys.stderr                      # anything a library prints stays off the protocol
+    pin_to_cpus()
     try:
         module = __import__(modules[peer])
     except ImportError as e:

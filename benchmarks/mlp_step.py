@@ -219,7 +219,8 @@ def threads_env(n: int) -> dict:
     return {k: str(n) for k in ("FUNCGRAD_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                 "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TORCH_NUM_THREADS")} | \
         {"XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={'false' if n == 1 else 'true'} "
-                      f"intra_op_parallelism_threads={n}"}
+                      f"intra_op_parallelism_threads={n}",
+                      "FUNCGRAD_BENCH_CPUS": ",".join(str(c) for c in range(n))}   # see _peers.pin_to_cpus
 
 
 def first_calls(arg: dict, repeats: int, peers: list[str]) -> dict:
