@@ -184,6 +184,8 @@ def headline_block(results: dict) -> str:
         lines.append(f"Medians ± spread ((max - min) / median) of interleaved rounds, each library in its own "
                      f"process; {env.get('cpu_model', '?')}, {env.get('cpu_count', '?')} cores, "
                      + ("every library held to one thread, " if env.get("numba_threads") == 1 else "")
+                     + (f"pinned to CPU {pinned}, " if (pinned := env.get("variables", {}).get("FUNCGRAD_BENCH_CPUS"))
+                        else "")
                      + f"{payload.get('timestamp', '?')[:10]}.")
     return "\n".join(lines) + "\n"
 
