@@ -25,7 +25,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture
 def held_jobs(monkeypatch, tmp_path):
     """Background compiles are collected, not run, until the test runs them: the
-    calls before that deterministically take the numpy path."""
+    calls before that deterministically take the numpy path.  Compiles that earlier tests queued
+    finish first: one still running would load kernels while this test counts its own."""
+    codegen.wait_for_kernels()
     jobs: list = []
     monkeypatch.setattr(codegen, "compile_in_background", jobs.append)
     monkeypatch.setattr(codegen, "BACKGROUND_COMPILE", "exact")
