@@ -368,6 +368,7 @@ def test_source_writes_are_atomic_and_detect_damage(tmp_path):
 def test_in_process_kernel_table_is_bounded(monkeypatch):
     from funcgrad.compiler.codegen import KernelSpec, Op
     from funcgrad.primitives.elementwise import add_p
+    codegen.wait_for_kernels()   # no background load of an earlier test's kernel meets the fake loader below
     monkeypatch.setattr(codegen, "_loaded", type(codegen._loaded)())
     monkeypatch.setattr(codegen, "MAX_LOADED", 4)
     monkeypatch.setattr(kernel_cache, "load_kernel", lambda digest, source: (lambda *a: digest))
