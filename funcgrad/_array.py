@@ -385,7 +385,7 @@ def to_numpy_input(x: Any) -> Any:
             raise ValueError(f"cannot convert a nested {type(x).__name__} to an array: {e}") from None
         if arr.dtype == object:
             _reject_object_items(x, arr)
-        if arr.dtype.kind not in "biufc":
+        if _dtypes.kind(arr.dtype) not in "biufc":
             raise TypeError(f"cannot make a funcgrad array from {type(x).__name__} {x!r:.60}: numpy reads it as "
                             f"dtype {arr.dtype} ({_dtypes.kind_name(arr.dtype)}), but funcgrad arrays hold bool, "
                             "integer, float and complex values only. Convert the items to numbers first.")
@@ -444,7 +444,7 @@ def _int_overflow_message(value: int, dtype: np.dtype) -> str:
 
 def _default_dtype_for(arr: np.ndarray) -> np.dtype:
     # Python lists of floats become the default float (float32), as in JAX.
-    if arr.dtype.kind == "f":
+    if _dtypes.kind(arr.dtype) == "f":
         return _dtypes.float_
     if arr.dtype.kind == "c":   # Python complex numbers: complex64 without x64, as JAX
         return _dtypes.complex_

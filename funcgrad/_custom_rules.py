@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad import _core
 from funcgrad._argspec import ArgSpec, as_leaf, fun_name as _fun_name, with_args
 from funcgrad._core import Tracer, as_array
@@ -126,7 +127,7 @@ class custom_vjp(_CustomRules):
 
 def _bwd_cotangent(c: Any, x: Any, i: int, name: str) -> Any:
     """Check the cotangent a custom_vjp bwd returned for (flat) input ``i``: ``x``'s shape and dtype."""
-    if isinstance(c, (int, float)) and not isinstance(c, bool) and x.dtype.kind == "f":
+    if isinstance(c, (int, float)) and not isinstance(c, bool) and _dtypes.kind(x.dtype) == "f":
         c = as_array(np.asarray(c, dtype=x.dtype))   # a Python number is weakly typed
     shape, dtype = getattr(c, "shape", None), getattr(c, "dtype", None)
     if shape is None or dtype is None:
@@ -135,7 +136,7 @@ def _bwd_cotangent(c: Any, x: Any, i: int, name: str) -> Any:
     if tuple(shape) != tuple(x.shape):
         raise ValueError(f"custom_vjp {name}: bwd returned a cotangent {describe(c)} for input {i}, an argument "
                          f"{describe(x)}: expected shape {tuple(x.shape)}")
-    if x.dtype.kind == "f" and dtype != x.dtype:
+    if _dtypes.kind(x.dtype) == "f" and dtype != x.dtype:
         raise TypeError(f"custom_vjp {name}: bwd returned a cotangent {describe(c)} for input {i}, an argument "
                         f"{describe(x)}: a cotangent must have its argument's dtype {x.dtype}. Convert it in bwd "
                         f"with .astype('{x.dtype}')")

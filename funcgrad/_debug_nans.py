@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._array import Array
 from funcgrad._dtypes import describe
 from funcgrad._primitive import Primitive
@@ -46,8 +47,8 @@ def check_nans(prim: Primitive, values: Sequence[Any], outs: Sequence[Array], so
     """
     for out in outs:
         v = out._value
-        if v.dtype.kind in "fc" and np.isnan(v).any():
-            if any(isinstance(x, np.ndarray) and x.dtype.kind in "fc" and np.isnan(x).any() for x in values):
+        if _dtypes.kind(v.dtype) in "fc" and np.isnan(v).any():
+            if any(isinstance(x, np.ndarray) and _dtypes.kind(x.dtype) in "fc" and np.isnan(x).any() for x in values):
                 continue  # NaN came in: the first producer already reported (or was user input)
             backward = backward or describe_backward_context()
             where = f" in the backward pass of {backward}" if backward else ""
@@ -76,7 +77,7 @@ def _forward_nan_hint(prim: Primitive, values: Sequence[Any], out: np.ndarray) -
                 shown.append(repr(x.item()))
     at = f" at index {first}" if first else ""
     inputs = f", from the input value{'s' if len(shown) > 1 else ''} {', '.join(shown)}" if shown else ""
-    infinite = any(isinstance(x, np.ndarray) and x.dtype.kind in "fc" and np.isinf(x).any() for x in values)
+    infinite = any(isinstance(x, np.ndarray) and _dtypes.kind(x.dtype) in "fc" and np.isinf(x).any() for x in values)
     cause = ("inputs that were already infinite (inf - inf, 0 * inf, inf / inf)" if infinite
              else f"inputs outside the domain of '{prim.name}'")
     return (f"The first NaN is{at}{inputs}: a NaN computed from {cause}. Keep the inputs in range "

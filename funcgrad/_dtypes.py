@@ -4,6 +4,12 @@ Promotion follows numpy 2 (NEP 50) on the array dtypes, with Python scalars
 *weakly typed*: ``f32_array * 2.0`` stays float32, ``i32_array * 2.5`` becomes
 the default float.  Without x64 every 64-bit result is narrowed to 32 bits
 (float64 -> float32, int64 -> int32, uint64 -> uint32), as in JAX.
+
+**bfloat16** is ``ml_dtypes.bfloat16`` (the numpy dtype JAX and CuPy use). numpy
+files it under kind ``"V"`` and has no promotion rule for it, so code asks
+:func:`kind` / :func:`is_float` here, never ``dtype.kind``, and bfloat16
+promotes as in JAX: with integers, bools and Python scalars it stays bfloat16;
+with float16 it becomes float32; with wider floats or complex, theirs.
 """
 from __future__ import annotations
 
@@ -13,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
+import ml_dtypes
+
 from funcgrad._config import config, on_update
+
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+_BFLOAT16_TYPE = type(bfloat16)   # numpy 2 gives each dtype class its own type
 
 _NARROW = {
     np.dtype("float64"): np.dtype("float32"),
@@ -46,9 +57,10 @@ def canonicalize(dtype: Any, *, requested: bool = False) -> np.dtype:
     the user asked for then warns (once per line of user code, as JAX does), see ``_warn_truncated``.
     """
     dt = np.dtype(dtype)
-    if dt.kind not in _SUPPORTED_KINDS:
+    if dt.kind not in _SUPPORTED_KINDS and dt != bfloat16:
         raise TypeError(f"funcgrad does not support dtype {dt} ({kind_name(dt)}): funcgrad arrays hold bool, "
-                        "integer, float16/32/64 and complex64/128 values only; convert the data to one of those first")
+                        "integer, bfloat16, float16/32/64 and complex64/128 values only; convert the data to one "
+                        "of those first")
     if not config.enable_x64:
         narrow = _NARROW.get(dt, dt)
         if requested and narrow is not dt:
@@ -97,18 +109,35 @@ _KIND_NAMES = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f":
                "V": "raw or structured records"}
 
 
+def kind(dtype: Any) -> str:
+    """numpy's kind letter of ``dtype``, with bfloat16 a float (``"f"``; ml_dtypes registers it as ``"V"``)."""
+    t = type(dtype)
+    if t is _BFLOAT16_TYPE:
+        return "f"
+    if isinstance(dtype, np.dtype):
+        return dtype.kind
+    return kind(np.dtype(dtype))
+
+
 def kind_name(dtype: np.dtype) -> str:
     """What kind of values a dtype holds, in words (``<U3`` -> ``strings``)."""
-    return _KIND_NAMES.get(np.dtype(dtype).kind, np.dtype(dtype).kind)
+    return _KIND_NAMES.get(kind(dtype), np.dtype(dtype).kind)
 
 
-def is_float(dtype: np.dtype) -> bool:
-    return dtype.kind == "f"
+def is_float(dtype: Any) -> bool:
+    """float16/32/64 or bfloat16."""
+    return kind(dtype) == "f"
 
 
-def is_inexact(dtype: np.dtype) -> bool:
+def is_inexact(dtype: Any) -> bool:
     """Float or complex: the dtypes that have derivatives."""
-    return dtype.kind in "fc"
+    return kind(dtype) in "fc"
+
+
+def finfo(dtype: Any) -> Any:
+    """Machine limits of a float (or complex: its real part's) dtype, bfloat16 included (``ml_dtypes.finfo``)."""
+    dt = np.dtype(dtype)
+    return ml_dtypes.finfo(dt) if dt == bfloat16 else np.finfo(dt)
 
 
 def is_complex(dtype: np.dtype) -> bool:
@@ -131,21 +160,38 @@ def complex_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def short_name(dtype: np.dtype) -> str:
-    """``float32`` -> ``f32``, ``int32`` -> ``i32``, ``bool`` -> ``bool``."""
+    """``float32`` -> ``f32``, ``int32`` -> ``i32``, ``bool`` -> ``bool``, ``bfloat16`` -> ``bf16``."""
     if dtype.kind == "b":
         return "bool"
+    if dtype == bfloat16:
+        return "bf16"
     return f"{dtype.kind}{dtype.itemsize * 8}"
 
 
 def result_type(*args: Any) -> np.dtype:
     """Promoted dtype of arrays, avals and (weakly typed) Python scalars."""
     items = [a if isinstance(a, (bool, int, float, complex)) else a.dtype for a in args]
+    if any(i is bfloat16 for i in items):   # numpy keeps one bfloat16 dtype object
+        return canonicalize(_promote_bfloat16(items))
     return canonicalize(np.result_type(*items))
+
+
+def _promote_bfloat16(items: list[Any]) -> np.dtype:
+    """JAX's rule for bfloat16 (numpy has none): integers, bools and Python scalars keep bfloat16 (a Python
+    complex makes complex64); another float or complex array dtype meets it as float32 would (so float16 and
+    bfloat16 make float32)."""
+    others = [i for i in items if isinstance(i, np.dtype) and i != bfloat16]
+    if any(o.kind in "fc" for o in others):
+        return np.result_type(*(np.dtype(np.float32) if isinstance(i, np.dtype) and i == bfloat16 else i
+                                for i in items))
+    if any(isinstance(i, complex) for i in items):
+        return np.dtype(np.complex64)
+    return bfloat16
 
 
 def inexact(dtype: np.dtype) -> np.dtype:
     """The float (or complex) dtype an op like ``sin`` or ``/`` computes in for ``dtype``."""
-    return dtype if dtype.kind in "fc" else float_
+    return dtype if is_inexact(dtype) else float_
 
 
 class ShapedArray:

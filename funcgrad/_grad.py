@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad import _core
 from funcgrad._argspec import ArgSpec, as_leaf, fun_name as _fun_name, with_args
 from funcgrad._core import Array
@@ -102,7 +103,7 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool, 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         # A single float Array argument (the common case of tiny functions) needs no pytree work.
         single = (type(argnums) is int and 0 <= argnums < len(args) and type(args[argnums]) is Array
-                  and args[argnums]._value.dtype.kind == "f" and not holomorphic)
+                  and _dtypes.kind(args[argnums]._value.dtype) == "f" and not holomorphic)
         if single:
             nums, leaves, tree = (argnums,), [args[argnums]], _SINGLE_LEAF
         else:
@@ -118,7 +119,7 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool, 
         outs, pullback, out_def = result[0], result[1], out_tree()
         # One array out (checked next); any other structure is rebuilt for _check_scalar_output to describe.
         value = outs[0] if out_def.node_type is None else tree_unflatten(out_def, outs)
-        if type(value) is Array and value._value.shape == () and value._value.dtype.kind == "f" \
+        if type(value) is Array and value._value.shape == () and _dtypes.kind(value._value.dtype) == "f" \
                 and not holomorphic:
             seed = _unit(value._value.dtype)   # a host value: a new unit
         else:
@@ -142,7 +143,7 @@ def _float_array_positions(spec: ArgSpec, args: tuple) -> tuple[int, ...] | None
     nums = spec.positions(len(args))
     for i in nums:
         a = args[i]
-        if type(a) is not Array or a._value.dtype.kind != "f":
+        if type(a) is not Array or _dtypes.kind(a._value.dtype) != "f":
             return None
     return nums
 
@@ -193,7 +194,7 @@ def _check_scalar_output(value: Any, name: str, holomorphic: bool = False, trans
         _check_holomorphic_outputs([value], transform)
     elif value.dtype.kind == "c":
         _check_real_outputs([value], transform)
-    elif value.dtype.kind != "f":
+    elif _dtypes.kind(value.dtype) != "f":
         raise TypeError(f"grad requires a float output, got {describe(value)} from {name}")
 
 

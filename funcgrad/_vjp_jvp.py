@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad import _core
 from funcgrad._argspec import as_leaf, fun_name as _fun_name
 from funcgrad._core import Array, Tracer, as_array
@@ -55,7 +56,7 @@ def _matching_tangent(t: Any, primal: Any, what: str, against: str) -> Any:
             and t._value.dtype is primal._value.dtype:
         return t   # the common case, decided without building avals
     aval = _core.get_aval(primal)
-    if isinstance(t, (int, float)) and not isinstance(t, bool) and aval.dtype.kind in "fc" or \
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and _dtypes.kind(aval.dtype) in "fc" or \
             isinstance(t, complex) and aval.dtype.kind == "c":
         t = as_array(np.asarray(t, dtype=aval.dtype))
     t = as_leaf(t, what.split(":")[0])
@@ -66,7 +67,7 @@ def _matching_tangent(t: Any, primal: Any, what: str, against: str) -> Any:
                         f"dtypes must be equal, got {t.dtype} for a {aval.dtype} value. Convert it with "
                         f".astype('{aval.dtype}')" + (" (integer and bool values have no derivative: leave "
                                                         "them out of the differentiated arguments)"
-                                                        if aval.dtype.kind != "f" else ""))
+                                                        if _dtypes.kind(aval.dtype) != "f" else ""))
     return t
 
 

@@ -39,6 +39,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import Array, Tracer
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.lax import (bitcast_convert_type, bitwise_and, bitwise_or, convert_element_type as convert, shift_left,
@@ -124,7 +125,7 @@ def _dtype_spec(d: Any) -> Any:
     if isinstance(d, str) and d.lower() in ("bfloat16", "bf16"):
         return BFLOAT16
     dt = np.dtype(d)
-    if dt.kind != "f":
+    if _dtypes.kind(dt) != "f":
         raise TypeError(f"Policy dtypes must be floating (float16/32/64 or 'bfloat16'), got {dt}")
     return dt
 
@@ -134,7 +135,7 @@ def _cast_leaf(x: Any, dtype: Any) -> Any:
     if isinstance(x, (bool, int)) or not hasattr(x, "dtype") and not isinstance(x, float):
         return x
     x = _arr(x)
-    if x.dtype.kind != "f":
+    if _dtypes.kind(x.dtype) != "f":
         return x
     if dtype is BFLOAT16:
         return round_to_bfloat16(x)
@@ -198,7 +199,7 @@ def all_finite(tree: Any) -> Any:
     ok = fnp.asarray(True)
     for leaf in tree_leaves(tree):
         leaf = _arr(leaf)
-        if leaf.dtype.kind != "f":
+        if _dtypes.kind(leaf.dtype) != "f":
             continue
         n_bad = lax.reduce_sum(convert(lax.logical_not(lax.is_finite(leaf)), np.int32),
                            tuple(range(leaf.ndim)))
@@ -264,7 +265,7 @@ class DynamicLossScale:
         """``loss * scale`` in float32 (a float16 loss is upcast first: 2**15
         times a loss of 2 already overflows float16)."""
         loss = _arr(loss)
-        dtype = np.result_type(loss.dtype, np.float32) if loss.dtype.kind == "f" else default_float_dtype()
+        dtype = np.result_type(loss.dtype, np.float32) if _dtypes.kind(loss.dtype) == "f" else default_float_dtype()
         return lax.mul(convert(loss, dtype), convert(self.scale, dtype))
 
     def unscale_grads(self, grads: Any) -> Any:
@@ -274,7 +275,7 @@ class DynamicLossScale:
         small values)."""
         def unscale(g: Any) -> Any:
             g = _arr(g)
-            if g.dtype.kind != "f":
+            if _dtypes.kind(g.dtype) != "f":
                 return g
             wide = np.result_type(g.dtype, np.float32)
             return convert(lax.div(convert(g, wide), convert(self.scale, wide)), g.dtype)

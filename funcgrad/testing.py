@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad.api import jvp, vjp   # fg.jvp, fg.vjp (a library does not import the package root)
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype
 from funcgrad.tree_util import tree_flatten, tree_map
@@ -51,7 +52,7 @@ def _computed_dtype(args: Sequence[Any], out: Any) -> np.dtype:
     """
     ins = [canonicalize_dtype(_leaf_dtype(x)) for x in tree_flatten(args)[0]]
     outs = [_leaf_dtype(o) for o in tree_flatten(out)[0]]
-    floats = [np.dtype(f"f{d.itemsize // 2}") if d.kind == "c" else d for d in ins + outs if d.kind in "fc"]
+    floats = [np.dtype(f"f{d.itemsize // 2}") if d.kind == "c" else d for d in ins + outs if _dtypes.kind(d) in "fc"]
     return min(floats, key=lambda d: d.itemsize) if floats else default_float_dtype()
 
 
@@ -181,7 +182,7 @@ def check_against_numpy(f: Callable, reference: Callable, args: Sequence[Any], a
     out = f(*args)
     dtype = _computed_dtype(args, out)
     tol = {np.dtype("float32"): 1e-5, np.dtype("float64"): 1e-12}.get(dtype, 1e-5)
-    args64 = tree_map(lambda x: _as64(x) if np.asarray(x).dtype.kind in "fc" else np.asarray(x), args)
+    args64 = tree_map(lambda x: _as64(x) if _dtypes.kind(np.asarray(x).dtype) in "fc" else np.asarray(x), args)
     _assert_close(out, reference(*args64), atol if atol is not None else tol, rtol if rtol is not None else tol,
                   "function vs numpy reference")
 

@@ -163,7 +163,7 @@ CASES += [
          ["<U21", "strings", "bool, integer, float and complex"]),
     Case("array-of-str", lambda: fnp.array(["a", "b"]), TypeError, ["<U1", "strings"]),
     Case("asarray-numpy-str", lambda: fnp.asarray(np.array(["ab"])), TypeError,
-         ["<U2", "strings", "bool, integer, float16/32/64 and complex64/128"]),
+         ["<U2", "strings", "bool, integer, bfloat16, float16/32/64 and complex64/128"]),
     Case("array-with-none", lambda: fnp.array([1.0, None]), TypeError, ["list", "non-numeric", "None"]),
     Case("array-ragged", lambda: fnp.array([[1.0, 2.0], [3.0]]), ValueError, ["nested list", "inhomogeneous"]),
 

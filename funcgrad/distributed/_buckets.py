@@ -12,6 +12,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import describe
 
 
@@ -48,7 +49,7 @@ def plan_buckets(leaves: Sequence[Any], bucket_mb: float = 25.0, owner: str = "d
     for i in reversed(range(len(leaves))):
         x = leaves[i]
         dtype = np.dtype(x.dtype)
-        if dtype.kind != "f":
+        if _dtypes.kind(dtype) != "f":
             raise TypeError(f"{owner}: parameter leaf {i} is {describe(x)}; gradients are all-reduced for float "
                             "parameters only (keep integer or boolean arrays out of the parameters)")
         nbytes = _size(x.shape) * dtype.itemsize

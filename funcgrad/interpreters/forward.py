@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from funcgrad import _dtypes
 from funcgrad import _core
 from funcgrad._core import PrimalTracer, Primitive, Trace
 from funcgrad._dtypes import describe
@@ -70,7 +71,7 @@ def custom_jvp_rule(call: _core.CustomJVPCall, primals: list, tangents: list) ->
 
 def _rule_tangent(name: str, i: int, out: Any, t: Any) -> Any:
     aval = _core.get_aval(out)
-    if aval.dtype.kind not in "fc":
+    if _dtypes.kind(aval.dtype) not in "fc":
         return None   # an integer or bool output has no derivative, whatever the rule says
     if isinstance(t, (int, float)) and not isinstance(t, bool):
         t = _core.full_like(out, t)   # a Python number is weakly typed: it takes the output's dtype

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from funcgrad import _dtypes
 from funcgrad import _core
 from funcgrad._core import Array, MainTrace, PrimalTracer, Primitive, Trace, Tracer, user_source_line
 from funcgrad._config import config
@@ -106,7 +107,7 @@ class VJPTrace(Trace):
             return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(out)]
         node = Node(prim, params, primals, [out], parents, needs, None)
         main.data.append(node)
-        if type(out) is Array and out._value.dtype.kind in "fc" or _differentiable(out):
+        if type(out) is Array and _dtypes.kind(out._value.dtype) in "fc" or _differentiable(out):
             return VJPTracer(self, out, node)
         return out
 
@@ -229,8 +230,8 @@ def bind_saved(prim: Primitive, args: list, params: dict, known: list) -> Any:
 
 def _differentiable(x: Any) -> bool:
     if type(x) is Array:
-        return x._value.dtype.kind in "fc"
-    return not isinstance(x, (bool, int, float)) and x.dtype.kind in "fc"
+        return _dtypes.kind(x._value.dtype) in "fc"
+    return not isinstance(x, (bool, int, float)) and _dtypes.kind(x.dtype) in "fc"
 
 
 def zeros_like_value(x: Any) -> Any:
@@ -356,7 +357,7 @@ def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals:
         ct = ct_of.get(leaf)
         if ct is None:
             ct = zeros_like_value(p)
-        elif p.dtype.kind == "f" and getattr(ct, "dtype", p.dtype).kind == "c":
+        elif _dtypes.kind(p.dtype) == "f" and getattr(ct, "dtype", p.dtype).kind == "c":
             # a real input that met complex values (lax ops on mixed dtypes): its cotangent is the real part
             ct = _core.bind(_elementwise.real_p, (ct,), _NO_PARAMS)
         in_cts.append(ct)

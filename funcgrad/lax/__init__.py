@@ -147,7 +147,7 @@ def round(x: Array, rounding_method: Any = RoundingMethod.AWAY_FROM_ZERO) -> Arr
     if method is RoundingMethod.TO_NEAREST_EVEN:
         return round_half_even(x)
     dt = get_aval(x).dtype
-    if dt.kind != "f":
+    if _dtypes.kind(dt) != "f":
         raise TypeError(f"lax.round: needs a floating-point operand, got {dt}; integers are already round")
     # trunc(|x|) + 1 where the dropped fraction is at least one half, with x's sign: exact (|x| - floor(|x|) is
     # exact in floating point), unlike floor(x + 0.5), which rounds 0.49999997 up.
@@ -255,7 +255,7 @@ def stop_gradient(x: Any) -> Any:
     """
     def stop(leaf: Any) -> Any:
         dtype = getattr(leaf, "dtype", None)
-        if isinstance(leaf, float) or (dtype is not None and np.dtype(dtype).kind in "fc"):
+        if isinstance(leaf, float) or (dtype is not None and _dtypes.kind(np.dtype(dtype)) in "fc"):
             return bind(_E.stop_gradient_p, (leaf,), _NO_PARAMS)
         return leaf
     return _tree_map(stop, x)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._dtypes import describe
 from funcgrad.lax._ops import Array, _ndim, lax
 from funcgrad.lax._slicing import dtype
@@ -44,7 +45,7 @@ def reciprocal(x: Array) -> Array:
     >>> lax.reciprocal(fnp.array([0.5, 2.0]))
     Array([2. , 0.5], dtype=float32)
     """
-    return lax.div(1.0 if np.dtype(dtype(x)).kind in "fc" else 1, x)
+    return lax.div(1.0 if _dtypes.kind(np.dtype(dtype(x))) in "fc" else 1, x)
 
 
 def rsqrt(x: Array) -> Array:

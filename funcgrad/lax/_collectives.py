@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._core import as_array
 from funcgrad.primitives import collectives as _P
 from funcgrad.primitives.elementwise import add, convert, div, mul
@@ -66,7 +67,7 @@ def pmean(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
 
     def mean(leaf: Any, axes: tuple) -> Any:
         total = _P.psum(leaf, axes)
-        if total.dtype.kind not in "fc":
+        if _dtypes.kind(total.dtype) not in "fc":
             total = convert(total, np.result_type(float))
         return div(total, _P.total_size(axes))
     return _leaves("pmean", x, axis_name, mean)

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad.primitives import elementwise as _E
 from funcgrad.lax import _more
 
@@ -66,7 +67,7 @@ def _as_tree_fn(call: Callable, cs: list, tree: Any) -> Callable:
 
 
 def _neg_float(gs: list, likes: list) -> list:
-    return [_E.neg(g) if np.dtype(_more.dtype(x)).kind in "fc" else g for g, x in zip(gs, likes)]
+    return [_E.neg(g) if _dtypes.kind(np.dtype(_more.dtype(x))) in "fc" else g for g, x in zip(gs, likes)]
 
 
 def _jvp(fun: Callable, primals: list, tangents: list) -> list:

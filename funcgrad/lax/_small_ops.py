@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._core import bind
 from funcgrad._dtypes import describe
 from funcgrad.primitives import elementwise as _E, indexing as _I, shape as _S
@@ -246,10 +247,10 @@ def reduce_precision(operand: Any, exponent_bits: int, mantissa_bits: int) -> Ar
     Array(1.1230, dtype=float32)
     """
     dt = np.dtype(_more.dtype(operand))
-    if not np.issubdtype(dt, np.floating):
+    if not _dtypes.is_float(dt):
         raise TypeError(f"lax.reduce_precision: needs a float operand, got {describe(operand)}")
     ebits, mbits = int(exponent_bits), int(mantissa_bits)
-    finfo = np.finfo(dt)
+    finfo = _dtypes.finfo(dt)
     src_m, src_e = int(finfo.nmant), int(finfo.iexp)
     if ebits < 1 or mbits < 0:
         raise ValueError(f"lax.reduce_precision: exponent_bits={ebits} must be >= 1 and mantissa_bits={mbits} >= 0")

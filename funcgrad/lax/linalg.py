@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._array import host_numpy
 from funcgrad._core import Tracer, as_array
 from funcgrad.primitives import decompositions as _D
@@ -234,7 +235,7 @@ def tridiagonal_solve(dl: Array, d: Array, du: Array, b: Array, *, perturb_singu
                          f"{shapes} and {sb}")
     m = shapes[0][-1]
     for v in (dl, d, du, b):
-        if v.dtype.kind != "f":
+        if _dtypes.kind(v.dtype) != "f":
             raise TypeError(f"tridiagonal_solve: expected float arrays, got dtype {v.dtype}")
     batch = shapes[0][:-1]
 

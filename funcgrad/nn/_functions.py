@@ -19,6 +19,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import describe
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.numpy.array_utils import normalize_axes, normalize_axis
@@ -30,7 +31,7 @@ __all__ = ["relu", "leaky_relu", "gelu", "sigmoid", "softplus", "silu", "swish",
 def _float(x: Any) -> Any:
     """``x`` as a float Array or tracer (integers -> default float)."""
     x = fnp.asarray(x)
-    return x if x.dtype.kind == "f" else lax.convert_element_type(x, default_float_dtype())
+    return x if _dtypes.kind(x.dtype) == "f" else lax.convert_element_type(x, default_float_dtype())
 
 
 def relu(x: Any) -> Any:

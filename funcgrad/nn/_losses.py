@@ -23,6 +23,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import describe
 from funcgrad.nn._functions import _float, log_softmax, softplus
 
@@ -88,7 +89,7 @@ def cross_entropy(logits: Any, labels: Any, *, axis: int = -1, reduction: str = 
         raise ValueError(f"cross_entropy: logits {describe(logits)} have no classes on axis {axis}")
     if labels.dtype.kind in "iu":
         losses = _integer_label_xent(logits, labels, axis)
-    elif labels.dtype.kind == "f":
+    elif _dtypes.kind(labels.dtype) == "f":
         if tuple(labels.shape) != tuple(logits.shape):
             raise ValueError(f"cross_entropy: probability targets {describe(labels)} must have the shape of "
                              f"logits {describe(logits)}")

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad import random
 from funcgrad.core import describe
 from funcgrad.lax import flash_attention
@@ -81,7 +82,7 @@ def dot_product_attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale
             or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"dot_product_attention: expected q (..., Nq, d) and k, v (..., Nk, d) with the same leading "
                          f"axes and d, got q {describe(q)}, k {describe(k)}, v {describe(v)}")
-    if q.dtype.kind != "f" or q.dtype != k.dtype or q.dtype != v.dtype:
+    if _dtypes.kind(q.dtype) != "f" or q.dtype != k.dtype or q.dtype != v.dtype:
         raise TypeError(f"dot_product_attention: q, k, v must share a float dtype, got {describe(q)}, "
                         f"{describe(k)}, {describe(v)}")
     d = q.shape[-1]

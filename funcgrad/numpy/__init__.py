@@ -23,10 +23,12 @@ from funcgrad.numpy._shape import (astype, broadcast_arrays, broadcast_to, conca
                                    ndim, pad, ravel, repeat, reshape, shape, size, split, squeeze, stack,
                                    swapaxes, take, take_along_axis, tile, transpose, tril, triu)
 from funcgrad._core import Array as ndarray
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 import sys as _sys
 
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
+bfloat16 = _ml_dtypes.bfloat16  # the numpy scalar type ml_dtypes registers (as jax.numpy.bfloat16)
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint32, bool_ = _np.uint8, _np.uint32, _np.bool_
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
@@ -35,7 +37,7 @@ __all__ = [  # the public names; linalg is a submodule
     "abs", "absolute", "add", "amax", "amin", "arange", "arccos", "arcsin", "arctan", "arctan2", "argmax", "argmin",
     "around", "array", "asarray", "astype", "bool_", "broadcast_arrays", "broadcast_to", "ceil", "clip", "concatenate",
     "cos", "cosh", "cumsum", "divide", "dot", "e", "einsum", "equal", "exp", "exp2", "expand_dims", "expm1", "eye",
-    "flip", "float16", "float32", "float64", "floor", "floor_divide", "full", "full_like", "greater", "greater_equal",
+    "bfloat16", "flip", "float16", "float32", "float64", "floor", "floor_divide", "full", "full_like", "greater", "greater_equal",
     "inf", "inner", "int16", "int32", "int64", "int8", "isfinite", "isnan", "less", "less_equal", "linspace", "log",
     "log1p", "log2", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "matmul", "max", "maximum",
     "mean", "min", "minimum", "mod", "moveaxis", "multiply", "nan", "ndarray", "ndim", "negative", "newaxis",

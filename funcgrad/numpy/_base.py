@@ -90,14 +90,14 @@ def _scalar_above(xs: list, dtypes: set) -> bool:
 
 def promote_inexact(*xs: Any) -> list:
     """:func:`promote`, then integers and bools to the default float."""
-    if len(xs) == 1 and isinstance(xs[0], (Array, Tracer)) and xs[0].dtype.kind in "fc":
+    if len(xs) == 1 and isinstance(xs[0], (Array, Tracer)) and _dtypes.kind(xs[0].dtype) in "fc":
         return list(xs)
     xs = promote(*xs)
     out = []
     for x in xs:
         if isinstance(x, _SCALARS):
             out.append(float(x))
-        elif x.dtype.kind not in "fc":
+        elif _dtypes.kind(x.dtype) not in "fc":
             out.append(convert(x, _dtypes.float_))
         else:
             out.append(x)

@@ -203,7 +203,7 @@ def _arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None) -
         return Array(_freeze(np.arange(start, stop, step, dtype=direct)))
     values = np.arange(start, stop, step)
     if dtype is None:
-        dtype = _dtypes.canonicalize(values.dtype) if values.dtype.kind != "f" else _dtypes.float_
+        dtype = _dtypes.canonicalize(values.dtype) if _dtypes.kind(values.dtype) != "f" else _dtypes.float_
     return _const(values, dtype)
 
 

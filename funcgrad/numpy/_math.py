@@ -415,9 +415,9 @@ def nan_to_num(x: ArrayLike, copy: bool = True, nan: Any = 0.0, posinf: Any = No
     """
     del copy
     x = arr(x)
-    if x.dtype.kind != "f":
+    if _dtypes.kind(x.dtype) != "f":
         return x
-    info = np.finfo(x.dtype)
+    info = _dtypes.finfo(x.dtype)
     posinf = float(info.max) if posinf is None else posinf
     neginf = float(info.min) if neginf is None else neginf
 
@@ -497,7 +497,7 @@ def spacing(x: ArrayLike, /) -> Any:
     result = lax.sub(lax.nextafter(x, inf), x)
     if x.dtype == np.float16:
         return result
-    tiny = copysign(float(np.finfo(x.dtype).smallest_subnormal), x)
+    tiny = copysign(float(_dtypes.finfo(x.dtype).smallest_subnormal), x)
     return _E.where(lax.eq(result, 0.0), tiny, result)
 
 
@@ -508,7 +508,7 @@ def isinf(x: ArrayLike, /) -> Any:
     Array([False,  True, False], dtype=bool)
     """
     x = arr(x)
-    if x.dtype.kind != "f":
+    if _dtypes.kind(x.dtype) != "f":
         return _false_like(x)
     return lax.eq(lax.abs(x), np.inf)
 
@@ -522,7 +522,7 @@ def isposinf(x: ArrayLike, out: None = None) -> Array:
     if out is not None:
         raise NotImplementedError("isposinf: out= is not supported (funcgrad arrays are immutable)")
     x = arr(x)
-    return lax.eq(x, np.inf) if x.dtype.kind == "f" else _false_like(x)
+    return lax.eq(x, np.inf) if _dtypes.kind(x.dtype) == "f" else _false_like(x)
 
 
 def isneginf(x: ArrayLike, out: None = None) -> Array:
@@ -534,7 +534,7 @@ def isneginf(x: ArrayLike, out: None = None) -> Array:
     if out is not None:
         raise NotImplementedError("isneginf: out= is not supported (funcgrad arrays are immutable)")
     x = arr(x)
-    return lax.eq(x, -np.inf) if x.dtype.kind == "f" else _false_like(x)
+    return lax.eq(x, -np.inf) if _dtypes.kind(x.dtype) == "f" else _false_like(x)
 
 
 def _false_like(x: Any) -> Any:

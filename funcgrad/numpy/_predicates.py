@@ -66,7 +66,7 @@ def array_equal(a1: ArrayLike, a2: ArrayLike, equal_nan: bool = False) -> Array:
     if a1.shape != a2.shape:
         return arr(np.asarray(False))
     eq = _E.equal(a1, a2)
-    if equal_nan and _dtypes.result_type(a1, a2).kind == "f":
+    if equal_nan and _dtypes.kind(_dtypes.result_type(a1, a2)) == "f":
         eq = _E.logical_or(eq, _E.logical_and(_E.isnan(a1), _E.isnan(a2)))
     return all(eq)
 
@@ -200,7 +200,7 @@ def finfo(dtype: DTypeLike) -> np.finfo:
     >>> fnp.finfo(fnp.float32).eps
     np.float32(1.1920929e-07)
     """
-    return np.finfo(_dtype_arg("finfo", dtype))
+    return _dtypes.finfo(_dtype_arg("finfo", dtype))
 
 
 def iinfo(int_type: Any) -> np.iinfo:

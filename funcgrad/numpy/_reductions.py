@@ -106,7 +106,7 @@ def _sum_or_prod(name: str, reduce_p: Any, combine_p: Any, unit: int, a: Any, ax
 
 def _same(out: Any, value: Any) -> tuple:
     """``value`` (``initial``) in ``out``'s dtype: the reduction's dtype decides, as in JAX."""
-    if isinstance(value, float) and not isinstance(value, bool) and out.dtype.kind == "f":
+    if isinstance(value, float) and not isinstance(value, bool) and _dtypes.kind(out.dtype) == "f":
         return out, value
     from funcgrad._core import Array, Tracer
     value = value if isinstance(value, (Array, Tracer)) else arr(np.asarray(value))
@@ -149,7 +149,7 @@ def _extreme(name: str, p, combine, a: Any, axis: Any, out: Any, keepdims: bool,
 def _identity(name: str, dtype: np.dtype) -> Any:
     """The identity of max (the lowest value of ``dtype``) or min (the highest)."""
     low = name in ("max", "amax")
-    if dtype.kind == "f":
+    if _dtypes.kind(dtype) == "f":
         return -np.inf if low else np.inf
     if dtype.kind == "b":
         return not low
@@ -208,7 +208,7 @@ def _count(x: Any, axis: Any, name: str = "mean") -> int:
 def _inexact(x: Any, dtype: Any) -> Any:
     if dtype is not None:
         dtype = _dtypes.canonicalize(dtype, requested=True)
-        return lax.convert_element_type(x, dtype if dtype.kind == "f" else _dtypes.float_)
+        return lax.convert_element_type(x, dtype if _dtypes.kind(dtype) == "f" else _dtypes.float_)
     (x,) = promote_inexact(x)
     return x
 

@@ -24,7 +24,7 @@ __all__ = [
 
 def _argsort(x: Any) -> Any:
     """Stable ascending order of a 1-d ``x`` (NaNs last), int32, with no derivative."""
-    if x.dtype.kind == "f":
+    if _dtypes.kind(x.dtype) == "f":
         x = lax.stop_gradient(x)
     return lax.convert_element_type(lax.argsort(x, 0), np.int32)
 
@@ -51,7 +51,7 @@ def _groups(x: Any, keep: Any, equal_nan: bool) -> tuple[Any, Any, Any]:
     if n > 1:
         prev, cur = lax.static_slice(s, 0, 0, n - 1), lax.static_slice(s, 0, 1, n)
         differs = lax.ne(cur, prev)
-        if equal_nan and s.dtype.kind == "f":
+        if equal_nan and _dtypes.kind(s.dtype) == "f":
             differs = lax.logical_and(differs, lax.logical_not(lax.logical_and(lax.isnan(cur), lax.isnan(prev))))
         if x.ndim > 1:   # a row is new where any of its entries differs from the row before
             differs = lax.gt(lax.reduce_max(lax.convert_element_type(differs, np.int32), (1,)),

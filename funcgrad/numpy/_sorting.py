@@ -158,7 +158,7 @@ def argpartition(a: ArrayLike, kth: int, axis: int = -1) -> Any:
 def _less(x: Any, y: Any) -> Any:
     """``x < y`` in the sort order (NaN after every number)."""
     lt = lax.lt(x, y)
-    if np.dtype(x.dtype).kind != "f":
+    if _dtypes.kind(np.dtype(x.dtype)) != "f":
         return lt
     return lax.logical_or(lt, lax.logical_and(lax.isnan(y), lax.logical_not(lax.isnan(x))))
 

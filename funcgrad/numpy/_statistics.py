@@ -256,7 +256,7 @@ def nanmedian(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None =
 
 def _fill(a: Any, value: float) -> Any:
     """``a`` with NaNs replaced by ``value`` (no gradient to the NaN entries)."""
-    return lax.select(lax.isnan(a), value, a) if a.dtype.kind == "f" else a
+    return lax.select(lax.isnan(a), value, a) if _dtypes.kind(a.dtype) == "f" else a
 
 
 def _where(name: str, a: Any, where: Any, value: Any) -> Any:
@@ -283,14 +283,14 @@ def _inexact_in(a: Any, dtype: Any) -> Any:
     """``a`` as floats to compute a NaN-aware mean or variance in: ``dtype`` if it is a float type (an
     integer ``dtype`` would lose the NaNs: the result is cast to it instead, by :func:`_cast_out`)."""
     a = arr(a)
-    if dtype is not None and np.dtype(dtype).kind == "f":
+    if dtype is not None and _dtypes.kind(np.dtype(dtype)) == "f":
         a = lax.convert_element_type(a, dtype)
     (a,) = promote_inexact(a)
     return a
 
 
 def _cast_out(res: Any, dtype: Any) -> Any:
-    return res if dtype is None or np.dtype(dtype).kind == "f" else lax.convert_element_type(res, dtype)
+    return res if dtype is None or _dtypes.kind(np.dtype(dtype)) == "f" else lax.convert_element_type(res, dtype)
 
 
 def nansum(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLike | None = None, out: None = None,
@@ -322,7 +322,7 @@ def nanprod(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeL
 
 
 def _valid_count(a: Any, axis: Any, keepdims: bool, where: Any, dtype: Any) -> Any:
-    valid = lax.logical_not(lax.isnan(a)) if a.dtype.kind == "f" else lax.full(a.shape, True, np.bool_)
+    valid = lax.logical_not(lax.isnan(a)) if _dtypes.kind(a.dtype) == "f" else lax.full(a.shape, True, np.bool_)
     if where is not None:
         valid = lax.logical_and(valid, lax.broadcast_to(arr(where), a.shape))
     count = _R.sum(lax.convert_element_type(valid, np.int32), axis=axis, keepdims=keepdims)
@@ -376,7 +376,7 @@ def nanstd(a: ArrayLike, axis: int | Sequence[int] | None = None, dtype: DTypeLi
     >>> nanstd(fnp.array([1.0, fnp.nan, 3.0]))
     Array(1., dtype=float32)
     """
-    var = nanvar(a, axis, None if dtype is None or np.dtype(dtype).kind != "f" else dtype, out, ddof, keepdims,
+    var = nanvar(a, axis, None if dtype is None or _dtypes.kind(np.dtype(dtype)) != "f" else dtype, out, ddof, keepdims,
                  where, mean)
     return _cast_out(lax.sqrt(var), dtype)
 
@@ -386,7 +386,7 @@ def _nan_extreme(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, 
     _no_out(name, out)
     a = arr(a)
     _axes(name, a, axis)
-    if a.dtype.kind != "f":
+    if _dtypes.kind(a.dtype) != "f":
         if where is not None and initial is None:
             raise ValueError(f"{name}: where= needs initial= for a non-float array (an empty selection has no "
                              "value)")
@@ -434,7 +434,7 @@ def _nanarg(name: str, red: Any, fill: float, a: Any, axis: Any, out: Any, keepd
     if axis is not None:
         normalize_axis(name, axis, a.ndim, a)
     keepdims = bool(keepdims)
-    if a.dtype.kind != "f":
+    if _dtypes.kind(a.dtype) != "f":
         return red(a, axis=axis, keepdims=keepdims)
     nan = lax.isnan(a)
     res = red(lax.select(nan, fill, a), axis=axis, keepdims=keepdims)

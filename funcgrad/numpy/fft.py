@@ -43,7 +43,7 @@ def _operand(name: str, a: Any, fft_type: str) -> Any:
         if dtype.kind == "c":
             raise TypeError(f"{name}: expects real input, got {describe(a)}; use fft for complex input (or take "
                             "fnp.real of it first)")
-        return a if dtype.kind == "f" else lax.convert_element_type(a, _dtypes.float_)
+        return a if _dtypes.kind(dtype) == "f" else lax.convert_element_type(a, _dtypes.float_)
     target = _dtypes.canonicalize(_dtypes.complex_dtype(dtype))   # int8 -> complex64, int64 -> complex128 (x64)
     return a if dtype == target else lax.convert_element_type(a, target)
 
@@ -311,7 +311,7 @@ def _freq_dtype(name: str, dtype: Any, device: Any) -> np.dtype:
         raise NotImplementedError(f"{name}: device={device!r} is not supported; funcgrad makes the array on the "
                                   "CPU (move it with fg.device_put afterwards)")
     dtype = _dtypes.float_ if dtype is None else _dtypes.canonicalize(dtype, requested=True)
-    if dtype.kind not in "fc":
+    if _dtypes.kind(dtype) not in "fc":
         raise ValueError(f"{name}: dtype must be a float (or complex) dtype, got {dtype}")
     return dtype
 

@@ -50,6 +50,7 @@ import safetensors
 import safetensors.numpy
 
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import Array, ShapedArray, Tracer, host_numpy
 from funcgrad.dtypes import canonicalize_dtype, result_type
 
@@ -117,7 +118,7 @@ def _describe_leaf(x: Any, leaves: list, path: str) -> dict:
     else:
         raise TypeError(f"serialization.save: cannot store a {type(x).__name__} at {_show(path)}; leaves must be "
                         "arrays or Python numbers, containers dicts/lists/tuples/NamedTuples/None")
-    if value.dtype.kind not in "biuf":
+    if _dtypes.kind(value.dtype) not in "biuf":
         raise TypeError(f"serialization.save: unsupported dtype {value.dtype} at {_show(path)}; checkpoints hold "
                         "bool, int, uint and float arrays")
     if not value.dtype.isnative:
@@ -418,7 +419,7 @@ def _validate_leaf(spec: dict, path: str) -> None:
         raise _Rejected(f"{_show(path)}: unknown leaf kind {kind!r:.20}")
     dtype = _field(spec, "dtype", str, path)
     try:
-        ok = np.dtype(dtype).kind in "biuf"
+        ok = _dtypes.kind(np.dtype(dtype)) in "biuf"
     except (TypeError, ValueError, SyntaxError):    # numpy parses some dtype strings as Python literals
         ok = False
     if not ok:

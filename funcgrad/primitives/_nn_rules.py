@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from funcgrad import _dtypes
 from funcgrad._core import Primitive, transform
 from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.primitives.shape import move_to_front, reduce_sum, reshape, shape_of
@@ -25,7 +26,7 @@ def _expand_last(v: Any) -> Any:
 
 def _require_float(name: str, *xs: Any) -> None:
     for x in xs:
-        if x.dtype.kind != "f":
+        if _dtypes.kind(x.dtype) != "f":
             raise TypeError(f"{name}: expected a float array, got {describe(x)}")
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._core import Primitive, bind
 from funcgrad._dtypes import ShapedArray, describe
 from funcgrad.primitives.shape import move_to_front, shape_of
@@ -47,7 +48,7 @@ def _check(name: str, q: Any, k: Any, v: Any) -> tuple[int, int, int, int]:
         raise ValueError(f"{name}: expected q (B, Nq, d) and k, v (B, Nk, d) with the same B and d, got "
                          f"q {describe(q)}, k {describe(k)}, v {describe(v)}")
     dtypes = {q.dtype, k.dtype, v.dtype}
-    if len(dtypes) != 1 or q.dtype.kind != "f":
+    if len(dtypes) != 1 or _dtypes.kind(q.dtype) != "f":
         hint = _BF16_BITS_HINT if np.dtype(np.uint16) in dtypes else ""
         raise TypeError(f"{name}: q, k, v must share one float dtype, got {describe(q)}, {describe(k)}, "
                         f"{describe(v)}{hint}")
@@ -59,7 +60,7 @@ def _check_bwd(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any) -> None:
     lse (B, Nq), float (computed in q's dtype)."""
     B, Nq, _, d = _check("flash_attention_bwd", q, k, v)
     for name, x, shape in (("o", o, (B, Nq, d)), ("do", do, (B, Nq, d)), ("lse", lse, (B, Nq))):
-        if tuple(shape_of(x)) != shape or x.dtype.kind != "f":
+        if tuple(shape_of(x)) != shape or _dtypes.kind(x.dtype) != "f":
             raise ValueError(f"flash_attention_bwd: {name} must be a float array of shape {shape} for q "
                              f"{describe(q)}, got {describe(x)}")
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._core import Primitive, add_traits
 from funcgrad._dtypes import ShapedArray
 
@@ -66,7 +67,7 @@ def _common_dtype(name: str, xs: Any) -> np.dtype:
         raise TypeError(f"{name}: all arrays of one bucket must share a dtype, got {sorted(map(str, dtypes))}; "
                         "group the arrays by dtype")
     dtype = dtypes.pop()
-    if dtype.kind not in "fc":
+    if _dtypes.kind(dtype) not in "fc":
         raise TypeError(f"{name}: expected float arrays (gradients), got {dtype}")
     return dtype
 

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.linalg
 
+from funcgrad import _dtypes
 from funcgrad._core import Primitive
 from funcgrad._dtypes import ShapedArray, describe, result_type
 from funcgrad.primitives.elementwise import add, convert, eq_p, mul, neg, sub
@@ -107,13 +108,13 @@ def _square(name: str, a: Any) -> int:
 
 def _float(name: str, *xs: Any) -> None:
     for x in xs:
-        if x.dtype.kind != "f":
+        if _dtypes.kind(x.dtype) != "f":
             raise TypeError(f"{name}: expected float arrays, got {describe(x)}; convert with .astype(float)")
 
 
 def _inexact(name: str, *xs: Any) -> None:
     for x in xs:
-        if x.dtype.kind not in "fc":
+        if _dtypes.kind(x.dtype) not in "fc":
             raise TypeError(f"{name}: expected float or complex arrays, got {describe(x)}; convert with "
                             ".astype(float)")
 

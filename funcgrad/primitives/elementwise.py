@@ -385,7 +385,7 @@ def _real_out(name: str) -> Callable[..., np.dtype]:
 
 def _complex_out(x: Any, y: Any) -> np.dtype:
     dtype = _dtypes.result_type(x, y)
-    if dtype.kind != "f":
+    if _dtypes.kind(dtype) != "f":
         raise TypeError(f"complex: expects two float operands (real and imaginary parts), got {describe(x)} and "
                         f"{describe(y)}")
     return _dtypes.canonicalize(_dtypes.complex_dtype(dtype))
@@ -614,12 +614,12 @@ def convert(x: Any, dtype: Any) -> Any:
 def _convert_jvp(primals, tangents, dtype):
     out = convert_p.bind(primals[0], dtype=dtype)
     t = tangents[0]
-    return out, (convert_p.bind(t, dtype=dtype) if dtype.kind in "fc" else None)
+    return out, (convert_p.bind(t, dtype=dtype) if _dtypes.kind(dtype) in "fc" else None)
 
 
 def _convert_vjp(ct, primals, out, needs, dtype):
     x = primals[0]
-    return (convert(ct, x.dtype) if x.dtype.kind in "fc" else None,)
+    return (convert(ct, x.dtype) if _dtypes.kind(x.dtype) in "fc" else None,)
 
 
 convert_p.jvp, convert_p.vjp = _convert_jvp, _convert_vjp

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._core import zeros_like
 from funcgrad._dtypes import describe
 from funcgrad._dtypes import result_type
@@ -69,7 +70,7 @@ def _ints_or_bools(name: str):
 def _float_only(name: str, out: Any = None):
     def rule(x: Any) -> np.dtype:
         dtype = result_type(x)
-        if dtype.kind != "f":
+        if _dtypes.kind(dtype) != "f":
             raise TypeError(f"{name}: the operand must be a float array, got {describe(x)}")
         return dtype if out is None else np.dtype(out)
     return rule

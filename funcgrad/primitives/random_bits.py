@@ -220,7 +220,7 @@ def _float_unary(f):
     # scipy keeps float32 as float32; integers are computed in the default float.
     def impl(x):
         x = np.asarray(x)
-        return f(x if x.dtype.kind == "f" else x.astype(_dtypes.float_))
+        return f(x if _dtypes.kind(x.dtype) == "f" else x.astype(_dtypes.float_))
     return impl
 
 
@@ -280,7 +280,7 @@ def _gamma_grad_impl(a: Any, x: Any) -> np.ndarray:
     """
     a, x = np.asarray(a), np.asarray(x)
     dtype = np.result_type(a, x)
-    dtype = dtype if dtype.kind == "f" else np.dtype(_dtypes.float_)
+    dtype = dtype if _dtypes.kind(dtype) == "f" else np.dtype(_dtypes.float_)
     a64, x64 = np.broadcast_arrays(a.astype(np.float64), x.astype(np.float64))
     lower = x64 < a64
     h = 1e-3 * a64
@@ -306,7 +306,7 @@ def _no_third_derivative(*_: Any) -> Any:
 def _gamma_grad_parts(a: Any, x: Any) -> tuple:
     """Float64 ``(a, x, g, log pdf, digamma(a), dtype)`` shared by the partials of random_gamma_grad."""
     dtype = np.result_type(np.asarray(a), np.asarray(x))
-    dtype = dtype if dtype.kind == "f" else np.dtype(_dtypes.float_)
+    dtype = dtype if _dtypes.kind(dtype) == "f" else np.dtype(_dtypes.float_)
     a64, x64 = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
     g = _gamma_grad_impl(a64, x64).astype(np.float64)
     with np.errstate(all="ignore"):

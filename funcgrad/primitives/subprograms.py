@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from funcgrad import _dtypes
 from funcgrad import _core
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import SubProgram, close_jaxpr, dce
@@ -40,7 +41,7 @@ def run_sub(sub: SubProgram, values: Sequence[Any]) -> list:
 
 
 def is_float(aval: Any) -> bool:
-    return aval.dtype.kind in "fc"
+    return _dtypes.kind(aval.dtype) in "fc"
 
 
 def aval_of(x: Any) -> ShapedArray:

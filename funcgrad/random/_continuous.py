@@ -7,6 +7,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert
@@ -21,7 +22,7 @@ from funcgrad.random._keys import (_SQRT2, _U32, _as, _check_broadcast, _check_k
 
 def _unit_floats(k: Any, shape: tuple[int, ...], dtype: np.dtype) -> Any:
     """Floats uniform on [0, 1): random mantissa bits under the exponent of 1.0, minus 1."""
-    info = np.finfo(dtype)
+    info = _dtypes.finfo(dtype)
     nbits, nmant = info.bits, info.nmant
     word = _random_bits(k, nbits, _numel(shape))
     one_bits = int(np.array(1.0, dtype).view(f"uint{nbits}"))
@@ -111,7 +112,7 @@ def gumbel(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, mode: s
     mode = "low" if mode is None else mode
     if mode not in ("low", "high", "highest"):
         raise ValueError(f"random.gumbel: mode must be 'low', 'high' or 'highest', got {mode!r}")
-    info = np.finfo(dtype)
+    info = _dtypes.finfo(dtype)
     if mode == "highest" and dtype == np.float32:
         return _gumbel_highest(k, shape)
     if mode in ("high", "highest"):
@@ -178,14 +179,14 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] | None = None, mode: 
     _no_sharding(out_sharding, "bernoulli")
     if mode not in ("high", "low"):
         raise ValueError(f"random.bernoulli: got mode={mode!r}, expected 'high' or 'low'")
-    if isinstance(p, (Array, Tracer)) and p.dtype.kind != "f":
+    if isinstance(p, (Array, Tracer)) and _dtypes.kind(p.dtype) != "f":
         raise TypeError(f"random.bernoulli: the probability p must have a floating dtype, got {describe(p)}")
     p = p if isinstance(p, (Array, Tracer)) else _as(p, default_float_dtype(), "bernoulli", "p")
     shape = tuple(p.shape) if shape is None else _shape(shape, "bernoulli")
     _check_broadcast("bernoulli", shape, p)
     if mode == "high":
         both = uniform(k, (2,) + shape, p.dtype)
-        u1, u2 = both[0], both[1] * 2.0 ** -np.finfo(p.dtype).nmant
+        u1, u2 = both[0], both[1] * 2.0 ** -_dtypes.finfo(p.dtype).nmant
         return u2 < p - u1
     return uniform(k, shape, p.dtype) < p
 
@@ -285,7 +286,7 @@ def laplace(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out
     >>> x = random.laplace(random.key(0), (3,))
     """
     k, dtype = _start("laplace", key, dtype, out_sharding)
-    u = uniform(k, _shape(shape, "laplace"), dtype, -1.0 + float(np.finfo(dtype).epsneg), 1.0)
+    u = uniform(k, _shape(shape, "laplace"), dtype, -1.0 + float(_dtypes.finfo(dtype).epsneg), 1.0)
     return fnp.sign(u) * fnp.log1p(-fnp.abs(u))
 
 
@@ -295,7 +296,7 @@ def logistic(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, ou
     >>> x = random.logistic(random.key(0), (3,))
     """
     k, dtype = _start("logistic", key, dtype, out_sharding)
-    x = uniform(k, _shape(shape, "logistic"), dtype, float(np.finfo(dtype).tiny), 1.0)
+    x = uniform(k, _shape(shape, "logistic"), dtype, float(_dtypes.finfo(dtype).tiny), 1.0)
     return fnp.log(x) - fnp.log1p(-x)
 
 
@@ -305,7 +306,7 @@ def cauchy(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, *, out_
     >>> x = random.cauchy(random.key(0), (3,))
     """
     k, dtype = _start("cauchy", key, dtype, out_sharding)
-    u = uniform(k, _shape(shape, "cauchy"), dtype, float(np.finfo(dtype).eps), 1.0)
+    u = uniform(k, _shape(shape, "cauchy"), dtype, float(_dtypes.finfo(dtype).eps), 1.0)
     return fnp.tan(np.pi * (u - 0.5))
 
 
@@ -440,7 +441,7 @@ def geometric(key: Any, p: Any, shape: Sequence[int] | None = None, dtype: Any =
     >>> n = random.geometric(random.key(0), 0.25, (4,))       # i32[4], mean 4
     """
     k, dtype = _start("geometric", key, dtype, out_sharding, integer=True)
-    fdtype = p.dtype if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else default_float_dtype()
+    fdtype = p.dtype if isinstance(p, (Array, Tracer)) and _dtypes.kind(p.dtype) == "f" else default_float_dtype()
     shape, (p,) = _params("geometric", shape, fdtype, p=p)
     u = uniform(k, shape, fdtype)
     u = fnp.where(u == 0, np.array(1, fdtype), u)   # as JAX: u = 0 read as 1

@@ -8,6 +8,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.lax import convert_element_type as convert
@@ -164,7 +165,7 @@ def binomial(key: Any, n: Any, p: Any, shape: Sequence[int] | None = None, dtype
     >>> x = random.binomial(random.key(0), 20.0, 0.3, (4,))   # f32[4], mean 6
     """
     k, dtype = _start("binomial", key, dtype)
-    fdtype = p.dtype if isinstance(p, (Array, Tracer)) and p.dtype.kind == "f" else default_float_dtype()
+    fdtype = p.dtype if isinstance(p, (Array, Tracer)) and _dtypes.kind(p.dtype) == "f" else default_float_dtype()
     shape, (count, prob) = _params("binomial", shape, fdtype, n=n, p=p)
     count = fnp.broadcast_to(fnp.stop_gradient(count), shape)
     prob = fnp.broadcast_to(fnp.stop_gradient(prob), shape)

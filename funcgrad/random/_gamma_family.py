@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 import funcgrad.lax as lax
+from funcgrad import _dtypes
 from funcgrad.api import custom_jvp as _fg_custom_jvp, vmap as _fg_vmap
 import funcgrad.numpy as fnp
 from funcgrad.core import describe
@@ -84,7 +85,7 @@ def _gamma_sample_rule(log_space: bool):
         if log_space:
             # d log(x) = dx / x; x = exp(log x) may round to 0: use the smallest normal float then.
             x = fnp.exp(out)
-            x = fnp.where(x == 0, np.array(np.finfo(a.dtype).tiny, a.dtype), x)
+            x = fnp.where(x == 0, np.array(_dtypes.finfo(a.dtype).tiny, a.dtype), x)
             g = lax.random_gamma_grad(a, x) / x
         else:
             g = lax.random_gamma_grad(a, out)

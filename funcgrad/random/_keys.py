@@ -8,6 +8,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import Array, Tracer, config, describe
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert
@@ -132,7 +133,7 @@ def _key_words(k: Any, name: str) -> tuple[Any, bool]:
         return k._data, True
     if not isinstance(k, (Array, Tracer)):
         raw = np.asarray(k) if isinstance(k, (np.ndarray, list, tuple)) else None
-        if raw is None or raw.dtype.kind not in "biuf":
+        if raw is None or _dtypes.kind(raw.dtype) not in "biuf":
             raise TypeError(f"random.{name}: expected a key (random.key(seed), or u32[2] from random.PRNGKey), "
                             f"got {type(k).__name__}: {k!r:.40}")
         k = fnp.asarray(raw)
@@ -189,7 +190,7 @@ def _float_dtype(dtype: Any, name: str) -> np.dtype:
     except TypeError as e:
         raise TypeError(f"random.{name}: dtype must be a float type (float16/32/64), got {dtype!r:.40}: {e}") \
             from None
-    if dtype.kind != "f":
+    if _dtypes.kind(dtype) != "f":
         raise TypeError(f"random.{name}: dtype must be a float type (float16/32/64), got {dtype}")
     return dtype
 
@@ -212,7 +213,7 @@ def _as(x: Any, dtype: np.dtype, name: str, arg: str) -> Any:
     """
     if not isinstance(x, (Array, Tracer)):
         raw = np.asarray(x) if isinstance(x, (int, float, np.number, np.ndarray, list, tuple)) else None
-        if raw is None or raw.dtype.kind not in "biuf":
+        if raw is None or _dtypes.kind(raw.dtype) not in "biuf":
             raise TypeError(f"random.{name}: {arg} must be a number or an array of numbers, got "
                             f"{type(x).__name__}: {x!r:.40}")
         x = fnp.asarray(raw.astype(dtype))

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import describe
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.lax import convert_element_type as convert
@@ -42,7 +43,7 @@ def multivariate_normal(key: Any, mean: Any, cov: Any, shape: Sequence[int] | No
                          f"got {method!r}")
     mean, cov = fnp.asarray(mean), fnp.asarray(cov)
     fdtype = np.result_type(mean.dtype, cov.dtype)
-    fdtype = fdtype if fdtype.kind == "f" else default_float_dtype()
+    fdtype = fdtype if _dtypes.kind(fdtype) == "f" else default_float_dtype()
     dtype = fdtype if dtype is None else _float_dtype(dtype, "multivariate_normal")
     mean, cov = convert(mean, fdtype), convert(cov, fdtype)
     if mean.ndim < 1:

@@ -7,6 +7,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
+from funcgrad import _dtypes
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.dtypes import default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert
@@ -73,7 +74,7 @@ def categorical(key: Any, logits: Any, axis: int = -1, shape: Sequence[int] | No
     k = _check_key(key, "categorical")
     _no_sharding(out_sharding, "categorical")
     logits = fnp.asarray(logits)
-    if logits.dtype.kind != "f":
+    if _dtypes.kind(logits.dtype) != "f":
         logits = convert(logits, default_float_dtype())
     axis = _axis(axis, logits.ndim, "categorical", f"logits {describe(logits)}")
     batch_shape = tuple(d for i, d in enumerate(logits.shape) if i != axis)
@@ -151,7 +152,7 @@ def choice(key: Any, a: Any, shape: Sequence[int] = (), replace: bool = True, p:
             result = lax.slice_in_dim(perm, 0, n_draws, axis=0 if arr is None else axis)
     else:
         p_arr = fnp.asarray(p)
-        if p_arr.dtype.kind != "f":
+        if _dtypes.kind(p_arr.dtype) != "f":
             p_arr = convert(p_arr, default_float_dtype())
         if p_arr.shape != (n_inputs,):
             raise ValueError(f"random.choice: p must be None or a 1-d vector with the same size as a.shape[axis]; "

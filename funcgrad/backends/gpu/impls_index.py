@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._config import config
 from funcgrad._core import Primitive
 from funcgrad._dtypes import describe
@@ -172,7 +173,7 @@ def _scatter_extremal_flat(xp, cx, flat, pos, vals, kind):
     if flat.dtype not in _ATOMIC_EXTREMAL_DTYPES:
         return _rounds(xp, flat, pos, vals, getattr(xp, kind))
     atomic = cx.scatter_max if kind == "maximum" else cx.scatter_min
-    if flat.dtype.kind != "f":
+    if _dtypes.kind(flat.dtype) != "f":
         atomic(flat, pos, vals)
         return flat
     # NaN propagates (numpy.maximum.at), whatever the atomics make of it: they see no NaN.
@@ -411,7 +412,7 @@ def _avg_pool2d(xp):
         _, _, oh, ow = C._pool_out_shape("avg_pool2d", x.shape, kernel, stride, padding)
         taps = _windows(xp, _pad_hw(xp, x, padding), kernel, stride, (1, 1), (oh, ow))
         # float16 accumulates in float32 (numpy's mean does, on the CPU); integers average in float64.
-        acc = np.float32 if x.dtype == np.float16 else (x.dtype if x.dtype.kind == "f" else np.float64)
+        acc = np.float32 if x.dtype == np.float16 else (x.dtype if _dtypes.kind(x.dtype) == "f" else np.float64)
         total = xp.sum(taps, axis=(2, 3), dtype=acc)
         return (total / (kernel[0] * kernel[1])).astype(x.dtype, copy=False)
     return impl

@@ -149,7 +149,7 @@ def _erf_like(prim: Any, name: str) -> None:
 
         def impl(x):
             x = xp.asarray(x)
-            if x.dtype.kind != "f":
+            if _dtypes.kind(x.dtype) != "f":
                 x = x.astype(_dtypes.float_)
             elif x.dtype == np.float16:
                 x = x.astype(np.float32)

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._dtypes import ShapedArray
 from funcgrad._ir import Eqn, Literal, Var
 from funcgrad.compiler.codegen import Elementwise, Op, Reduction
@@ -98,7 +99,7 @@ def _binary(template: str) -> Elementwise:
 
 def _extreme(name: str) -> Elementwise:
     def emit_(op: Op, ref: Any) -> str:
-        nan = ", propagate_nan=tl.PropagateNan.ALL" if op.dtype.kind == "f" else ""   # NaN wins, as in numpy
+        nan = ", propagate_nan=tl.PropagateNan.ALL" if _dtypes.kind(op.dtype) == "f" else ""   # NaN wins, as in numpy
         return f"tl.{name}({ref(op.args[0])}, {ref(op.args[1])}{nan})"
     return Elementwise(emit_)
 
@@ -155,7 +156,7 @@ def _small_power(eqn: Eqn) -> bool:
     k = k.value.item() if isinstance(k.value, (np.ndarray, np.generic)) else k.value
     if isinstance(k, bool) or not isinstance(k, (int, float)) or k != int(k):
         return False
-    return int(k) in (1, 2, 3, 4) or (int(k) in (-1, -2) and x.aval.dtype.kind == "f")
+    return int(k) in (1, 2, 3, 4) or (int(k) in (-1, -2) and _dtypes.kind(x.aval.dtype) == "f")
 
 
 def _power(op: Op, ref: Any) -> str:
@@ -171,7 +172,7 @@ def _identity(prim: Any, dtype: np.dtype) -> str:
     value = _REDUCTIONS[prim].identity(dtype)
     if value == 0:
         return "0"
-    if dtype.kind == "f":
+    if _dtypes.kind(dtype) == "f":
         return f"float('{value}')"
     return str(-2 ** 31) if value == "-inf" else str(2 ** 31 - 1)
 
@@ -248,7 +249,7 @@ def kernel_source(inputs: list, ops: list, outputs: list, reduction: tuple | Non
     prim, operand, dtype = reduction
     compute, ident = _COMPUTE[dtype], _identity(prim, dtype)
     update, combine = _REDUCTIONS[prim].update
-    track_nan = prim is not R.reduce_sum_p and dtype.kind == "f"   # NaN wins, as in numpy's max/min
+    track_nan = prim is not R.reduce_sum_p and _dtypes.kind(dtype) == "f"   # NaN wins, as in numpy's max/min
     lines = head + [f"def kernel({', '.join(params + ['r_out', 'cols', 'BLOCK: tl.constexpr'])}):",
                     "    row = tl.program_id(0).to(tl.int64)",
                     f"    acc = tl.full((BLOCK,), {ident}, {compute})",

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad import _core
 from funcgrad._array import host_numpy
 from funcgrad._config import config
@@ -219,7 +220,7 @@ def _pad_widths(ndim: int, pads: Sequence[int]) -> tuple:
 def fill_value_for(dtype: Any) -> Any:
     """JAX's default fill for out-of-bounds gathers: NaN, the most negative int, the largest uint, True."""
     dtype = np.dtype(dtype)
-    if dtype.kind in "fc":
+    if _dtypes.kind(dtype) in "fc":
         return float("nan")
     if dtype.kind == "i":
         return int(np.iinfo(dtype).min)

@@ -40,7 +40,7 @@ def _groups(xs):
     n = xs.shape[-1]
     pos = lax.broadcasted_iota(_dtypes.int_, xs.shape, xs.ndim - 1)
     diff = xs[..., 1:] != xs[..., :-1]
-    if xs.dtype.kind in "fc":
+    if _dtypes.kind(xs.dtype) in "fc":
         diff = fnp.logical_and(diff, fnp.logical_not(fnp.logical_and(fnp.isnan(xs[..., 1:]),
                                                                        fnp.isnan(xs[..., :-1]))))
     first = fnp.ones(xs.shape[:-1] + (1,), dtype=bool)
@@ -136,7 +136,7 @@ def rankdata(a: ArrayLike, method: str = "average", *, axis: int | Sequence[int]
             ranks = unsort(end) + 1.0
         else:   # average
             ranks = unsort((start + end) * 0.5) + 1.0
-    if x.dtype.kind in "fc":
+    if _dtypes.kind(x.dtype) in "fc":
         any_nan = fnp.any(fnp.isnan(x), axis=-1, keepdims=True)
         ranks = fnp.where(any_nan, np.nan, ranks)
     return fnp.moveaxis(ranks, -1, ax)
