@@ -1,6 +1,6 @@
 """funcgrad.dtypes: the dtypes funcgrad stores, in the spirit of ``jax.dtypes``.
 
-funcgrad holds bool, integer and float16/32/64 values.  Without x64
+funcgrad holds bool, integer, bfloat16, float16/32/64 and complex values.  Without x64
 (``fg.config.update("enable_x64", True)``) every 64-bit dtype is stored as
 its 32-bit one, and the defaults for Python floats and ints are float32 and
 int32; with x64 they are float64 and int64.
@@ -21,9 +21,22 @@ from typing import Any
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._dtypes import result_type
+from funcgrad._dtypes import bfloat16, finfo, is_float, is_inexact, kind, result_type
 
-__all__ = ["canonicalize_dtype", "default_float_dtype", "default_int_dtype", "result_type"]
+__all__ = ["bfloat16", "canonicalize_dtype", "default_float_dtype", "default_int_dtype", "finfo", "is_float",
+           "is_inexact", "issubdtype", "kind", "result_type"]
+
+
+def issubdtype(dtype: Any, category: Any) -> bool:
+    """numpy's ``issubdtype`` with bfloat16 a floating type, as ``jax.dtypes.issubdtype``.
+
+    >>> from funcgrad import dtypes
+    >>> dtypes.issubdtype(dtypes.bfloat16, np.floating), np.issubdtype(dtypes.bfloat16, np.floating)
+    (True, False)
+    """
+    if np.dtype(dtype) == bfloat16 and category in (np.floating, np.inexact, np.number, np.generic):
+        return True
+    return bool(np.issubdtype(dtype, category))
 
 
 def canonicalize_dtype(dtype: Any) -> np.dtype:

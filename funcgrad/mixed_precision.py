@@ -39,7 +39,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import Array, Tracer
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.lax import (bitcast_convert_type, bitwise_and, bitwise_or, convert_element_type as convert, shift_left,
