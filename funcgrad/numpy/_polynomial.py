@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from funcgrad._core import Tracer
+from funcgrad import _dtypes
 from funcgrad._dtypes import describe
 from funcgrad import lax
 from funcgrad.numpy._base import arr, index_arg, promote, promote_inexact
@@ -204,7 +205,7 @@ def polydiv(u: Any, v: ArrayLike, *, trim_leading_zeros: bool = False) -> tuple[
     if trim_leading_zeros:
         if isinstance(remainder, Tracer):
             raise NotImplementedError("polydiv: trim_leading_zeros=True needs concrete values (not under jit/vmap)")
-        tol = np.sqrt(np.finfo(np.dtype(u.dtype)).eps)
+        tol = np.sqrt(_dtypes.finfo(u.dtype).eps)
         val = np.asarray(remainder)
         big = np.flatnonzero(np.abs(val) >= tol)
         remainder = remainder[big[0]:] if big.size else remainder[:0]
