@@ -1,6 +1,6 @@
 """funcgrad.dtypes: the dtypes funcgrad stores, in the spirit of ``jax.dtypes``.
 
-funcgrad holds bool, integer and float16/32/64 values.  Without x64
+funcgrad holds bool, integer, bfloat16, float16/32/64 and complex values.  Without x64
 (``fg.config.update("enable_x64", True)``) every 64-bit dtype is stored as
 its 32-bit one, and the defaults for Python floats and ints are float32 and
 int32; with x64 they are float64 and int64.
@@ -21,9 +21,34 @@ from typing import Any
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._dtypes import result_type
+from funcgrad._dtypes import ShapedArray
 
-__all__ = ["canonicalize_dtype", "default_float_dtype", "default_int_dtype", "result_type"]
+__all__ = ["bfloat16", "canonicalize_dtype", "default_float_dtype", "default_int_dtype", "result_type"]
+
+bfloat16 = _dtypes.bfloat16   # ml_dtypes.bfloat16's numpy dtype
+
+_WEAK = {bool: False, int: 0, float: 0.0, complex: 0j}
+
+
+def result_type(*args: Any) -> np.dtype:
+    """The promoted dtype of arrays, dtypes and Python scalars (weakly typed, as are the types ``int``,
+    ``float``, ``complex``), canonicalised; bfloat16 promotes as in JAX.
+
+    >>> from funcgrad import dtypes
+    >>> dtypes.result_type(fnp.bfloat16, fnp.float16)    # float32
+    dtype('float32')
+    """
+    if not args:
+        raise ValueError("result_type: at least one array, dtype or scalar is required")
+    return _dtypes.result_type(*[_operand(a) for a in args])
+
+
+def _operand(a: Any) -> Any:
+    if isinstance(a, (bool, int, float, complex)) or (hasattr(a, "dtype") and not isinstance(a, type)):
+        return a
+    if a in _WEAK:
+        return _WEAK[a]
+    return ShapedArray((), np.dtype(a))
 
 
 def canonicalize_dtype(dtype: Any) -> np.dtype:

@@ -20,7 +20,7 @@ MODULES = ["funcgrad", "funcgrad.tree", "funcgrad.tree_util", "funcgrad.devices"
 # Names that are not funcgrad's own callables: numpy's scalar types re-exported as dtypes, typing aliases and
 # names a module imports for its own use.
 NOT_OURS = {
-    "funcgrad.numpy": {"bool_", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32",
+    "funcgrad.numpy": {"bfloat16", "bool_", "complex64", "complex128", "float16", "float32", "float64", "int8", "int16", "int32",
                        "int64", "uint8", "uint32"},
     "funcgrad.tree_util": {"KeyEntry", "KeyPath"},
     "funcgrad.testing": {"Any", "Callable", "Sequence", "canonicalize_dtype", "tree_flatten", "tree_map"},
