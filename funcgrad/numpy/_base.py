@@ -121,6 +121,8 @@ def promote_inexact(*xs: Any) -> list:
             out.append(convert(x, _dtypes.float_))
         else:
             out.append(x)
+    if any(not isinstance(x, float) and x.dtype == _dtypes.bfloat16 for x in out):
+        return _bfloat16_floats(out)
     return out
 
 
