@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._dtypes import ShapedArray
+from funcgrad._dtypes import ShapedArray, bfloat16, finfo, is_float, is_inexact, kind
 
-__all__ = ["bfloat16", "canonicalize_dtype", "default_float_dtype", "default_int_dtype", "result_type"]
+__all__ = ["bfloat16", "canonicalize_dtype", "default_float_dtype", "default_int_dtype", "finfo", "is_float",
+           "is_inexact", "issubdtype", "kind", "result_type"]
 
-bfloat16 = _dtypes.bfloat16   # ml_dtypes.bfloat16's numpy dtype
 
 _WEAK = {bool: False, int: 0, float: 0.0, complex: 0j}
 
@@ -35,7 +35,7 @@ def result_type(*args: Any) -> np.dtype:
     ``float``, ``complex``), canonicalised; bfloat16 promotes as in JAX.
 
     >>> from funcgrad import dtypes
-    >>> dtypes.result_type(fnp.bfloat16, fnp.float16)    # float32
+    >>> dtypes.result_type(dtypes.bfloat16, np.float16)    # float32
     dtype('float32')
     """
     if not args:
@@ -49,6 +49,18 @@ def _operand(a: Any) -> Any:
     if a in _WEAK:
         return _WEAK[a]
     return ShapedArray((), np.dtype(a))
+
+
+def issubdtype(dtype: Any, category: Any) -> bool:
+    """numpy's ``issubdtype`` with bfloat16 a floating type, as ``jax.dtypes.issubdtype``.
+
+    >>> from funcgrad import dtypes
+    >>> dtypes.issubdtype(dtypes.bfloat16, np.floating), np.issubdtype(dtypes.bfloat16, np.floating)
+    (True, False)
+    """
+    if np.dtype(dtype) == bfloat16 and category in (np.floating, np.inexact, np.number, np.generic):
+        return True
+    return bool(np.issubdtype(dtype, category))
 
 
 def canonicalize_dtype(dtype: Any) -> np.dtype:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.api import jvp, vjp   # fg.jvp, fg.vjp (a library does not import the package root)
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype
 from funcgrad.tree_util import tree_flatten, tree_map

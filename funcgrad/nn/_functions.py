@@ -19,7 +19,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import describe
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.numpy.array_utils import normalize_axes, normalize_axis

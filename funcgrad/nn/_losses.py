@@ -23,7 +23,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import describe
 from funcgrad.nn._functions import _float, log_softmax, softplus
 

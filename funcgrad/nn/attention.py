@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad import random
 from funcgrad.core import describe
 from funcgrad.lax import flash_attention

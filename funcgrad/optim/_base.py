@@ -13,7 +13,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.tree_util import all_leaves, tree_flatten, tree_map

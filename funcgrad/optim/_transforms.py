@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple, Union
 import numpy as np
 
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import describe
 from funcgrad.optim._base import (EmptyState, GradientTransformation, Params, PyTree, Updates, _cast_like, chain,
                                   check_state, check_trees, increment, new_count, zeros_like_tree)

@@ -50,7 +50,7 @@ import safetensors
 import safetensors.numpy
 
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import Array, ShapedArray, Tracer, host_numpy
 from funcgrad.dtypes import canonicalize_dtype, result_type
 

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 import funcgrad.lax as lax
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.api import custom_jvp as _fg_custom_jvp, vmap as _fg_vmap
 import funcgrad.numpy as fnp
 from funcgrad.core import describe

@@ -8,7 +8,7 @@ import numpy as np
 
 import funcgrad.lax as lax
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import Array, Tracer, config, describe
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype, default_int_dtype
 from funcgrad.lax import convert_element_type as convert

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 import funcgrad.numpy as fnp
-from funcgrad import _dtypes
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import describe
 from funcgrad.dtypes import default_float_dtype
 from funcgrad.lax import convert_element_type as convert
