@@ -114,15 +114,17 @@ def promote_inexact(*xs: Any) -> list:
         return list(xs)
     xs = promote(*xs)
     out = []
+    scalars, dtype = False, None
     for x in xs:
         if isinstance(x, _SCALARS):
             out.append(float(x))
-        elif _dtypes.kind(x.dtype) not in "fc":
+            scalars = True
+        elif _dtypes.kind(dtype := x.dtype) not in "fc":
             out.append(convert(x, _dtypes.float_))
         else:
             out.append(x)
-    if any(not isinstance(x, float) and x.dtype == _dtypes.bfloat16 for x in out):
-        return _bfloat16_floats(out)
+    if scalars and dtype is _dtypes.bfloat16:   # (promote gave the arrays one dtype)
+        return _bfloat16_floats(out)   # an int scalar beside bfloat16 became a Python float here
     return out
 
 
