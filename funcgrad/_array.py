@@ -448,9 +448,10 @@ def _int_overflow_message(value: int, dtype: np.dtype) -> str:
 
 
 def _default_dtype_for(arr: np.ndarray) -> np.dtype:
-    # Python lists of floats become the default float (float32), as in JAX.
+    # Python lists of floats become the default float (float32), as in JAX; lists of typed scalars
+    # (np.float16, fnp.bfloat16) keep their dtype, as in JAX.
     if _dtypes.kind(arr.dtype) == "f":
-        return _dtypes.float_
+        return _dtypes.float_ if arr.dtype == np.float64 else arr.dtype
     if arr.dtype.kind == "c":   # Python complex numbers: complex64 without x64, as JAX
         return _dtypes.complex_
     if arr.dtype.kind in "iu":
