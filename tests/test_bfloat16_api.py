@@ -220,6 +220,25 @@ def test_functions_counting_bfloat16_as_float():
     np.testing.assert_allclose(np.asarray(spectrum), np.fft.rfft(np.asarray(x).astype(np.float64)), atol=1e-6)
 
 
+def test_scipy_stats_in_bfloat16():
+    import scipy.stats as ss
+    import funcgrad.scipy.stats as st
+    vals = bf16([0.25, 0.5, 1.5, 2.0, 7.0])
+    x, v = fnp.asarray(vals), vals.astype(np.float64)
+    for out, ref in [(st.norm.logpdf(x, 0.0, 2.0), ss.norm.logpdf(v, 0.0, 2.0)),
+                     (st.gamma.logpdf(x, 2.0), ss.gamma.logpdf(v, 2.0)),
+                     (st.beta.logpdf(x / 8, 2.0, 3.0), ss.beta.logpdf(v / 8, 2.0, 3.0)),
+                     (st.uniform.logpdf(x, 0.0, 2.0), ss.uniform.logpdf(v, 0.0, 2.0)),
+                     (st.t.logpdf(x, 3.0), ss.t.logpdf(v, 3.0)),
+                     (st.laplace.cdf(x), ss.laplace.cdf(v)),
+                     (st.bernoulli.ppf(x / 8, 0.25), ss.bernoulli.ppf(v / 8, 0.25))]:
+        assert out.dtype == BF16, out.dtype
+        finite = np.isfinite(ref)
+        np.testing.assert_array_equal(np.isfinite(np.asarray(out).astype(np.float64)), finite)
+        np.testing.assert_allclose(np.asarray(out).astype(np.float64)[finite], ref[finite], rtol=4 * EPS,
+                                   atol=4 * EPS)
+
+
 # ------------------------------------------------------------------ random
 
 
