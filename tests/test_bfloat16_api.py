@@ -405,6 +405,15 @@ def test_safetensors_bf16_header_and_foreign_file(tmp_path):
     np.testing.assert_array_equal(bits(back["emb"]), bits(bf16([[0.5, 3.3], [-1.0, 2.0]])))
 
 
+def test_numpy_save_and_load(tmp_path):
+    # numpy writes bfloat16 as raw 2-byte records; fnp.load reads them back as bfloat16 (as jnp.load)
+    vals = bf16([1.0, 2.5, 3.3, -0.0, np.nan])
+    fnp.save(tmp_path / "x.npy", fnp.asarray(vals))
+    back = fnp.load(tmp_path / "x.npy")
+    assert isinstance(back, fg.Array) and back.dtype == BF16
+    np.testing.assert_array_equal(bits(back), bits(vals))
+
+
 # ------------------------------------------------------------------ testing.check_grads
 
 
