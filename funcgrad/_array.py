@@ -156,6 +156,11 @@ class Array:
         pre-1.0 consumer, which cannot be told "read-only", raises BufferError.
         (Device arrays export through their own library.)
         """
+        if self._value.dtype == _dtypes.bfloat16:
+            raise BufferError("bfloat16 arrays cannot be exported through DLPack on the CPU (numpy, which holds the "
+                              "buffer, has no DLPack code for bfloat16). Hand over the bits instead, "
+                              "np.asarray(x).view(np.uint16) (torch: .view(torch.bfloat16) on the result), or "
+                              "convert first with x.astype(fnp.float32)")
         if stream is not None and stream != -1:
             # DLPack: stream is only meaningful for device arrays; -1 = "no sync needed"
             raise BufferError("stream must be None for a CPU array")
@@ -443,9 +448,10 @@ def _int_overflow_message(value: int, dtype: np.dtype) -> str:
 
 
 def _default_dtype_for(arr: np.ndarray) -> np.dtype:
-    # Python lists of floats become the default float (float32), as in JAX.
+    # Python lists of floats become the default float (float32), as in JAX; lists of typed scalars
+    # (np.float16, fnp.bfloat16) keep their dtype, as in JAX.
     if _dtypes.kind(arr.dtype) == "f":
-        return _dtypes.float_
+        return _dtypes.float_ if arr.dtype == np.float64 else arr.dtype
     if arr.dtype.kind == "c":   # Python complex numbers: complex64 without x64, as JAX
         return _dtypes.complex_
     if arr.dtype.kind in "iu":

@@ -21,10 +21,34 @@ from typing import Any
 import numpy as np
 
 from funcgrad import _dtypes
-from funcgrad._dtypes import bfloat16, finfo, is_float, is_inexact, kind, result_type
+from funcgrad._dtypes import ShapedArray, bfloat16, finfo, is_float, is_inexact, kind
 
 __all__ = ["bfloat16", "canonicalize_dtype", "default_float_dtype", "default_int_dtype", "finfo", "is_float",
            "is_inexact", "issubdtype", "kind", "result_type"]
+
+
+_WEAK = {bool: False, int: 0, float: 0.0, complex: 0j}
+
+
+def result_type(*args: Any) -> np.dtype:
+    """The promoted dtype of arrays, dtypes and Python scalars (weakly typed, as are the types ``int``,
+    ``float``, ``complex``), canonicalised; bfloat16 promotes as in JAX.
+
+    >>> from funcgrad import dtypes
+    >>> dtypes.result_type(dtypes.bfloat16, np.float16)    # float32
+    dtype('float32')
+    """
+    if not args:
+        raise ValueError("result_type: at least one array, dtype or scalar is required")
+    return _dtypes.result_type(*[_operand(a) for a in args])
+
+
+def _operand(a: Any) -> Any:
+    if isinstance(a, (bool, int, float, complex)) or (hasattr(a, "dtype") and not isinstance(a, type)):
+        return a
+    if a in _WEAK:
+        return _WEAK[a]
+    return ShapedArray((), np.dtype(a))
 
 
 def issubdtype(dtype: Any, category: Any) -> bool:

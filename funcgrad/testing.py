@@ -24,9 +24,12 @@ from funcgrad.api import jvp, vjp   # fg.jvp, fg.vjp (a library does not import 
 from funcgrad.dtypes import canonicalize_dtype, default_float_dtype
 from funcgrad.tree_util import tree_flatten, tree_map
 
-# Default tolerances per dtype (as JAX's and HIPS autograd's test utilities).
-_DEFAULT_EPS = {np.dtype("float16"): 1e-1, np.dtype("float32"): 1e-2, np.dtype("float64"): 1e-5}
-_DEFAULT_TOL = {np.dtype("float16"): 1e-1, np.dtype("float32"): 2e-2, np.dtype("float64"): 1e-5}
+# Default tolerances per dtype (as JAX's and HIPS autograd's test utilities; bfloat16's as JAX's gradient
+# tolerance for it).
+_DEFAULT_EPS = {_dtypes.bfloat16: 1e-1, np.dtype("float16"): 1e-1, np.dtype("float32"): 1e-2,
+                np.dtype("float64"): 1e-5}
+_DEFAULT_TOL = {_dtypes.bfloat16: 1e-1, np.dtype("float16"): 1e-1, np.dtype("float32"): 2e-2,
+                np.dtype("float64"): 1e-5}
 
 
 def _as64(x: Any) -> np.ndarray:
@@ -53,7 +56,7 @@ def _computed_dtype(args: Sequence[Any], out: Any) -> np.dtype:
     ins = [canonicalize_dtype(_leaf_dtype(x)) for x in tree_flatten(args)[0]]
     outs = [_leaf_dtype(o) for o in tree_flatten(out)[0]]
     floats = [np.dtype(f"f{d.itemsize // 2}") if d.kind == "c" else d for d in ins + outs if _dtypes.kind(d) in "fc"]
-    return min(floats, key=lambda d: d.itemsize) if floats else default_float_dtype()
+    return min(floats, key=lambda d: _dtypes.finfo(d).nmant) if floats else default_float_dtype()
 
 
 def _leaf_dtype(x: Any) -> np.dtype:
@@ -71,7 +74,14 @@ def _random_like(tree: Any, rng: np.random.Generator) -> Any:
 
 
 def _scaled_add(tree: Any, direction: Any, eps: float) -> Any:
-    return tree_map(lambda x, v: (_as64(x) + eps * _as64(v)).astype(np.asarray(x).dtype), tree, direction)
+    return tree_map(lambda x, v: (_as64(x) + eps * _as64(v)).astype(_difference_dtype(np.asarray(x).dtype)),
+                    tree, direction)
+
+
+def _difference_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype finite differences evaluate a function in: the argument's, but float32 for bfloat16 (whose
+    8-bit steps ``x +- eps v`` and values would leave differences with no correct digit)."""
+    return np.dtype(np.float32) if dtype == _dtypes.bfloat16 else dtype
 
 
 def _assert_close(actual: Any, expected: Any, atol: float, rtol: float, what: str) -> None:
@@ -138,7 +148,11 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequenc
 
     Differences are taken in float64 where x64 is enabled; where funcgrad
     computes in float32 (float32 inputs, or float64 numpy inputs without x64)
-    the default tolerances are loose (2e-2), as in JAX's tests.
+    the default tolerances are loose (2e-2), as in JAX's tests. bfloat16
+    arguments are differenced in float32 (a bfloat16 difference quotient has
+    no correct digit), so the check compares the derivatives funcgrad
+    computes in bfloat16 with the float32 function's, within 1e-1 (JAX's
+    gradient tolerance for bfloat16): it catches wrong rules, not rounding.
     """
     args = tuple(args)
     out = f(*args)
@@ -155,12 +169,24 @@ def check_grads(f: Callable, args: Sequence[Any], order: int = 2, modes: Sequenc
         check_jvp(f, args, atol, rtol, eps, rng)
         if order > 1:
             tangents = _random_like(args, rng)
-            check_grads(lambda *xs: jvp(f, xs, tangents)[1], args, order - 1, ("fwd",), eps, atol, rtol, seed + 1)
+            check_grads(lambda *xs: jvp(f, xs, _cast_like(tangents, xs))[1], args, order - 1, ("fwd",), eps, atol,
+                        rtol, seed + 1)
     if "rev" in modes:
         check_vjp(f, args, atol, rtol, eps, rng)
         if order > 1:
             u = _random_like(out, rng)
-            check_grads(lambda *xs: vjp(f, *xs)[1](u), args, order - 1, ("rev",), eps, atol, rtol, seed + 1)
+            check_grads(lambda *xs: _pull(f, xs, u), args, order - 1, ("rev",), eps, atol, rtol, seed + 1)
+
+
+def _cast_like(tree: Any, like: Any) -> Any:
+    """The numpy leaves of ``tree`` in the dtypes of ``like``'s (a bfloat16 direction at the float32 points
+    where finite differences evaluate a bfloat16 function)."""
+    return tree_map(lambda t, x: np.asarray(t).astype(_leaf_dtype(x)), tree, like)
+
+
+def _pull(f: Callable, xs: tuple, u: Any) -> Any:
+    out, pullback = vjp(f, *xs)
+    return pullback(_cast_like(u, out))
 
 
 def check_close(actual: Any, expected: Any, atol: float = 1e-6, rtol: float = 1e-6, what: str = "value") -> None:

@@ -64,6 +64,9 @@ def clamp(min: Any, x: Array, max: Any) -> Array:  # noqa: A002
     >>> lax.clamp(0.0, fnp.array([-1.0, 0.5, 2.0]), 1.0)
     Array([0. , 0.5, 1. ], dtype=float32)
     """
+    if dtype(x) == _dtypes.bfloat16:   # Python bounds are weakly typed: bfloat16 here (numpy would say float32)
+        min, max = (lax.convert(np.asarray(b, _dtypes.bfloat16), _dtypes.bfloat16)
+                    if isinstance(b, (int, float)) else b for b in (min, max))
     below, above = lax.lt(x, min), lax.gt(x, max)
     inside = lax.logical_and(lax.gt(x, min), lax.lt(x, max))
     on_bound = lax.stop_gradient(lax.select(below, min, lax.select(above, max, x)))

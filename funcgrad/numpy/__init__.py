@@ -30,7 +30,13 @@ import sys as _sys
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 bfloat16 = _ml_dtypes.bfloat16  # the numpy scalar type ml_dtypes registers (as jax.numpy.bfloat16)
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
-uint8, uint32, bool_ = _np.uint8, _np.uint32, _np.bool_
+uint8, uint16, uint32, uint64, bool_ = _np.uint8, _np.uint16, _np.uint32, _np.uint64, _np.bool_
+dtype = _np.dtype
+# numpy's abstract scalar types, for issubdtype (bfloat16 counts as floating there, as in JAX); like dtype and
+# the 16/64-bit unsigned types, attributes only (not in __all__)
+generic, number, inexact, floating, complexfloating = _np.generic, _np.number, _np.inexact, _np.floating, \
+    _np.complexfloating
+integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
 pi, e, inf, nan, newaxis = _np.pi, _np.e, _np.inf, _np.nan, None
 
 __all__ = [  # the public names; linalg is a submodule

@@ -50,9 +50,29 @@ def promote(*xs: Any) -> list:
     xs = [operand(x) for x in xs]
     dtypes = {x.dtype for x in xs if not isinstance(x, _SCALARS)}
     if len(dtypes) <= 1 and not _scalar_above(xs, dtypes):
-        return xs
+        return _bfloat16_floats(xs) if _dtypes.bfloat16 in dtypes else xs
     dtype = _dtypes.result_type(*xs)
-    return [x if isinstance(x, _SCALARS) else convert(x, dtype) for x in xs]
+    xs = [x if isinstance(x, _SCALARS) else convert(x, dtype) for x in xs]
+    return _bfloat16_floats(xs) if dtype == _dtypes.bfloat16 else xs
+
+
+def promote_arrays(*xs: Any) -> list:
+    """:func:`promote`, with Python scalars then made arrays of the promoted dtype (they are weakly typed:
+    ``promote_arrays(bf16_array, 0.5)`` gives two bfloat16 arrays)."""
+    xs = promote(*xs)
+    arrays = [x for x in xs if not isinstance(x, _SCALARS)]
+    if len(arrays) == len(xs):
+        return xs
+    if not arrays:
+        return promote(*[as_array(x) for x in xs])
+    dtype = arrays[0].dtype
+    return [convert(as_array(x), dtype) if isinstance(x, _SCALARS) else x for x in xs]
+
+
+def _bfloat16_floats(xs: list) -> list:
+    """Python floats beside bfloat16 arrays as bfloat16 scalars: weakly typed, they take the arrays' dtype
+    (numpy's ``bf16_array - 2.0`` would compute in float32; ints and bools already keep bfloat16)."""
+    return [as_array(np.asarray(x, dtype=_dtypes.bfloat16)) if type(x) is float else x for x in xs]
 
 
 def _weak_complex(xs: tuple) -> list:
@@ -84,7 +104,7 @@ def _scalar_above(xs: list, dtypes: set) -> bool:
     """
     if not dtypes:
         return False
-    rank = _KIND_RANK.get(next(iter(dtypes)).kind, 2)
+    rank = _KIND_RANK.get(_dtypes.kind(next(iter(dtypes))), 2)
     return any(_scalar_rank(x) > rank for x in xs if isinstance(x, _SCALARS))
 
 
@@ -94,13 +114,17 @@ def promote_inexact(*xs: Any) -> list:
         return list(xs)
     xs = promote(*xs)
     out = []
+    scalars, dtype = False, None
     for x in xs:
         if isinstance(x, _SCALARS):
             out.append(float(x))
-        elif _dtypes.kind(x.dtype) not in "fc":
+            scalars = True
+        elif _dtypes.kind(dtype := x.dtype) not in "fc":
             out.append(convert(x, _dtypes.float_))
         else:
             out.append(x)
+    if scalars and dtype is _dtypes.bfloat16:   # (promote gave the arrays one dtype)
+        return _bfloat16_floats(out)   # an int scalar beside bfloat16 became a Python float here
     return out
 
 

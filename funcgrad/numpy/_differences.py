@@ -21,7 +21,8 @@ import numpy as np
 from funcgrad import _dtypes
 from funcgrad._dtypes import describe
 from funcgrad import lax
-from funcgrad.numpy._base import arr, index_arg, normalize_axes, normalize_axis, promote, promote_inexact
+from funcgrad.numpy._base import (arr, index_arg, normalize_axes, normalize_axis, promote, promote_arrays,
+                                  promote_inexact)
 from funcgrad.numpy import _reductions as _R
 from funcgrad.numpy._sorting import searchsorted
 from funcgrad.numpy._statistics import _fill, _no_out
@@ -136,7 +137,7 @@ def cumulative_prod(x: ArrayLike, /, *, axis: int | None = None, dtype: DTypeLik
 
 
 def _append_along(name: str, a: Any, value: Any, axis: int) -> Any:
-    v = arr(value)
+    v = promote_arrays(a, value)[1] if isinstance(value, (bool, int, float)) else arr(value)   # a weak scalar
     if v.ndim == 0:
         shape = list(a.shape)
         shape[axis] = 1

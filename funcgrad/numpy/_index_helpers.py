@@ -12,7 +12,7 @@ from funcgrad._array import host_numpy
 from funcgrad._core import Array, Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
-from funcgrad.numpy._base import arr, normalize_axis, promote, shape_tuple
+from funcgrad.numpy._base import arr, normalize_axis, operand, promote, promote_arrays, shape_tuple
 from funcgrad.numpy._shape import broadcast_to, concatenate, moveaxis, ravel
 from funcgrad.numpy._arrays import (_concrete, _const, _is_traced, _py_max, _py_slice, _take, _truth, _where,
                                     broadcast_shapes, unstack)
@@ -287,7 +287,7 @@ def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0)
     for i, c in enumerate(conds):
         if c.dtype.kind != "b":
             raise TypeError(f"select: condlist[{i}] must be a bool array, got {describe(c)}")
-    vals = promote(*[arr(c) for c in choicelist], arr(default))
+    vals = promote_arrays(*[operand(c) for c in choicelist], operand(default))   # Python scalars are weak
     shape = broadcast_shapes(*[c.shape for c in conds], *[v.shape for v in vals])
     out = lax.broadcast_to(vals[-1], shape)
     for c, v in reversed(list(zip(conds, vals[:-1]))):

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad.numpy._base import concrete_value
 from funcgrad.numpy._vectorize import _as_array
 
@@ -21,13 +22,16 @@ get_printoptions, set_printoptions, printoptions = np.get_printoptions, np.set_p
 
 def load(file: Any, *args: Any, **kwargs: Any) -> Any:
     """numpy's ``load``; an array read back becomes a funcgrad array (``.npz`` archives and pickles
-    come back as numpy returns them).
+    come back as numpy returns them). numpy saves bfloat16 as raw 2-byte records (``V2``): those are read
+    back as bfloat16, as ``jnp.load`` does.
 
     >>> fnp.save("/tmp/x.npy", fnp.arange(3.0)); fnp.load("/tmp/x.npy")
     Array([0., 1., 2.], dtype=float32)
     """
     out = np.load(file, *args, **kwargs)
     if isinstance(out, np.ndarray):
+        if out.dtype == np.dtype("V2"):
+            out = out.view(_dtypes.bfloat16)
         try:
             return _as_array(out)
         except TypeError:   # a dtype funcgrad does not hold (strings, objects): numpy's array

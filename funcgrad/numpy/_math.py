@@ -445,7 +445,7 @@ def signbit(x: ArrayLike, /) -> Any:
     Array([ True, False,  True], dtype=bool)
     """
     x = arr(x)
-    kind = x.dtype.kind
+    kind = _dtypes.kind(x.dtype)
     if kind == "f":
         bits = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
         return lax.lt(_bitcast(x, bits), 0)

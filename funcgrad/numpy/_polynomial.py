@@ -18,9 +18,10 @@ import sys
 import numpy as np
 
 from funcgrad._core import Tracer
+from funcgrad import _dtypes
 from funcgrad._dtypes import describe
 from funcgrad import lax
-from funcgrad.numpy._base import arr, index_arg, promote, promote_inexact
+from funcgrad.numpy._base import arr, index_arg, operand, promote, promote_arrays, promote_inexact
 from funcgrad.numpy._sorting import concrete
 from funcgrad.typing import ArrayLike
 
@@ -117,7 +118,7 @@ def polyval(p: ArrayLike, x: ArrayLike, *, unroll: int = 16) -> Any:
     Array([ 4., 13.], dtype=float32)
     """
     p = _poly1d("polyval", p)
-    p, x = promote(p, arr(x))
+    p, x = promote_arrays(p, operand(x))   # a Python x is weakly typed
     unroll = index_arg("polyval", "unroll", unroll)
     y = lax.full(x.shape, 0, p.dtype)
     if p.shape[0] <= max(unroll, 1):      # short: Horner's steps written out
@@ -204,7 +205,7 @@ def polydiv(u: Any, v: ArrayLike, *, trim_leading_zeros: bool = False) -> tuple[
     if trim_leading_zeros:
         if isinstance(remainder, Tracer):
             raise NotImplementedError("polydiv: trim_leading_zeros=True needs concrete values (not under jit/vmap)")
-        tol = np.sqrt(np.finfo(np.dtype(u.dtype)).eps)
+        tol = np.sqrt(_dtypes.finfo(u.dtype).eps)
         val = np.asarray(remainder)
         big = np.flatnonzero(np.abs(val) >= tol)
         remainder = remainder[big[0]:] if big.size else remainder[:0]

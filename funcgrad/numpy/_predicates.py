@@ -138,7 +138,14 @@ def result_type(*args: Any) -> np.dtype:
     items = [_as_dtype("result_type", a) for a in args]
     if builtins.all(isinstance(i, (bool, int, float)) for i in items):
         return _dtypes.result_type(*items)
-    return _dtypes.canonicalize(np.result_type(*items))
+    return _dtypes.canonicalize(_promote(items))
+
+
+def _promote(items: list) -> np.dtype:
+    """numpy's promotion of dtypes and weak Python scalars, with JAX's rule for bfloat16 (numpy has none)."""
+    if builtins.any(isinstance(i, np.dtype) and i == _dtypes.bfloat16 for i in items):
+        return _dtypes._promote_bfloat16(items)
+    return np.result_type(*items)
 
 
 def promote_types(a: Any, b: Any) -> np.dtype:
@@ -148,7 +155,7 @@ def promote_types(a: Any, b: Any) -> np.dtype:
     >>> fnp.promote_types(fnp.int8, fnp.float32)      # float32
     dtype('float32')
     """
-    return np.promote_types(_dtype_arg("promote_types", a), _dtype_arg("promote_types", b))
+    return _promote([_dtype_arg("promote_types", a), _dtype_arg("promote_types", b)])
 
 
 def _dtype_arg(name: str, x: Any, what: str = "a dtype") -> np.dtype:
@@ -181,7 +188,11 @@ def isdtype(dtype: DTypeLike, kind: Any) -> bool:
     """
     kinds = kind if isinstance(kind, tuple) else (kind,)
     kinds = tuple(k if isinstance(k, str) else _dtype_arg("isdtype", k) for k in kinds)
-    return bool(np.isdtype(_dtype_arg("isdtype", dtype), kinds))
+    dtype = _dtype_arg("isdtype", dtype)
+    if dtype == _dtypes.bfloat16:   # a real floating dtype (numpy's isdtype refuses it): float32's kinds
+        return builtins.any(k == dtype if isinstance(k, np.dtype) else np.isdtype(np.dtype(np.float32), k)
+                            for k in kinds)
+    return bool(np.isdtype(dtype, kinds))
 
 
 def issubdtype(arg1: Any, arg2: Any) -> bool:
@@ -191,7 +202,20 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
     >>> fnp.issubdtype(fnp.float32, np.floating)      # True
     True
     """
+    if _is_bfloat16(arg1):   # below floating in JAX's hierarchy (numpy files it under generic)
+        return _is_bfloat16(arg2) or (isinstance(arg2, type) and issubclass(np.floating, arg2))
     return bool(np.issubdtype(arg1, arg2))
+
+
+def _is_bfloat16(x: Any) -> bool:
+    if x is _dtypes.bfloat16.type:
+        return True
+    if isinstance(x, type):
+        return False
+    try:
+        return np.dtype(getattr(x, "dtype", x)) == _dtypes.bfloat16
+    except TypeError:
+        return False
 
 
 def finfo(dtype: DTypeLike) -> np.finfo:

@@ -22,7 +22,7 @@ from funcgrad._array import host_numpy
 from funcgrad._core import Tracer
 from funcgrad._dtypes import describe
 from funcgrad import lax
-from funcgrad.numpy._base import arr, keepdims_shape, normalize_axes, normalize_axis, promote_inexact
+from funcgrad.numpy._base import arr, keepdims_shape, normalize_axes, normalize_axis, operand, promote_inexact
 from funcgrad.numpy import _reductions as _R
 from funcgrad.typing import Array, ArrayLike, DTypeLike
 
@@ -58,7 +58,9 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, out: Any, method: str, keepd
     if weights is not None and method != "inverted_cdf":
         raise NotImplementedError(f"{name}: method {method!r} does not support weights; only method='inverted_cdf' "
                                   "does (as in JAX and numpy)")
-    a, q = promote_inexact(arr(a), arr(q))
+    a, q = promote_inexact(arr(a), operand(q))   # a Python q is weakly typed: a's dtype (bfloat16 stays)
+    if isinstance(q, float):
+        q = lax.convert_element_type(arr(q), a.dtype)
     if q.ndim > 1:
         raise ValueError(f"{name}: q must have rank <= 1, got {describe(q)}")
     if not isinstance(q, Tracer):
@@ -192,6 +194,8 @@ def nanquantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = N
 
 
 def _percent(q: Any) -> Any:
+    if type(q) in (int, float):   # stays a weakly typed Python number
+        return float(q) / 100.0
     (q,) = promote_inexact(arr(q))
     return lax.div(q, 100.0)
 

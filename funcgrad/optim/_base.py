@@ -13,6 +13,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 import funcgrad.numpy as fnp
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import Array, Tracer, describe
 from funcgrad.lax import convert_element_type as convert
 from funcgrad.tree_util import all_leaves, tree_flatten, tree_map
@@ -149,7 +150,7 @@ def increment(count: Any) -> Any:
 
 def _dtype_kind(x: Any) -> str:
     dtype = getattr(x, "dtype", None)
-    return np.dtype(dtype).kind if dtype is not None else np.asarray(x).dtype.kind
+    return _dtypes.kind(dtype if dtype is not None else np.asarray(x).dtype)   # bfloat16 counts as "f"
 
 
 def _shape(x: Any) -> tuple:

@@ -12,7 +12,10 @@ import math
 from numbers import Real
 from typing import Any, Callable, NamedTuple, Union
 
+import numpy as np
+
 import funcgrad.numpy as fnp
+from funcgrad import dtypes as _dtypes
 from funcgrad.core import describe
 from funcgrad.optim._base import (EmptyState, GradientTransformation, Params, PyTree, Updates, _cast_like, chain,
                                   check_state, check_trees, increment, new_count, zeros_like_tree)
@@ -173,10 +176,12 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> Grad
         count = increment(state.count)
 
         def direction(m: Any, v: Any) -> Any:
-            # The correction factors in the moments' own dtype (count is int32).
-            t = count.astype(m.dtype)
-            m_hat = m / (1.0 - fnp.power(b1, t))
-            v_hat = v / (1.0 - fnp.power(b2, t))
+            # The correction factors in the moments' own dtype (count is int32), but float32 for bfloat16,
+            # where b2 = 0.999 rounds to 1 (as optax: computed in float32, then cast).
+            dtype = np.dtype(np.float32) if m.dtype == _dtypes.bfloat16 else m.dtype
+            t = count.astype(dtype)
+            m_hat = m / (1.0 - fnp.power(b1, t)).astype(m.dtype)
+            v_hat = v / (1.0 - fnp.power(b2, t)).astype(m.dtype)
             return m_hat / (fnp.sqrt(v_hat) + eps)
 
         return tree_map(direction, mu, nu), ScaleByAdamState(count, mu, nu)

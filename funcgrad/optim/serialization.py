@@ -124,7 +124,18 @@ def _describe_leaf(x: Any, leaves: list, path: str) -> dict:
     if not value.dtype.isnative:
         value = value.astype(value.dtype.newbyteorder("="))
     leaves.append(value)
-    return {"node": "leaf", "kind": kind, "dtype": value.dtype.str, "shape": list(value.shape)}
+    return {"node": "leaf", "kind": kind, "dtype": _dtype_str(value.dtype), "shape": list(value.shape)}
+
+
+def _dtype_str(dtype: np.dtype) -> str:
+    """How a leaf's dtype is recorded: numpy's ``dtype.str`` (``"<f4"``), ``"bfloat16"`` for bfloat16 (whose
+    ``str`` is a raw ``"<V2"``)."""
+    return "bfloat16" if dtype == _dtypes.bfloat16 else dtype.str
+
+
+def _npz_leaf(leaf: np.ndarray) -> np.ndarray:
+    """An array as .npz stores it: bfloat16 as its uint16 bits (numpy would write raw "V2" records)."""
+    return leaf.view(np.uint16) if leaf.dtype == _dtypes.bfloat16 else leaf
 
 
 def _aval_str(dtype: Any, shape: Any) -> str:
@@ -153,7 +164,7 @@ def save(path: str | os.PathLike, tree: Any, format: str | None = None) -> str:
 
     ``format``: ``"safetensors"`` or ``"npz"``; by default a path ending in
     ``.safetensors`` gets safetensors and any other path ``.npz`` (no suffix
-    is added).  Leaves: arrays of bool, int, uint or float dtypes, and Python
+    is added).  Leaves: arrays of bool, int, uint or float dtypes (bfloat16 included), and Python
     numbers; containers: dicts (str/int keys), lists, tuples, NamedTuples,
     None. The file is written to a temporary name and renamed, so an
     interrupted save never leaves a half-written checkpoint under ``path``.
@@ -180,7 +191,7 @@ def save(path: str | os.PathLike, tree: Any, format: str | None = None) -> str:
         if kind == "safetensors":
             _write_safetensors(tmp, path, record, leaves)
         else:
-            arrays = {f"leaf_{i}": leaf for i, leaf in enumerate(leaves)}
+            arrays = {f"leaf_{i}": _npz_leaf(leaf) for i, leaf in enumerate(leaves)}
             arrays[_RECORD] = np.frombuffer(json.dumps(record).encode("utf-8"), dtype=np.uint8)
             with open(tmp, "wb") as f:
                 np.savez(f, **arrays)   # a file object: numpy does not append ".npz"
@@ -197,8 +208,8 @@ def save(path: str | os.PathLike, tree: Any, format: str | None = None) -> str:
 # leaf_0, leaf_1, ... and the structure is a JSON string in __metadata__.
 # --------------------------------------------------------------------------
 
-# The safetensors dtypes funcgrad has arrays for (not BF16, F8_*, F4, C64).
-_ST_DTYPES = ("BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "F32", "F64")
+# The safetensors dtypes funcgrad has arrays for (not F8_*, F4, C64).
+_ST_DTYPES = ("BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "BF16", "F16", "F32", "F64")
 _ST_META_TREE = "funcgrad.tree"
 _ST_MAX_HEADER = 100 * 2**20      # the library's limit
 
@@ -526,7 +537,9 @@ def _build_leaf(spec: dict, arrays: dict, counter: list, path: str, like: Any, h
     value = arrays.get(f"leaf_{index}")
     if value is None:
         raise _Rejected(f"corrupted: the array for {_show(path)} is missing")
-    if list(value.shape) != list(spec["shape"]) or value.dtype.str != spec["dtype"]:
+    if spec["dtype"] == "bfloat16" and value.dtype == np.uint16:   # an .npz holds bfloat16 as its bits
+        value = value.view(_dtypes.bfloat16)
+    if list(value.shape) != list(spec["shape"]) or _dtype_str(value.dtype) != spec["dtype"]:
         raise _Rejected(f"corrupted: {_show(path)} is recorded as {_aval_str(spec['dtype'], spec['shape'])} but "
                         f"stored as {_aval_str(value.dtype, value.shape)}")
     if has_like:

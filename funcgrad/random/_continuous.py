@@ -46,7 +46,7 @@ def uniform(key: Any, shape: Sequence[int] | int = (), dtype: Any = None, minval
     out = _unit_floats(k, shape, dtype) * (maxval - minval) + minval
     # Rounding in the line above can reach maxval itself; keep the interval
     # half-open, and never go below minval (the product can round down).
-    top = lax.nextafter(fnp.stop_gradient(maxval), -np.inf)
+    top = fnp.nextafter(fnp.stop_gradient(maxval), -np.inf)
     out = fnp.maximum(minval, fnp.minimum(out, top))
     return fnp.broadcast_to(out, shape)
 
@@ -89,8 +89,8 @@ def truncated_normal(key: Any, lower: Any, upper: Any, shape: Sequence[int] | No
     u = uniform(k, shape, dtype, a, b)
     out = lax.erf_inv(u) * _SQRT2
     # erf/erf_inv round-trips can step just outside the bounds: clamp inside.
-    lo = lax.nextafter(fnp.stop_gradient(lower), np.inf)
-    hi = lax.nextafter(fnp.stop_gradient(upper), -np.inf)
+    lo = fnp.nextafter(fnp.stop_gradient(lower), np.inf)
+    hi = fnp.nextafter(fnp.stop_gradient(upper), -np.inf)
     # erf/erf_inv compute float16 in float32: clamp and round in the requested dtype.
     return fnp.minimum(fnp.maximum(convert(out, dtype), lo), hi)
 

@@ -181,17 +181,13 @@ def _count(value: Any, name: str, arg: str) -> int:
 
 
 def _float_dtype(dtype: Any, name: str) -> np.dtype:
-    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        # bfloat16 has no numpy dtype (see funcgrad.mixed_precision).
-        raise TypeError(f"random.{name}: bfloat16 is not an array dtype in funcgrad; draw float32 numbers and "
-                        "round them with mixed_precision.round_to_bfloat16 (or to_bfloat16 for the bits)")
     try:
         dtype = default_float_dtype() if dtype is None else canonicalize_dtype(dtype)
     except TypeError as e:
-        raise TypeError(f"random.{name}: dtype must be a float type (float16/32/64), got {dtype!r:.40}: {e}") \
+        raise TypeError(f"random.{name}: dtype must be a float type (bfloat16, float16/32/64), got {dtype!r:.40}: {e}") \
             from None
     if _dtypes.kind(dtype) != "f":
-        raise TypeError(f"random.{name}: dtype must be a float type (float16/32/64), got {dtype}")
+        raise TypeError(f"random.{name}: dtype must be a float type (bfloat16, float16/32/64), got {dtype}")
     return dtype
 
 
@@ -212,7 +208,7 @@ def _as(x: Any, dtype: np.dtype, name: str, arg: str) -> Any:
     Only numbers: ``np.asarray(None, float)`` would be NaN, a string a numpy error.
     """
     if not isinstance(x, (Array, Tracer)):
-        raw = np.asarray(x) if isinstance(x, (int, float, np.number, np.ndarray, list, tuple)) else None
+        raw = np.asarray(x) if isinstance(x, (int, float, np.generic, np.ndarray, list, tuple)) else None
         if raw is None or _dtypes.kind(raw.dtype) not in "biuf":
             raise TypeError(f"random.{name}: {arg} must be a number or an array of numbers, got "
                             f"{type(x).__name__}: {x!r:.40}")

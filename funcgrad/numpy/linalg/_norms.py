@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, normalize_axes, promote_inexact
 from funcgrad.numpy._elementwise import abs, divide, isnan, multiply, power, sqrt, where
@@ -143,7 +144,7 @@ def matrix_rank(M: Any, rtol: Any = None, *, hermitian: bool = False, tol: Any =
         return lax.convert_element_type(max(lax.convert_element_type(lax.ne_p.bind(M, 0), np.int32)), np.int32)
     s = svdvals(lax.stop_gradient_p.bind(M))
     if rtol is None:
-        rtol = multiply(max(s, axis=-1), float(max_(M.shape[-2:])) * float(np.finfo(s.dtype).eps))
+        rtol = multiply(max(s, axis=-1), float(max_(M.shape[-2:])) * float(_dtypes.finfo(s.dtype).eps))
     rtol = arr(rtol) if not isinstance(rtol, (int, float)) else float(rtol)
     if not isinstance(rtol, float):
         rtol = reshape(rtol, rtol.shape + (1,))

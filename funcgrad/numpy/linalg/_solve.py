@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._dtypes import describe
 from funcgrad.numpy._base import arr, promote_inexact
 from funcgrad.numpy._elementwise import abs, divide, log, multiply, sign, where
@@ -176,7 +177,7 @@ def pinv(a: ArrayLike, rtol: Any = None, hermitian: bool = False, *, rcond: Any 
         rtol = rcond
     a = _matrix("pinv", a)
     if rtol is None:
-        rtol = 10.0 * max_(a.shape[-2:]) * float(np.finfo(a.dtype).eps)
+        rtol = 10.0 * max_(a.shape[-2:]) * float(_dtypes.finfo(a.dtype).eps)
     rtol = arr(rtol) if not isinstance(rtol, (int, float)) else float(rtol)
     return _pinv_with_rule(a, rtol)
 
@@ -233,7 +234,7 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: Any = None, *, numpy_resid: bool = 
         b = reshape(b, (b.shape[0], 1))
     m, n = a.shape
     dtype = a.dtype
-    eps = float(np.finfo(dtype).eps)
+    eps = float(_dtypes.finfo(dtype).eps)
     u, s, vt = _L.svd(a, full_matrices=False)
     if rcond is None:
         rcond = eps * max_(n, m)

@@ -48,4 +48,4 @@ def ppf(q: ArrayLike, p: ArrayLike) -> Any:
     """
     q, p = promote(q, p)
     ok = (q >= 0) & (q <= 1) & (p >= 0) & (p <= 1)
-    return fnp.where(ok, fnp.where(q <= 1.0 - p, 0.0, 1.0), NAN)
+    return fnp.where(ok, (q > 1.0 - p).astype(q.dtype), NAN)

@@ -23,7 +23,7 @@ def logpdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: 
     ok = fnp.logical_and(z >= 0, z <= 1)
     zs = fnp.where(ok, z, 0.5)
     val = special.xlogy(a - 1.0, zs) + special.xlog1py(b - 1.0, -zs) - special.betaln(a, b) - fnp.log(scale)
-    val = fnp.where(ok, val, fnp.where(fnp.isnan(z), NAN, -INF))   # a NaN point stays NaN (as JAX)
+    val = fnp.where(ok, val, fnp.where(fnp.isnan(z), z, -INF))   # a NaN point stays NaN (as JAX)
     return fnp.where((a <= 0) | (b <= 0) | (scale <= 0), NAN, val)
 
 

@@ -15,7 +15,7 @@ __all__ = ["cdf", "logcdf", "logpdf", "logsf", "pdf", "sf"]
 
 def _log_diff(x, y):
     """``log(exp(x) - exp(y))`` for ``x >= y``."""
-    return x + fnp.log(-fnp.expm1(fnp.where(x == -INF, 0.0, y - x))) + fnp.where(x == -INF, -INF, 0.0)
+    return x + fnp.log(-fnp.expm1(fnp.where(x == -INF, 0.0, y - x))) + fnp.where(x == -INF, x, 0.0)
 
 
 def _log_gauss_mass(a, b):

@@ -22,7 +22,7 @@ def logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Any:
     x, loc, scale = promote(x, loc, scale)
     inside = fnp.logical_and(x >= loc, x <= loc + scale)
     # a NaN point gives NaN (as scipy; JAX's support test lets it through as -log(scale))
-    val = fnp.where(inside, -fnp.log(fnp.where(scale > 0, scale, 1.0)), fnp.where(fnp.isnan(x), NAN, -INF))
+    val = fnp.where(inside, -fnp.log(fnp.where(scale > 0, scale, 1.0)), fnp.where(fnp.isnan(x), x, -INF))
     return fnp.where(scale > 0, val, NAN)    # scale <= 0 is invalid: NaN (as scipy)
 
 
