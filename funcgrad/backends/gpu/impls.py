@@ -12,7 +12,7 @@ have a GPU implementation is known without CuPy (see
 
 Triton kernels serve FlashAttention (:mod:`.flash_attention`) and the row
 primitives softmax / log_softmax / cross-entropy in float32 and float16
-(:mod:`.triton_kernels`; other dtypes use the CuPy expressions). The rest
+and bfloat16 (:mod:`.triton_kernels`; other dtypes use the CuPy expressions). The rest
 of the primitives are registered by :mod:`.impls_index` (indexing,
 scatters, sorting, convolution, pooling), :mod:`.impls_special` (special
 functions, complex parts, random bits) and :mod:`.impls_linalg` (linear
@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._core import Primitive, register_impl
 from funcgrad.backends.gpu import array as gpu_array
 from funcgrad.primitives import attention as A
@@ -128,12 +129,36 @@ _simple(RB.shift_left_p)(_shift("left_shift"))
 # ---------------------------------------------------------------- reductions
 
 
+# float16 and bfloat16 accumulate in float32 and round once, as on the CPU. float16 sums with
+# ``dtype=float32`` (CuPy reads the halves and adds in float32); bfloat16 is widened first (a float32
+# copy: CuPy's bfloat16 support is minimal, a cast is what it surely has).
+_F16, _F32, _BF16 = np.dtype(np.float16), np.dtype(np.float32), _dtypes.bfloat16
+_NARROW_FLOATS = (_F16, _BF16)
+
+
+def _wide(x: Any) -> Any:
+    """``x`` as float32 if it is bfloat16, else as it is."""
+    return x.astype(_F32) if getattr(x, "dtype", None) == _BF16 else x
+
+
+def _via_float32(xp: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` on bfloat16 operands widened to float32, its float32 results rounded back to bfloat16
+    (other dtypes run ``fn`` as they are)."""
+    def impl(*xs: Any, **params: Any) -> Any:
+        if not any(getattr(x, "dtype", None) == _BF16 for x in xs):
+            return fn(*xs, **params)
+        out = xp.asarray(fn(*(_wide(x) for x in xs), **params))
+        return out.astype(_dtypes.result_type(*xs), copy=False)
+    return impl
+
+
 @_simple(S.reduce_sum_p)
 def _sum(xp):
     def impl(x, axes):
-        # float16 accumulates in float32, as on the CPU.
-        if x.dtype == np.float16:
+        if x.dtype == _F16:
             return xp.sum(x, axis=axes, dtype=xp.float32).astype(xp.float16)
+        if x.dtype == _BF16:
+            return xp.sum(x.astype(_F32), axis=axes).astype(_BF16)
         return xp.sum(x, axis=axes)
     return impl
 
@@ -141,10 +166,11 @@ def _sum(xp):
 @_simple(R.cumsum_p)
 def _cumsum(xp):
     def impl(x, axis, reverse):
-        acc = xp.float32 if x.dtype == np.float16 else None
-        out = xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=acc), axis) if reverse \
-            else xp.cumsum(x, axis=axis, dtype=acc)
-        return out if acc is None else out.astype(xp.float16)
+        narrow = x.dtype if x.dtype in _NARROW_FLOATS else None
+        if narrow is not None:
+            x = x.astype(_F32)
+        out = xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis), axis) if reverse else xp.cumsum(x, axis=axis)
+        return out if narrow is None else out.astype(narrow)
     return impl
 
 
@@ -157,18 +183,23 @@ _simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
 # ---------------------------------------------------------------- linear algebra and shapes
 
 # float16 matmul: CuPy calls cuBLAS with CUBLAS_COMPUTE_32F on tensor cores (float32 accumulation,
-# one rounding), as numpy's float16 matmul accumulates in float32 on the CPU.
-_simple(L.matmul_p)(lambda xp: xp.matmul)
+# one rounding), as numpy's float16 matmul accumulates in float32 on the CPU. bfloat16 computes in
+# float32 and rounds once (CuPy 14's own bfloat16 matmul crashes on batched and broadcast operands,
+# and its compute type there is not documented): correct everywhere, at float32 matmul speed.
+_simple(L.matmul_p)(lambda xp: _via_float32(xp, xp.matmul))
 
 
 @_simple(L.einsum_p)
 def _einsum(xp):
     def impl(*xs, spec):
-        # float16 computes in float32 and rounds once, as the CPU's einsum (CuPy's own float16 einsum
-        # sums the axes of a single operand in float16).
-        if np.result_type(*(x.dtype for x in xs)) == np.float16:
-            return xp.einsum(spec, *xs, dtype=xp.float32).astype(xp.float16)
-        return xp.einsum(spec, *xs)
+        # float16 and bfloat16 compute in float32 and round once, as the CPU's einsum (CuPy's own
+        # float16 einsum sums the axes of a single operand in float16).
+        dtypes = [x.dtype for x in xs]
+        if not any(d in _NARROW_FLOATS for d in dtypes):
+            return xp.einsum(spec, *xs)
+        out = _dtypes.result_type(*xs)
+        acc = xp.float32 if out in _NARROW_FLOATS else None
+        return xp.einsum(spec, *(_wide(x) for x in xs), dtype=acc).astype(out, copy=False)
     return impl
 
 
@@ -184,7 +215,7 @@ _simple(D.dynamic_slice_p)(lambda xp: D.dynamic_slice_impl)
 _simple(D.dynamic_update_slice_p)(lambda xp: D.dynamic_update_slice_impl)
 
 # ---------------------------------------------------------------- softmax family
-# CuPy expressions for every dtype; with Triton, float32/float16 rows run the fused kernels.
+# CuPy expressions for every dtype; with Triton, float32/float16/bfloat16 rows run the fused kernels.
 
 
 def _softmax_rows(xp, x, log):
@@ -251,7 +282,7 @@ def _xent_grad(xp, logits, labels, g):
     return (d * g[:, None]).astype(logits.dtype, copy=False)
 
 
-_FAST_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+_FAST_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), _dtypes.bfloat16)
 
 
 def _triton_xent(tk, logits, labels):
@@ -271,7 +302,7 @@ def _triton_xent_grad(tk, logits, labels, g):
 def _row_primitive(prim: Primitive, expression: Callable[..., Any], kernel: Callable[..., Any],
                    n_float: int = 1) -> None:
     """Register ``expression(xp, *xs)``, routed to ``kernel(tk, *xs)`` when Triton may run and the
-    first ``n_float`` arguments share a float32/float16 dtype."""
+    first ``n_float`` arguments share a float32/float16/bfloat16 dtype."""
     def make(b: gpu_array.Binding) -> Callable[..., Any]:
         xp = b.xp
         if not b.use_triton:
@@ -299,11 +330,9 @@ _row_primitive(SM.softmax_cross_entropy_grad_p, _xent_grad, _triton_xent_grad)
 
 # ---------------------------------------------------------------- FlashAttention (Triton)
 
-# The Triton kernels take float32, float16 and bfloat16; funcgrad arrays have no bfloat16 dtype (a
-# "bfloat16" mixed-precision policy keeps float32 values rounded to bf16, see funcgrad.mixed_precision),
-# so through the primitive they run in float32 and float16. Head dims up to 256 (padded to a power of
-# two >= 16; the tile configs keep each kernel within an H100's shared memory).
-_FLASH_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+# The Triton kernels take float32, float16 and bfloat16 (all matmuls accumulate in float32). Head dims up
+# to 256 (padded to a power of two >= 16; the tile configs keep each kernel within an H100's shared memory).
+_FLASH_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), _dtypes.bfloat16)
 _FLASH_MAX_HEAD_DIM = 256
 
 
@@ -324,7 +353,7 @@ def _flash(prim: Primitive, run: Callable[..., Any]) -> None:
             A._check(prim.name, *values[:3])
             params = {"causal": causal, "scale": scale}
             if np.dtype(values[0].dtype) not in _FLASH_DTYPES:
-                return _missing(prim, "the Triton kernels take float32 and float16", values, params)
+                return _missing(prim, "the Triton kernels take float32, float16 and bfloat16", values, params)
             if values[0].shape[-1] > _FLASH_MAX_HEAD_DIM:
                 return _missing(prim, f"the Triton kernels take head dims up to {_FLASH_MAX_HEAD_DIM}, got "
                                       f"{values[0].shape[-1]}", values, params)

@@ -13,11 +13,14 @@ the launch.
 A ``reduce_sum``/``reduce_max``/``reduce_min`` over trailing axes that ends
 a group (rows of at most :data:`MAX_ROW` elements) is the kernel's row
 epilogue: one program instance per row walks it ``BLOCK`` elements at a time,
-accumulating in the compute dtype (float32 for float16), and stores one value
+accumulating in the compute dtype (float32 for float16 and bfloat16), and stores one value
 per row; a NaN anywhere in a row makes its max/min NaN, as in numpy.
 
-dtypes: float32 and float16 compute in float32 and are rounded once, when
-stored (a ``convert`` to float16 inside the group rounds where it stands);
+dtypes: float32, float16 and bfloat16 compute in float32 (Triton's math
+functions take float32). float16 values are rounded once, when stored (a
+``convert`` to float16 inside the group rounds where it stands); bfloat16
+values are rounded after every operation, giving eager's per-operation
+values (as XLA does) up to the last bit of a transcendental function;
 int32 computes in int32 (wrapping, as CuPy); bool is stored as one byte
 (``uint8``) and computed as Triton's ``int1``. float64/int64 values (with
 ``enable_x64``) and primitives without a Triton lowering here stay outside
@@ -58,12 +61,13 @@ NUM_WARPS = 4
 MAX_ROW = 32 * BLOCK
 
 _F32, _F16, _I32, _BOOL = (np.dtype(t) for t in ("float32", "float16", "int32", "bool"))
-_DTYPES = {_F32, _F16, _I32, _BOOL}
+_BF16 = _dtypes.bfloat16
+_DTYPES = {_F32, _F16, _BF16, _I32, _BOOL}
 # What each dtype is computed as inside a kernel, and stored as.
-_COMPUTE = {_F32: "tl.float32", _F16: "tl.float32", _I32: "tl.int32", _BOOL: "tl.int1"}
-_STORE = {_F32: "tl.float32", _F16: "tl.float16", _I32: "tl.int32", _BOOL: "tl.uint8"}
+_COMPUTE = {_F32: "tl.float32", _F16: "tl.float32", _BF16: "tl.float32", _I32: "tl.int32", _BOOL: "tl.int1"}
+_STORE = {_F32: "tl.float32", _F16: "tl.float16", _BF16: "tl.bfloat16", _I32: "tl.int32", _BOOL: "tl.uint8"}
 # The element type Triton's launcher is told for each buffer (bool buffers are passed as uint8 views).
-_POINTER = {_F32: "float32", _F16: "float16", _I32: "int32", _BOOL: "uint8"}
+_POINTER = {_F32: "float32", _F16: "float16", _BF16: "bfloat16", _I32: "int32", _BOOL: "uint8"}
 
 
 def _tanh(x: str) -> str:
@@ -114,13 +118,13 @@ def _convert(op: Op, ref: Any) -> str:
     x = ref(op.args[0])
     if target == _BOOL:
         return f"({x} != 0)"
-    if target == _F16:   # rounds here, as the eager conversion does
-        return f"{x}.to(tl.float16).to(tl.float32)"
+    if target in (_F16, _BF16):   # rounds here, as the eager conversion does (an int32 through float32)
+        return f"{x}.to(tl.float32).to({_STORE[target]}).to(tl.float32)"
     return f"{x}.to({_COMPUTE[target]})"
 
 
 # (lowering, the dtypes its operands and result may have)
-_NUMBERS, _FLOATS = {_F32, _F16, _I32}, {_F32, _F16}
+_NUMBERS, _FLOATS = {_F32, _F16, _BF16, _I32}, {_F32, _F16, _BF16}
 _RULES: dict = {}
 for _table, _make, _ok in ((_FLOAT_UNARY, _unary, _FLOATS), (_FLOAT_BINARY, _binary, _FLOATS),
                            (_NUMBER_UNARY, _unary, _NUMBERS), (_NUMBER_BINARY, _binary, _NUMBERS),
@@ -277,7 +281,9 @@ def _body(inputs: list, ops: list, outputs: list, indent: str) -> list:
         load = f"tl.load({name}_ptr + {index}, mask=mask)"
         lines.append(f"{indent}{name} = " + (f"{load} != 0" if dtype == _BOOL else f"{load}.to({_COMPUTE[dtype]})"))
     for op in ops:
-        lines.append(f"{indent}{op.out} = ({op.prim_lowering.emit(op, lambda a, *_: _ref(a))}).to({_COMPUTE[op.dtype]})")
+        # A bfloat16 result is rounded where it stands (then widened again): eager's per-operation values.
+        cast = ".to(tl.float32).to(tl.bfloat16).to(tl.float32)" if op.dtype == _BF16 else f".to({_COMPUTE[op.dtype]})"
+        lines.append(f"{indent}{op.out} = ({op.prim_lowering.emit(op, lambda a, *_: _ref(a))}){cast}")
     for name, dtype in outputs:
         lines.append(f"{indent}tl.store({name}_out + offs, {name}.to({_STORE[dtype]}), mask=mask)")
     return lines
