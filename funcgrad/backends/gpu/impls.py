@@ -46,6 +46,9 @@ __all__ = ["LazyImpl", "UFUNCS"]
 
 Maker = Callable[[gpu_array.Binding], Callable[..., Any]]
 
+_F16, _F32, _BF16 = np.dtype(np.float16), np.dtype(np.float32), _dtypes.bfloat16
+_NARROW_FLOATS = (_F16, _BF16)
+
 
 class LazyImpl:
     """A GPU implementation built by ``make(binding)`` when first called under that binding."""
@@ -85,8 +88,24 @@ UFUNCS: dict[Primitive, str] = {
     EM.logaddexp_p: "logaddexp", EM.fmod_p: "fmod", EM.gcd_p: "gcd", EM.lcm_p: "lcm",
 }
 
-for _prim, _ufunc in UFUNCS.items():
-    _register(_prim, lambda b, _name=_ufunc: getattr(b.xp, _name))
+
+
+def _ufunc(name: str) -> Maker:
+    """The array module's ufunc ``name``; with a bfloat16 operand, Python float scalars become
+    bfloat16 scalars first (JAX's weak typing: numpy would compute ``bf16 * 0.5`` in float32)."""
+    def make(b: gpu_array.Binding) -> Callable[..., Any]:
+        f = getattr(b.xp, name)
+
+        def impl(*xs: Any) -> Any:
+            if any(type(x) is float for x in xs) and any(getattr(x, "dtype", None) == _BF16 for x in xs):
+                xs = tuple(_BF16.type(x) if type(x) is float else x for x in xs)
+            return f(*xs)
+        return impl
+    return make
+
+
+for _prim, _name in UFUNCS.items():
+    _register(_prim, _ufunc(_name))
 
 
 def _simple(prim: Primitive) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -100,8 +119,17 @@ def _simple(prim: Primitive) -> Callable[[Callable[..., Any]], Callable[..., Any
 # ---------------------------------------------------------------- elementwise
 
 _simple(E.round_p)(lambda xp: xp.around)
-_simple(E.logistic_p)(lambda xp: lambda x: xp.tanh(x * 0.5) * 0.5 + 0.5)
-_simple(E.select_p)(lambda xp: lambda c, x, y: xp.where(c, x, y))
+_simple(E.logistic_p)(lambda xp: lambda x: (xp.tanh(x * 0.5) * 0.5 + 0.5).astype(x.dtype, copy=False))
+_simple(E.select_p)(lambda xp: lambda c, x, y: _select(xp, c, x, y))
+
+
+def _select(xp: Any, c: Any, x: Any, y: Any) -> Any:
+    """``where(c, x, y)``; a Python float beside a bfloat16 array stays bfloat16 (weak typing)."""
+    out = xp.where(c, x, y)
+    for a, b in ((x, y), (y, x)):
+        if getattr(a, "dtype", None) == _BF16 and isinstance(b, (bool, int, float)):
+            return out.astype(_BF16, copy=False)
+    return out
 _simple(E.convert_p)(lambda xp: lambda x, dtype: xp.asarray(x).astype(dtype))
 _simple(E.stop_gradient_p)(lambda xp: lambda x: x)
 _simple(E.name_p)(lambda xp: lambda x, name: x)
@@ -132,8 +160,6 @@ _simple(RB.shift_left_p)(_shift("left_shift"))
 # float16 and bfloat16 accumulate in float32 and round once, as on the CPU. float16 sums with
 # ``dtype=float32`` (CuPy reads the halves and adds in float32); bfloat16 is widened first (a float32
 # copy: CuPy's bfloat16 support is minimal, a cast is what it surely has).
-_F16, _F32, _BF16 = np.dtype(np.float16), np.dtype(np.float32), _dtypes.bfloat16
-_NARROW_FLOATS = (_F16, _BF16)
 
 
 def _wide(x: Any) -> Any:
