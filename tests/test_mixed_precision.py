@@ -146,8 +146,11 @@ def test_policy_casts_only_floating_leaves():
     assert back["w"].dtype == np.float32 and back["labels"].dtype == np.int32
     assert policy.cast_to_output(fnp.array([1.0], dtype=fnp.float16)).dtype == np.float32
     bf = mp.Policy(compute_dtype="bfloat16")
-    out = bf.cast_to_compute({"w": fnp.array([3.14159])})["w"]
-    assert out.dtype == np.float32 and float(out[0]) == 3.140625
+    out = bf.cast_to_compute({"w": fnp.array([3.14159]), "labels": fnp.array([3])})
+    assert out["w"].dtype == fnp.bfloat16 and float(out["w"][0]) == 3.140625   # real bfloat16, nearest even
+    assert out["labels"].dtype == np.int32
+    assert mp.Policy(compute_dtype="bf16").compute_dtype == np.dtype(fnp.bfloat16) == mp.BFLOAT16
+    assert bf.cast_to_param(out)["w"].dtype == np.float32
     with pytest.raises(TypeError, match="floating"):
         mp.Policy(compute_dtype="int32")
 
