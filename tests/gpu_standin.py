@@ -3,7 +3,11 @@
 Device buffers are ``FakeDeviceArray``, a distinct ndarray subclass, so a
 host value leaking into device code (or the reverse) shows up. This checks
 funcgrad's side of the GPU backend (dispatch, transfers, errors, the
-Triton kernels in Triton's interpreter), not CuPy itself.
+Triton kernels in Triton's interpreter), not CuPy itself. bfloat16 arrays are
+numpy's ``ml_dtypes.bfloat16`` arrays (CuPy 14 holds the same dtype); where
+CuPy's bfloat16 support is known to be missing or unreliable (matmul,
+einsum, atomic scatters) the stand-in refuses bfloat16 too, so funcgrad's own
+route around it is what the tests run.
 
 >>> with gpu_standin(use_triton=False):
 ...     g = fg.device_put(fnp.ones(3), "gpu")   # a GpuArray over a FakeDeviceArray
@@ -17,6 +21,7 @@ from typing import Iterator
 import numpy as np
 
 import funcgrad as fg
+from funcgrad import _dtypes
 from funcgrad.backends.gpu import _detect
 from funcgrad.backends.gpu import array as gpu_array
 
@@ -45,12 +50,24 @@ def fake_cupy() -> types.SimpleNamespace:
         return np.from_dlpack(obj).view(FakeDeviceArray)
 
     ns.update(ndarray=FakeDeviceArray, asarray=asarray, array=array, asnumpy=asnumpy, from_dlpack=from_dlpack)
+    ns.update(matmul=_matmul)
     # cupyx.scipy.<name> (see gpu_array.scipy_module): scipy's own modules stand in.
     import scipy.linalg
     import scipy.special
     ns.update(scipy_special=scipy.special, scipy_linalg=scipy.linalg)
     ns.update(cupyx=fake_cupyx())
     return types.SimpleNamespace(**ns)
+
+
+_BF16 = _dtypes.bfloat16
+
+
+def _matmul(a, b, *args, **kwargs):
+    """``numpy.matmul``, refusing bfloat16 as funcgrad must not rely on CuPy 14's (it fails on batched and
+    broadcast operands; numpy's returns float32). numpy's einsum refuses bfloat16 by itself."""
+    if _BF16 in (getattr(a, "dtype", None), getattr(b, "dtype", None)):
+        raise TypeError("matmul of bfloat16 operands (stand-in for CuPy 14, whose bfloat16 matmul is unreliable)")
+    return np.matmul(a, b, *args, **kwargs)
 
 
 # The value dtypes CuPy's atomic scatters take (CuPy 14); others raise TypeError there, and here.

@@ -202,7 +202,8 @@ def _cumsum(xp):
 
 _simple(R.reduce_max_p)(lambda xp: lambda x, axes: xp.max(x, axis=axes))
 _simple(R.reduce_min_p)(lambda xp: lambda x, axes: xp.min(x, axis=axes))
-_simple(R.reduce_prod_p)(lambda xp: lambda x, axes: xp.prod(x, axis=axes))
+# bfloat16 products accumulate in float32 too (as JAX's prod); max/min pick a value, exact in any dtype.
+_simple(R.reduce_prod_p)(lambda xp: _via_float32(xp, lambda x, axes: xp.prod(x, axis=axes)))
 _simple(R.argmax_p)(lambda xp: lambda x, axis: xp.argmax(x, axis=axis))
 _simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
 

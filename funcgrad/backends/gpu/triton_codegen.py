@@ -118,8 +118,10 @@ def _convert(op: Op, ref: Any) -> str:
     x = ref(op.args[0])
     if target == _BOOL:
         return f"({x} != 0)"
-    if target in (_F16, _BF16):   # rounds here, as the eager conversion does (an int32 through float32)
-        return f"{x}.to(tl.float32).to({_STORE[target]}).to(tl.float32)"
+    if target == _F16:   # rounds here, as the eager conversion does (an int32 through float32)
+        return f"{x}.to(tl.float32).to(tl.float16).to(tl.float32)"
+    if target == _BF16:
+        return f"_bf16({x}.to(tl.float32))"
     return f"{x}.to({_COMPUTE[target]})"
 
 
@@ -244,7 +246,11 @@ def kernel_source(inputs: list, ops: list, outputs: list, reduction: tuple | Non
     a row of ``cols`` elements (in ``BLOCK`` chunks) and stores its reduced value in ``r_out``.
     """
     params = [f"{n}_ptr" for n, _, _ in inputs] + [f"{n}_out" for n, _ in outputs]
-    head = ["import triton", "import triton.language as tl", "", "", "@triton.jit"]
+    dtypes = [d for _, d, _ in inputs] + [d for _, d in outputs] + [op.dtype for op in ops] + (
+        [reduction[2]] if reduction is not None else [])
+    head = ["import triton", "import triton.language as tl", "", ""]
+    head += (_BF16_HELPER if _BF16 in dtypes or any(op.prim is E.convert_p and op.params["dtype"] == _BF16
+                                                    for op in ops) else []) + ["@triton.jit"]
     if reduction is None:
         lines = head + [f"def kernel({', '.join(params + ['n', 'BLOCK: tl.constexpr'])}):",
                         "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
@@ -270,7 +276,8 @@ def kernel_source(inputs: list, ops: list, outputs: list, reduction: tuple | Non
     lines.append(f"    total = {combine}")
     if track_nan:
         lines.append("    total = tl.where(tl.max(nan, 0) != 0, float('nan'), total)")
-    lines.append(f"    tl.store(r_out + row, total.to({_STORE[dtype]}))")
+    total = "_bf16(total)" if dtype == _BF16 else "total"
+    lines.append(f"    tl.store(r_out + row, {total}.to({_STORE[dtype]}))")
     return "\n".join(lines) + "\n"
 
 
@@ -281,12 +288,27 @@ def _body(inputs: list, ops: list, outputs: list, indent: str) -> list:
         load = f"tl.load({name}_ptr + {index}, mask=mask)"
         lines.append(f"{indent}{name} = " + (f"{load} != 0" if dtype == _BOOL else f"{load}.to({_COMPUTE[dtype]})"))
     for op in ops:
-        # A bfloat16 result is rounded where it stands (then widened again): eager's per-operation values.
-        cast = ".to(tl.float32).to(tl.bfloat16).to(tl.float32)" if op.dtype == _BF16 else f".to({_COMPUTE[op.dtype]})"
-        lines.append(f"{indent}{op.out} = ({op.prim_lowering.emit(op, lambda a, *_: _ref(a))}){cast}")
-    for name, dtype in outputs:
+        value = f"({op.prim_lowering.emit(op, lambda a, *_: _ref(a))})"
+        # A bfloat16 result is rounded where it stands (kept in float32): eager's per-operation values.
+        lines.append(f"{indent}{op.out} = " + (f"_bf16({value}.to(tl.float32))" if op.dtype == _BF16
+                                               else f"{value}.to({_COMPUTE[op.dtype]})"))
+    for name, dtype in outputs:   # (bfloat16 values are exact by now: the store only narrows them)
         lines.append(f"{indent}tl.store({name}_out + offs, {name}.to({_STORE[dtype]}), mask=mask)")
     return lines
+
+
+# float32 -> the nearest bfloat16 (ties to even), kept in float32; NaN stays NaN. Integer arithmetic on the
+# bits: the same rounding as eager's (ml_dtypes) on a GPU and in Triton's interpreter, whose float32 -> bfloat16
+# conversion truncates.
+_BF16_HELPER = [
+    "@triton.jit",
+    "def _bf16(x):",
+    "    bits = x.to(tl.uint32, bitcast=True)",
+    "    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16",
+    "    return tl.where(x != x, x, bits.to(tl.float32, bitcast=True))",
+    "",
+    "",
+]
 
 
 # ---- the in-process kernel cache
