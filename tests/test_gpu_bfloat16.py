@@ -3,13 +3,22 @@
 No GPU here: GPU arrays are backed by the numpy stand-in for CuPy (``tests/gpu_standin.py``, whose bfloat16
 arrays are numpy's ``ml_dtypes.bfloat16`` ones, as in CuPy 14) and the Triton kernels run in Triton's
 interpreter (``TRITON_INTERPRET=1``, set below before triton is imported). References are float64 numpy on
-the same bfloat16 values. ``benchmarks/gpu_checks.sh`` runs the real-GPU counterparts.
+the same bfloat16 values. The test marked ``gpu`` runs the same checks on CuPy arrays with compiled kernels, in
+a subprocess (this file run as a script, without ``TRITON_INTERPRET``).
 """
 from __future__ import annotations
 
 import os
 
-os.environ["TRITON_INTERPRET"] = "1"  # must precede any triton import
+# Run as a script (``--gpu``) this file is the real-GPU worker, which needs compiled kernels; under pytest,
+# interpret on the CPU.
+_GPU_WORKER = __name__ == "__main__"
+if not _GPU_WORKER:
+    os.environ["TRITON_INTERPRET"] = "1"  # must precede any triton import
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -20,12 +29,14 @@ import funcgrad as fg  # noqa: E402
 import funcgrad.nn as nn  # noqa: E402
 import funcgrad.numpy as fnp  # noqa: E402
 from funcgrad import mixed_precision as mp  # noqa: E402
+from funcgrad.backends.gpu import _detect  # noqa: E402
 from funcgrad.backends.gpu import flash_attention as fa  # noqa: E402
-from funcgrad.backends.gpu import triton_codegen as tc  # noqa: E402
 from funcgrad.backends.gpu import triton_kernels as tk  # noqa: E402
 from gpu_standin import FakeDeviceArray, gpu_standin  # noqa: E402
 
-if not isinstance(fa._attn_fwd, triton.runtime.interpreter.InterpretedFunction):
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+if not _GPU_WORKER and not isinstance(fa._attn_fwd, triton.runtime.interpreter.InterpretedFunction):
     pytest.skip("triton was imported before TRITON_INTERPRET=1 was set (another test module imported it first); "
                 "run this module on its own", allow_module_level=True)
 
@@ -44,7 +55,7 @@ def dev(x):
 
 
 def host(y) -> np.ndarray:
-    assert y.device == "gpu" and isinstance(y._value, FakeDeviceArray), (y.device, type(y._value))
+    assert y.device == "gpu" and (_GPU_WORKER or isinstance(y._value, FakeDeviceArray)), (y.device, type(y._value))
     return np.asarray(fg.device_put(y, "cpu"))
 
 
@@ -70,8 +81,8 @@ def assert_rounded_once(got: np.ndarray, want: np.ndarray, what: str, within: fl
 
 
 # The hand-written Triton kernels store with ``.to(tl.bfloat16)``: round to nearest even on a GPU, a truncation
-# in Triton's interpreter. Here their outputs are within one ulp; the real-GPU check asserts half an ulp.
-KERNEL_ULPS = 1.0 if os.environ.get("TRITON_INTERPRET") == "1" else 0.5
+# in Triton's interpreter. Under the interpreter their outputs are within one ulp; on a GPU, half an ulp.
+KERNEL_ULPS = 0.5 if _GPU_WORKER else 1.0
 
 
 # --------------------------------------------------------------------------
@@ -176,18 +187,20 @@ def test_softmax_and_cross_entropy_run_the_bfloat16_row_kernels(gpu, monkeypatch
 
 def test_flash_kernels_take_bfloat16_arrays_as_their_bits(gpu):
     """The direct entry points: bfloat16 arrays and uint16 views of the same memory give the same bits."""
-    q, k, v, do = (bf16(rng.standard_normal(s)) for s in ((1, 5, 16), (1, 7, 16), (1, 7, 16), (1, 5, 16)))
+    to = (lambda x: __import__("cupy").asarray(x)) if _GPU_WORKER else (lambda x: x)
+    q, k, v, do = (to(bf16(rng.standard_normal(s))) for s in ((1, 5, 16), (1, 7, 16), (1, 7, 16), (1, 5, 16)))
+    back = (lambda x: x.get()) if _GPU_WORKER else (lambda x: x)
     o, lse = fa.flash_attention_forward(q, k, v, causal=True, scale=0.3)
     o_bits, lse_bits = fa.flash_attention_forward(*(x.view(np.uint16) for x in (q, k, v)), causal=True, scale=0.3)
     assert o.dtype == BF16 and lse.dtype == np.float32
-    np.testing.assert_array_equal(o.view(np.uint16), o_bits)
-    np.testing.assert_array_equal(lse, lse_bits)
+    np.testing.assert_array_equal(back(o.view(np.uint16)), back(o_bits))
+    np.testing.assert_array_equal(back(lse), back(lse_bits))
     grads = fa.flash_attention_backward(q, k, v, o, lse, do, causal=True, scale=0.3)
     grads_bits = fa.flash_attention_backward(*(x.view(np.uint16) for x in (q, k, v, o)), lse, do.view(np.uint16),
                                              causal=True, scale=0.3)
     for g, gb in zip(grads, grads_bits):
         assert g.dtype == BF16
-        np.testing.assert_array_equal(g.view(np.uint16), gb)
+        np.testing.assert_array_equal(back(g.view(np.uint16)), back(gb))
 
 
 # --------------------------------------------------------------------------
@@ -272,3 +285,39 @@ def test_bfloat16_policy_computes_in_bfloat16_arrays_with_float32_gradients(gpu)
     t = np.tanh(xb @ wb)
     np.testing.assert_allclose(float(value), t.sum(), rtol=2 ** -6)
     np.testing.assert_allclose(host(grad), xb.T @ (1 - t ** 2), rtol=4 * 2 ** -7, atol=4 * 2 ** -7)
+
+
+# --------------------------------------------------------------------------
+# Real GPU
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _detect.gpu_available(), reason="no usable GPU detected")
+def test_bfloat16_on_a_real_gpu():
+    """The checks above on CuPy arrays with compiled kernels (a subprocess: this module interprets)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), str(REPO_ROOT / "tests"), env.get("PYTHONPATH")]))
+    res = subprocess.run([sys.executable, __file__, "--gpu"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    assert f"checked {len(_checks())} bfloat16 checks" in res.stdout, res.stdout[-2000:]
+
+
+def _checks() -> list:
+    return [f for name, f in sorted(globals().items()) if name.startswith("test_") and name != "test_bfloat16_on_a_real_gpu"]
+
+
+def _gpu_worker() -> None:
+    """Entry point of the GPU subprocess (TRITON_INTERPRET unset): every check on CuPy arrays."""
+    import inspect
+    for check in _checks():
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            kwargs = {"gpu": None, "monkeypatch": monkeypatch}
+            check(**{name: kwargs[name] for name in inspect.signature(check).parameters})
+        print("ok", check.__name__, flush=True)
+    print(f"checked {len(_checks())} bfloat16 checks", flush=True)
+
+
+if _GPU_WORKER and sys.argv[1:] == ["--gpu"]:
+    _gpu_worker()
