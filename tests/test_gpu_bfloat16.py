@@ -159,6 +159,23 @@ def test_special_functions_and_solves_compute_in_float32(gpu):
     np.testing.assert_allclose(f64(sol), np.linalg.solve(np.tril(f64(a)), f64(y)), rtol=2 ** -7, atol=2 ** -7)
 
 
+def test_conv2d_and_its_gradients_accumulate_in_float32(gpu):
+    # Sums of 600 or 900 ones: exact in bfloat16 once rounded; a bfloat16 accumulator stalls at 256.
+    ones = lambda *shape: np.ones(shape, BF16)  # noqa: E731
+    y = host(fg.lax.conv2d(dev(ones(1, 600, 1, 1)), dev(ones(2, 600, 1, 1))))
+    dx = host(fg.lax.conv2d_input_grad(dev(ones(1, 600, 1, 1)), dev(ones(600, 1, 1, 1)), (1, 1)))
+    dw = host(fg.lax.conv2d_weight_grad(dev(ones(1, 1, 30, 30)), dev(ones(1, 1, 30, 30)), (1, 1)))
+    assert y.dtype == dx.dtype == dw.dtype == BF16
+    np.testing.assert_array_equal(f64(y), 600)
+    np.testing.assert_array_equal(f64(dx), 600)
+    np.testing.assert_array_equal(f64(dw), 900)
+    x, w = bf16(rng.standard_normal((2, 8, 5, 5))), bf16(rng.standard_normal((3, 8, 3, 3)))
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(f64(x), ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3),
+                                                       axis=(2, 3))   # (n, c, h, w, kh, kw)
+    assert_rounded_once(host(fg.lax.conv2d(dev(x), dev(w), padding=1)),
+                        np.einsum("nchwij,ocij->nohw", windows, f64(w)), "conv2d")
+
+
 # --------------------------------------------------------------------------
 # the Triton row kernels and FlashAttention kernels
 # --------------------------------------------------------------------------

@@ -314,12 +314,19 @@ def _rows_by_group(xp, dy, groups):
     return xp.ascontiguousarray(g).reshape(groups, o // groups, n * oh * ow)
 
 
+def _mm(xp, a, b):
+    """``a @ b``; bfloat16 operands in float32 (a float32 result: the callers round once, at the end)."""
+    if _dtypes.bfloat16 in (a.dtype, b.dtype):
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    return xp.matmul(a, b)
+
+
 @_simple(C.conv2d_p)
 def _conv2d(xp):
     def impl(x, w, stride, padding, dilation, groups):
         n, o, oh, ow = C._conv_geometry("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
         cols = _columns(xp, x, w.shape[2:], stride, padding, dilation, groups, (oh, ow))
-        y = xp.matmul(w.reshape(groups, o // groups, -1), cols)           # (G, O/G, N*OH*OW)
+        y = _mm(xp, w.reshape(groups, o // groups, -1), cols)           # (G, O/G, N*OH*OW)
         y = y.reshape(groups, o // groups, n, oh, ow).transpose(2, 0, 1, 3, 4).reshape(n, o, oh, ow)
         return xp.ascontiguousarray(y).astype(x.dtype, copy=False)
     return impl
@@ -332,15 +339,17 @@ def _conv2d_input_grad(xp):
         o, cg, kh, kw = w.shape
         oh, ow = dy.shape[2:]
         wg = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-        dcols = xp.matmul(wg, _rows_by_group(xp, dy, groups)).astype(dy.dtype, copy=False)
+        # (bfloat16: the columns and their overlapping sums in float32, rounded once at the end)
+        acc = np.dtype(np.float32) if dy.dtype == _dtypes.bfloat16 else dy.dtype
+        dcols = _mm(xp, wg, _rows_by_group(xp, dy, groups)).astype(acc, copy=False)
         dcols = dcols.reshape(groups, cg, kh, kw, n, oh, ow)
-        dxp = xp.zeros((n, c, h + 2 * padding[0], wd + 2 * padding[1]), dtype=dy.dtype)
+        dxp = xp.zeros((n, c, h + 2 * padding[0], wd + 2 * padding[1]), dtype=acc)
         for i in range(kh):   # col2im: add each kernel offset's columns back
             for j in range(kw):
                 part = dcols[:, :, i, j].transpose(2, 0, 1, 3, 4).reshape(n, c, oh, ow)
                 dxp[:, :, C._patch_slices(i, dilation[0], stride[0], oh),
                     C._patch_slices(j, dilation[1], stride[1], ow)] += part
-        return dxp[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + wd]
+        return dxp[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + wd].astype(dy.dtype, copy=False)
     return impl
 
 
@@ -349,7 +358,7 @@ def _conv2d_weight_grad(xp):
     def impl(dy, x, kernel_hw, stride, padding, dilation, groups):
         o, cg, kh, kw = C._conv_weight_grad_check(dy, x, kernel_hw, stride, padding, dilation, groups)
         cols = _columns(xp, x, (kh, kw), stride, padding, dilation, groups, dy.shape[2:])
-        dw = xp.matmul(_rows_by_group(xp, dy, groups), cols.transpose(0, 2, 1))   # (G, O/G, C/G*KH*KW)
+        dw = _mm(xp, _rows_by_group(xp, dy, groups), cols.transpose(0, 2, 1))   # (G, O/G, C/G*KH*KW)
         return dw.reshape(o, cg, kh, kw).astype(x.dtype, copy=False)
     return impl
 
