@@ -1,8 +1,8 @@
 """What a real GPU does with bfloat16: CuPy's own bfloat16 support, and funcgrad's op table on bfloat16 GPU arrays.
 
 funcgrad's GPU implementations route around the parts of CuPy's bfloat16 support that are missing or unreliable
-(matmul and einsum compute in float32, sums and products accumulate in float32, Python scalars become bfloat16
-scalars). This probe tells which CuPy functions take bfloat16 arrays as they are (so a later change may call them
+(batched matmul and einsum compute in float32 while matrix products go to CuPy's cuBLAS bfloat16 GEMM, sums and
+products accumulate in float32, Python scalars become bfloat16 scalars). This probe tells which CuPy functions take bfloat16 arrays as they are (so a later change may call them
 directly), and checks funcgrad's results:
 
 * ``cupy``: each array function the GPU implementations call, on bfloat16 operands: its result dtype, or its error.
@@ -53,7 +53,8 @@ def probe_cupy() -> dict:
         "prod": lambda: cp.prod(a, axis=1), "max": lambda: cp.max(a, axis=1), "argmax": lambda: cp.argmax(a, axis=1),
         "sort": lambda: cp.sort(a, axis=1), "concatenate": lambda: cp.concatenate([a, a]), "flip": lambda: cp.flip(a, 1),
         "take": lambda: cp.take(a, cp.arange(3), axis=1), "matmul 2-D": lambda: cp.matmul(a, b),
-        "matmul batched": lambda: cp.matmul(batch, b), "einsum": lambda: cp.einsum("ij,jk->ik", a, b),
+        "matmul batched": lambda: cp.matmul(batch, b), "dot of vectors": lambda: cp.dot(a[0], a[0]),
+        "einsum": lambda: cp.einsum("ij,jk->ik", a, b),
         "scatter_add": lambda: __import__("cupyx").scatter_add(cp.zeros(6, bf), cp.arange(6) % 3, cp.ones(6, bf)),
         "cupyx.scipy.special.erf": lambda: __import__("cupyx.scipy.special", fromlist=["erf"]).erf(a),
     }
@@ -107,12 +108,16 @@ def probe_matmul(m: int) -> dict:
                          "TFLOP/s": 2 * m ** 3 / s / 1e12}
         except Exception as e:  # noqa: BLE001
             out[name] = {"error": _error(e)}
-    try:
-        batch = cp.asarray(np.ones((2, 8, 16), bf))
-        r = cp.matmul(batch, cp.asarray(np.ones((16, 4), bf)))
-        out["cupy bfloat16 batched"] = {"dtype": str(r.dtype), "correct": bool((cp.asnumpy(r).astype(np.float64) == 16).all())}
-    except Exception as e:  # noqa: BLE001
-        out["cupy bfloat16 batched"] = {"error": _error(e)}
+    small = {"batched": lambda: cp.matmul(cp.ones((2, 8, 300), bf), cp.ones((2, 300, 4), bf)),
+             "rows @ matrix": lambda: cp.matmul(cp.ones((2, 8, 300), bf), cp.ones((300, 4), bf)),
+             "dot of vectors": lambda: cp.dot(cp.ones(300, bf), cp.ones(300, bf))}
+    for name, fn in small.items():   # 300 ones: a float32 sum gives 300 exactly, a bfloat16 one stalls at 256
+        try:
+            r = fn()
+            out[f"cupy bfloat16 {name}"] = {"dtype": str(r.dtype), "sums 300 ones to":
+                                            sorted({float(x) for x in cp.asnumpy(r).astype(np.float64).ravel()})}
+        except Exception as e:  # noqa: BLE001
+            out[f"cupy bfloat16 {name}"] = {"error": _error(e)}
     out["CUPY_TF32"] = os.environ.get("CUPY_TF32", "")
     return out
 

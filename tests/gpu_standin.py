@@ -5,9 +5,9 @@ host value leaking into device code (or the reverse) shows up. This checks
 funcgrad's side of the GPU backend (dispatch, transfers, errors, the
 Triton kernels in Triton's interpreter), not CuPy itself. bfloat16 arrays are
 numpy's ``ml_dtypes.bfloat16`` arrays (CuPy 14 holds the same dtype); where
-CuPy's bfloat16 support is known to be missing or unreliable (matmul,
-einsum, atomic scatters) the stand-in refuses bfloat16 too, so funcgrad's own
-route around it is what the tests run.
+CuPy's bfloat16 support is known to be missing or unreliable (batched and
+vector matmul, einsum, atomic scatters) the stand-in refuses bfloat16 too, so
+funcgrad's own route around it is what the tests run.
 
 >>> with gpu_standin(use_triton=False):
 ...     g = fg.device_put(fnp.ones(3), "gpu")   # a GpuArray over a FakeDeviceArray
@@ -62,12 +62,20 @@ def fake_cupy() -> types.SimpleNamespace:
 _BF16 = _dtypes.bfloat16
 
 
+BF16_MATMULS = [0]   # bfloat16 matrix products the stand-in computed (CuPy's cuBLAS path)
+
+
 def _matmul(a, b, *args, **kwargs):
-    """``numpy.matmul``, refusing bfloat16 as funcgrad must not rely on CuPy 14's (it fails on batched and
-    broadcast operands; numpy's returns float32). numpy's einsum refuses bfloat16 by itself."""
-    if _BF16 in (getattr(a, "dtype", None), getattr(b, "dtype", None)):
-        raise TypeError("matmul of bfloat16 operands (stand-in for CuPy 14, whose bfloat16 matmul is unreliable)")
-    return np.matmul(a, b, *args, **kwargs)
+    """``numpy.matmul``, with CuPy 14.2's bfloat16 behaviour: a product of two matrices is cuBLAS's (float32
+    accumulation, one rounding to bfloat16; numpy's returns float32); batched and vector operands are refused
+    (CuPy runs its integer kernel, or an elementwise product and sum, on them)."""
+    if _BF16 not in (getattr(a, "dtype", None), getattr(b, "dtype", None)):
+        return np.matmul(a, b, *args, **kwargs)
+    if a.dtype != b.dtype or a.ndim != 2 or b.ndim != 2 or a.shape[0] * b.shape[1] <= 1 or args or kwargs:
+        raise TypeError(f"matmul of bfloat16 operands {a.shape} {a.dtype} and {b.shape} {b.dtype} (stand-in for "
+                        "CuPy 14, whose bfloat16 matmul is reliable only for two matrices)")
+    BF16_MATMULS[0] += 1
+    return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(_BF16).view(type(a))
 
 
 # The value dtypes CuPy's atomic scatters take (CuPy 14); others raise TypeError there, and here.

@@ -32,6 +32,7 @@ from funcgrad import mixed_precision as mp  # noqa: E402
 from funcgrad.backends.gpu import _detect  # noqa: E402
 from funcgrad.backends.gpu import flash_attention as fa  # noqa: E402
 from funcgrad.backends.gpu import triton_kernels as tk  # noqa: E402
+import gpu_standin as gpu_standin_module  # noqa: E402
 from gpu_standin import FakeDeviceArray, gpu_standin  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -122,18 +123,27 @@ def test_sums_accumulate_in_float32_and_round_once(gpu):
 
 
 def test_matmul_and_einsum_compute_in_float32_and_round_once(gpu):
+    """Matrix products (and stacks of rows times a matrix) take CuPy's 2-D bfloat16 matmul (cuBLAS, float32
+    accumulation); batched products, vector products and einsum widen to float32. All round once."""
     a, b = bf16(rng.standard_normal((2, 3, 512))), bf16(rng.standard_normal((512, 4)))
-    want = f64(a) @ f64(b)
-    for name, got in (("matmul", dev(a) @ dev(b)),   # batched and broadcast: CuPy 14's own bf16 matmul fails there
-                      ("einsum", fnp.einsum("bik,kj->bij", dev(a), dev(b))),
-                      ("dot", fnp.dot(dev(a[0]), dev(b)))):
-        got = host(got)
+    c, v = bf16(rng.standard_normal((2, 512, 5))), bf16(rng.standard_normal(512))
+    a64, b64, c64, v64 = f64(a), f64(b), f64(c), f64(v)
+    cases = (("rows @ matrix", lambda: dev(a) @ dev(b), a64 @ b64, 1),
+             ("dot", lambda: fnp.dot(dev(a[0]), dev(b)), a64[0] @ b64, 1),
+             ("batched", lambda: dev(a) @ dev(c), a64 @ c64, 0),
+             ("vector", lambda: dev(v) @ dev(b), v64 @ b64, 1),   # (a 1-row matrix: 4 outputs)
+             ("inner", lambda: fnp.dot(dev(v), dev(v)), v64 @ v64, 0),   # (one output)
+             ("einsum", lambda: fnp.einsum("bik,kj->bij", dev(a), dev(b)), a64 @ b64, 0))
+    for name, run, want, cublas in cases:
+        before = gpu_standin_module.BF16_MATMULS[0]
+        got = host(run())
+        assert _GPU_WORKER or gpu_standin_module.BF16_MATMULS[0] - before == cublas, name
         assert got.dtype == BF16, name
-        assert_rounded_once(got, want if name != "dot" else want[0], name)
+        assert_rounded_once(got, want, name)
     # float32 with bfloat16 promotes to float32 (JAX's rule), computed in float32
-    mixed = host(dev(a[0]) @ dev(f64(b).astype(np.float32)))
+    mixed = host(dev(a[0]) @ dev(b64.astype(np.float32)))
     assert mixed.dtype == np.float32
-    np.testing.assert_allclose(mixed, want[0], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(mixed, a64[0] @ b64, rtol=1e-5, atol=1e-4)
 
 
 def test_python_scalars_keep_bfloat16_as_in_the_traced_program(gpu):

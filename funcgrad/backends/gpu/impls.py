@@ -23,6 +23,7 @@ one (``GPU_MISSING`` in ``tests/test_backend_slots.py`` is empty).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -210,10 +211,33 @@ _simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
 # ---------------------------------------------------------------- linear algebra and shapes
 
 # float16 matmul: CuPy calls cuBLAS with CUBLAS_COMPUTE_32F on tensor cores (float32 accumulation,
-# one rounding), as numpy's float16 matmul accumulates in float32 on the CPU. bfloat16 computes in
-# float32 and rounds once (CuPy 14's own bfloat16 matmul crashes on batched and broadcast operands,
-# and its compute type there is not documented): correct everywhere, at float32 matmul speed.
-_simple(L.matmul_p)(lambda xp: _via_float32(xp, xp.matmul))
+# one rounding), as numpy's float16 matmul accumulates in float32 on the CPU. bfloat16: CuPy 14 does the
+# same for a product of two matrices (cublasGemmEx, CUDA_R_16BF, CUBLAS_COMPUTE_32F), so a matrix
+# product -- or a stack of rows times a matrix, folded into one (an MLP's ``x @ w``) -- goes there;
+# CuPy's batched bfloat16 matmul runs its integer kernel and its vector products sum elementwise, so
+# everything else computes in float32 and rounds once (correct, at float32 matmul speed).
+BF16_CUBLAS = True   # (the switch for a CuPy whose 2-D bfloat16 matmul misbehaves)
+
+
+def _bf16_matrix_product(xp: Any, a: Any, b: Any) -> Any:
+    """``a @ b`` through CuPy's 2-D bfloat16 matmul, or None where it does not apply."""
+    if not BF16_CUBLAS or a.dtype != _BF16 or b.dtype != _BF16 or b.ndim != 2 or a.ndim < 2:
+        return None
+    rows = math.prod(a.shape[:-1])
+    if rows * b.shape[1] <= 1 or a.shape[-1] == 0:   # (one output: CuPy's elementwise dot path)
+        return None
+    out = xp.matmul(xp.ascontiguousarray(a).reshape(rows, a.shape[-1]), b)
+    return out.reshape(a.shape[:-1] + (b.shape[1],))
+
+
+@_simple(L.matmul_p)
+def _matmul(xp):
+    general = _via_float32(xp, xp.matmul)
+
+    def impl(a, b):
+        out = _bf16_matrix_product(xp, a, b)
+        return general(a, b) if out is None else out
+    return impl
 
 
 @_simple(L.einsum_p)
