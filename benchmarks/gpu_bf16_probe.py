@@ -50,6 +50,8 @@ def probe_cupy() -> dict:
         "isnan": lambda: cp.isnan(a), "astype float32": lambda: a.astype(cp.float32),
         "astype from float32": lambda: a.astype(cp.float32).astype(bf), "sum": lambda: cp.sum(a, axis=1),
         "sum dtype=float32": lambda: cp.sum(a, axis=1, dtype=cp.float32), "cumsum": lambda: cp.cumsum(a, axis=1),
+        "cumsum dtype=float32": lambda: cp.cumsum(a, axis=1, dtype=cp.float32),
+        "prod dtype=float32": lambda: cp.prod(a, axis=1, dtype=cp.float32),
         "prod": lambda: cp.prod(a, axis=1), "max": lambda: cp.max(a, axis=1), "argmax": lambda: cp.argmax(a, axis=1),
         "sort": lambda: cp.sort(a, axis=1), "concatenate": lambda: cp.concatenate([a, a]), "flip": lambda: cp.flip(a, 1),
         "take": lambda: cp.take(a, cp.arange(3), axis=1), "matmul 2-D": lambda: cp.matmul(a, b),

@@ -158,9 +158,8 @@ _simple(RB.shift_left_p)(_shift("left_shift"))
 # ---------------------------------------------------------------- reductions
 
 
-# float16 and bfloat16 accumulate in float32 and round once, as on the CPU. float16 sums with
-# ``dtype=float32`` (CuPy reads the halves and adds in float32); bfloat16 is widened first (a float32
-# copy: CuPy's bfloat16 support is minimal, a cast is what it surely has).
+# float16 and bfloat16 accumulate in float32 and round once, as on the CPU: ``dtype=float32`` (CuPy
+# reads the 16-bit values and adds in float32, without a float32 copy).
 
 
 def _wide(x: Any) -> Any:
@@ -182,10 +181,8 @@ def _via_float32(xp: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
 @_simple(S.reduce_sum_p)
 def _sum(xp):
     def impl(x, axes):
-        if x.dtype == _F16:
-            return xp.sum(x, axis=axes, dtype=xp.float32).astype(xp.float16)
-        if x.dtype == _BF16:
-            return xp.sum(x.astype(_F32), axis=axes).astype(_BF16)
+        if x.dtype in _NARROW_FLOATS:
+            return xp.sum(x, axis=axes, dtype=xp.float32).astype(x.dtype)
         return xp.sum(x, axis=axes)
     return impl
 
@@ -193,18 +190,18 @@ def _sum(xp):
 @_simple(R.cumsum_p)
 def _cumsum(xp):
     def impl(x, axis, reverse):
-        narrow = x.dtype if x.dtype in _NARROW_FLOATS else None
-        if narrow is not None:
-            x = x.astype(_F32)
-        out = xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis), axis) if reverse else xp.cumsum(x, axis=axis)
-        return out if narrow is None else out.astype(narrow)
+        acc = xp.float32 if x.dtype in _NARROW_FLOATS else None
+        out = xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=acc), axis) if reverse \
+            else xp.cumsum(x, axis=axis, dtype=acc)
+        return out if acc is None else out.astype(x.dtype)
     return impl
 
 
 _simple(R.reduce_max_p)(lambda xp: lambda x, axes: xp.max(x, axis=axes))
 _simple(R.reduce_min_p)(lambda xp: lambda x, axes: xp.min(x, axis=axes))
 # bfloat16 products accumulate in float32 too (as JAX's prod); max/min pick a value, exact in any dtype.
-_simple(R.reduce_prod_p)(lambda xp: _via_float32(xp, lambda x, axes: xp.prod(x, axis=axes)))
+_simple(R.reduce_prod_p)(lambda xp: lambda x, axes: xp.prod(x, axis=axes, dtype=xp.float32).astype(x.dtype)
+                         if x.dtype == _BF16 else xp.prod(x, axis=axes))
 _simple(R.argmax_p)(lambda xp: lambda x, axis: xp.argmax(x, axis=axis))
 _simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
 

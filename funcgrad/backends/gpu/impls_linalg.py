@@ -8,7 +8,7 @@ written against the binding's array module ``xp`` (CuPy, or the tests' numpy sta
   ``triangular_solve`` (``cupyx.scipy.linalg.solve_triangular``, batched trsm), ``lu`` and ``expm``
   (``cupyx.scipy.linalg.lu_factor`` / ``expm``, one call per matrix of a stack), ``fft`` (cuFFT;
   complex64 stays complex64). Each computes what the CPU implementation computes: the same output
-  dtypes (float16 in float32, returned as float16), empty stacks, and NaN where a factorization
+  dtypes (float16 and bfloat16 in float32, returned in their dtype), empty stacks, and NaN where a factorization
   fails (``cholesky`` of a matrix that is not positive definite).
 * on the host, deliberately (copy to the host, the CPU implementation, copy back), as JAX's GPU
   backend also runs them on the host or has no GPU kernel for them: ``eig``, ``schur``,
