@@ -230,6 +230,31 @@ def test_flash_kernels_take_bfloat16_arrays_as_their_bits(gpu):
         np.testing.assert_array_equal(back(g.view(np.uint16)), back(gb))
 
 
+def test_dot_product_attention_flash_on_bfloat16_gpu_arrays(gpu, monkeypatch):
+    """The public API, (B, H, N, d) bfloat16 GPU arrays: forward, gradient and jit reach the bfloat16 kernels."""
+    calls = []
+    for name in ("flash_attention_forward", "flash_attention_backward"):
+        def counting(*args, _f=getattr(fa, name), _name=name, **kwargs):
+            calls.append((_name, args[0].dtype))
+            return _f(*args, **kwargs)
+        monkeypatch.setattr(fa, name, counting)
+    q, k, v = (bf16(rng.standard_normal((2, 2, 9, 32))) for _ in range(3))
+    attend = lambda q, k, v: nn.dot_product_attention(q, k, v, causal=True, impl="flash")  # noqa: E731
+    o, vjp = fg.vjp(attend, dev(q), dev(k), dev(v))
+    dq = vjp(dev(np.ones(q.shape, BF16)))[0]
+    jo = fg.jit(attend)(dev(q), dev(k), dev(v))
+    assert o.dtype == dq.dtype == jo.dtype == BF16
+    assert calls == [("flash_attention_forward", BF16), ("flash_attention_backward", BF16),
+                     ("flash_attention_forward", BF16)]
+    q64, k64, v64 = (f64(x) for x in (q, k, v))
+    s = q64 @ k64.transpose(0, 1, 3, 2) / np.sqrt(32)
+    s = np.where(np.tril(np.ones((9, 9), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v64
+    for got in (host(o), host(jo)):
+        np.testing.assert_allclose(f64(got), want, rtol=1.6e-2, atol=1.6e-2)
+
+
 # --------------------------------------------------------------------------
 # jit: generated Triton kernels on bfloat16 buffers
 # --------------------------------------------------------------------------
