@@ -98,7 +98,12 @@ def _ufunc(name: str) -> Maker:
         f = getattr(b.xp, name)
 
         def impl(*xs: Any) -> Any:
-            if any(type(x) is float for x in xs) and any(getattr(x, "dtype", None) == _BF16 for x in xs):
+            for x in xs:   # (the common case, no Python float, costs a type check per operand)
+                if type(x) is float:
+                    break
+            else:
+                return f(*xs)
+            if any(getattr(x, "dtype", None) == _BF16 for x in xs):
                 xs = tuple(_BF16.type(x) if type(x) is float else x for x in xs)
             return f(*xs)
         return impl
