@@ -70,8 +70,9 @@ def _arr(x: Any) -> Any:
 def to_bfloat16(x: Any) -> Any:
     """Round to bfloat16 (nearest, ties to even); return the ``uint16`` bits.
 
-    The bits of ``x.astype(fnp.bfloat16)``, as ``uint16``: for exchanging bf16
-    data as raw bits. To compute in bfloat16, cast to ``fnp.bfloat16`` instead.
+    The rounding of ``x.astype(fnp.bfloat16)``, as ``uint16`` bits: for
+    exchanging bf16 data as raw bits. To compute in bfloat16, cast to
+    ``fnp.bfloat16`` instead.
 
     ``x`` is first converted to float32 (float16 exactly; float64 under x64
     is rounded to float32 first, which can differ from a direct rounding in
