@@ -414,6 +414,13 @@ class TritonFused:
         return x.view(xp.uint8) if x.dtype == _BOOL else x
 
 
+def _bf16_literal(a: Any) -> Any:
+    """A float literal beside a bfloat16 operand, rounded to bfloat16 first (a weakly typed scalar takes the
+    operand's dtype, as eagerly); names and other literals as they are."""
+    v = a.item() if isinstance(a, (np.ndarray, np.generic)) else a
+    return float(_BF16.type(v)) if isinstance(v, float) else a
+
+
 def _worth_fusing(eqns: list) -> bool:
     # One operation is one kernel either way (CuPy's): only a chain saves launches and memory traffic.
     return sum(1 for e in eqns if not getattr(rule(e), "free", False)) >= 2
@@ -452,6 +459,8 @@ def emit(group: Any, consumers: dict, outputs: set, position: dict) -> list[Eqn]
         if eqn is reduction:
             break
         args = [name_of(x) for x in eqn.inputs]
+        if any(isinstance(x, Var) and x.aval.dtype == _BF16 for x in eqn.inputs):
+            args = [_bf16_literal(a) for a in args]
         out = eqn.outvars[0]
         names[id(out)] = f"v{len(ops)}"
         ops.append(_LoweredOp(names[id(out)], eqn.prim, args, out.aval.dtype, dict(eqn.params), rule(eqn)))
