@@ -11,8 +11,8 @@ have a GPU implementation is known without CuPy (see
 ``tests/test_backend_slots.py``).
 
 Triton kernels serve FlashAttention (:mod:`.flash_attention`) and the row
-primitives softmax / log_softmax / cross-entropy in float32 and float16
-and bfloat16 (:mod:`.triton_kernels`; other dtypes use the CuPy expressions). The rest
+primitives softmax / log_softmax / cross-entropy in float32, float16 and
+bfloat16 (:mod:`.triton_kernels`; other dtypes use the CuPy expressions). The rest
 of the primitives are registered by :mod:`.impls_index` (indexing,
 scatters, sorting, convolution, pooling), :mod:`.impls_special` (special
 functions, complex parts, random bits) and :mod:`.impls_linalg` (linear
@@ -90,7 +90,6 @@ UFUNCS: dict[Primitive, str] = {
 }
 
 
-
 def _ufunc(name: str) -> Maker:
     """The array module's ufunc ``name``; with a bfloat16 operand, Python float scalars become
     bfloat16 scalars first (JAX's weak typing: numpy would compute ``bf16 * 0.5`` in float32)."""
@@ -126,7 +125,6 @@ def _simple(prim: Primitive) -> Callable[[Callable[..., Any]], Callable[..., Any
 
 _simple(E.round_p)(lambda xp: xp.around)
 _simple(E.logistic_p)(lambda xp: lambda x: (xp.tanh(x * 0.5) * 0.5 + 0.5).astype(x.dtype, copy=False))
-_simple(E.select_p)(lambda xp: lambda c, x, y: _select(xp, c, x, y))
 
 
 def _select(xp: Any, c: Any, x: Any, y: Any) -> Any:
@@ -136,6 +134,9 @@ def _select(xp: Any, c: Any, x: Any, y: Any) -> Any:
         if getattr(a, "dtype", None) == _BF16 and isinstance(b, (bool, int, float)):
             return out.astype(_BF16, copy=False)
     return out
+
+
+_simple(E.select_p)(lambda xp: lambda c, x, y: _select(xp, c, x, y))
 _simple(E.convert_p)(lambda xp: lambda x, dtype: xp.asarray(x).astype(dtype))
 _simple(E.stop_gradient_p)(lambda xp: lambda x: x)
 _simple(E.name_p)(lambda xp: lambda x, name: x)
@@ -160,11 +161,7 @@ def _shift(op_name: str) -> Callable[[Any], Callable[..., Any]]:
 _simple(RB.shift_right_logical_p)(_shift("right_shift"))
 _simple(RB.shift_left_p)(_shift("left_shift"))
 
-# ---------------------------------------------------------------- reductions
-
-
-# float16 and bfloat16 accumulate in float32 and round once, as on the CPU: ``dtype=float32`` (CuPy
-# reads the 16-bit values and adds in float32, without a float32 copy).
+# ---------------------------------------------------------------- bfloat16 through float32
 
 
 def _wide(x: Any) -> Any:
@@ -181,6 +178,11 @@ def _via_float32(xp: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
         out = xp.asarray(fn(*(_wide(x) for x in xs), **params))
         return out.astype(_dtypes.result_type(*xs), copy=False)
     return impl
+
+
+# ---------------------------------------------------------------- reductions
+# float16 and bfloat16 accumulate in float32 and round once, as on the CPU: ``dtype=float32`` (CuPy
+# reads the 16-bit values and adds in float32, without a float32 copy).
 
 
 @_simple(S.reduce_sum_p)
@@ -204,9 +206,18 @@ def _cumsum(xp):
 
 _simple(R.reduce_max_p)(lambda xp: lambda x, axes: xp.max(x, axis=axes))
 _simple(R.reduce_min_p)(lambda xp: lambda x, axes: xp.min(x, axis=axes))
-# bfloat16 products accumulate in float32 too (as JAX's prod); max/min pick a value, exact in any dtype.
-_simple(R.reduce_prod_p)(lambda xp: lambda x, axes: xp.prod(x, axis=axes, dtype=xp.float32).astype(x.dtype)
-                         if x.dtype == _BF16 else xp.prod(x, axis=axes))
+
+
+@_simple(R.reduce_prod_p)
+def _prod(xp):
+    def impl(x, axes):
+        # bfloat16 products accumulate in float32 too (as JAX's prod); max/min pick a value, exact in any dtype.
+        if x.dtype == _BF16:
+            return xp.prod(x, axis=axes, dtype=xp.float32).astype(x.dtype)
+        return xp.prod(x, axis=axes)
+    return impl
+
+
 _simple(R.argmax_p)(lambda xp: lambda x, axis: xp.argmax(x, axis=axis))
 _simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
 
