@@ -290,11 +290,11 @@ def test_fused_chain_rounds_each_bfloat16_result_as_eager_does(gpu):
 
 def test_fused_python_scalars_are_rounded_to_bfloat16_as_eagerly(gpu):
     x = bf16(rng.uniform(-3, 3, 200))
-    program, got, eager = _jit_on_gpu(lambda v: fnp.where(v > 0.1, v * 0.1 + 0.3, v - 1.7), x)
+    program, got, eager = _jit_on_gpu(lambda v: fnp.where(v > 0.1, v * 0.1 + 0.3, v * 257 - 1.7), x)
     assert len(program.kernels) == 1
     np.testing.assert_array_equal(host(got).view(np.uint16), host(eager).view(np.uint16))
     x64, r = f64(x), lambda v: f64(np.asarray(v, np.float32).astype(BF16))   # (weak scalars: bf16 first)
-    want = np.where(x64 > r(0.1), r(r(x64 * r(0.1)) + r(0.3)), r(x64 - r(1.7)))
+    want = np.where(x64 > r(0.1), r(r(x64 * r(0.1)) + r(0.3)), r(r(x64 * r(257)) - r(1.7)))
     np.testing.assert_array_equal(f64(host(got)), want)
 
 

@@ -24,7 +24,8 @@ them. Everything runs on the device and computes what the CPU implementation com
 * ``max_pool2d`` (first maximum of each window; NaN wins, padding never does), ``avg_pool2d``
   (padding counted) and their gradients; ``max_pool2d_grad`` scatter-adds (the indices
   ``max_pool2d`` made; checked, with a device read, under ``config.checked_indexing``).
-* ``population_count``, ``frexp_mantissa`` / ``frexp_exponent`` (float16 and bfloat16 through float32, exactly).
+* ``population_count``, ``frexp_mantissa`` / ``frexp_exponent`` (float16 and bfloat16 through float32,
+  exactly).
 """
 from __future__ import annotations
 
@@ -421,7 +422,10 @@ def _avg_pool2d(xp):
         _, _, oh, ow = C._pool_out_shape("avg_pool2d", x.shape, kernel, stride, padding)
         taps = _windows(xp, _pad_hw(xp, x, padding), kernel, stride, (1, 1), (oh, ow))
         # float16 and bfloat16 accumulate in float32 (numpy's mean does, on the CPU); integers average in float64.
-        acc = np.float32 if x.dtype in (np.dtype(np.float16), _dtypes.bfloat16) else (x.dtype if _dtypes.kind(x.dtype) == "f" else np.float64)
+        if x.dtype in (np.dtype(np.float16), _dtypes.bfloat16):
+            acc = np.float32
+        else:
+            acc = x.dtype if _dtypes.kind(x.dtype) == "f" else np.float64
         total = xp.sum(taps, axis=(2, 3), dtype=acc)
         return (total / (kernel[0] * kernel[1])).astype(x.dtype, copy=False)
     return impl

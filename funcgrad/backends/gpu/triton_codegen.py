@@ -415,10 +415,11 @@ class TritonFused:
 
 
 def _bf16_literal(a: Any) -> Any:
-    """A float literal beside a bfloat16 operand, rounded to bfloat16 first (a weakly typed scalar takes the
-    operand's dtype, as eagerly); names and other literals as they are."""
+    """A number literal beside a bfloat16 operand, rounded to bfloat16 first (a weakly typed scalar takes the
+    operand's dtype, as eagerly: ``x * 0.1`` multiplies by 0.10009765625, ``x * 257`` by 256); names and bools
+    as they are."""
     v = a.item() if isinstance(a, (np.ndarray, np.generic)) else a
-    return float(_BF16.type(v)) if isinstance(v, float) else a
+    return float(_BF16.type(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else a
 
 
 def _worth_fusing(eqns: list) -> bool:
