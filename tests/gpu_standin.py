@@ -6,7 +6,7 @@ funcgrad's side of the GPU backend (dispatch, transfers, errors, the
 Triton kernels in Triton's interpreter), not CuPy itself. bfloat16 arrays are
 numpy's ``ml_dtypes.bfloat16`` arrays (CuPy 14 holds the same dtype); where
 CuPy's bfloat16 support is known to be missing or unreliable (batched and
-vector matmul, einsum, atomic scatters) the stand-in refuses bfloat16 too, so
+vector matmul, einsum, sorts, atomic scatters) the stand-in refuses bfloat16 too, so
 funcgrad's own route around it is what the tests run.
 
 >>> with gpu_standin(use_triton=False):
@@ -50,7 +50,8 @@ def fake_cupy() -> types.SimpleNamespace:
         return np.from_dlpack(obj).view(FakeDeviceArray)
 
     ns.update(ndarray=FakeDeviceArray, asarray=asarray, array=array, asnumpy=asnumpy, from_dlpack=from_dlpack)
-    ns.update(matmul=_matmul)
+    ns.update(matmul=_matmul, sort=_no_bf16(np.sort, "sort"), argsort=_no_bf16(np.argsort, "argsort"),
+              lexsort=_no_bf16(np.lexsort, "lexsort"))
     # cupyx.scipy.<name> (see gpu_array.scipy_module): scipy's own modules stand in.
     import scipy.linalg
     import scipy.special
@@ -76,6 +77,16 @@ def _matmul(a, b, *args, **kwargs):
                         "CuPy 14, whose bfloat16 matmul is reliable only for two matrices)")
     BF16_MATMULS[0] += 1
     return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(_BF16).view(type(a))
+
+
+def _no_bf16(fn, name):
+    """``fn``, refusing bfloat16 as CuPy 14's sorts (thrust) do."""
+    def run(a, *args, **kwargs):
+        if _BF16 in {getattr(x, "dtype", None) for x in (a if isinstance(a, (tuple, list)) else [a])}:
+            raise NotImplementedError(f"Sorting arrays with dtype 'bfloat16' is not supported ({name}, stand-in "
+                                      "for CuPy 14)")
+        return fn(a, *args, **kwargs)
+    return run
 
 
 # The value dtypes CuPy's atomic scatters take (CuPy 14); others raise TypeError there, and here.

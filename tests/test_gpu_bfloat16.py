@@ -156,6 +156,16 @@ def test_python_scalars_keep_bfloat16_as_in_the_traced_program(gpu):
     np.testing.assert_array_equal(host(dev(x) * 0.1).view(np.uint16), (x * bf16(0.1)).view(np.uint16))
 
 
+def test_sorting_goes_through_float32(gpu):
+    """CuPy's sorts have no bfloat16 (the stand-in refuses it too): argsort and sort widen, exactly."""
+    x = bf16(np.r_[rng.standard_normal(40), [np.nan, np.inf, -np.inf, 0.0, -0.0]])
+    order = host(fnp.argsort(dev(x)))
+    np.testing.assert_array_equal(order, np.argsort(f64(x), kind="stable"))
+    got = host(fnp.sort(dev(x)))
+    assert got.dtype == BF16
+    np.testing.assert_array_equal(got.view(np.uint16), x[np.argsort(f64(x), kind="stable")].view(np.uint16))
+
+
 def test_special_functions_and_solves_compute_in_float32(gpu):
     x = bf16(rng.uniform(-0.9, 0.9, 20))
     got = host(fg.scipy.special.erf(dev(x)))

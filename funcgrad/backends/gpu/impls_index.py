@@ -251,6 +251,8 @@ del _prim, _kind
 @_simple(RB.argsort_p)
 def _argsort(xp):
     def impl(x, axis):
+        if x.dtype == _dtypes.bfloat16:   # (CuPy's sort has no bfloat16; float32 holds every value, in order)
+            x = x.astype(np.float32)
         return xp.argsort(x, axis=axis, kind="stable")   # (CuPy's argsort is always stable; NaN sorts last)
     return impl
 
