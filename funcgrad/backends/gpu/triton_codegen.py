@@ -19,8 +19,9 @@ per row; a NaN anywhere in a row makes its max/min NaN, as in numpy.
 dtypes: float32, float16 and bfloat16 compute in float32 (Triton's math
 functions take float32). float16 values are rounded once, when stored (a
 ``convert`` to float16 inside the group rounds where it stands); bfloat16
-values are rounded after every operation, giving eager's per-operation
-values (as XLA does) up to the last bit of a transcendental function;
+values are rounded (to nearest even) after every operation, giving eager's
+per-operation values (as XLA does) up to the last bit of a transcendental
+function;
 int32 computes in int32 (wrapping, as CuPy); bool is stored as one byte
 (``uint8``) and computed as Triton's ``int1``. float64/int64 values (with
 ``enable_x64``) and primitives without a Triton lowering here stay outside
@@ -249,7 +250,7 @@ def kernel_source(inputs: list, ops: list, outputs: list, reduction: tuple | Non
     dtypes = [d for _, d, _ in inputs] + [d for _, d in outputs] + [op.dtype for op in ops] + (
         [reduction[2]] if reduction is not None else [])
     head = ["import triton", "import triton.language as tl", "", ""]
-    head += (_BF16_HELPER if _BF16 in dtypes or any(op.prim is E.convert_p and op.params["dtype"] == _BF16
+    head += (_bf16_helper() if _BF16 in dtypes or any(op.prim is E.convert_p and op.params["dtype"] == _BF16
                                                     for op in ops) else []) + ["@triton.jit"]
     if reduction is None:
         lines = head + [f"def kernel({', '.join(params + ['n', 'BLOCK: tl.constexpr'])}):",
@@ -297,10 +298,17 @@ def _body(inputs: list, ops: list, outputs: list, indent: str) -> list:
     return lines
 
 
-# float32 -> the nearest bfloat16 (ties to even), kept in float32; NaN stays NaN. Integer arithmetic on the
-# bits: the same rounding as eager's (ml_dtypes) on a GPU and in Triton's interpreter, whose float32 -> bfloat16
-# conversion truncates.
-_BF16_HELPER = [
+# float32 -> the nearest bfloat16 (ties to even), kept in float32; NaN stays NaN: eager's rounding (ml_dtypes).
+# On a GPU, the conversion instruction (cvt.rn.bf16.f32 and back: two instructions); in Triton's interpreter,
+# whose float32 -> bfloat16 conversion truncates, integer arithmetic on the bits (the same values).
+_BF16_HELPER_GPU = [
+    "@triton.jit",
+    "def _bf16(x):",
+    "    return x.to(tl.bfloat16, fp_downcast_rounding='rtne').to(tl.float32)",
+    "",
+    "",
+]
+_BF16_HELPER_INTERPRETED = [
     "@triton.jit",
     "def _bf16(x):",
     "    bits = x.to(tl.uint32, bitcast=True)",
@@ -309,6 +317,11 @@ _BF16_HELPER = [
     "",
     "",
 ]
+
+
+def _bf16_helper() -> list:
+    from funcgrad.backends.gpu import _triton_host  # noqa: PLC0415
+    return _BF16_HELPER_INTERPRETED if _triton_host.interpret_mode() else _BF16_HELPER_GPU
 
 
 # ---- the in-process kernel cache
