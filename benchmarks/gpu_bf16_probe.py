@@ -97,12 +97,11 @@ def probe_matmul(m: int) -> dict:
 
     out: dict = {"size": m}
     ga, gb = cp.asarray(a), cp.asarray(b)
+    fa_, fb_ = fg.device_put(fnp.asarray(a), "gpu"), fg.device_put(fnp.asarray(b), "gpu")
     for name, fn in (("cupy bfloat16", lambda: cp.matmul(ga, gb)),
                      ("cupy float32", lambda: cp.matmul(ga.astype(cp.float32), gb.astype(cp.float32))),
                      ("funcgrad bfloat16", lambda: fnp.matmul(fa_, fb_)._value)):
         try:
-            if name.startswith("funcgrad"):
-                fa_, fb_ = fg.device_put(fnp.asarray(a), "gpu"), fg.device_put(fnp.asarray(b), "gpu")
             r = fn()
             err = float(np.abs(cp.asnumpy(r).astype(np.float64) - want).max() / scale)
             s = timed(fn)
