@@ -53,6 +53,7 @@ def probe_cupy() -> dict:
         "cumsum dtype=float32": lambda: cp.cumsum(a, axis=1, dtype=cp.float32),
         "prod dtype=float32": lambda: cp.prod(a, axis=1, dtype=cp.float32),
         "prod": lambda: cp.prod(a, axis=1), "max": lambda: cp.max(a, axis=1), "argmax": lambda: cp.argmax(a, axis=1),
+        "from_dlpack": lambda: cp.from_dlpack(a),
         "sort": lambda: cp.sort(a, axis=1), "concatenate": lambda: cp.concatenate([a, a]), "flip": lambda: cp.flip(a, 1),
         "take": lambda: cp.take(a, cp.arange(3), axis=1), "matmul 2-D": lambda: cp.matmul(a, b),
         "matmul batched": lambda: cp.matmul(batch, b), "dot of vectors": lambda: cp.dot(a[0], a[0]),

@@ -156,14 +156,17 @@ def test_python_scalars_keep_bfloat16_as_in_the_traced_program(gpu):
     np.testing.assert_array_equal(host(dev(x) * 0.1).view(np.uint16), (x * bf16(0.1)).view(np.uint16))
 
 
-def test_sorting_goes_through_float32(gpu):
-    """CuPy's sorts have no bfloat16 (the stand-in refuses it too): argsort and sort widen, exactly."""
+def test_sorting_and_argmax_go_through_float32(gpu):
+    """CuPy's sorts and argmax/argmin have no bfloat16 (the stand-in refuses its sorts too): they widen, exactly."""
     x = bf16(np.r_[rng.standard_normal(40), [np.nan, np.inf, -np.inf, 0.0, -0.0]])
     order = host(fnp.argsort(dev(x)))
     np.testing.assert_array_equal(order, np.argsort(f64(x), kind="stable"))
     got = host(fnp.sort(dev(x)))
     assert got.dtype == BF16
     np.testing.assert_array_equal(got.view(np.uint16), x[np.argsort(f64(x), kind="stable")].view(np.uint16))
+    y = bf16(rng.standard_normal((3, 50)))
+    np.testing.assert_array_equal(host(fnp.argmax(dev(y), axis=1)), np.argmax(f64(y), axis=1))
+    np.testing.assert_array_equal(host(fnp.argmin(dev(y), axis=1)), np.argmin(f64(y), axis=1))
 
 
 def test_special_functions_and_solves_compute_in_float32(gpu):

@@ -218,8 +218,9 @@ def _prod(xp):
     return impl
 
 
-_simple(R.argmax_p)(lambda xp: lambda x, axis: xp.argmax(x, axis=axis))
-_simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
+# (CuPy 14.2's argmax/argmin have no bfloat16 loop: float32 holds every bfloat16 value, in order)
+_simple(R.argmax_p)(lambda xp: lambda x, axis: xp.argmax(_wide(x), axis=axis))
+_simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(_wide(x), axis=axis))
 
 # ---------------------------------------------------------------- linear algebra and shapes
 
