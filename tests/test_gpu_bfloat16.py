@@ -156,8 +156,9 @@ def test_python_scalars_keep_bfloat16_as_in_the_traced_program(gpu):
     np.testing.assert_array_equal(host(dev(x) * 0.1).view(np.uint16), (x * bf16(0.1)).view(np.uint16))
 
 
-def test_sorting_and_argmax_go_through_float32(gpu):
-    """CuPy's sorts and argmax/argmin have no bfloat16 (the stand-in refuses its sorts too): they widen, exactly."""
+def test_sort_argmax_and_round_go_through_float32(gpu):
+    """CuPy 14.2's sorts, argmax/argmin and round have no bfloat16 (the stand-in refuses its sorts too): they
+    widen, exactly."""
     x = bf16(np.r_[rng.standard_normal(40), [np.nan, np.inf, -np.inf, 0.0, -0.0]])
     order = host(fnp.argsort(dev(x)))
     np.testing.assert_array_equal(order, np.argsort(f64(x), kind="stable"))
@@ -167,6 +168,10 @@ def test_sorting_and_argmax_go_through_float32(gpu):
     y = bf16(rng.standard_normal((3, 50)))
     np.testing.assert_array_equal(host(fnp.argmax(dev(y), axis=1)), np.argmax(f64(y), axis=1))
     np.testing.assert_array_equal(host(fnp.argmin(dev(y), axis=1)), np.argmin(f64(y), axis=1))
+    z = bf16(np.r_[rng.uniform(-40, 40, 30), [0.5, 1.5, 2.5, -0.5]])
+    rounded = host(fnp.round(dev(z)))
+    assert rounded.dtype == BF16
+    np.testing.assert_array_equal(f64(rounded), np.round(f64(z)))   # half to even, as numpy
 
 
 def test_special_functions_and_solves_compute_in_float32(gpu):

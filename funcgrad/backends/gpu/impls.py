@@ -121,9 +121,29 @@ def _simple(prim: Primitive) -> Callable[[Callable[..., Any]], Callable[..., Any
     return decorate
 
 
+# ---------------------------------------------------------------- bfloat16 through float32
+
+
+def _wide(x: Any) -> Any:
+    """``x`` as float32 if it is bfloat16, else as it is."""
+    return x.astype(_F32) if getattr(x, "dtype", None) == _BF16 else x
+
+
+def _via_float32(xp: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` on bfloat16 operands widened to float32, its float32 results rounded back to bfloat16
+    (other dtypes run ``fn`` as they are)."""
+    def impl(*xs: Any, **params: Any) -> Any:
+        if not any(getattr(x, "dtype", None) == _BF16 for x in xs):
+            return fn(*xs, **params)
+        out = xp.asarray(fn(*(_wide(x) for x in xs), **params))
+        return out.astype(_dtypes.result_type(*xs), copy=False)
+    return impl
+
+
 # ---------------------------------------------------------------- elementwise
 
-_simple(E.round_p)(lambda xp: xp.around)
+# (CuPy 14.2's round has no bfloat16 loop: it would compute in float32 and return float32)
+_simple(E.round_p)(lambda xp: _via_float32(xp, xp.around))
 _simple(E.logistic_p)(lambda xp: lambda x: (xp.tanh(x * 0.5) * 0.5 + 0.5).astype(x.dtype, copy=False))
 
 
@@ -160,25 +180,6 @@ def _shift(op_name: str) -> Callable[[Any], Callable[..., Any]]:
 
 _simple(RB.shift_right_logical_p)(_shift("right_shift"))
 _simple(RB.shift_left_p)(_shift("left_shift"))
-
-# ---------------------------------------------------------------- bfloat16 through float32
-
-
-def _wide(x: Any) -> Any:
-    """``x`` as float32 if it is bfloat16, else as it is."""
-    return x.astype(_F32) if getattr(x, "dtype", None) == _BF16 else x
-
-
-def _via_float32(xp: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` on bfloat16 operands widened to float32, its float32 results rounded back to bfloat16
-    (other dtypes run ``fn`` as they are)."""
-    def impl(*xs: Any, **params: Any) -> Any:
-        if not any(getattr(x, "dtype", None) == _BF16 for x in xs):
-            return fn(*xs, **params)
-        out = xp.asarray(fn(*(_wide(x) for x in xs), **params))
-        return out.astype(_dtypes.result_type(*xs), copy=False)
-    return impl
-
 
 # ---------------------------------------------------------------- reductions
 # float16 and bfloat16 accumulate in float32 and round once, as on the CPU: ``dtype=float32`` (CuPy
