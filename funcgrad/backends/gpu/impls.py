@@ -241,6 +241,8 @@ def _bf16_matrix_product(xp: Any, a: Any, b: Any) -> Any:
     rows = math.prod(a.shape[:-1])
     if rows * b.shape[1] <= 1 or a.shape[-1] == 0:   # (one output: CuPy's elementwise dot path)
         return None
+    if a.ndim == 2:   # (a transposed operand stays a view: cuBLAS transposes it)
+        return xp.matmul(a, b)
     out = xp.matmul(xp.ascontiguousarray(a).reshape(rows, a.shape[-1]), b)
     return out.reshape(a.shape[:-1] + (b.shape[1],))
 
