@@ -44,7 +44,9 @@ def probe_cupy() -> dict:
     b = cp.asarray(np.linspace(0.5, 1.5, 24, dtype=np.float32).reshape(6, 4).astype(bf))
     batch = cp.asarray(np.ones((2, 4, 6), bf))
     calls = {
-        "add": lambda: a + a, "multiply by a Python float": lambda: a * 0.5, "true_divide": lambda: a / a,
+        "add": lambda: a + a, "multiply by a Python float": lambda: a * 0.5,
+        "multiply by a bfloat16 scalar (funcgrad's weak scalars)": lambda: cp.multiply(a, bf.type(0.1)),
+        "true_divide": lambda: a / a, "around": lambda: cp.around(a),
         "exp": lambda: cp.exp(a), "sin": lambda: cp.sin(a), "tanh": lambda: cp.tanh(a), "log1p": lambda: cp.log1p(a + 3),
         "sqrt": lambda: cp.sqrt(a * a), "maximum": lambda: cp.maximum(a, 0), "where": lambda: cp.where(a > 0, a, a),
         "isnan": lambda: cp.isnan(a), "astype float32": lambda: a.astype(cp.float32),
