@@ -1,6 +1,7 @@
 #!/bin/bash
 # Every check that needs an NVIDIA GPU, in one command: the GPU-marked tests, the op table on GPU arrays,
-# the FlashAttention grid, MNIST on the GPU, then the GPU benchmarks (one at a time, nothing else running).
+# the FlashAttention grid, MNIST on the GPU, the bfloat16 probe (CuPy's bf16 support, bf16 matmul accuracy and
+# speed, the op table on bf16 GPU arrays), then the GPU benchmarks (one at a time, nothing else running).
 #
 #   bash benchmarks/gpu_checks.sh [OUT]     # logs and JSON into OUT (default gpu-checks/), a summary last
 #
@@ -44,12 +45,26 @@ stamp "mnist bf16 rc=$?"
 wait $P1; stamp "pytest gpu rc=$?"
 wait $P2; stamp "pytest ops rc=$?"
 wait $P3; stamp "pytest flash rc=$?"
-# benchmarks: nothing else runs now
+# nothing else runs now: the bfloat16 probe (its matmul timings), then the benchmarks
+run 300 "$OUT/bf16_probe.txt" $PY benchmarks/gpu_bf16_probe.py --out "$OUT"; stamp "bf16 probe rc=$?"
 run 900 "$OUT/bench.txt" $PY benchmarks/run_all.py --gpu --out "$OUT"; stamp "benchmarks rc=$?"
 
 echo "=== GPU-marked tests"; grep -E "^(PASSED|FAILED|ERROR|SKIPPED)" "$OUT/pytest_gpu.txt" | cut -c1-160
 echo "=== op table"; tail -1 "$OUT/pytest_ops.txt"; grep -E "^FAILED" "$OUT/pytest_ops.txt" | cut -c1-160 | head -30
 echo "=== FlashAttention grid"; tail -1 "$OUT/pytest_flash.txt"; grep -E "^FAILED" "$OUT/pytest_flash.txt" | cut -c1-160
 echo "=== MNIST"; for f in mlp cnn bf16; do grep -E "^epoch" "$OUT/mnist_$f.txt" | tail -1; done
+echo "=== bfloat16 (the real-GPU tests: test_bfloat16_on_a_real_gpu, test_flash_primitive_on_a_real_gpu above)"
+grep -E "bfloat16|bf16" "$OUT/pytest_gpu.txt" | grep -E "^(PASSED|FAILED|ERROR)" | cut -c1-160
+$PY - "$OUT/gpu_bf16_probe.json" <<'PYEOF' || tail -20 "$OUT/bf16_probe.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("CuPy on bfloat16:", ", ".join(f"{k}: {v}" for k, v in r.get("cupy", {}).items()))
+for k, v in r.get("matmul", {}).items():
+    print(f"matmul {k}: {v}")
+t = r.get("op_table", {})
+print(f"op table on bf16 GPU arrays: {t.get('failing')} of {t.get('rows')} rows fail")
+for k, v in list(t.get("failures", {}).items())[:15]:
+    print(f"  [{len(v)}] {k[:140]}: {' '.join(v[:8])}")
+PYEOF
 echo "=== benchmarks"; sed -n "/^run_all:/,\$p" "$OUT/bench.txt"
 echo "then: cp $OUT/gpu_*.json benchmarks/results/ && python benchmarks/render.py"

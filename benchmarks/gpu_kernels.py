@@ -2,10 +2,11 @@
 
 * The ceiling for memory-bound work: a device-to-device copy (CuPy), counting bytes read plus written.
 * funcgrad's softmax, log_softmax and softmax cross-entropy (forward and backward) on GPU arrays, (8192, 4096)
-  float32 and float16, as GB/s over the fewest bytes they must move, and as a fraction of the copy;
+  float32, float16 and bfloat16, as GB/s over the fewest bytes they must move, and as a fraction of the copy;
   PyTorch's same operations in a process of its own.
 * Matrix products 8192 x 8192 x 8192 through ``funcgrad.numpy.matmul`` on GPU arrays against cuBLAS called
-  straight through CuPy, and PyTorch, in float32, float16 (and bfloat16 where the library has it).
+  straight through CuPy, and PyTorch, in float32, float16 and bfloat16 (a bfloat16 matrix product goes to
+  CuPy's cuBLAS bfloat16 GEMM; a result in another dtype than the operands' is shown next to its speed).
 
 Every time is the median of CUDA-event-timed calls after warm-up; inputs are random, never zeros.
 
@@ -58,9 +59,9 @@ def _funcgrad(arg: dict) -> dict:
     rows, cols = arg["rows"]
     rng = np.random.default_rng(0)
     labels = fg.device_put(fnp.asarray(rng.integers(0, cols, rows).astype(np.int32)), "gpu")
-    for dt in ("float32", "float16"):
-        x = fg.device_put(fnp.asarray(rng.standard_normal((rows, cols)).astype(dt)), "gpu")
-        g = fg.device_put(fnp.asarray(rng.standard_normal((rows, cols)).astype(dt)), "gpu")
+    for dt in ROW_DTYPES:
+        x = fg.device_put(fnp.asarray(rng.standard_normal((rows, cols)).astype(np.float32)).astype(dt), "gpu")
+        g = fg.device_put(fnp.asarray(rng.standard_normal((rows, cols)).astype(np.float32)).astype(dt), "gpu")
         _guard(out, f"softmax {dt}", lambda: time_events(lambda: nn.softmax(x).block_until_ready(), *timer))
         _guard(out, f"log_softmax {dt}",
                lambda: time_events(lambda: nn.log_softmax(x).block_until_ready(), *timer))
@@ -74,16 +75,17 @@ def _funcgrad(arg: dict) -> dict:
     m = arg["mm"]
     for dt in ("float32", "float16", "bfloat16"):
         def run_fg(dt=dt):
-            dtype = getattr(fg, "bfloat16", None) if dt == "bfloat16" else dt
-            if dtype is None:
-                raise TypeError("funcgrad has no bfloat16 array dtype here")
-            p, q = (fg.device_put(fnp.asarray(rng.standard_normal((m, m)).astype(np.float32)).astype(dtype), "gpu")
+            p, q = (fg.device_put(fnp.asarray(rng.standard_normal((m, m)).astype(np.float32)).astype(dt), "gpu")
                     for _ in range(2))
+            out[f"matmul {dt} funcgrad dtype"] = str(fnp.matmul(p, q).dtype)
             return time_events(lambda: fnp.matmul(p, q).block_until_ready(), *timer, budget_ms=200)
         _guard(out, f"matmul {dt} funcgrad", run_fg)
-        if dt != "bfloat16":
-            p, q = (cp.asarray(rng.standard_normal((m, m)).astype(dt)) for _ in range(2))
-            _guard(out, f"matmul {dt} cupy", lambda: time_events(lambda: cp.matmul(p, q), *timer, budget_ms=200))
+
+        def run_cupy(dt=dt):
+            p, q = (cp.asarray(rng.standard_normal((m, m)).astype(np.float32).astype(dt)) for _ in range(2))
+            out[f"matmul {dt} cupy dtype"] = str(cp.matmul(p, q).dtype)
+            return time_events(lambda: cp.matmul(p, q), *timer, budget_ms=200)
+        _guard(out, f"matmul {dt} cupy", run_cupy)
     return out
 
 
@@ -98,7 +100,7 @@ def _torch(arg: dict) -> dict:
     _guard(out, "copy", lambda: time_events(lambda: b.copy_(a), *timer))
     rows, cols = arg["rows"]
     labels = torch.randint(0, cols, (rows,), device="cuda")
-    for dt in ("float32", "float16"):
+    for dt in ROW_DTYPES:
         x = torch.randn(rows, cols, device="cuda", dtype=getattr(torch, dt))
         g = torch.randn_like(x)
         with torch.no_grad():
@@ -128,6 +130,8 @@ WORKERS = {"funcgrad": _funcgrad, "pytorch": _torch}
 # (operation, elements read + written per element of the (rows, cols) input)
 ROW_OPS = [("softmax", 2), ("log_softmax", 2), ("softmax bwd", 3), ("cross_entropy", 1),
            ("cross_entropy fwd+bwd", 2)]
+ROW_DTYPES = ("float32", "float16", "bfloat16")
+ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -153,8 +157,8 @@ def main(argv: list[str] | None = None) -> None:
                                   if "median_s" in ptr.get("copy", {}) else "")}]
     rows, cols = arg["rows"]
     for op, passes in ROW_OPS:
-        for dt in ("float32", "float16"):
-            nbytes = passes * rows * cols * np.dtype(dt).itemsize
+        for dt in ROW_DTYPES:
+            nbytes = passes * rows * cols * ITEMSIZE[dt]
             row = {"operation": op, "dtype": dt}
             for peer, res in (("funcgrad", fgr), ("pytorch", ptr)):
                 s = res.get(f"{op} {dt}", {})
@@ -177,6 +181,8 @@ def main(argv: list[str] | None = None) -> None:
             s = res.get(key, {})
             if "median_s" in s:
                 row[f"{label} TFLOP/s"] = f"{2 * m ** 3 / s['median_s'] / 1e12:.0f}"
+                if res.get(f"{key} dtype", dt) != dt:   # (a result in another dtype than the operands')
+                    row[f"{label} TFLOP/s"] += f" (-> {res[f'{key} dtype']})"
             elif s:
                 row[f"{label} TFLOP/s"] = s.get("error", "")[:60]
         mm_rows.append(row)

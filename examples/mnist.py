@@ -31,10 +31,11 @@ batch to the compute dtype, and the loss comes back in float32. ``fp16``
 matmuls accumulate in float32 (on a GPU: tensor cores with float32
 accumulation) and the step scales the loss dynamically
 (``DynamicLossScale``) so that small gradients do not flush to zero;
-``bf16`` rounds the values to bfloat16 precision and keeps them in float32
-(funcgrad has no bfloat16 array dtype), which needs no loss scaling; on a
-GPU its float32 matmuls then run on TF32 tensor cores (see ``use_tf32_for_bf16``).
-On the CPU both work but are slower than fp32 (numpy has no float16 BLAS).
+``bf16`` computes in real bfloat16 arrays (``fnp.bfloat16``; sums and matmuls
+accumulate in float32), which needs no loss scaling (bf16 has float32's
+exponent range); on a GPU its matmuls compute in float32 on TF32 tensor cores,
+which hold bf16 values exactly (see ``use_tf32_for_bf16``). On the CPU both
+work but are slower than fp32 (numpy has no float16 or bfloat16 BLAS).
 """
 from __future__ import annotations
 
@@ -378,7 +379,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="where the steps run")
     parser.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32",
                         help="compute dtype (parameters stay float32): fp16 scales the loss dynamically; bf16 "
-                             "rounds values to bfloat16 precision, kept in float32")
+                             "computes in bfloat16 arrays with float32 accumulation")
     parser.add_argument("--out", default=os.path.join("runs", "mnist"), help="directory for the outputs")
     parser.add_argument("--limit-train", type=int, default=None,
                         help=f"use only the first N training images (default: all 60,000; {QUICK['limit_train']:,} "
@@ -431,15 +432,15 @@ def check_device(device: str) -> Callable[[Any], Any]:
 def use_tf32_for_bf16(args: argparse.Namespace, log: Callable[[str], None] = print) -> None:
     """``--device gpu --precision bf16``: let CuPy run float32 GEMMs on TF32 tensor cores (``CUPY_TF32=1``).
 
-    The forward matmuls multiply values rounded to bfloat16 (8 significant
-    bits), which TF32 (11) holds exactly: the same products, float32 sums.
-    The backward's float32 gradients are rounded to TF32, still finer than
-    bfloat16. CuPy reads the variable at its first float32 matmul; an explicit
-    ``CUPY_TF32`` in the environment wins.
+    funcgrad computes a bfloat16 matmul on the GPU as a float32 matmul of the
+    widened operands, rounded once: its operands have 8 significant bits,
+    which TF32 (11) holds exactly, so TF32 tensor cores give the same products
+    and float32 sums. CuPy reads the variable at its first float32 matmul; an
+    explicit ``CUPY_TF32`` in the environment wins.
     """
     if args.device == "gpu" and args.precision == "bf16" and "CUPY_TF32" not in os.environ:
         os.environ["CUPY_TF32"] = "1"
-        log("bf16 on the GPU: float32 matmuls of bf16-rounded values run on TF32 tensor cores (CUPY_TF32=1)")
+        log("bf16 on the GPU: bfloat16 matmuls run as float32 GEMMs on TF32 tensor cores (CUPY_TF32=1)")
 
 
 def main(argv: Sequence[str] | None = None) -> dict:

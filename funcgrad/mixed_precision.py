@@ -7,18 +7,21 @@ float16 in float16 when reducing over a non-contiguous axis, or in
 ``cumsum``); numpy's float16 ``matmul``/``einsum`` already accumulate in
 float32 (checked by ``tests/test_mixed_precision.py``).
 
-**bfloat16** has no numpy dtype. funcgrad stores bf16 values as ``uint16``
-bit patterns (the convention of the Triton kernels in
-``funcgrad.backends.gpu``): :func:`to_bfloat16` rounds float32 to nearest
-even and returns the bits, :func:`from_bfloat16` widens them back exactly.
-Arithmetic on the bits is meaningless, so a bf16 *compute* dtype in a
-:class:`Policy` is emulated on the CPU: values are rounded to bf16 precision
-and kept in float32 (:func:`round_to_bfloat16`). We chose this over the
-``ml_dtypes`` package to avoid a new dependency for a format numpy cannot
-compute in (CuPy 14 holds bfloat16 arrays only through that same optional
-package). The same policies run on GPU arrays with the CPU's results:
-float16 matmuls there run on tensor cores with float32 accumulation, and a
-bf16 compute dtype keeps float32 values rounded to bf16, as here.
+**bfloat16** is a regular funcgrad dtype too (``fnp.bfloat16``, the
+``ml_dtypes`` dtype JAX and CuPy use): ``x.astype(fnp.bfloat16)`` rounds to
+nearest even, elementwise operations compute in float32 and round each
+result, sums and matmuls accumulate in float32 and round once, and
+gradients with respect to bfloat16 inputs are bfloat16. A :class:`Policy`
+with compute dtype ``"bfloat16"`` casts to it, on the CPU and on GPU arrays
+(where matmuls compute in float32, on TF32 tensor cores when
+``CUPY_TF32=1``, which hold bf16 values exactly).
+
+Raw bits, for code that exchanges bf16 data as ``uint16`` (file formats,
+kernels of other libraries): :func:`to_bfloat16` rounds to nearest even and
+returns the bits, :func:`from_bfloat16` widens them back to float32 exactly;
+:func:`round_to_bfloat16` gives float32 values rounded to bf16 precision
+with a straight-through gradient (an emulation for code that must stay in
+float32).
 
 >>> import funcgrad.numpy as fnp
 >>> bits = to_bfloat16(fnp.array([1.0, 3.14159]))   # u16[2]: [0x3F80, 0x4049]
@@ -26,6 +29,8 @@ bf16 compute dtype keeps float32 values rounded to bf16, as here.
 Array([1.      , 3.1406], dtype=float32)
 >>> policy = Policy("float32", "float16", "float32")
 >>> half = policy.cast_to_compute({"w": fnp.ones((2, 2))})   # float16 leaves
+>>> Policy(compute_dtype="bfloat16").cast_to_compute(fnp.ones(2)).dtype
+dtype(bfloat16)
 
 Dynamic loss scaling for float16 training (:class:`DynamicLossScale`) is a
 pure value: pass it through ``jit`` like an optimizer state.
@@ -49,7 +54,7 @@ from funcgrad.tree_util import register_dataclass, tree_leaves, tree_map
 __all__ = ["BFLOAT16", "DynamicLossScale", "Policy", "all_finite", "from_bfloat16", "round_to_bfloat16",
            "select_tree", "to_bfloat16"]
 
-BFLOAT16 = "bfloat16"  # the name Policy accepts; the storage dtype is uint16 bits
+BFLOAT16 = _dtypes.bfloat16  # what a Policy's "bfloat16" / "bf16" means: funcgrad's bfloat16 dtype
 _U16, _U32, _F32 = np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.float32)
 
 
@@ -64,6 +69,10 @@ def _arr(x: Any) -> Any:
 
 def to_bfloat16(x: Any) -> Any:
     """Round to bfloat16 (nearest, ties to even); return the ``uint16`` bits.
+
+    The rounding of ``x.astype(fnp.bfloat16)``, as ``uint16`` bits: for
+    exchanging bf16 data as raw bits. To compute in bfloat16, cast to
+    ``fnp.bfloat16`` instead.
 
     ``x`` is first converted to float32 (float16 exactly; float64 under x64
     is rounded to float32 first, which can differ from a direct rounding in
@@ -103,8 +112,10 @@ def from_bfloat16(bits: Any) -> Any:
 def round_to_bfloat16(x: Any) -> Any:
     """Float32 values rounded to bfloat16 precision, kept as float32.
 
-    The gradient passes straight through (identity), as for a cast: this is
-    how a bf16 compute dtype is emulated on the CPU.
+    The gradient passes straight through (identity), as for a cast. An
+    emulation of bf16 for code that must stay in float32; a bf16 compute
+    dtype (``x.astype(fnp.bfloat16)``, a :class:`Policy`) uses real bf16
+    arrays.
 
     >>> round_to_bfloat16(fnp.array([1.00390625]))   # f32[1]: [1.0] (tie -> even)
     Array([1.], dtype=float32)
@@ -120,8 +131,8 @@ def round_to_bfloat16(x: Any) -> Any:
 # --------------------------------------------------------------------------
 
 
-def _dtype_spec(d: Any) -> Any:
-    """A numpy float dtype or the string ``"bfloat16"``."""
+def _dtype_spec(d: Any) -> np.dtype:
+    """A float dtype (``"bfloat16"`` and ``"bf16"`` name :data:`BFLOAT16`)."""
     if isinstance(d, str) and d.lower() in ("bfloat16", "bf16"):
         return BFLOAT16
     dt = np.dtype(d)
@@ -137,8 +148,6 @@ def _cast_leaf(x: Any, dtype: Any) -> Any:
     x = _arr(x)
     if _dtypes.kind(x.dtype) != "f":
         return x
-    if dtype is BFLOAT16:
-        return round_to_bfloat16(x)
     return convert(x, dtype)
 
 
@@ -155,8 +164,10 @@ class Policy:
             return policy.cast_to_output(model(params, x, y))
 
     Only floating leaves are cast; integer leaves (labels) pass unchanged.
-    ``"bfloat16"`` as a compute dtype rounds values to bf16 precision and
-    keeps them in float32 (numpy has no bf16 arithmetic).
+    ``"bfloat16"`` (or ``"bf16"``) is funcgrad's bfloat16 dtype: a bf16
+    compute dtype casts to real bfloat16 arrays, with float32 accumulation
+    in sums and matmuls, and no loss scaling needed (bf16 has float32's
+    exponent range).
 
     >>> from funcgrad import mixed_precision as mp
     >>> policy = mp.Policy("float32", "float16", "float32")

@@ -5,14 +5,13 @@ No GPU here: GPU arrays are backed by the numpy stand-in for CuPy
 interpreter (``TRITON_INTERPRET=1``, set below before triton is imported).
 Forward and gradients go through ``flash_attention_p`` /
 ``flash_attention_bwd_p`` (``fg.vjp``), and are compared with a float64
-numpy reference, in float32 and float16, for head dims 16 to 256. Shapes are
-tiny: the interpreter is slow. The test marked ``gpu`` runs the same checks
-on CuPy arrays with compiled kernels, in a subprocess (this file run as a
-script, without ``TRITON_INTERPRET``).
+numpy reference on the same values, in float32, float16 and bfloat16, for
+head dims 16 to 256. Shapes are tiny: the interpreter is slow. The test marked
+``gpu`` runs the same checks on CuPy arrays with compiled kernels, in a
+subprocess (this file run as a script, without ``TRITON_INTERPRET``).
 
-bfloat16: the kernels take it, but funcgrad arrays have no bfloat16 dtype
-(see ``funcgrad.mixed_precision``), so the primitive cannot be given one; its
-uint16 bit patterns are refused with an error that says so.
+uint16 bfloat16 bit patterns (``mixed_precision.to_bfloat16``) are not
+attention inputs: they are refused with an error naming the bfloat16 dtype.
 """
 from __future__ import annotations
 
@@ -98,6 +97,11 @@ CASES = [(5, 7, True, 16), (9, 4, True, 16), (6, 6, False, 24), (4, 6, True, 64)
 CASE_IDS = [f"{c[0]}x{c[1]}-{'causal' if c[2] else 'full'}-d{c[3]}" for c in CASES]
 
 
+BF16 = np.dtype(fnp.bfloat16)
+DTYPES, DTYPE_IDS = [np.float32, np.float16, BF16], ["f32", "f16", "bf16"]
+TOLERANCE = {np.dtype(np.float32): 2e-5, np.dtype(np.float16): 2e-3, BF16: 1.6e-2}
+
+
 def check_flash_case(dtype, nq, nk, causal, d):
     """Forward and vjp of flash_attention on GPU arrays against the float64 reference."""
     rng = np.random.default_rng(nq * 100 + nk * 10 + d)
@@ -110,8 +114,9 @@ def check_flash_case(dtype, nq, nk, causal, d):
 
     want_o, _, want_dq, want_dk, want_dv = reference(*host, causal=causal, scale=scale)
     # float32: the interpreter computes in float32 (~1e-6); on a GPU, tf32x3 dots (~1e-5).
-    # float16: errors ~4e-4 of the largest value.
-    tol = 2e-5 if dtype == np.float32 else 2e-3
+    # float16: errors ~4e-4 of the largest value. bfloat16 (3 fewer significant bits than float16): 8 times
+    # that (the outputs, P in the P @ V product and the lse the backward reads are rounded to bfloat16).
+    tol = TOLERANCE[np.dtype(dtype)]
     for name, got, want in (("o", o, want_o), ("dq", dq, want_dq), ("dk", dk, want_dk), ("dv", dv, want_dv)):
         got = _host(got)
         assert got.dtype == dtype and got.shape == want.shape, name
@@ -121,7 +126,7 @@ def check_flash_case(dtype, nq, nk, causal, d):
         assert not _host(o)[:, :nq - nk].any() and not _host(dq)[:, :nq - nk].any()
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("nq,nk,causal,d", CASES, ids=CASE_IDS)
 def test_flash_primitive_on_gpu_arrays_matches_float64_reference(gpu, dtype, nq, nk, causal, d):
     check_flash_case(dtype, nq, nk, causal, d)
@@ -148,7 +153,7 @@ def test_float64_flash_on_gpu_is_an_error_naming_the_primitive(gpu, x64):
     q = fg.device_put(fnp.array(np.ones((1, 4, 16))), "gpu")
     assert q.dtype == np.float64
     with pytest.raises(NotImplementedError, match=r"flash_attention: no GPU implementation for \(f64\[1,4,16\].*"
-                                                  r"float32 and float16.*fg.device_put\(x, 'cpu'\)"):
+                                                  r"float32, float16 and bfloat16.*fg.device_put\(x, 'cpu'\)"):
         flash_attention(q, q, q, causal=False, scale=0.25)
     assert gpu == {"forward": 0, "backward": 0}
     assert "gpu" in flash_attention_bwd_p.impls   # the backward has the same GPU implementation path
@@ -193,18 +198,19 @@ def test_head_dims_over_256_are_an_error_naming_the_primitive(gpu):
 
 
 def test_bfloat16_bits_are_refused_with_a_clear_error(gpu):
-    """funcgrad has no bfloat16 dtype: uint16 bits are not attention inputs, and the error says what to use."""
+    """uint16 bits are not attention inputs; the error names the bfloat16 dtype and the cast."""
     from funcgrad import mixed_precision as mp
-    bits = mp.to_bfloat16(fg.device_put(fnp.ones((1, 4, 16)), "gpu"))
+    bits = mp.to_bfloat16(fg.device_put(fnp.full((1, 4, 16), 1.01), "gpu"))
     assert bits.device == "gpu" and bits.dtype == np.uint16
     with pytest.raises(TypeError, match=r"flash_attention: q, k, v must share one float dtype, got u16\[1,4,16\].*"
-                                        r"no bfloat16 array dtype.*float16.*round_to_bfloat16"):
+                                        r"use bfloat16 arrays, x.astype\(fnp.bfloat16\)"):
         flash_attention(bits, bits, bits, causal=False, scale=0.25)
-    # The supported route: float32 values rounded to bfloat16 precision run the float32 kernels.
-    q = mp.round_to_bfloat16(fg.device_put(fnp.full((1, 4, 16), 1.01), "gpu"))
+    assert gpu == {"forward": 0, "backward": 0}
+    # The route the message gives runs the bfloat16 kernels.
+    q = mp.from_bfloat16(bits).astype(fnp.bfloat16)
     o = flash_attention(q, q, q, causal=False, scale=0.25)
-    assert o.dtype == np.float32 and gpu["forward"] == 1
-    np.testing.assert_allclose(_host(o), 1.0078125)   # bf16(1.01): every value row-averages to itself
+    assert o.dtype == BF16 and gpu["forward"] == 1
+    np.testing.assert_array_equal(_host(o).astype(np.float64), 1.0078125)   # bf16(1.01): rows average to it
 
 
 @pytest.mark.gpu
@@ -216,15 +222,15 @@ def test_flash_primitive_on_a_real_gpu():
     res = subprocess.run([sys.executable, __file__, "--gpu"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                          timeout=1200)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
-    assert f"checked {2 * len(CASES)} cases" in res.stdout, res.stdout[-2000:]
+    assert f"checked {len(DTYPES) * len(CASES)} cases" in res.stdout, res.stdout[-2000:]
 
 
 def _gpu_worker() -> None:
-    """Entry point of the GPU subprocess (TRITON_INTERPRET unset): every case in float32 and float16."""
-    for dtype in (np.float32, np.float16):
+    """Entry point of the GPU subprocess (TRITON_INTERPRET unset): every case in float32, float16 and bfloat16."""
+    for dtype in DTYPES:
         for case in CASES:
             check_flash_case(dtype, *case)
-    print(f"checked {2 * len(CASES)} cases", flush=True)
+    print(f"checked {len(DTYPES) * len(CASES)} cases", flush=True)
 
 
 if _GPU_WORKER and sys.argv[1:] == ["--gpu"]:

@@ -438,6 +438,15 @@ src = ASTSource(fn=kernel.kernel, signature={"x0_ptr": "*fp32", "r_out": "*fp32"
                                              "BLOCK": "constexpr"}, constexprs={"BLOCK": kernel.block})
 compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 print("REDUCTION", kernel.reduction[0].name, "cubin" in compiled.asm)
+bf = fnp.bfloat16
+jaxpr = fg.make_jaxpr(lambda x, w: fnp.sum(fnp.tanh(x * w) - x.astype(np.float32).astype(bf), axis=-1))(
+    fnp.ones((4, 64), bf), fnp.ones(64, bf))
+kernel = gc.fuse(jaxpr).eqns[0].prim
+sig = {f"{n}_ptr": "*bf16" for n, _, _ in kernel.inputs}
+sig.update(r_out="*bf16", cols="i32", BLOCK="constexpr")
+compiled = triton.compile(ASTSource(fn=kernel.kernel, signature=sig, constexprs={"BLOCK": kernel.block}),
+                          target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+print("BFLOAT16", len(kernel.inputs), "tl.bfloat16" in kernel.source, "cubin" in compiled.asm)
 """
 
 
@@ -449,6 +458,7 @@ def test_generated_kernel_compiles_for_sm90():
     assert res.returncode == 0, res.stderr[-4000:]
     assert "COMPILED 3 2 True True" in res.stdout, res.stdout[-2000:]
     assert "REDUCTION reduce_max True" in res.stdout, res.stdout[-2000:]
+    assert "BFLOAT16 2 True True" in res.stdout, res.stdout[-2000:]   # bf16 buffers, float32 math, RNE bits
 
 
 # --------------------------------------------------------------------------

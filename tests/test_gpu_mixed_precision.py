@@ -1,4 +1,4 @@
-"""Mixed precision on GPU arrays: float16 accumulation, bfloat16 rounding, Policy training steps.
+"""Mixed precision on GPU arrays: float16/bfloat16 accumulation, bfloat16 bits, Policy training steps.
 
 Without a GPU the arrays are backed by the numpy stand-in for CuPy
 (``tests/gpu_standin.py``); the test marked ``gpu`` runs the same checks on
@@ -112,9 +112,10 @@ def _run_steps(example: Any, precision: str, to_device: Callable[[Any], Any]):
     return losses, params, logits, predict(params, x)
 
 
-# Step-for-step agreement: float32 and the bfloat16 emulation (float32 values) to float32 rounding of
-# reordered sums; float16 to a few float16 ulps (the loss is ~2.3, its ulp 2**-9).
-STEP_TOLERANCE = {"fp32": 1e-5, "bf16": 1e-5, "fp16": 8e-3}
+# Step-for-step agreement: float32 to float32 rounding of reordered sums; float16 to a few float16 ulps
+# (the loss is ~2.3, its ulp 2**-9); bfloat16 to a few bfloat16 ulps (2**-8 relative: a sum accumulated in
+# another order may round to the neighbouring bf16 value, and the steps carry that on).
+STEP_TOLERANCE = {"fp32": 1e-5, "bf16": 1.6e-2, "fp16": 8e-3}
 
 
 def check_policy_steps_match_the_cpu(example: Any, precision: str) -> None:
@@ -129,8 +130,9 @@ def check_policy_steps_match_the_cpu(example: Any, precision: str) -> None:
         assert got.dtype == np.float32 == want.dtype   # float32 master parameters
         np.testing.assert_allclose(_host(got), np.asarray(want), rtol=tol, atol=tol)
     assert float(want_losses[-1]) < float(want_losses[0]) - 0.1   # the steps learn
-    assert got_logits.dtype == want_logits.dtype == np.dtype(example.make_policy(precision).compute_dtype
-                                                             if precision == "fp16" else np.float32)
+    compute = example.make_policy(precision).compute_dtype
+    assert got_logits.dtype == compute, "GPU"   # real float16 / bfloat16 arrays
+    assert want_logits.dtype == compute, "CPU"
     np.testing.assert_allclose(_host(got_logits).astype(np.float64), np.asarray(want_logits).astype(np.float64),
                                rtol=tol, atol=tol)
     np.testing.assert_array_equal(_host(got_pred), _host(got_logits).argmax(axis=-1))
@@ -189,10 +191,10 @@ def test_mnist_script_runs_bf16_on_the_gpu_end_to_end(standin, mnist_example, mo
     monkeypatch.setenv("CUPY_TF32", "")   # (recorded, so that teardown restores the original environment)
     monkeypatch.delenv("CUPY_TF32")
     gpu = mnist_example.main(args + [str(tmp_path / "gpu"), "--device", "gpu"])
-    assert os.environ["CUPY_TF32"] == "1"   # float32 GEMMs of bf16-rounded values on TF32 tensor cores
+    assert os.environ["CUPY_TF32"] == "1"   # float32 GEMMs of bf16 values on TF32 tensor cores (exact products)
     cpu = mnist_example.main(args + [str(tmp_path / "cpu")])
-    np.testing.assert_allclose(gpu["step_loss"], cpu["step_loss"], rtol=1e-5)
-    assert gpu["test_accuracy"] == cpu["test_accuracy"]
+    np.testing.assert_allclose(gpu["step_loss"], cpu["step_loss"], rtol=STEP_TOLERANCE["bf16"])
+    np.testing.assert_allclose(gpu["test_accuracy"], cpu["test_accuracy"], atol=1 / 32 + 1e-9)   # one of 32 may flip
     metrics = json.loads((tmp_path / "gpu" / "metrics.json").read_text())
     assert (metrics["precision"], metrics["device"]) == ("bf16", "gpu")
     assert (tmp_path / "gpu" / "params.safetensors").stat().st_size > 784 * 32 * 4   # float32 parameters

@@ -146,8 +146,11 @@ def test_policy_casts_only_floating_leaves():
     assert back["w"].dtype == np.float32 and back["labels"].dtype == np.int32
     assert policy.cast_to_output(fnp.array([1.0], dtype=fnp.float16)).dtype == np.float32
     bf = mp.Policy(compute_dtype="bfloat16")
-    out = bf.cast_to_compute({"w": fnp.array([3.14159])})["w"]
-    assert out.dtype == np.float32 and float(out[0]) == 3.140625
+    out = bf.cast_to_compute({"w": fnp.array([3.14159]), "labels": fnp.array([3])})
+    assert out["w"].dtype == fnp.bfloat16 and float(out["w"][0]) == 3.140625   # real bfloat16, nearest even
+    assert out["labels"].dtype == np.int32
+    assert mp.Policy(compute_dtype="bf16").compute_dtype == np.dtype(fnp.bfloat16) == mp.BFLOAT16
+    assert bf.cast_to_param(out)["w"].dtype == np.float32
     with pytest.raises(TypeError, match="floating"):
         mp.Policy(compute_dtype="int32")
 
@@ -162,6 +165,30 @@ def test_policy_inside_grad_gives_param_dtype_gradients():
     params = {"w": fnp.array(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2))}
     g = fg.grad(loss)(params, fnp.ones((4, 3)))
     assert g["w"].dtype == np.float32  # convert's vjp casts back to the input dtype
+
+
+def test_bfloat16_policy_computes_in_bfloat16_arrays_on_the_cpu():
+    """Real bfloat16: the activations are bfloat16 arrays (eagerly and under jit), the matmul accumulates
+    in float32 (512 products), and the gradients of the float32 parameters are float32."""
+    policy = mp.Policy("float32", "bfloat16", "float32")
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((512, 3)).astype(np.float32)
+    x = rng.standard_normal((5, 512)).astype(np.float32)
+    h = policy.cast_to_compute(fnp.array(x)) @ policy.cast_to_compute(fnp.array(w))
+    assert h.dtype == fnp.bfloat16
+    xb, wb = (a.astype(fnp.bfloat16).astype(np.float64) for a in (x, w))
+    np.testing.assert_allclose(np.asarray(h).astype(np.float64), xb @ wb, rtol=2 ** -8, atol=1e-3)
+
+    def loss(w, x):
+        w16, x16 = policy.cast_to_compute((w, x))
+        return policy.cast_to_output(fnp.sum(fnp.tanh(x16 @ w16 * 0.05)))
+
+    for f in (fg.value_and_grad(loss), fg.jit(fg.value_and_grad(loss))):
+        value, grad = f(fnp.array(w), fnp.array(x))
+        assert value.dtype == grad.dtype == np.float32
+        t = np.tanh(xb @ wb * 0.05)
+        np.testing.assert_allclose(float(value), t.sum(), rtol=2 ** -6)
+        np.testing.assert_allclose(np.asarray(grad), xb.T @ (1 - t ** 2) * 0.05, rtol=4 * 2 ** -7, atol=4 * 2 ** -7)
 
 
 # --------------------------------------------------------------------------

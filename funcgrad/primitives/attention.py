@@ -16,7 +16,7 @@ reference that materialises the (Nq, Nk) scores (clear, O(N^2) memory);
 the CPU backend registers its tiled numba kernels
 (``funcgrad.backends.cpu.flash_attention``) as the host implementation; on
 GPU arrays, the Triton kernels of
-``funcgrad.backends.gpu.flash_attention`` (float32/float16), registered
+``funcgrad.backends.gpu.flash_attention`` (float32/float16/bfloat16), registered
 as both primitives' ``"gpu"`` implementations.
 """
 from __future__ import annotations
@@ -38,8 +38,8 @@ _FORWARD_MODE = ("forward-mode differentiation (jvp/jacfwd/hessian) through dot_
 
 
 _BF16_BITS_HINT = ("; uint16 bfloat16 bits (mixed_precision.to_bfloat16) are not numbers funcgrad computes with: "
-                   "funcgrad has no bfloat16 array dtype. Use float16, or float32 values rounded to bfloat16 "
-                   "(mixed_precision.round_to_bfloat16, or a Policy with compute dtype 'bfloat16')")
+                   "use bfloat16 arrays, x.astype(fnp.bfloat16) (from bits: "
+                   "mixed_precision.from_bfloat16(bits).astype(fnp.bfloat16))")
 
 
 def _check(name: str, q: Any, k: Any, v: Any) -> tuple[int, int, int, int]:

@@ -16,8 +16,10 @@ Two array kinds are supported:
   CuPy's current stream (without torch, Triton 3.8 would otherwise launch on
   the legacy default stream 0 of whatever context is current).
 
-bf16: neither numpy nor CuPy has a bfloat16 dtype, so bf16 data is stored as
-``uint16`` bit patterns and described to Triton as ``bfloat16``.
+bf16: arrays of dtype ``ml_dtypes.bfloat16`` (funcgrad's ``bfloat16``, which
+numpy and CuPy 14 hold) are described to Triton as ``bfloat16``; so are
+``uint16`` arrays, read as bf16 bit patterns (the kernels' older convention,
+still taken by their direct entry points).
 
 Nothing here imports triton or cupy at module import time.
 """
@@ -31,6 +33,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from funcgrad._dtypes import bfloat16 as BF16
+
 __all__ = [
     "HostTensor",
     "DevicePointer",
@@ -43,8 +47,9 @@ __all__ = [
 ]
 
 # numpy dtype -> Triton element type name (what ``mangle_type`` parses).
-# uint16 means "bf16 bit pattern" throughout this backend.
+# uint16 arrays are read as bf16 bit patterns.
 _TRITON_DTYPE_NAMES = {
+    BF16: "bfloat16",
     np.dtype(np.float32): "float32",
     np.dtype(np.float16): "float16",
     np.dtype(np.uint16): "bfloat16",
@@ -55,7 +60,7 @@ _TRITON_DTYPE_NAMES = {
 
 
 def triton_dtype_name(dtype: Any) -> str:
-    """Triton element-type name for a numpy/CuPy dtype (uint16 -> bfloat16)."""
+    """Triton element-type name for a numpy/CuPy dtype (bfloat16 and uint16 -> bfloat16)."""
     try:
         return _TRITON_DTYPE_NAMES[np.dtype(dtype)]
     except (KeyError, TypeError):

@@ -485,7 +485,9 @@ def bwd_config(head_dim: int, itemsize: int) -> BwdConfig:
 # host wrappers
 # ==========================================================================
 
-_SUPPORTED = {np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint16)}
+# bfloat16 arrays (ml_dtypes.bfloat16), or uint16 arrays read as bf16 bit patterns.
+_BF16 = host.BF16
+_SUPPORTED = {np.dtype(np.float32), np.dtype(np.float16), _BF16, np.dtype(np.uint16)}
 
 
 def _check_qkv(q, k, v) -> tuple[int, int, int, int]:
@@ -495,7 +497,7 @@ def _check_qkv(q, k, v) -> tuple[int, int, int, int]:
     if q.shape[:-2] != k.shape[:-2] or k.shape != v.shape or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"incompatible shapes q={q.shape}, k={k.shape}, v={v.shape}")
     if not (q.dtype == k.dtype == v.dtype) or np.dtype(q.dtype) not in _SUPPORTED:
-        raise TypeError(f"q, k, v must share one of float32, float16, uint16(=bf16); got "
+        raise TypeError(f"q, k, v must share one of float32, float16, bfloat16 (or uint16 bf16 bits); got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
     n_q, d = q.shape[-2:]
     n_k = k.shape[-2]
@@ -525,7 +527,7 @@ def _dot_precision(dtype, fp32_precision: str) -> str:
 
 def _upcast_dot(q) -> bool:
     """bf16 tl.dot is wrong in Triton 3.8's interpreter (see _mm)."""
-    return host.is_numpy(q) and np.dtype(q.dtype) == np.uint16
+    return host.is_numpy(q) and np.dtype(q.dtype) in (_BF16, np.dtype(np.uint16))
 
 
 def _resolve_scale(scale: float | None, d: int) -> float:
@@ -539,7 +541,7 @@ def flash_attention_forward(q, k, v, *, causal: bool = False, scale: float | Non
     Args:
         q: (..., Nq, d); k, v: (..., Nk, d). numpy arrays (requires
             ``TRITON_INTERPRET=1``) or CuPy arrays on a GPU. dtype float32,
-            float16, or uint16 holding bfloat16 bits; q, k, v share it.
+            float16, bfloat16, or uint16 holding bfloat16 bits; q, k, v share it.
         causal: bottom-right aligned causal mask (query i sees key j iff
             j <= i + Nk - Nq).
         scale: softmax scale, default 1/sqrt(d).

@@ -11,8 +11,8 @@ have a GPU implementation is known without CuPy (see
 ``tests/test_backend_slots.py``).
 
 Triton kernels serve FlashAttention (:mod:`.flash_attention`) and the row
-primitives softmax / log_softmax / cross-entropy in float32 and float16
-(:mod:`.triton_kernels`; other dtypes use the CuPy expressions). The rest
+primitives softmax / log_softmax / cross-entropy in float32, float16 and
+bfloat16 (:mod:`.triton_kernels`; other dtypes use the CuPy expressions). The rest
 of the primitives are registered by :mod:`.impls_index` (indexing,
 scatters, sorting, convolution, pooling), :mod:`.impls_special` (special
 functions, complex parts, random bits) and :mod:`.impls_linalg` (linear
@@ -23,10 +23,12 @@ one (``GPU_MISSING`` in ``tests/test_backend_slots.py`` is empty).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._core import Primitive, register_impl
 from funcgrad.backends.gpu import array as gpu_array
 from funcgrad.primitives import attention as A
@@ -44,6 +46,9 @@ from funcgrad.primitives import softmax as SM
 __all__ = ["LazyImpl", "UFUNCS"]
 
 Maker = Callable[[gpu_array.Binding], Callable[..., Any]]
+
+_F16, _F32, _BF16 = np.dtype(np.float16), np.dtype(np.float32), _dtypes.bfloat16
+_NARROW_FLOATS = (_F16, _BF16)
 
 
 class LazyImpl:
@@ -84,8 +89,28 @@ UFUNCS: dict[Primitive, str] = {
     EM.logaddexp_p: "logaddexp", EM.fmod_p: "fmod", EM.gcd_p: "gcd", EM.lcm_p: "lcm",
 }
 
-for _prim, _ufunc in UFUNCS.items():
-    _register(_prim, lambda b, _name=_ufunc: getattr(b.xp, _name))
+
+def _ufunc(name: str) -> Maker:
+    """The array module's ufunc ``name``; with a bfloat16 operand, Python float scalars become
+    bfloat16 scalars first (JAX's weak typing: numpy would compute ``bf16 * 0.5`` in float32)."""
+    def make(b: gpu_array.Binding) -> Callable[..., Any]:
+        f = getattr(b.xp, name)
+
+        def impl(*xs: Any) -> Any:
+            for x in xs:   # (the common case, no Python float, costs a type check per operand)
+                if type(x) is float:
+                    break
+            else:
+                return f(*xs)
+            if any(getattr(x, "dtype", None) == _BF16 for x in xs):
+                xs = tuple(_BF16.type(x) if type(x) is float else x for x in xs)
+            return f(*xs)
+        return impl
+    return make
+
+
+for _prim, _name in UFUNCS.items():
+    _register(_prim, _ufunc(_name))
 
 
 def _simple(prim: Primitive) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -96,11 +121,42 @@ def _simple(prim: Primitive) -> Callable[[Callable[..., Any]], Callable[..., Any
     return decorate
 
 
+# ---------------------------------------------------------------- bfloat16 through float32
+
+
+def _wide(x: Any) -> Any:
+    """``x`` as float32 if it is bfloat16, else as it is."""
+    return x.astype(_F32) if getattr(x, "dtype", None) == _BF16 else x
+
+
+def _via_float32(xp: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` on bfloat16 operands widened to float32, its float32 results rounded back to bfloat16
+    (other dtypes run ``fn`` as they are)."""
+    def impl(*xs: Any, **params: Any) -> Any:
+        if not any(getattr(x, "dtype", None) == _BF16 for x in xs):
+            return fn(*xs, **params)
+        out = xp.asarray(fn(*(_wide(x) for x in xs), **params))
+        return out.astype(_dtypes.result_type(*xs), copy=False)
+    return impl
+
+
 # ---------------------------------------------------------------- elementwise
 
-_simple(E.round_p)(lambda xp: xp.around)
-_simple(E.logistic_p)(lambda xp: lambda x: xp.tanh(x * 0.5) * 0.5 + 0.5)
-_simple(E.select_p)(lambda xp: lambda c, x, y: xp.where(c, x, y))
+# (CuPy 14.2's round has no bfloat16 loop: it would compute in float32 and return float32)
+_simple(E.round_p)(lambda xp: _via_float32(xp, xp.around))
+_simple(E.logistic_p)(lambda xp: lambda x: (xp.tanh(x * 0.5) * 0.5 + 0.5).astype(x.dtype, copy=False))
+
+
+def _select(xp: Any, c: Any, x: Any, y: Any) -> Any:
+    """``where(c, x, y)``; a Python float beside a bfloat16 array stays bfloat16 (weak typing)."""
+    out = xp.where(c, x, y)
+    for a, b in ((x, y), (y, x)):
+        if getattr(a, "dtype", None) == _BF16 and isinstance(b, (bool, int, float)):
+            return out.astype(_BF16, copy=False)
+    return out
+
+
+_simple(E.select_p)(lambda xp: lambda c, x, y: _select(xp, c, x, y))
 _simple(E.convert_p)(lambda xp: lambda x, dtype: xp.asarray(x).astype(dtype))
 _simple(E.stop_gradient_p)(lambda xp: lambda x: x)
 _simple(E.name_p)(lambda xp: lambda x, name: x)
@@ -126,14 +182,15 @@ _simple(RB.shift_right_logical_p)(_shift("right_shift"))
 _simple(RB.shift_left_p)(_shift("left_shift"))
 
 # ---------------------------------------------------------------- reductions
+# float16 and bfloat16 accumulate in float32 and round once, as on the CPU: ``dtype=float32`` (CuPy
+# reads the 16-bit values and adds in float32, without a float32 copy).
 
 
 @_simple(S.reduce_sum_p)
 def _sum(xp):
     def impl(x, axes):
-        # float16 accumulates in float32, as on the CPU.
-        if x.dtype == np.float16:
-            return xp.sum(x, axis=axes, dtype=xp.float32).astype(xp.float16)
+        if x.dtype in _NARROW_FLOATS:
+            return xp.sum(x, axis=axes, dtype=xp.float32).astype(x.dtype)
         return xp.sum(x, axis=axes)
     return impl
 
@@ -141,34 +198,76 @@ def _sum(xp):
 @_simple(R.cumsum_p)
 def _cumsum(xp):
     def impl(x, axis, reverse):
-        acc = xp.float32 if x.dtype == np.float16 else None
+        acc = xp.float32 if x.dtype in _NARROW_FLOATS else None
         out = xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=acc), axis) if reverse \
             else xp.cumsum(x, axis=axis, dtype=acc)
-        return out if acc is None else out.astype(xp.float16)
+        return out if acc is None else out.astype(x.dtype)
     return impl
 
 
 _simple(R.reduce_max_p)(lambda xp: lambda x, axes: xp.max(x, axis=axes))
 _simple(R.reduce_min_p)(lambda xp: lambda x, axes: xp.min(x, axis=axes))
-_simple(R.reduce_prod_p)(lambda xp: lambda x, axes: xp.prod(x, axis=axes))
-_simple(R.argmax_p)(lambda xp: lambda x, axis: xp.argmax(x, axis=axis))
-_simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(x, axis=axis))
+
+
+@_simple(R.reduce_prod_p)
+def _prod(xp):
+    def impl(x, axes):
+        # bfloat16 products accumulate in float32 too (as JAX's prod); max/min pick a value, exact in any dtype.
+        if x.dtype == _BF16:
+            return xp.prod(x, axis=axes, dtype=xp.float32).astype(x.dtype)
+        return xp.prod(x, axis=axes)
+    return impl
+
+
+# (CuPy 14.2's argmax/argmin have no bfloat16 loop: float32 holds every bfloat16 value, in order)
+_simple(R.argmax_p)(lambda xp: lambda x, axis: xp.argmax(_wide(x), axis=axis))
+_simple(R.argmin_p)(lambda xp: lambda x, axis: xp.argmin(_wide(x), axis=axis))
 
 # ---------------------------------------------------------------- linear algebra and shapes
 
 # float16 matmul: CuPy calls cuBLAS with CUBLAS_COMPUTE_32F on tensor cores (float32 accumulation,
-# one rounding), as numpy's float16 matmul accumulates in float32 on the CPU.
-_simple(L.matmul_p)(lambda xp: xp.matmul)
+# one rounding), as numpy's float16 matmul accumulates in float32 on the CPU. bfloat16: CuPy 14 does the
+# same for a product of two matrices (cublasGemmEx, CUDA_R_16BF, CUBLAS_COMPUTE_32F), so a matrix
+# product -- or a stack of rows times a matrix, folded into one (an MLP's ``x @ w``) -- goes there;
+# CuPy's batched bfloat16 matmul runs its integer kernel and its vector products sum elementwise, so
+# everything else computes in float32 and rounds once (correct, at float32 matmul speed).
+BF16_CUBLAS = True   # (the switch for a CuPy whose 2-D bfloat16 matmul misbehaves)
+
+
+def _bf16_matrix_product(xp: Any, a: Any, b: Any) -> Any:
+    """``a @ b`` through CuPy's 2-D bfloat16 matmul, or None where it does not apply."""
+    if not BF16_CUBLAS or a.dtype != _BF16 or b.dtype != _BF16 or b.ndim != 2 or a.ndim < 2:
+        return None
+    rows = math.prod(a.shape[:-1])
+    if rows * b.shape[1] <= 1 or a.shape[-1] == 0:   # (one output: CuPy's elementwise dot path)
+        return None
+    if a.ndim == 2:   # (a transposed operand stays a view: cuBLAS transposes it)
+        return xp.matmul(a, b)
+    out = xp.matmul(xp.ascontiguousarray(a).reshape(rows, a.shape[-1]), b)
+    return out.reshape(a.shape[:-1] + (b.shape[1],))
+
+
+@_simple(L.matmul_p)
+def _matmul(xp):
+    general = _via_float32(xp, xp.matmul)
+
+    def impl(a, b):
+        out = _bf16_matrix_product(xp, a, b)
+        return general(a, b) if out is None else out
+    return impl
 
 
 @_simple(L.einsum_p)
 def _einsum(xp):
     def impl(*xs, spec):
-        # float16 computes in float32 and rounds once, as the CPU's einsum (CuPy's own float16 einsum
-        # sums the axes of a single operand in float16).
-        if np.result_type(*(x.dtype for x in xs)) == np.float16:
-            return xp.einsum(spec, *xs, dtype=xp.float32).astype(xp.float16)
-        return xp.einsum(spec, *xs)
+        # float16 and bfloat16 compute in float32 and round once, as the CPU's einsum (CuPy's own
+        # float16 einsum sums the axes of a single operand in float16).
+        dtypes = [x.dtype for x in xs]
+        if not any(d in _NARROW_FLOATS for d in dtypes):
+            return xp.einsum(spec, *xs)
+        out = _dtypes.result_type(*xs)
+        acc = xp.float32 if out in _NARROW_FLOATS else None
+        return xp.einsum(spec, *(_wide(x) for x in xs), dtype=acc).astype(out, copy=False)
     return impl
 
 
@@ -184,7 +283,7 @@ _simple(D.dynamic_slice_p)(lambda xp: D.dynamic_slice_impl)
 _simple(D.dynamic_update_slice_p)(lambda xp: D.dynamic_update_slice_impl)
 
 # ---------------------------------------------------------------- softmax family
-# CuPy expressions for every dtype; with Triton, float32/float16 rows run the fused kernels.
+# CuPy expressions for every dtype; with Triton, float32/float16/bfloat16 rows run the fused kernels.
 
 
 def _softmax_rows(xp, x, log):
@@ -251,7 +350,7 @@ def _xent_grad(xp, logits, labels, g):
     return (d * g[:, None]).astype(logits.dtype, copy=False)
 
 
-_FAST_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+_FAST_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), _dtypes.bfloat16)
 
 
 def _triton_xent(tk, logits, labels):
@@ -271,7 +370,7 @@ def _triton_xent_grad(tk, logits, labels, g):
 def _row_primitive(prim: Primitive, expression: Callable[..., Any], kernel: Callable[..., Any],
                    n_float: int = 1) -> None:
     """Register ``expression(xp, *xs)``, routed to ``kernel(tk, *xs)`` when Triton may run and the
-    first ``n_float`` arguments share a float32/float16 dtype."""
+    first ``n_float`` arguments share a float32/float16/bfloat16 dtype."""
     def make(b: gpu_array.Binding) -> Callable[..., Any]:
         xp = b.xp
         if not b.use_triton:
@@ -299,11 +398,9 @@ _row_primitive(SM.softmax_cross_entropy_grad_p, _xent_grad, _triton_xent_grad)
 
 # ---------------------------------------------------------------- FlashAttention (Triton)
 
-# The Triton kernels take float32, float16 and bfloat16; funcgrad arrays have no bfloat16 dtype (a
-# "bfloat16" mixed-precision policy keeps float32 values rounded to bf16, see funcgrad.mixed_precision),
-# so through the primitive they run in float32 and float16. Head dims up to 256 (padded to a power of
-# two >= 16; the tile configs keep each kernel within an H100's shared memory).
-_FLASH_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+# The Triton kernels take float32, float16 and bfloat16 (all matmuls accumulate in float32). Head dims up
+# to 256 (padded to a power of two >= 16; the tile configs keep each kernel within an H100's shared memory).
+_FLASH_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), _dtypes.bfloat16)
 _FLASH_MAX_HEAD_DIM = 256
 
 
@@ -324,7 +421,7 @@ def _flash(prim: Primitive, run: Callable[..., Any]) -> None:
             A._check(prim.name, *values[:3])
             params = {"causal": causal, "scale": scale}
             if np.dtype(values[0].dtype) not in _FLASH_DTYPES:
-                return _missing(prim, "the Triton kernels take float32 and float16", values, params)
+                return _missing(prim, "the Triton kernels take float32, float16 and bfloat16", values, params)
             if values[0].shape[-1] > _FLASH_MAX_HEAD_DIM:
                 return _missing(prim, f"the Triton kernels take head dims up to {_FLASH_MAX_HEAD_DIM}, got "
                                       f"{values[0].shape[-1]}", values, params)

@@ -24,7 +24,8 @@ them. Everything runs on the device and computes what the CPU implementation com
 * ``max_pool2d`` (first maximum of each window; NaN wins, padding never does), ``avg_pool2d``
   (padding counted) and their gradients; ``max_pool2d_grad`` scatter-adds (the indices
   ``max_pool2d`` made; checked, with a device read, under ``config.checked_indexing``).
-* ``population_count``, ``frexp_mantissa`` / ``frexp_exponent`` (float16 through float32, exactly).
+* ``population_count``, ``frexp_mantissa`` / ``frexp_exponent`` (float16 and bfloat16 through float32,
+  exactly).
 """
 from __future__ import annotations
 
@@ -250,6 +251,8 @@ del _prim, _kind
 @_simple(RB.argsort_p)
 def _argsort(xp):
     def impl(x, axis):
+        if x.dtype == _dtypes.bfloat16:   # (CuPy's sort has no bfloat16; float32 holds every value, in order)
+            x = x.astype(np.float32)
         return xp.argsort(x, axis=axis, kind="stable")   # (CuPy's argsort is always stable; NaN sorts last)
     return impl
 
@@ -268,10 +271,10 @@ def _population_count(xp):
 
 
 def _frexp(xp: Any, x: Any) -> tuple[Any, Any]:
-    # float16 through float32: the same value, so the same exponent and an exact mantissa.
-    if x.dtype == np.float16:
+    # float16 and bfloat16 through float32: the same value, so the same exponent and an exact mantissa.
+    if x.dtype in (np.dtype(np.float16), _dtypes.bfloat16):
         m, e = xp.frexp(x.astype(np.float32))
-        return m.astype(np.float16), e
+        return m.astype(x.dtype), e
     return xp.frexp(x)
 
 
@@ -314,12 +317,19 @@ def _rows_by_group(xp, dy, groups):
     return xp.ascontiguousarray(g).reshape(groups, o // groups, n * oh * ow)
 
 
+def _mm(xp, a, b):
+    """``a @ b``; bfloat16 operands in float32 (a float32 result: the callers round once, at the end)."""
+    if _dtypes.bfloat16 in (a.dtype, b.dtype):
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    return xp.matmul(a, b)
+
+
 @_simple(C.conv2d_p)
 def _conv2d(xp):
     def impl(x, w, stride, padding, dilation, groups):
         n, o, oh, ow = C._conv_geometry("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
         cols = _columns(xp, x, w.shape[2:], stride, padding, dilation, groups, (oh, ow))
-        y = xp.matmul(w.reshape(groups, o // groups, -1), cols)           # (G, O/G, N*OH*OW)
+        y = _mm(xp, w.reshape(groups, o // groups, -1), cols)           # (G, O/G, N*OH*OW)
         y = y.reshape(groups, o // groups, n, oh, ow).transpose(2, 0, 1, 3, 4).reshape(n, o, oh, ow)
         return xp.ascontiguousarray(y).astype(x.dtype, copy=False)
     return impl
@@ -332,15 +342,17 @@ def _conv2d_input_grad(xp):
         o, cg, kh, kw = w.shape
         oh, ow = dy.shape[2:]
         wg = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-        dcols = xp.matmul(wg, _rows_by_group(xp, dy, groups)).astype(dy.dtype, copy=False)
+        # (bfloat16: the columns and their overlapping sums in float32, rounded once at the end)
+        acc = np.dtype(np.float32) if dy.dtype == _dtypes.bfloat16 else dy.dtype
+        dcols = _mm(xp, wg, _rows_by_group(xp, dy, groups)).astype(acc, copy=False)
         dcols = dcols.reshape(groups, cg, kh, kw, n, oh, ow)
-        dxp = xp.zeros((n, c, h + 2 * padding[0], wd + 2 * padding[1]), dtype=dy.dtype)
+        dxp = xp.zeros((n, c, h + 2 * padding[0], wd + 2 * padding[1]), dtype=acc)
         for i in range(kh):   # col2im: add each kernel offset's columns back
             for j in range(kw):
                 part = dcols[:, :, i, j].transpose(2, 0, 1, 3, 4).reshape(n, c, oh, ow)
                 dxp[:, :, C._patch_slices(i, dilation[0], stride[0], oh),
                     C._patch_slices(j, dilation[1], stride[1], ow)] += part
-        return dxp[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + wd]
+        return dxp[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + wd].astype(dy.dtype, copy=False)
     return impl
 
 
@@ -349,7 +361,7 @@ def _conv2d_weight_grad(xp):
     def impl(dy, x, kernel_hw, stride, padding, dilation, groups):
         o, cg, kh, kw = C._conv_weight_grad_check(dy, x, kernel_hw, stride, padding, dilation, groups)
         cols = _columns(xp, x, (kh, kw), stride, padding, dilation, groups, dy.shape[2:])
-        dw = xp.matmul(_rows_by_group(xp, dy, groups), cols.transpose(0, 2, 1))   # (G, O/G, C/G*KH*KW)
+        dw = _mm(xp, _rows_by_group(xp, dy, groups), cols.transpose(0, 2, 1))   # (G, O/G, C/G*KH*KW)
         return dw.reshape(o, cg, kh, kw).astype(x.dtype, copy=False)
     return impl
 
@@ -411,8 +423,11 @@ def _avg_pool2d(xp):
     def impl(x, kernel, stride, padding):
         _, _, oh, ow = C._pool_out_shape("avg_pool2d", x.shape, kernel, stride, padding)
         taps = _windows(xp, _pad_hw(xp, x, padding), kernel, stride, (1, 1), (oh, ow))
-        # float16 accumulates in float32 (numpy's mean does, on the CPU); integers average in float64.
-        acc = np.float32 if x.dtype == np.float16 else (x.dtype if _dtypes.kind(x.dtype) == "f" else np.float64)
+        # float16 and bfloat16 accumulate in float32 (numpy's mean does, on the CPU); integers average in float64.
+        if x.dtype in (np.dtype(np.float16), _dtypes.bfloat16):
+            acc = np.float32
+        else:
+            acc = x.dtype if _dtypes.kind(x.dtype) == "f" else np.float64
         total = xp.sum(taps, axis=(2, 3), dtype=acc)
         return (total / (kernel[0] * kernel[1])).astype(x.dtype, copy=False)
     return impl

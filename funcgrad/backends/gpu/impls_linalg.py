@@ -8,7 +8,7 @@ written against the binding's array module ``xp`` (CuPy, or the tests' numpy sta
   ``triangular_solve`` (``cupyx.scipy.linalg.solve_triangular``, batched trsm), ``lu`` and ``expm``
   (``cupyx.scipy.linalg.lu_factor`` / ``expm``, one call per matrix of a stack), ``fft`` (cuFFT;
   complex64 stays complex64). Each computes what the CPU implementation computes: the same output
-  dtypes (float16 in float32, returned as float16), empty stacks, and NaN where a factorization
+  dtypes (float16 and bfloat16 in float32, returned in their dtype), empty stacks, and NaN where a factorization
   fails (``cholesky`` of a matrix that is not positive definite).
 * on the host, deliberately (copy to the host, the CPU implementation, copy back), as JAX's GPU
   backend also runs them on the host or has no GPU kernel for them: ``eig``, ``schur``,
@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._dtypes import ShapedArray
 from funcgrad.backends.gpu import array as gpu_array
 from funcgrad.backends.gpu.impls import _register, _simple
@@ -45,12 +46,13 @@ from funcgrad.primitives import matrix_functions as MF
 
 __all__: list[str] = []
 
-_HALF = np.dtype(np.float16)
+# float16 and bfloat16: the solvers and cuFFT have neither, so both compute in float32 (as on the CPU).
+_HALF = (np.dtype(np.float16), _dtypes.bfloat16)
 
 
 def _up(xp: Any, a: Any) -> Any:
-    """float16 computed in float32 (the solvers have no half precision), as on the CPU."""
-    return a.astype(xp.float32) if a.dtype == _HALF else a
+    """float16 / bfloat16 computed in float32 (the solvers have no half precision), as on the CPU."""
+    return a.astype(xp.float32) if a.dtype in _HALF else a
 
 
 def _batch_of(a: Any) -> tuple:
@@ -115,12 +117,12 @@ def _triangular_solve(b: gpu_array.Binding) -> Callable[..., Any]:
     xp, sla = b.xp, gpu_array.scipy_module(b, "linalg")
 
     def impl(a, rhs, *, lower, transpose_a, unit_diagonal):
-        dtype = np.result_type(a.dtype, rhs.dtype)
+        dtype = _dtypes.result_type(a, rhs)
         batch = tuple(np.broadcast_shapes(_batch_of(a), _batch_of(rhs)))
         shape = batch + tuple(rhs.shape[-2:])
         if _empty(shape) or a.shape[-1] == 0:
             return xp.zeros(shape, dtype)
-        work = np.dtype(np.float32) if dtype == _HALF else dtype
+        work = np.dtype(np.float32) if dtype in _HALF else dtype
         a = xp.broadcast_to(a.astype(work), batch + tuple(a.shape[-2:]))
         rhs = xp.broadcast_to(rhs.astype(work), shape)
         # (solve_triangular's batched path wants one batch shape for both operands)
@@ -311,7 +313,7 @@ def _fft(xp):
     def impl(x, fft_type, fft_lengths):
         aval = FFT._fft_aval(ShapedArray(tuple(x.shape), np.dtype(x.dtype)), fft_type, fft_lengths)  # the checks
         axes = tuple(range(x.ndim - len(fft_lengths), x.ndim))
-        if x.dtype == _HALF:   # (cuFFT has no general half-precision transform; the CPU computes in float32 too)
+        if x.dtype in _HALF:   # (cuFFT has no general half-precision transform; the CPU computes in float32 too)
             x = x.astype(xp.float32)
         if fft_type == "fft":
             out = xp.fft.fftn(x, axes=axes)

@@ -153,6 +153,9 @@ def _erf_like(prim: Any, name: str) -> None:
                 x = x.astype(_dtypes.float_)
             elif x.dtype == np.float16:
                 x = x.astype(np.float32)
+            elif x.dtype == _dtypes.bfloat16:
+                with np.errstate(all="ignore"):
+                    return xp.asarray(f(x.astype(np.float32))).astype(x.dtype)
             with np.errstate(all="ignore"):
                 return f(x)
         return impl

@@ -13,11 +13,15 @@ the launch.
 A ``reduce_sum``/``reduce_max``/``reduce_min`` over trailing axes that ends
 a group (rows of at most :data:`MAX_ROW` elements) is the kernel's row
 epilogue: one program instance per row walks it ``BLOCK`` elements at a time,
-accumulating in the compute dtype (float32 for float16), and stores one value
+accumulating in the compute dtype (float32 for float16 and bfloat16), and stores one value
 per row; a NaN anywhere in a row makes its max/min NaN, as in numpy.
 
-dtypes: float32 and float16 compute in float32 and are rounded once, when
-stored (a ``convert`` to float16 inside the group rounds where it stands);
+dtypes: float32, float16 and bfloat16 compute in float32 (Triton's math
+functions take float32). float16 values are rounded once, when stored (a
+``convert`` to float16 inside the group rounds where it stands); bfloat16
+values are rounded (to nearest even) after every operation, giving eager's
+per-operation values (as XLA does) up to the last bit of a transcendental
+function;
 int32 computes in int32 (wrapping, as CuPy); bool is stored as one byte
 (``uint8``) and computed as Triton's ``int1``. float64/int64 values (with
 ``enable_x64``) and primitives without a Triton lowering here stay outside
@@ -58,12 +62,13 @@ NUM_WARPS = 4
 MAX_ROW = 32 * BLOCK
 
 _F32, _F16, _I32, _BOOL = (np.dtype(t) for t in ("float32", "float16", "int32", "bool"))
-_DTYPES = {_F32, _F16, _I32, _BOOL}
+_BF16 = _dtypes.bfloat16
+_DTYPES = {_F32, _F16, _BF16, _I32, _BOOL}
 # What each dtype is computed as inside a kernel, and stored as.
-_COMPUTE = {_F32: "tl.float32", _F16: "tl.float32", _I32: "tl.int32", _BOOL: "tl.int1"}
-_STORE = {_F32: "tl.float32", _F16: "tl.float16", _I32: "tl.int32", _BOOL: "tl.uint8"}
+_COMPUTE = {_F32: "tl.float32", _F16: "tl.float32", _BF16: "tl.float32", _I32: "tl.int32", _BOOL: "tl.int1"}
+_STORE = {_F32: "tl.float32", _F16: "tl.float16", _BF16: "tl.bfloat16", _I32: "tl.int32", _BOOL: "tl.uint8"}
 # The element type Triton's launcher is told for each buffer (bool buffers are passed as uint8 views).
-_POINTER = {_F32: "float32", _F16: "float16", _I32: "int32", _BOOL: "uint8"}
+_POINTER = {_F32: "float32", _F16: "float16", _BF16: "bfloat16", _I32: "int32", _BOOL: "uint8"}
 
 
 def _tanh(x: str) -> str:
@@ -114,13 +119,15 @@ def _convert(op: Op, ref: Any) -> str:
     x = ref(op.args[0])
     if target == _BOOL:
         return f"({x} != 0)"
-    if target == _F16:   # rounds here, as the eager conversion does
-        return f"{x}.to(tl.float16).to(tl.float32)"
+    if target == _F16:   # rounds here, as the eager conversion does (an int32 through float32)
+        return f"{x}.to(tl.float32).to(tl.float16).to(tl.float32)"
+    if target == _BF16:
+        return f"_bf16({x}.to(tl.float32))"
     return f"{x}.to({_COMPUTE[target]})"
 
 
 # (lowering, the dtypes its operands and result may have)
-_NUMBERS, _FLOATS = {_F32, _F16, _I32}, {_F32, _F16}
+_NUMBERS, _FLOATS = {_F32, _F16, _BF16, _I32}, {_F32, _F16, _BF16}
 _RULES: dict = {}
 for _table, _make, _ok in ((_FLOAT_UNARY, _unary, _FLOATS), (_FLOAT_BINARY, _binary, _FLOATS),
                            (_NUMBER_UNARY, _unary, _NUMBERS), (_NUMBER_BINARY, _binary, _NUMBERS),
@@ -240,7 +247,11 @@ def kernel_source(inputs: list, ops: list, outputs: list, reduction: tuple | Non
     a row of ``cols`` elements (in ``BLOCK`` chunks) and stores its reduced value in ``r_out``.
     """
     params = [f"{n}_ptr" for n, _, _ in inputs] + [f"{n}_out" for n, _ in outputs]
-    head = ["import triton", "import triton.language as tl", "", "", "@triton.jit"]
+    dtypes = [d for _, d, _ in inputs] + [d for _, d in outputs] + [op.dtype for op in ops] + (
+        [reduction[2]] if reduction is not None else [])
+    head = ["import triton", "import triton.language as tl", "", ""]
+    head += (_bf16_helper() if _BF16 in dtypes or any(op.prim is E.convert_p and op.params["dtype"] == _BF16
+                                                    for op in ops) else []) + ["@triton.jit"]
     if reduction is None:
         lines = head + [f"def kernel({', '.join(params + ['n', 'BLOCK: tl.constexpr'])}):",
                         "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
@@ -266,7 +277,8 @@ def kernel_source(inputs: list, ops: list, outputs: list, reduction: tuple | Non
     lines.append(f"    total = {combine}")
     if track_nan:
         lines.append("    total = tl.where(tl.max(nan, 0) != 0, float('nan'), total)")
-    lines.append(f"    tl.store(r_out + row, total.to({_STORE[dtype]}))")
+    total = "_bf16(total)" if dtype == _BF16 else "total"
+    lines.append(f"    tl.store(r_out + row, {total}.to({_STORE[dtype]}))")
     return "\n".join(lines) + "\n"
 
 
@@ -277,10 +289,39 @@ def _body(inputs: list, ops: list, outputs: list, indent: str) -> list:
         load = f"tl.load({name}_ptr + {index}, mask=mask)"
         lines.append(f"{indent}{name} = " + (f"{load} != 0" if dtype == _BOOL else f"{load}.to({_COMPUTE[dtype]})"))
     for op in ops:
-        lines.append(f"{indent}{op.out} = ({op.prim_lowering.emit(op, lambda a, *_: _ref(a))}).to({_COMPUTE[op.dtype]})")
-    for name, dtype in outputs:
+        value = f"({op.prim_lowering.emit(op, lambda a, *_: _ref(a))})"
+        # A bfloat16 result is rounded where it stands (kept in float32): eager's per-operation values.
+        lines.append(f"{indent}{op.out} = " + (f"_bf16({value}.to(tl.float32))" if op.dtype == _BF16
+                                               else f"{value}.to({_COMPUTE[op.dtype]})"))
+    for name, dtype in outputs:   # (bfloat16 values are exact by now: the store only narrows them)
         lines.append(f"{indent}tl.store({name}_out + offs, {name}.to({_STORE[dtype]}), mask=mask)")
     return lines
+
+
+# float32 -> the nearest bfloat16 (ties to even), kept in float32; NaN stays NaN: eager's rounding (ml_dtypes).
+# On a GPU, the conversion instruction (cvt.rn.bf16.f32 and back: two instructions); in Triton's interpreter,
+# whose float32 -> bfloat16 conversion truncates, integer arithmetic on the bits (the same values).
+_BF16_HELPER_GPU = [
+    "@triton.jit",
+    "def _bf16(x):",
+    "    return x.to(tl.bfloat16, fp_downcast_rounding='rtne').to(tl.float32)",
+    "",
+    "",
+]
+_BF16_HELPER_INTERPRETED = [
+    "@triton.jit",
+    "def _bf16(x):",
+    "    bits = x.to(tl.uint32, bitcast=True)",
+    "    bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16",
+    "    return tl.where(x != x, x, bits.to(tl.float32, bitcast=True))",
+    "",
+    "",
+]
+
+
+def _bf16_helper() -> list:
+    from funcgrad.backends.gpu import _triton_host  # noqa: PLC0415
+    return _BF16_HELPER_INTERPRETED if _triton_host.interpret_mode() else _BF16_HELPER_GPU
 
 
 # ---- the in-process kernel cache
@@ -386,6 +427,14 @@ class TritonFused:
         return x.view(xp.uint8) if x.dtype == _BOOL else x
 
 
+def _bf16_literal(a: Any) -> Any:
+    """A number literal beside a bfloat16 operand, rounded to bfloat16 first (a weakly typed scalar takes the
+    operand's dtype, as eagerly: ``x * 0.1`` multiplies by 0.10009765625, ``x * 257`` by 256); names and bools
+    as they are."""
+    v = a.item() if isinstance(a, (np.ndarray, np.generic)) else a
+    return float(_BF16.type(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else a
+
+
 def _worth_fusing(eqns: list) -> bool:
     # One operation is one kernel either way (CuPy's): only a chain saves launches and memory traffic.
     return sum(1 for e in eqns if not getattr(rule(e), "free", False)) >= 2
@@ -424,6 +473,8 @@ def emit(group: Any, consumers: dict, outputs: set, position: dict) -> list[Eqn]
         if eqn is reduction:
             break
         args = [name_of(x) for x in eqn.inputs]
+        if any(isinstance(x, Var) and x.aval.dtype == _BF16 for x in eqn.inputs):
+            args = [_bf16_literal(a) for a in args]
         out = eqn.outvars[0]
         names[id(out)] = f"v{len(ops)}"
         ops.append(_LoweredOp(names[id(out)], eqn.prim, args, out.aval.dtype, dict(eqn.params), rule(eqn)))

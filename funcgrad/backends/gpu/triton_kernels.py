@@ -5,8 +5,8 @@ Every kernel works on a C-contiguous ``(N, C)`` matrix, one program per row
 (the layer-norm weight/bias gradients use a second, column-blocked kernel).
 The host wrappers flatten leading dims: ``(..., C) -> (N, C)``.
 
-* Inputs are float32, float16 or bfloat16 (stored as ``uint16`` bit patterns,
-  see ``_triton_host``); every sum, max and exp is done in float32 and the
+* Inputs are float32, float16 or bfloat16 (``ml_dtypes.bfloat16`` arrays, or
+  ``uint16`` bit patterns, see ``_triton_host``); every sum, max and exp is done in float32 and the
   result is rounded once, when it is stored.
 * Rows longer than ``BLOCK_C`` are swept in column blocks; the ragged last
   block is masked (loads of masked lanes return a neutral value, stores are
@@ -350,13 +350,13 @@ def row_config(n_cols: int) -> RowConfig:
 # host wrappers (numpy under TRITON_INTERPRET=1, or CuPy)
 # ==========================================================================
 
-_FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.uint16)}
+_FLOAT_DTYPES = {np.dtype(np.float32), np.dtype(np.float16), host.BF16, np.dtype(np.uint16)}
 
 
 def _check_float(name: str, *arrays: Any) -> None:
     for a in arrays:
         if np.dtype(a.dtype) not in _FLOAT_DTYPES:
-            raise TypeError(f"{name}: expected float32, float16 or uint16 (bfloat16 bits), got {a.dtype}")
+            raise TypeError(f"{name}: expected float32, float16, bfloat16 or uint16 (bfloat16 bits), got {a.dtype}")
     if len({np.dtype(a.dtype) for a in arrays}) > 1:
         raise TypeError(f"{name}: arrays must share one dtype, got {', '.join(str(a.dtype) for a in arrays)}")
 
