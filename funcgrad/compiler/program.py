@@ -43,6 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _core
+from funcgrad import _dtypes
 from funcgrad._config import config
 from funcgrad._core import Array, _wrap, check_nans, impl_error, run_impl
 from funcgrad._ir import Jaxpr, Literal, pretty_print
@@ -138,6 +139,16 @@ def _unaliased(results: list, values: list) -> list:
     return [r.copy() if id(_memory_root(r)) in roots else r for r in results]
 
 
+def _literal(eqn: Any, value: Any) -> Any:
+    """A literal as the step hands it to the implementation: a Python number beside a bfloat16
+    operand of an elementwise primitive as a 0-d bfloat16 array (eager evaluation converts it so:
+    ``_core.weak_scalars``), else the number."""
+    if "elementwise" in eqn.prim.traits and any(
+            not isinstance(x, Literal) and x.aval.dtype == _dtypes.bfloat16 for x in eqn.inputs):
+        return np.asarray(value, _dtypes.bfloat16)
+    return value
+
+
 class Program:
     """A traced, optimised IR ready to run on numpy buffers."""
 
@@ -149,7 +160,8 @@ class Program:
         n = len(slot)
         self.steps = []
         for eqn in jaxpr.eqns:
-            ins = [("lit", x.value) if isinstance(x, Literal) else ("var", slot[id(x)]) for x in eqn.inputs]
+            ins = [("lit", _literal(eqn, x.value)) if isinstance(x, Literal) else ("var", slot[id(x)])
+                   for x in eqn.inputs]
             outs = []
             for v in eqn.outvars:
                 slot[id(v)] = n

@@ -66,7 +66,7 @@ def _fft_aval(x, fft_type, fft_lengths):
     if any(n < 1 for n in fft_lengths):
         raise ValueError(f"fft: fft_lengths {fft_lengths} must be positive")
     want_kind = "f" if fft_type == "rfft" else "c"
-    if dtype.kind != want_kind:
+    if _dtypes.kind(dtype) != want_kind:
         raise TypeError(f"fft: {fft_type} expects a {'float' if want_kind == 'f' else 'complex'} operand, got "
                         f"{describe(x)}")
     lead, tail = shape[:len(shape) - k], shape[len(shape) - k:]
