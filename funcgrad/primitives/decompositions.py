@@ -172,7 +172,7 @@ def _quiet(fn: Callable) -> Callable:
         if half is not None:
             if isinstance(out, list):
                 return [o.astype(half) if o.dtype == np.float32 else o for o in out]
-            return out.astype(half)
+            return out.astype(half) if out.dtype == np.float32 else out   # complex results stay complex
         return out
     return wrapped
 
