@@ -74,8 +74,11 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
             return apply_primitive(prim, args, params)
         if _warnings_mod.filters is not _float_warnings_filtered_in[0]:
             float_warnings_filtered()
-        if weak:
-            values = weak_scalars(prim, values)
+        if weak:   # a Python number: weakly typed (checked inline, no call, unless beside a bfloat16 array)
+            for v in values:
+                if type(v) is np.ndarray and v.dtype is _BFLOAT16:
+                    values = weak_scalars(prim, values)
+                    break
         try:
             out = prim.impl(*values, **params) if params else prim.impl(*values)
         except (ValueError, TypeError, IndexError, OverflowError) as e:

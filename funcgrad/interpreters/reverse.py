@@ -359,13 +359,18 @@ def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals:
         ct = ct_of.get(leaf)
         if ct is None:
             ct = zeros_like_value(p)
-        elif _dtypes.kind(p.dtype) == "f" and _dtypes.kind(getattr(ct, "dtype", p.dtype)) == "c":
-            # a real input that met complex values (lax ops on mixed dtypes): its cotangent is the real part
-            ct = _in_dtype_of(_core.bind(_elementwise.real_p, (ct,), _NO_PARAMS), p)
-        else:
-            ct = _in_dtype_of(ct, p)
+        elif type(ct) is not Array or type(p) is not Array or ct._value.dtype is not p._value.dtype:
+            ct = _input_cotangent(ct, p)
         in_cts.append(ct)
     return in_cts
+
+
+def _input_cotangent(ct: Any, primal: Any) -> Any:
+    """The cotangent of a differentiated input, of another dtype than the input's."""
+    if _dtypes.kind(primal.dtype) == "f" and _dtypes.kind(getattr(ct, "dtype", primal.dtype)) == "c":
+        # a real input that met complex values (lax ops on mixed dtypes): its cotangent is the real part
+        ct = _core.bind(_elementwise.real_p, (ct,), _NO_PARAMS)
+    return _in_dtype_of(ct, primal)
 
 
 def _in_dtype_of(ct: Any, primal: Any) -> Any:
