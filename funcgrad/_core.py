@@ -156,7 +156,6 @@ def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
             return _apply_on_device(prim, args, params)
         else:
             values.append(to_numpy_input(a))
-    values = weak_scalars(prim, values)
     if _profiler is None:
         return _finish_impl(prim, values, run_impl(prim, prim.impl, values, params))
     return _finish_impl(prim, values, _profiler.eager(prim, prim.impl, values, params))
@@ -195,6 +194,7 @@ def run_impl(prim: Primitive, impl: Callable[..., Any], values: Sequence[Any], p
     compiled programs, constant folding, device arrays).
     """
     float_warnings_filtered()
+    values = weak_scalars(prim, values)
     try:
         return impl(*values, **params) if params else impl(*values)
     except (ValueError, TypeError, IndexError, OverflowError) as e:
