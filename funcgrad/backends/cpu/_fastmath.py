@@ -319,9 +319,18 @@ def _rounded_bits(builder, x):
     bits = builder.bitcast(x, _I32)
     lsb = builder.and_(builder.lshr(bits, _c32(16)), _c32(1))
     rounded = builder.and_(builder.add(bits, builder.add(_c32(0x7FFF), lsb)), _c32(0xFFFF0000))
-    nan = builder.icmp_unsigned(">", builder.and_(bits, _c32(0x7FFFFFFF)), _c32(0x7F800000))
+    # NaN (|bits| > inf's): all ones, else 0 -- by an arithmetic shift, not a select (a select per
+    # operation made LLVM's optimiser take minutes over a long kernel)
+    nan = builder.ashr(builder.sub(_c32(0x7F800000), builder.and_(bits, _c32(0x7FFFFFFF))), _c32(31))
     quiet = builder.or_(builder.and_(bits, _c32(0x80000000)), _c32(0x7FC00000))   # ml_dtypes' NaN, signed
-    return builder.select(nan, quiet, rounded)
+    return builder.or_(builder.and_(nan, quiet), builder.and_(builder.not_(nan), rounded))
+
+
+def _opaque(builder, bits):
+    """``bits`` through an empty inline-asm statement: LLVM's analyses stop there (on a long kernel
+    reusing values, as a recurrence does, they took time exponential in its length through the
+    rounding's integer work)."""
+    return builder.asm(ir.FunctionType(_I32, [_I32]), "", "=r,0", [bits], False)
 
 
 @intrinsic
@@ -331,7 +340,7 @@ def bf16_round(typingctx, x):
         return None
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(_rounded_bits(builder, args[0]), _F32)
+        return builder.bitcast(_opaque(builder, _rounded_bits(builder, args[0])), _F32)
     return types.float32(types.float32), codegen
 
 
