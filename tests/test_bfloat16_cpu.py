@@ -13,6 +13,8 @@ import pytest
 import funcgrad as fg
 import funcgrad.numpy as fnp
 from funcgrad.backends.cpu import bfloat16 as cpu_bf16
+from funcgrad.compiler import fusion, passes
+from funcgrad.compiler.codegen import wait_for_kernels
 from funcgrad.primitives.conv import conv2d
 from conftest import config_set
 
@@ -220,3 +222,75 @@ def test_jit_with_donated_bfloat16_buffers(fusion, rng):
     np.testing.assert_array_equal(np.asarray(b), np.asarray(c))
     # jit and eager: one bfloat16 rounding apart at most, per step
     np.testing.assert_allclose(f64(b), f64(a), rtol=4 * EPS, atol=4 * EPS)
+
+
+# ------------------------------------------------------------------ fused kernels
+
+
+def _fused(f, *args):
+    return [e.prim for e in fusion.fuse(passes.optimize(fg.make_jaxpr(f)(*args))).eqns
+            if isinstance(e.prim, fusion.FusedKernel)]
+
+
+def test_fused_kernel_rounds_each_operation_as_eager_does(rng):
+    x = fnp.asarray(bf16(rng.standard_normal((16, 9)) * 3))
+
+    def f(v):   # exact operations: the kernel's per-operation rounding is numpy's, bit for bit
+        y = fnp.maximum(v * 0.1 + 1.0, v / 3.0) - v * v
+        return y, fnp.where(y > 0.5, y, -y), (y > 0).astype(fnp.bfloat16)
+
+    kernels = _fused(f, x)
+    assert len(kernels) == 1 and kernels[0].bfloat16
+    out = fg.jit(f)(x)
+    wait_for_kernels()
+    out = fg.jit(f)(x)
+    for o, e in zip(out, f(x)):
+        assert o.dtype == BF16
+        np.testing.assert_array_equal(np.asarray(o).view(np.uint16), np.asarray(e).view(np.uint16))
+
+
+def test_fused_conversion_to_bfloat16_matches_numpy_bit_for_bit():
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 3.4e38, -3.4e38, 1.00390625, 1.01171875, 1.0078125,
+                         1e-40, -0.0, 0.1], np.float32)
+    x = np.concatenate([specials, np.random.default_rng(0).standard_normal(500).astype(np.float32)])
+
+    def f(v):
+        return (v * 1.0).astype(fnp.bfloat16)
+
+    assert len(_fused(f, x)) == 1
+    out = fg.jit(f)(x)
+    wait_for_kernels()
+    out = fg.jit(f)(x)
+    np.testing.assert_array_equal(np.asarray(out).view(np.uint16), x.astype(BF16).view(np.uint16))
+
+
+@pytest.mark.parametrize("axis", [1, 0])
+def test_fused_reductions_accumulate_in_float32(axis, rng):
+    x = fnp.asarray(bf16(rng.uniform(0.5, 1.5, (700, 6))))
+    b = fnp.asarray(bf16(rng.uniform(-0.5, 0.5, 6)))
+
+    def f(v, c):   # a trailing (axis=1) or a leading (axis=0: the bias gradient's) reduction
+        return fnp.sum(fnp.tanh(v + c), axis=axis)
+
+    kernels = _fused(f, x, b)
+    assert len(kernels) == 1 and kernels[0].spec.reduction is not None and kernels[0].spec.leading == (axis == 0)
+    out = fg.jit(f)(x, b)
+    wait_for_kernels()
+    out = fg.jit(f)(x, b)
+    y = np.tanh(f64(x) + f64(b)).astype(np.float32).astype(BF16).astype(np.float64)   # rounded, as computed
+    ref = y.sum(axis=axis)
+    assert out.dtype == BF16
+    np.testing.assert_allclose(f64(out), ref, rtol=EPS, atol=EPS)   # tanh in float32: a bfloat16 ulp apart
+
+
+def test_long_fused_recurrence_matches_eager():
+    # A Clenshaw-type recurrence (each value used twice): LLVM took minutes on its rounding before the
+    # barrier (an empty inline-asm statement after each rounding); now about a second.
+    def f(v):
+        b1, b2 = 0.0, 0.0
+        for c in np.linspace(-1.0, 1.0, 40):
+            b1, b2 = v * b1 - b2 + float(c), b1
+        return b1
+    x = fnp.asarray(bf16([0.5, -0.25, 0.75]))
+    assert len(_fused(f, x)) == 1
+    np.testing.assert_allclose(f64(fg.jit(f)(x)), f64(f(x)), rtol=4 * EPS, atol=4 * EPS)
