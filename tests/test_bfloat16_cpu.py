@@ -12,6 +12,7 @@ import pytest
 
 import funcgrad as fg
 import funcgrad.numpy as fnp
+from funcgrad import _core
 from funcgrad.backends.cpu import bfloat16 as cpu_bf16
 from funcgrad.compiler import fusion, passes
 from funcgrad.compiler.codegen import wait_for_kernels
@@ -294,3 +295,26 @@ def test_long_fused_recurrence_matches_eager():
     x = fnp.asarray(bf16([0.5, -0.25, 0.75]))
     assert len(_fused(f, x)) == 1
     np.testing.assert_allclose(f64(fg.jit(f)(x)), f64(f(x)), rtol=4 * EPS, atol=4 * EPS)
+
+
+_EAGER_VS_RULE = {
+    "sum": lambda v: fnp.sum(v, axis=0), "mean": lambda v: fnp.mean(v), "var": lambda v: fnp.var(v, axis=1),
+    "prod": lambda v: fnp.prod(v, axis=1), "cumsum": lambda v: fnp.cumsum(v, axis=1),
+    "matmul": lambda v: v @ v.T, "einsum": lambda v: fnp.einsum("ij,kj->ik", v, v),
+    "softmax": lambda v: fg.nn.softmax(v), "logsumexp": lambda v: fg.nn.logsumexp(v, axis=-1),
+    "weak numbers": lambda v: fnp.clip(2.0 ** v * 0.5 - 1, -0.75, 3), "where": lambda v: fnp.where(v > 0, v, 0.0),
+    "max": lambda v: fnp.max(v, axis=1), "norm": lambda v: fnp.linalg.norm(v),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EAGER_VS_RULE))
+def test_eager_results_have_the_shape_rules_dtype(name, rng):
+    f = _EAGER_VS_RULE[name]
+    x = fnp.asarray(bf16(rng.standard_normal((3, 4))))
+    rule = fg.make_jaxpr(f)(x).outvars[0].aval.dtype
+    previous = _core.set_fast_path(False)   # the general path (apply_primitive) too
+    try:
+        general = f(x)
+    finally:
+        _core.set_fast_path(previous)
+    assert rule == BF16 and f(x).dtype == BF16 and general.dtype == BF16
