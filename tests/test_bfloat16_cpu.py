@@ -318,3 +318,23 @@ def test_eager_results_have_the_shape_rules_dtype(name, rng):
     finally:
         _core.set_fast_path(previous)
     assert rule == BF16 and f(x).dtype == BF16 and general.dtype == BF16
+
+
+def test_donated_bfloat16_buffer_is_written_by_the_fused_kernel():
+    def step(p, x):
+        return p - 0.1 * fnp.tanh(x) * p
+
+    f = fg.jit(step, donate_argnums=0)
+    p, x = fnp.full((16, 8), 1.0, fnp.bfloat16) + 0.0, fnp.full((16, 8), 0.5, fnp.bfloat16)
+    want = f64(p)
+    for _ in range(3):
+        addr = p._value.__array_interface__["data"][0]
+        q = f(p, x)
+        wait_for_kernels()
+        assert q._value.__array_interface__["data"][0] == addr and p.is_deleted() and q.dtype == BF16
+        # per operation rounded, as eager numpy computes bfloat16
+        t = np.tanh(np.float32(0.5)).astype(BF16).astype(np.float32)
+        prod = (np.float32(bf16(0.1)) * t).astype(BF16).astype(np.float32)
+        want = (want.astype(np.float32) - (prod * want.astype(np.float32)).astype(BF16).astype(np.float32)).astype(BF16)
+        np.testing.assert_array_equal(np.asarray(q), want)
+        p = q
