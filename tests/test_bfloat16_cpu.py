@@ -45,8 +45,8 @@ def test_long_sum_accumulates_in_float32(compile, rng):
     x = bf16(rng.uniform(0.5, 1.5, 10_000))
     assert float(np.sum(x)) < 0.5 * float(np.sum(f64(x)))   # numpy alone adds in bfloat16: it stalls
     f = fg.jit(fnp.sum) if compile else fnp.sum
-    out, calls = _in_float32_calls(lambda: f(fnp.asarray(x)))
-    assert calls >= 1 and out.dtype == BF16
+    out = f(fnp.asarray(x))
+    assert out.dtype == BF16
     np.testing.assert_allclose(float(out), np.sum(f64(x)), rtol=EPS)
 
 

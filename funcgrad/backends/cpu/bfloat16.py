@@ -34,9 +34,10 @@ _FLOAT32 = np.dtype(np.float32)
 Impl = Callable[..., Any]
 
 # Sums, products and contractions (float32 accumulation), and the primitives whose numba kernels
-# take float32 but not bfloat16.
+# take float32 but not bfloat16. (reduce_sum, on every backward pass, does it in its own
+# implementation, in the dtype test it makes for float16 anyway: no wrapper call.)
 IN_FLOAT32 = (
-    R.reduce_sum_p, R.reduce_prod_p, R.cumsum_p,
+    R.reduce_prod_p, R.cumsum_p,
     L.matmul_p, L.einsum_p,
     C.conv2d_p, C.conv2d_input_grad_p, C.conv2d_weight_grad_p,
     C.max_pool2d_p, C.max_pool2d_grad_p, C.avg_pool2d_p, C.avg_pool2d_grad_p,
@@ -94,13 +95,19 @@ def in_float32(prim: _core.Primitive, impl: Impl) -> Impl:
             np.copyto(o, r)
         return out
 
-    def wrapped(*args: Any, **params: Any) -> Any:
-        for a in args:
-            if getattr(a, "dtype", None) is BFLOAT16:   # dtypes are singletons: no comparison
-                return run(args, params)
-        return impl(*args, **params)
+    def wrapped(x: Any, *rest: Any, **params: Any) -> Any:
+        # dtypes are singletons: an identity test; the first argument apart (most take one array)
+        if getattr(x, "dtype", None) is BFLOAT16:
+            return run((x,) + rest, params)
+        if rest:
+            for a in rest:
+                if getattr(a, "dtype", None) is BFLOAT16:
+                    return run((x,) + rest, params)
+            return impl(x, *rest, **params)
+        return impl(x, **params)
 
     wrapped.in_float32 = True   # type: ignore[attr-defined]
+    wrapped.__wrapped__ = impl   # type: ignore[attr-defined]
     return wrapped
 
 
