@@ -55,6 +55,10 @@ COMPILER = "numba"
 # rounding), and stores the bit pattern (``bf16_bits``); a reduction accumulates in float32 and
 # rounds once. The runtime's helpers provide the three functions.
 BF16 = _dtypes.bfloat16
+# Kernels of more bfloat16 operations than this round behind an optimisation barrier
+# (``bf16_round_opaque``): LLVM's optimiser took time exponential in the length of a recurrence
+# through the rounding's integer work (minutes at ~60 operations); shorter kernels vectorise.
+BF16_VECTOR_MAX_OPS = 24
 
 # Which kernels compile on a background thread while their work runs on numpy
 # (a tiered start, see :func:`compile_in_background`), from
@@ -275,6 +279,8 @@ def generate_source(spec: KernelSpec) -> str:
     body = [f"            {name} = {_load(name, pattern, dtype)}" for name, pattern, dtype in spec.inputs]
     for op in spec.ops:
         body.append(f"            {op.out} = {_cast(_expr(op, consts, lambda n: dtypes.get(n, op.dtype)), op.dtype)}")
+    if sum(op.dtype == BF16 for op in spec.ops) > BF16_VECTOR_MAX_OPS:
+        body = [line.replace("bf16_round(", "bf16_round_opaque(") for line in body]
     # An output written over an input (the buffer plan's in-place outputs) is stored through the
     # input's own argument: passed twice, LLVM's alias checks fail and its loop runs ~20x slower.
     into = dict(spec.aliases)

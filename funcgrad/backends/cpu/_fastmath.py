@@ -53,7 +53,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["exp_f32", "exp_f64", "tanh_f32", "bf16_round", "bf16_bits", "bf16_widen"]
+__all__ = ["exp_f32", "exp_f64", "tanh_f32", "bf16_round", "bf16_round_opaque", "bf16_bits", "bf16_widen"]
 
 
 # --------------------------------------------------------------------------
@@ -335,7 +335,19 @@ def _opaque(builder, bits):
 
 @intrinsic
 def bf16_round(typingctx, x):
-    """float32 ``x`` rounded to the nearest bfloat16 (ties to even), as a float32."""
+    """float32 ``x`` rounded to the nearest bfloat16 (ties to even), as a float32; vectorises."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(_rounded_bits(builder, args[0]), _F32)
+    return types.float32(types.float32), codegen
+
+
+@intrinsic
+def bf16_round_opaque(typingctx, x):
+    """:func:`bf16_round` behind an optimisation barrier, for long kernels: they compile in seconds,
+    but their loops stay scalar."""
     if x != types.float32:
         return None
 

@@ -51,8 +51,8 @@ _BINARY = {
 }
 
 # The helpers generated kernels import (``exp_f32``/``exp_f64`` below).
-_HELPERS = ("from funcgrad.backends.cpu._fastmath import exp_f32, exp_f64, tanh_f32, bf16_round, bf16_bits, "
-            "bf16_widen")
+_HELPERS = ("from funcgrad.backends.cpu._fastmath import exp_f32, exp_f64, tanh_f32, bf16_round, "
+            "bf16_round_opaque, bf16_bits, bf16_widen")
 
 
 def _exp(op: Op, ref: Ref) -> str:
