@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from funcgrad import _dtypes
 from funcgrad._config import config
 from funcgrad._dtypes import describe
 from funcgrad._warnings import _filtered_list as _float_warnings_filtered_in, float_warnings_filtered
@@ -59,11 +60,13 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     # scalar, one array out, no debug_nans. It is apply_primitive inlined for
     # that case; set_fast_path(False) routes everything through apply_primitive.
     values = []
+    weak = False
     for a in args:
         if type(a) is Array:
             values.append(a._value)
         elif isinstance(a, (bool, int, float)):
             values.append(a)
+            weak = True
         else:
             break
     else:
@@ -71,6 +74,11 @@ def bind(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
             return apply_primitive(prim, args, params)
         if _warnings_mod.filters is not _float_warnings_filtered_in[0]:
             float_warnings_filtered()
+        if weak:   # a Python number: weakly typed (checked inline, no call, unless beside a bfloat16 array)
+            for v in values:
+                if type(v) is np.ndarray and v.dtype is _BFLOAT16:
+                    values = weak_scalars(prim, values)
+                    break
         try:
             out = prim.impl(*values, **params) if params else prim.impl(*values)
         except (ValueError, TypeError, IndexError, OverflowError) as e:
@@ -153,6 +161,26 @@ def apply_primitive(prim: Primitive, args: Sequence[Any], params: dict) -> Any:
     return _finish_impl(prim, values, _profiler.eager(prim, prim.impl, values, params))
 
 
+def weak_scalars(prim: Primitive, values: list) -> list:
+    """``values`` with the Python numbers of an elementwise primitive beside a bfloat16 array as 0-d
+    bfloat16 arrays.
+
+    Python numbers are weakly typed: they take the array's dtype (JAX's rule, which the shape rules
+    follow). numpy does so for its own dtypes, but promotes ml_dtypes' bfloat16 with a Python float to
+    float32 or float64; a number converted first keeps the result in bfloat16, rounded once per
+    operation as JAX rounds it.
+    """
+    if "elementwise" not in prim.traits:
+        return values
+    for v in values:
+        if type(v) is np.ndarray and v.dtype == _BFLOAT16:
+            return [np.asarray(v, _BFLOAT16) if isinstance(v, (bool, int, float)) else v for v in values]
+    return values
+
+
+_BFLOAT16 = _dtypes.bfloat16
+
+
 # The profiler's hook (``funcgrad.profiler``), None when no thread profiles. While one does,
 # bind's fast path is off (``set_fast_path``), so eager work reaches apply_primitive and this
 # single check: profiling costs nothing when it is off.
@@ -166,6 +194,7 @@ def run_impl(prim: Primitive, impl: Callable[..., Any], values: Sequence[Any], p
     compiled programs, constant folding, device arrays).
     """
     float_warnings_filtered()
+    values = weak_scalars(prim, values)
     try:
         return impl(*values, **params) if params else impl(*values)
     except (ValueError, TypeError, IndexError, OverflowError) as e:

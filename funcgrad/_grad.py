@@ -47,7 +47,7 @@ def _check_float_inputs(leaves: list, name: str, holomorphic: bool = False, comp
     """The inputs a transform differentiates: float, or complex (as JAX: ``holomorphic=True`` needs complex
     inputs; jacfwd takes complex inputs only with ``holomorphic=True``)."""
     for x in leaves:
-        kind = x.dtype.kind
+        kind = _dtypes.kind(x.dtype)
         if holomorphic:
             if kind != "c":
                 raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, but got "

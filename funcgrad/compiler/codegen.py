@@ -49,6 +49,17 @@ from funcgrad.compiler import compile_worker, kernel_cache
 # The key of this compiler's lowerings in ``Primitive.lowerings``.
 COMPILER = "numba"
 
+# numba has no bfloat16: a kernel takes bfloat16 arrays as their uint16 bit patterns (the caller
+# passes ``x.view(np.uint16)``), widens each element it loads to float32 (exact), computes in
+# float32 and rounds each operation's result to bfloat16 (``bf16_round``: numpy's per-operation
+# rounding), and stores the bit pattern (``bf16_bits``); a reduction accumulates in float32 and
+# rounds once. The runtime's helpers provide the three functions.
+BF16 = _dtypes.bfloat16
+# Kernels of more bfloat16 operations than this round behind an optimisation barrier
+# (``bf16_round_opaque``): LLVM's optimiser took time exponential in the length of a recurrence
+# through the rounding's integer work (minutes at ~60 operations); shorter kernels vectorise.
+BF16_VECTOR_MAX_OPS = 24
+
 # Which kernels compile on a background thread while their work runs on numpy
 # (a tiered start, see :func:`compile_in_background`), from
 # ``FUNCGRAD_JIT_BACKGROUND_COMPILE``:
@@ -200,7 +211,11 @@ def runtime() -> Runtime:
 
 
 def typed_constant(value: Any, dtype: np.dtype) -> str:
-    """``value`` as a source literal of ``dtype``: ``np.float32(0.5)``, ``np.float32(-np.inf)``, ``True``."""
+    """``value`` as a source literal of ``dtype``: ``np.float32(0.5)``, ``np.float32(-np.inf)``, ``True``.
+
+    A bfloat16 value is held as the float32 of the same number (see :data:`BF16`)."""
+    if dtype == BF16:
+        return typed_constant(float(np.asarray(value, BF16)), np.dtype(np.float32))
     if dtype.kind == "b":
         return "True" if value else "False"
     if dtype.kind == "f" and not np.isfinite(value):
@@ -214,8 +229,11 @@ def _expr(op: Op, consts: dict, operand_dtype: Callable[[Any], np.dtype]) -> str
             return a
         # A literal takes the dtype of the array operand beside it (weak typing),
         # unless it is of a higher kind (i32 * 2.5 computes in float, not in i32).
-        dt = (_dtypes.canonicalize(np.result_type(operand_dtype(other), a))
-              if other is not None and isinstance(other, str) else op.dtype)
+        if other is not None and isinstance(other, str):
+            beside = operand_dtype(other)   # a number beside bfloat16 is bfloat16 (numpy would say float)
+            dt = BF16 if beside == BF16 else _dtypes.canonicalize(np.result_type(beside, a))
+        else:
+            dt = op.dtype
         key = (type(a), a, dt)
         if key not in consts:
             consts[key] = (f"c{len(consts)}", typed_constant(a, dt))
@@ -236,8 +254,20 @@ def _fastmath_flags(spec: KernelSpec) -> str:
 
 
 def _cast(expr: str, dtype: np.dtype) -> str:
-    # Keep numba's arithmetic in the dtype numpy would use (f32 stays f32).
+    # Keep numba's arithmetic in the dtype numpy would use (f32 stays f32); a bfloat16 result is
+    # computed in float32 and rounded, as numpy computes bfloat16.
+    if dtype == BF16:
+        return f"bf16_round(np.float32({expr}))"
     return f"np.{dtype.name}({expr})" if dtype.kind in "fiu" else expr
+
+
+def _load(name: str, pattern: str, dtype: np.dtype) -> str:
+    value = f"a_{name}{pattern}"
+    return f"bf16_widen({value})" if dtype == BF16 else value
+
+
+def _store(name: str, dtype: np.dtype) -> str:
+    return f"bf16_bits({name})" if dtype == BF16 else name
 
 
 def generate_source(spec: KernelSpec) -> str:
@@ -246,13 +276,15 @@ def generate_source(spec: KernelSpec) -> str:
     dtypes = {name: dtype for name, _, dtype in spec.inputs}
     dtypes.update({op.out: op.dtype for op in spec.ops})
     consts: dict = {}
-    body = [f"            {name} = a_{name}{pattern}" for name, pattern, _ in spec.inputs]
+    body = [f"            {name} = {_load(name, pattern, dtype)}" for name, pattern, dtype in spec.inputs]
     for op in spec.ops:
         body.append(f"            {op.out} = {_cast(_expr(op, consts, lambda n: dtypes.get(n, op.dtype)), op.dtype)}")
+    if sum(op.dtype == BF16 for op in spec.ops) > BF16_VECTOR_MAX_OPS:
+        body = [line.replace("bf16_round(", "bf16_round_opaque(") for line in body]
     # An output written over an input (the buffer plan's in-place outputs) is stored through the
     # input's own argument: passed twice, LLVM's alias checks fail and its loop runs ~20x slower.
     into = dict(spec.aliases)
-    body += [f"            {'a_' + into[name] if name in into else 'o_' + name}[i, j] = {name}"
+    body += [f"            {'a_' + into[name] if name in into else 'o_' + name}[i, j] = {_store(name, dtypes[name])}"
              for name in spec.outputs]
     loop = "numba.prange" if spec.parallel else "range"
     args = ["n0", "n1"] + [f"a_{n}" for n, _, _ in spec.inputs] + [f"o_{n}" for n in spec.outputs if n not in into]
@@ -275,7 +307,7 @@ def generate_source(spec: KernelSpec) -> str:
     lines += body
     if spec.reduction:
         lines += ["            " + line.format(x=operand) for line in reduction.update]
-        lines.append("        r_out[i] = acc")
+        lines.append(f"        r_out[i] = {_store('acc', dtype)}")
     return "\n".join(lines) + "\n"
 
 
@@ -289,9 +321,11 @@ def _leading_loops(spec: KernelSpec, body: list) -> list:
     operands come from memory, where both take about 40 us). The operations are the same."""
     prim, operand, dtype, _ = spec.reduction
     reduction = lowering(prim)
-    update = ["            acc = r_out[j]"]
+    # bfloat16 columns accumulate in float32 (``cols``), stored rounded at the end
+    cols = "cols" if dtype == BF16 else "r_out"
+    update = [f"            acc = {cols}[j]"]
     update += ["            " + line.format(x=operand) for line in reduction.update]
-    update.append("            r_out[j] = acc")
+    update.append(f"            {cols}[j] = acc")
     before, per_row = [], []
     for array, pattern in _arrays(spec):
         if pattern == "[i, j]":
@@ -301,8 +335,10 @@ def _leading_loops(spec: KernelSpec, body: list) -> list:
         else:
             continue
         body = [line.replace(f"{array}{pattern}", f"row_{array}[j]") for line in body]
-    return (["    for j in range(n1):", f"        r_out[j] = {typed_constant(reduction.identity(dtype), dtype)}"]
-            + before + ["    for i in range(n0):"] + per_row + ["        for j in range(n1):"] + body + update)
+    start = ["    cols = np.empty(n1, np.float32)"] if cols == "cols" else []
+    end = ["    for j in range(n1):", "        r_out[j] = bf16_bits(cols[j])"] if cols == "cols" else []
+    return (start + ["    for j in range(n1):", f"        {cols}[j] = {typed_constant(reduction.identity(dtype), dtype)}"]
+            + before + ["    for i in range(n0):"] + per_row + ["        for j in range(n1):"] + body + update + end)
 
 
 def _arrays(spec: KernelSpec) -> list:

@@ -34,7 +34,8 @@ from funcgrad.compiler import codegen
 from funcgrad.compiler.codegen import (LEADING_MAX_ELEMENTS, PARALLEL_MIN_ELEMENTS, Elementwise, KernelSpec, Op,
                                        Reduction, compile_kernel, lowering)
 
-_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")}
+# bfloat16 arrays are passed to the kernels as their uint16 bit patterns (see codegen.BF16).
+_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int32", "int64", "uint32", "bool")} | {codegen.BF16}
 
 
 class FusedKernel:
@@ -65,6 +66,9 @@ class FusedKernel:
                                                          if spec.reduction else [])
         # Outputs stored into an input's array (spec.aliases): not passed to the kernel.
         self.aliased = frozenset(spec.outputs.index(o) for o, _ in spec.aliases)
+        # Whether bfloat16 arrays are among its inputs or outputs (they are passed as uint16 views).
+        self.bfloat16 = any(d == codegen.BF16 for _, _, d in spec.inputs) or any(
+            a.dtype == codegen.BF16 for a in out_avals)
         self.kernel: Any = None
         self._queued = False              # its compile is queued on the background thread
         self._failed = False              # ... and failed there
@@ -96,6 +100,8 @@ class FusedKernel:
         flat = [o.reshape(n0, n1) for k, o in enumerate(outs[:len(self.spec.outputs)]) if k not in self.aliased]
         if self.spec.reduction:
             flat.append(outs[-1].reshape(self.out_views[-1]))
+        if self.bfloat16:   # passed as their bit patterns
+            args, flat = [kernel_view(x) for x in args], [kernel_view(o) for o in flat]
         if self.kernel is None:   # not compiled yet: queue it (once) and run the group on numpy meanwhile
             if self._failed or self._compile_first:   # (a failed background compile raises its error here)
                 self.kernel = compile_kernel(self.spec)
@@ -156,6 +162,11 @@ class FusedKernel:
         for o, x in zip(outs, values):
             np.copyto(o, x, casting="unsafe")
         return outs
+
+
+def kernel_view(x: np.ndarray) -> np.ndarray:
+    """``x`` as a kernel takes it: a bfloat16 array as its uint16 bit patterns (a view), else itself."""
+    return x.view(np.uint16) if x.dtype == codegen.BF16 else x
 
 
 def _as_2d(x: Any, pattern: str, shape: tuple, n0: int, n1: int) -> np.ndarray:

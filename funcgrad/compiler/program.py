@@ -43,6 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from funcgrad import _core
+from funcgrad import _dtypes
 from funcgrad._config import config
 from funcgrad._core import Array, _wrap, check_nans, impl_error, run_impl
 from funcgrad._ir import Jaxpr, Literal, pretty_print
@@ -138,6 +139,16 @@ def _unaliased(results: list, values: list) -> list:
     return [r.copy() if id(_memory_root(r)) in roots else r for r in results]
 
 
+def _literal(eqn: Any, value: Any) -> Any:
+    """A literal as the step hands it to the implementation: a Python number beside a bfloat16
+    operand of an elementwise primitive as a 0-d bfloat16 array (eager evaluation converts it so:
+    ``_core.weak_scalars``), else the number."""
+    if "elementwise" in eqn.prim.traits and any(
+            not isinstance(x, Literal) and x.aval.dtype == _dtypes.bfloat16 for x in eqn.inputs):
+        return np.asarray(value, _dtypes.bfloat16)
+    return value
+
+
 class Program:
     """A traced, optimised IR ready to run on numpy buffers."""
 
@@ -149,7 +160,8 @@ class Program:
         n = len(slot)
         self.steps = []
         for eqn in jaxpr.eqns:
-            ins = [("lit", x.value) if isinstance(x, Literal) else ("var", slot[id(x)]) for x in eqn.inputs]
+            ins = [("lit", _literal(eqn, x.value)) if isinstance(x, Literal) else ("var", slot[id(x)])
+                   for x in eqn.inputs]
             outs = []
             for v in eqn.outvars:
                 slot[id(v)] = n
@@ -636,6 +648,10 @@ def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, target
                                                                            from_args))]
     planned = [(kind, i, aval, None if kind == "out" and tuple(aval.shape) == shape2d else shape2d)
                for (kind, i, aval), shape2d in zip(targets, fused.out_views)]
+    # bfloat16 arrays go to the kernel as their uint16 bit patterns (views): inputs per call, planned
+    # buffers' views once (kept in ``views``)
+    bits_in = [x.aval.dtype == _dtypes.bfloat16 for x in eqn.inputs] if fused.bfloat16 else None
+    as_bits = _kernel_view if fused.bfloat16 else _same
     passed = [k not in fused.aliased for k in range(len(planned))]   # outputs the kernel takes (not aliased)
     views = program._views
     n0, n1 = fused.n0, fused.n1
@@ -648,14 +664,14 @@ def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, target
                 pair = views.get((i, shape2d))
                 if pair is None:
                     buf = program._buffer(i, aval)
-                    pair = views[(i, shape2d)] = (buf, buf.reshape(shape2d))
+                    pair = views[(i, shape2d)] = (buf, as_bits(buf.reshape(shape2d)))
                 full.append(pair[0])
                 if take:
                     flat.append(pair[1])
             else:
                 buf = program._output(i, aval)
                 full.append(buf)
-                flat.append(buf if shape2d is None else buf.reshape(shape2d))
+                flat.append(as_bits(buf if shape2d is None else buf.reshape(shape2d)))
         kernel = fused.kernel
         if kernel is None:   # not compiled yet
             fused.impl(*[env[slot] for slot in slots], out=full)
@@ -668,12 +684,23 @@ def _kernel_step(program: Program, fused: Any, slots: tuple, outs: tuple, target
                 if broadcast is not None:   # a mixed broadcast: materialised, as the kernel's impl does
                     x = np.ascontiguousarray(np.broadcast_to(x, broadcast))
                 args.append(x if shape2d is None else x.reshape(shape2d))
+            if bits_in is not None:
+                args[2:] = [x.view(np.uint16) if bits else x for x, bits in zip(args[2:], bits_in)]
             if prepare is not None:
                 prepare()
             kernel(*args, *flat)
         for i, r in zip(outs, full):
             env[i] = r
     return step
+
+
+def _kernel_view(x: np.ndarray) -> np.ndarray:
+    """A buffer as a fused kernel takes it: bfloat16 as its uint16 bit patterns (a view)."""
+    return x.view(np.uint16) if x.dtype == _dtypes.bfloat16 else x
+
+
+def _same(x: np.ndarray) -> np.ndarray:
+    return x
 
 
 def _in_place_safe(eqn: Any, pos: int, slot: int, ins: list, base_of: dict | None = None) -> bool:

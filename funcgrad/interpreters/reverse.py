@@ -347,8 +347,10 @@ def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals:
                     in_cts = node.prim.vjp(node_cts, node.primals, node.outs, node.needs, **node.params)
             finally:
                 context.pop()
-        for key, ct in zip(node.parents, in_cts):
+        for key, ct, primal in zip(node.parents, in_cts, node.primals):
             if key is not None and ct is not None:
+                if type(ct) is not Array or type(primal) is not Array or ct._value.dtype is not primal._value.dtype:
+                    ct = _in_dtype_of(ct, primal)
                 prev = ct_of.get(key)
                 ct_of[key] = ct if prev is None else _add(prev, ct)
 
@@ -357,11 +359,35 @@ def backward_pass(record: list, outs: list, cts: list, main: MainTrace, primals:
         ct = ct_of.get(leaf)
         if ct is None:
             ct = zeros_like_value(p)
-        elif _dtypes.kind(p.dtype) == "f" and getattr(ct, "dtype", p.dtype).kind == "c":
-            # a real input that met complex values (lax ops on mixed dtypes): its cotangent is the real part
-            ct = _core.bind(_elementwise.real_p, (ct,), _NO_PARAMS)
+        elif type(ct) is not Array or type(p) is not Array or ct._value.dtype is not p._value.dtype:
+            ct = _input_cotangent(ct, p)
         in_cts.append(ct)
     return in_cts
+
+
+def _input_cotangent(ct: Any, primal: Any) -> Any:
+    """The cotangent of a differentiated input, of another dtype than the input's."""
+    if _dtypes.kind(primal.dtype) == "f" and _dtypes.kind(getattr(ct, "dtype", primal.dtype)) == "c":
+        # a real input that met complex values (lax ops on mixed dtypes): its cotangent is the real part
+        ct = _core.bind(_elementwise.real_p, (ct,), _NO_PARAMS)
+    return _in_dtype_of(ct, primal)
+
+
+def _in_dtype_of(ct: Any, primal: Any) -> Any:
+    """``ct`` in ``primal``'s dtype when both are of different float dtypes (JAX's rule: a cotangent has
+    its primal's dtype).
+
+    A rule may leave a wider one: a bfloat16 value used in float32 arithmetic (a loss summed in
+    float32) gets a float32 cotangent from the convert's transpose, a rule mixing in a float32
+    constant promotes. Cast back at each input, the backward pass computes in the primal dtypes as
+    the forward pass did, and a bfloat16 input gets a bfloat16 gradient.
+    """
+    if isinstance(primal, (bool, int, float)) or isinstance(ct, (bool, int, float)):
+        return ct
+    want, have = primal.dtype, ct.dtype
+    if want == have or not (_dtypes.is_float(want) and _dtypes.is_float(have)):
+        return ct
+    return _core.bind(_elementwise.convert_p, (ct,), {"dtype": want})
 
 
 _core.register_transform("vjp", vjp_flat)

@@ -156,20 +156,23 @@ def _batch_front(prim: Primitive) -> Callable:
     return rule
 
 
+_HALF = (np.dtype(np.float16), _dtypes.bfloat16)
+
+
 def _quiet(fn: Callable) -> Callable:
-    """LAPACK's warnings silenced (a singular matrix gives inf/NaN, as in JAX); float16 computed in float32
-    (LAPACK has no half precision) and returned as float16."""
+    """LAPACK's warnings silenced (a singular matrix gives inf/NaN, as in JAX); float16 and bfloat16
+    computed in float32 (LAPACK has no half precision) and returned in their dtype."""
     def wrapped(*args, **kw):
-        half = any(getattr(a, "dtype", None) == np.float16 for a in args)
-        if half:
-            args = tuple(a.astype(np.float32) if getattr(a, "dtype", None) == np.float16 else a for a in args)
+        half = next((a.dtype for a in args if getattr(a, "dtype", None) in _HALF), None)
+        if half is not None:
+            args = tuple(a.astype(np.float32) if getattr(a, "dtype", None) == half else a for a in args)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             out = fn(*args, **kw)
-        if half:
+        if half is not None:
             if isinstance(out, list):
-                return [o.astype(np.float16) if o.dtype == np.float32 else o for o in out]
-            return out.astype(np.float16)
+                return [o.astype(half) if o.dtype == np.float32 else o for o in out]
+            return out.astype(half) if out.dtype == np.float32 else out   # complex results stay complex
         return out
     return wrapped
 

@@ -266,7 +266,7 @@ def _start_list(op: str, operand: Any, start_indices: Any) -> list:
 def _update_array(update: Any, operand: Any) -> Any:
     """``update`` as an array; a Python scalar is weakly typed: it takes the operand's dtype
     where that loses nothing (an int into a float array, not a float into an int array)."""
-    kind = operand.dtype.kind
+    kind = _dtypes.kind(operand.dtype)
     if isinstance(update, bool) or (isinstance(update, int) and kind in "iuf") or (
             isinstance(update, float) and kind == "f"):
         return _core.as_array(np.asarray(update, operand.dtype))

@@ -245,11 +245,11 @@ def sum_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def _sum_impl(x, axes):
-    # float16 sums accumulate in float32 and round once: numpy accumulates
+    # float16 and bfloat16 sums accumulate in float32 and round once: numpy accumulates
     # float16 in float16 when the reduced axis is not the contiguous one
-    # (4096 ones sum to 2048), though it upcasts along contiguous rows.
-    if x.dtype.char == "e":   # float16
-        return np.add.reduce(x, axis=axes, dtype=np.float32).astype(np.float16)
+    # (4096 ones sum to 2048), though it upcasts along contiguous rows; bfloat16 always.
+    if x.dtype.char in "eE":   # float16, bfloat16 (ml_dtypes' char): the same test costs nothing more
+        return np.add.reduce(x, axis=axes, dtype=np.float32).astype(x.dtype)
     return np.add.reduce(x, axis=axes)   # np.sum's Python wrapper costs 2 us per call
 
 

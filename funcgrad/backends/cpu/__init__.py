@@ -27,6 +27,7 @@ from funcgrad._core import Array
 from funcgrad._ir import Jaxpr
 from funcgrad.backends import Backend, register_backend
 from funcgrad.backends.cpu import gemm_update
+from funcgrad.backends.cpu import bfloat16 as _bfloat16
 from funcgrad.backends.cpu import impls as _impls
 from funcgrad.backends.cpu import lowering as _lowering
 from funcgrad.compiler import fusion, loops, passes, schedule
@@ -85,6 +86,7 @@ class CpuBackend(Backend):
 
 
 _impls.register()
+_bfloat16.register()   # after the kernels' impls: it wraps them
 _lowering.register()
 loops.install()   # jitted scan/while loops whose bodies allow it run as one compiled function
 backend = register_backend(CpuBackend())

@@ -53,7 +53,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["exp_f32", "exp_f64", "tanh_f32"]
+__all__ = ["exp_f32", "exp_f64", "tanh_f32", "bf16_round", "bf16_round_opaque", "bf16_bits", "bf16_widen"]
 
 
 # --------------------------------------------------------------------------
@@ -297,6 +297,85 @@ def tanh_f32(x):
     p = (((_F32_T0 * z + _F32_T1) * z + _F32_T2) * z + _F32_T3) * z + _F32_T4
     small = p * z * x + x
     return small if ax < _F32_TANH_SMALL else big
+
+
+# --------------------------------------------------------------------------
+# bfloat16 in fused kernels: arrays are passed as their uint16 bit patterns; a
+# value is held as the float32 of the same number (bfloat16 is float32's upper
+# half), and every operation's float32 result is rounded to bfloat16's precision
+# (to nearest, ties to even; a NaN becomes the quiet NaN of its sign), as numpy computes bfloat16 (ml_dtypes:
+# each operation in float32, rounded once). Integer work on the bits: vectorises.
+# --------------------------------------------------------------------------
+
+_I16, _I32, _F32 = ir.IntType(16), ir.IntType(32), ir.FloatType()
+
+
+def _c32(v):
+    return ir.Constant(_I32, v)
+
+
+def _rounded_bits(builder, x):
+    """The float32 bits of ``x`` rounded to bfloat16's precision (the low 16 bits zero)."""
+    bits = builder.bitcast(x, _I32)
+    lsb = builder.and_(builder.lshr(bits, _c32(16)), _c32(1))
+    rounded = builder.and_(builder.add(bits, builder.add(_c32(0x7FFF), lsb)), _c32(0xFFFF0000))
+    # NaN (|bits| > inf's): all ones, else 0 -- by an arithmetic shift, not a select (a select per
+    # operation made LLVM's optimiser take minutes over a long kernel)
+    nan = builder.ashr(builder.sub(_c32(0x7F800000), builder.and_(bits, _c32(0x7FFFFFFF))), _c32(31))
+    quiet = builder.or_(builder.and_(bits, _c32(0x80000000)), _c32(0x7FC00000))   # ml_dtypes' NaN, signed
+    return builder.or_(builder.and_(nan, quiet), builder.and_(builder.not_(nan), rounded))
+
+
+def _opaque(builder, bits):
+    """``bits`` through an empty inline-asm statement: LLVM's analyses stop there (on a long kernel
+    reusing values, as a recurrence does, they took time exponential in its length through the
+    rounding's integer work)."""
+    return builder.asm(ir.FunctionType(_I32, [_I32]), "", "=r,0", [bits], False)
+
+
+@intrinsic
+def bf16_round(typingctx, x):
+    """float32 ``x`` rounded to the nearest bfloat16 (ties to even), as a float32; vectorises."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(_rounded_bits(builder, args[0]), _F32)
+    return types.float32(types.float32), codegen
+
+
+@intrinsic
+def bf16_round_opaque(typingctx, x):
+    """:func:`bf16_round` behind an optimisation barrier, for long kernels: they compile in seconds,
+    but their loops stay scalar."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(_opaque(builder, _rounded_bits(builder, args[0])), _F32)
+    return types.float32(types.float32), codegen
+
+
+@intrinsic
+def bf16_bits(typingctx, x):
+    """The bfloat16 bit pattern (uint16) of float32 ``x`` rounded to the nearest bfloat16."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.trunc(builder.lshr(_rounded_bits(builder, args[0]), _c32(16)), _I16)
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def bf16_widen(typingctx, h):
+    """The float32 of the bfloat16 whose bit pattern is the uint16 ``h`` (exact)."""
+    if h != types.uint16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.shl(builder.zext(args[0], _I32), _c32(16)), _F32)
+    return types.float32(types.uint16), codegen
 
 
 # --------------------------------------------------------------------------

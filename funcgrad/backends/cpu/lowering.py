@@ -51,12 +51,15 @@ _BINARY = {
 }
 
 # The helpers generated kernels import (``exp_f32``/``exp_f64`` below).
-_HELPERS = "from funcgrad.backends.cpu._fastmath import exp_f32, exp_f64, tanh_f32"
+_HELPERS = ("from funcgrad.backends.cpu._fastmath import exp_f32, exp_f64, tanh_f32, bf16_round, "
+            "bf16_round_opaque, bf16_bits, bf16_widen")
 
 
 def _exp(op: Op, ref: Ref) -> str:
     # A vectorisable exp (_fastmath): ~1 ulp, several times libm's speed.
     x = ref(op.args[0])
+    if op.dtype == codegen.BF16:   # computed in float32 (then rounded)
+        return f"exp_f32({x})"
     if op.dtype.name in ("float32", "float64"):
         return f"exp_{op.dtype.name[0]}{op.dtype.name[-2:]}({x})"
     return f"np.exp({x})"
@@ -64,7 +67,7 @@ def _exp(op: Op, ref: Ref) -> str:
 
 def _tanh_of(x: str, dtype: np.dtype) -> str:
     # float32: a vectorisable tanh (_fastmath); numba's np.tanh is a scalar libm call.
-    return f"tanh_f32({x})" if dtype == np.float32 else f"np.tanh({x})"
+    return f"tanh_f32({x})" if dtype in (np.float32, codegen.BF16) else f"np.tanh({x})"
 
 
 def _tanh(op: Op, ref: Ref) -> str:
@@ -84,6 +87,8 @@ def _select(op: Op, ref: Ref) -> str:
 def _convert(op: Op, ref: Ref) -> str:
     target = op.params["dtype"]
     x = ref(op.args[0])
+    if target == codegen.BF16:   # to float32, then rounded (codegen: every bfloat16 result is)
+        return f"np.float32({x})"
     return f"({x} != 0)" if target.kind == "b" else f"np.{target.name}({x})"
 
 
