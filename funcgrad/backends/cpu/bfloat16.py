@@ -23,7 +23,9 @@ from funcgrad import _core
 from funcgrad import _dtypes
 from funcgrad._dtypes import ShapedArray
 from funcgrad.primitives import conv as C
+from funcgrad.primitives import elementwise as E
 from funcgrad.primitives import linalg as L
+from funcgrad.primitives import random_bits as RB
 from funcgrad.primitives import reduce as R
 from funcgrad.primitives import softmax as SM
 
@@ -33,11 +35,13 @@ _FLOAT32 = np.dtype(np.float32)
 
 Impl = Callable[..., Any]
 
-# Sums, products and contractions (float32 accumulation), and the primitives whose numba kernels
-# take float32 but not bfloat16. (reduce_sum, on every backward pass, does it in its own
+# Sums, products and contractions (float32 accumulation), the primitives whose numba kernels
+# take float32 but not bfloat16, the elementwise ones whose numpy code mixes in float32/64 constants
+# (logistic) or calls scipy (erf, erf_inv), and argsort (numpy's bfloat16 sort leaves NaNs where they were;
+# widening to float32 is exact, so the order is the right one). (reduce_sum, on every backward pass, does it in its own
 # implementation, in the dtype test it makes for float16 anyway: no wrapper call.)
 IN_FLOAT32 = (
-    R.reduce_prod_p, R.cumsum_p,
+    R.reduce_prod_p, R.cumsum_p, RB.argsort_p, E.logistic_p, RB.erf_p, RB.erf_inv_p,
     L.matmul_p, L.einsum_p,
     C.conv2d_p, C.conv2d_input_grad_p, C.conv2d_weight_grad_p,
     C.max_pool2d_p, C.max_pool2d_grad_p, C.avg_pool2d_p, C.avg_pool2d_grad_p,
