@@ -3,7 +3,10 @@ row log-sum-exp, and a backward that recomputes attention tile by tile.
 
 ``flash_attention(q, k, v; causal, scale) -> (o, lse)`` with q (B, Nq, d),
 k and v (B, Nk, d) (any leading batch/head axes are flattened into B by the
-caller).  Its vjp keeps nothing but (q, k, v, o, lse) and calls
+caller).  ``lse`` (B, Nq) is float32 when q is float16 or bfloat16 (as
+FlashAttention-2's and JAX's kernels keep it: the backward's
+``exp(s - lse)`` would lose bits to a half-precision lse), else q's dtype.
+Its vjp keeps nothing but (q, k, v, o, lse) and calls
 ``flash_attention_bwd`` -- memory O(N d), never O(N^2).  Causal masking is
 aligned bottom-right (query i sees key j iff j <= i + Nk - Nq); rows that
 see no key have output 0, lse = +inf and zero gradients.
@@ -55,9 +58,18 @@ def _check(name: str, q: Any, k: Any, v: Any) -> tuple[int, int, int, int]:
     return qs[0], qs[1], ks[1], qs[2]
 
 
+_HALF_FLOATS = (np.dtype(np.float16), _dtypes.bfloat16)
+
+
+def lse_dtype(dtype: Any) -> np.dtype:
+    """The dtype of flash_attention's ``lse`` for q of ``dtype``: float32 for float16 and bfloat16, else q's."""
+    dt = np.dtype(dtype)
+    return np.dtype(np.float32) if dt in _HALF_FLOATS else dt
+
+
 def _check_bwd(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any) -> None:
     """Check flash_attention_bwd's operands: q, k, v as for the forward; o, do (B, Nq, d) and
-    lse (B, Nq), float (computed in q's dtype)."""
+    lse (B, Nq), float (the forward gives ``lse_dtype(q.dtype)``)."""
     B, Nq, _, d = _check("flash_attention_bwd", q, k, v)
     for name, x, shape in (("o", o, (B, Nq, d)), ("do", do, (B, Nq, d)), ("lse", lse, (B, Nq))):
         if tuple(shape_of(x)) != shape or _dtypes.kind(x.dtype) != "f":
@@ -88,7 +100,7 @@ def _forward_reference(q, k, v, *, causal, scale):
         o = np.einsum("bij,bjd->bid", e / total, v.astype(np.float64))
         lse = (m + np.log(total))[..., 0]
     o[:, blind], lse[:, blind] = 0.0, np.inf   # queries that see no key
-    return [o.astype(q.dtype), lse.astype(q.dtype)]
+    return [o.astype(q.dtype), lse.astype(lse_dtype(q.dtype))]
 
 
 def _backward_reference(q, k, v, o, lse, do, *, causal, scale):
@@ -112,7 +124,7 @@ flash_attention_p = Primitive("flash_attention", multiple_results=True)
 
 def _forward_aval(q, k, v, *, causal, scale):
     B, Nq, Nk, d = _check("flash_attention", q, k, v)
-    return [ShapedArray((B, Nq, d), q.dtype), ShapedArray((B, Nq), q.dtype)]
+    return [ShapedArray((B, Nq, d), q.dtype), ShapedArray((B, Nq), lse_dtype(q.dtype))]
 
 
 def _forward_vjp(cts, primals, outs, needs, *, causal, scale):
@@ -191,4 +203,4 @@ def flash_attention(q: Any, k: Any, v: Any, *, causal: bool, scale: float) -> An
     return o
 
 
-__all__ = ["flash_attention", "flash_attention_p", "flash_attention_bwd_p"]
+__all__ = ["flash_attention", "flash_attention_p", "flash_attention_bwd_p", "lse_dtype"]

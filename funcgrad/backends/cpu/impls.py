@@ -261,7 +261,7 @@ def _flash_attention(reference: Impl) -> Impl:
         from funcgrad.backends.cpu.flash_attention import flash_attention_forward
         A._check("flash_attention", q, k, v)
         o, lse = flash_attention_forward(*_kernel_inputs(q, k, v), causal=causal, scale=scale)
-        return [o.astype(q.dtype, copy=False), lse.astype(q.dtype, copy=False)]
+        return [o.astype(q.dtype, copy=False), lse.astype(A.lse_dtype(q.dtype), copy=False)]
     return impl
 
 

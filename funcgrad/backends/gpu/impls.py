@@ -437,7 +437,7 @@ def _missing(prim: Primitive, reason: str, values: Any, params: dict) -> Any:
 
 def _flash_forward(fa, q, k, v, *, causal, scale):
     o, lse = fa.flash_attention_forward(q, k, v, causal=causal, scale=scale)
-    return [o, lse.astype(q.dtype, copy=False)]   # the primitive's lse has q's dtype, as on the CPU
+    return [o, lse.astype(A.lse_dtype(q.dtype), copy=False)]   # float32 for half q (the kernels' own), as on the CPU
 
 
 def _flash_backward(fa, q, k, v, o, lse, do, *, causal, scale):
