@@ -209,6 +209,90 @@ def test_flash_float64_matches_reference_tightly(x64, rng):
 
 
 # --------------------------------------------------------------------------
+# Half precision (bfloat16, float16) on the CPU
+# --------------------------------------------------------------------------
+
+BF16 = np.dtype(fnp.bfloat16)
+HALF = [pytest.param(BF16, id="bf16"), pytest.param(np.dtype(np.float16), id="f16")]
+# Gradients: errors observed up to 5e-3 (bfloat16) and 4.5e-4 (float16) of the largest entry over 20 seeds
+# (o, rounded to the half dtype, enters the backward's rowsum(dO * O)).
+TOL_HALF_GRAD = {BF16: 2e-2, np.dtype(np.float16): 2e-3}
+
+
+@pytest.fixture
+def cpu_flash_calls(monkeypatch):
+    """The dtypes the CPU flash kernels' entry points were called with: ("forward" | "backward", dtype)."""
+    from funcgrad.backends.cpu import flash_attention as kernels
+    calls = []
+    for name in ("flash_attention_forward", "flash_attention_backward"):
+        def counting(*args, _f=getattr(kernels, name), _name=name.rsplit("_", 1)[1], **kwargs):
+            calls.append((_name, args[0].dtype))
+            return _f(*args, **kwargs)
+        monkeypatch.setattr(kernels, name, counting)
+    return calls
+
+
+def assert_rounded_once(actual, expected, what: str) -> None:
+    """Each entry of ``actual`` (a half-precision array) is ``expected`` (float64) rounded to its dtype: within
+    half an ulp, plus the float32 kernels' own error (1e-5 of the largest entry; a bfloat16 ulp is 4e-3)."""
+    e = np.asarray(expected, np.float64)
+    half_ulp = 0.5 * np.spacing(np.abs(e).astype(actual.dtype)).astype(np.float64)
+    err = np.abs(actual.astype(np.float64) - e)
+    bad = err > half_ulp + 1e-5 * np.abs(e).max()
+    assert not bad.any(), f"{what}: {bad.sum()} entries off by more than half an ulp, worst {err[bad].max():.3g}"
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_half_precision_flash_on_the_cpu_computes_in_float32_and_rounds_once(dtype, causal, cpu_flash_calls):
+    """bfloat16/float16 q, k, v run the float32 kernels; o and dq, dk, dv come back in q's dtype."""
+    q, k, v, do = random_qkv(np.random.default_rng(5 + causal), (2,), 12, 19, 32, dtype)
+    o, dq, dk, dv = attention_and_grads(q, k, v, do, causal=causal, impl="flash")
+    assert cpu_flash_calls == [("forward", np.float32), ("backward", np.float32)]
+    ro, rdq, rdk, rdv = reference_attention_grads(q, k, v, do, causal, 1 / math.sqrt(32))
+    assert o.dtype == dq.dtype == dk.dtype == dv.dtype == dtype
+    assert_rounded_once(o, ro, "output")
+    for name, g, r in (("dq", dq, rdq), ("dk", dk, rdk), ("dv", dv, rdv)):
+        assert_close(g, r, TOL_HALF_GRAD[dtype], name)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_flash_lse_is_float32_for_half_precision_inputs(dtype, cpu_flash_calls):
+    """The primitive's log-sum-exp stays float32 (the backward's exp(s - lse) needs its bits): the shape rule,
+    the CPU kernels' path, jit and the numpy reference agree."""
+    from funcgrad.primitives.attention import flash_attention_p
+    q, k, v, _ = random_qkv(np.random.default_rng(11), (2,), 9, 5, 16, dtype)   # causal 9x5: 4 rows see no key
+    params = {"causal": True, "scale": 0.3}
+    s = np.where(visible(9, 5, True), q.astype(np.float64) @ np.swapaxes(k, 1, 2).astype(np.float64) * 0.3, -np.inf)
+    with np.errstate(divide="ignore"):
+        want = np.log(np.exp(s).sum(-1))
+    want[:, :4] = np.inf   # rows without keys: the primitive's lse is +inf (log 0 = -inf above)
+    o, lse = flash_attention_p.bind(fnp.array(q), fnp.array(k), fnp.array(v), **params)
+    assert cpu_flash_calls == [("forward", np.float32)]
+    jo, jlse = fg.jit(lambda q, k, v: flash_attention_p.bind(q, k, v, **params))(q, k, v)
+    ro, rlse = flash_attention_p.impl(q, k, v, **params)
+    for got in (lse, jlse, rlse):
+        got = np.asarray(got)
+        assert got.dtype == np.float32 and got.shape == (2, 9)
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+        np.testing.assert_allclose(got[:, 4:], want[:, 4:], rtol=1e-5, atol=1e-5)
+    assert o.dtype == jo.dtype == ro.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(jo), np.asarray(o))   # jit runs the same kernels
+
+
+def test_bfloat16_flash_under_jit_and_vmap_gives_eager_bits(rng):
+    q, k, v, do = random_qkv(rng, (3, 2), 10, 14, 16, BF16)
+    f = lambda q, k, v: nn.dot_product_attention(q, k, v, causal=True, impl="flash")   # noqa: E731
+    pullback = lambda q, k, v, do: fg.vjp(f, q, k, v)[1](do)   # noqa: E731
+    eager = [f(q, k, v), *pullback(q, k, v, do)]
+    assert all(x.dtype == BF16 for x in eager)
+    for name, got in (("jit", [fg.jit(f)(q, k, v), *fg.jit(pullback)(q, k, v, do)]),
+                      ("vmap", [fg.vmap(f)(q, k, v), *fg.vmap(pullback)(q, k, v, do)])):
+        for x, e in zip(got, eager):   # the same kernels on the same values
+            np.testing.assert_array_equal(np.asarray(x).view(np.uint16), np.asarray(e).view(np.uint16), err_msg=name)
+
+
+# --------------------------------------------------------------------------
 # Transforms: vmap, jit, checkpoint
 # --------------------------------------------------------------------------
 
