@@ -115,7 +115,7 @@ def check_flash_case(dtype, nq, nk, causal, d):
     want_o, _, want_dq, want_dk, want_dv = reference(*host, causal=causal, scale=scale)
     # float32: the interpreter computes in float32 (~1e-6); on a GPU, tf32x3 dots (~1e-5).
     # float16: errors ~4e-4 of the largest value. bfloat16 (3 fewer significant bits than float16): 8 times
-    # that (the outputs, P in the P @ V product and the lse the backward reads are rounded to bfloat16).
+    # that (the outputs and P in the P @ V product are rounded to bfloat16; the lse the backward reads is float32).
     tol = TOLERANCE[np.dtype(dtype)]
     for name, got, want in (("o", o, want_o), ("dq", dq, want_dq), ("dk", dk, want_dk), ("dv", dv, want_dv)):
         got = _host(got)
@@ -136,17 +136,21 @@ def test_flash_primitive_on_gpu_arrays_matches_float64_reference(gpu, dtype, nq,
         assert isinstance(flash_attention(q, q, q, causal=causal, scale=1.0)._value, FakeDeviceArray)
 
 
-def test_flash_primitive_outputs_lse_on_gpu(gpu):
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_flash_primitive_outputs_lse_on_gpu(gpu, dtype):
+    """lse is float32 for every input dtype (the kernels' own; for half q, as on the CPU), o has q's dtype."""
     rng = np.random.default_rng(3)
-    host = [rng.standard_normal(s).astype(np.float32) for s in ((1, 6, 16), (1, 3, 16), (1, 3, 16))]
+    host = [rng.standard_normal(s).astype(dtype) for s in ((1, 6, 16), (1, 3, 16), (1, 3, 16))]
     o, lse = flash_attention_p.bind(*(fg.device_put(fnp.array(x), "gpu") for x in host), causal=True, scale=0.25)
     want_o, want_lse, *_ = reference(*host, np.zeros_like(host[0]), causal=True, scale=0.25)
     got_lse = _host(lse)
-    assert got_lse.dtype == np.float32 and got_lse.shape == (1, 6)
+    assert got_lse.dtype == np.float32 and got_lse.shape == (1, 6) and o.dtype == dtype
+    assert flash_attention_p.abstract_eval(*host, causal=True, scale=0.25)[1].dtype == np.float32   # the shape rule
     np.testing.assert_array_equal(np.isposinf(got_lse), np.isposinf(want_lse))   # rows 0-2 see no key
     finite = np.isfinite(want_lse)
     np.testing.assert_allclose(got_lse[finite], want_lse[finite], rtol=2e-5, atol=2e-5)
-    np.testing.assert_allclose(_host(o), want_o, rtol=2e-5, atol=2e-5)
+    tol = 2e-5 if dtype == np.float32 else TOLERANCE[np.dtype(dtype)]
+    np.testing.assert_allclose(_host(o).astype(np.float64), want_o, rtol=tol, atol=tol)
 
 
 def test_float64_flash_on_gpu_is_an_error_naming_the_primitive(gpu, x64):
