@@ -231,7 +231,7 @@ def test_softmax_of_large_logits_does_not_overflow():
 
 
 def test_wrappers_reject_bad_input():
-    with pytest.raises(TypeError, match="float32, float16 or uint16"):
+    with pytest.raises(TypeError, match="float32, float16, bfloat16 or uint16"):
         tk.softmax(np.zeros((2, 3), np.float64))
     with pytest.raises(TypeError, match="share one dtype"):
         tk.layer_norm(np.zeros((2, 3), np.float32), np.ones(3, np.float16), np.zeros(3, np.float32))
