@@ -107,7 +107,7 @@ class VJPTrace(Trace):
             return [VJPTracer(self, o, (node, i)) if _differentiable(o) else o for i, o in enumerate(out)]
         node = Node(prim, params, primals, [out], parents, needs, None)
         main.data.append(node)
-        if type(out) is Array and _dtypes.kind(out._value.dtype) in "fc" or _differentiable(out):
+        if type(out) is Array and ((d := out._value.dtype).kind in "fc" or d is _BFLOAT16) or _differentiable(out):
             return VJPTracer(self, out, node)
         return out
 
@@ -217,6 +217,8 @@ class VJPTrace(Trace):
         return self._record_call("checkpoint", tracers, primals, outs, rule)
 
 
+_BFLOAT16 = _dtypes.bfloat16   # inline dtype tests on the per-operation path (a call costs more)
+
 def bind_saved(prim: Primitive, args: list, params: dict, known: list) -> Any:
     """``bind(prim, args, params)`` whose outputs are already ``known`` (a checkpoint policy kept
     them): under reverse mode the primitive is recorded with them instead of run again."""
@@ -230,7 +232,7 @@ def bind_saved(prim: Primitive, args: list, params: dict, known: list) -> Any:
 
 def _differentiable(x: Any) -> bool:
     if type(x) is Array:
-        return _dtypes.kind(x._value.dtype) in "fc"
+        return (d := x._value.dtype).kind in "fc" or d is _BFLOAT16
     return not isinstance(x, (bool, int, float)) and _dtypes.kind(x.dtype) in "fc"
 
 

@@ -110,7 +110,8 @@ def _scalar_above(xs: list, dtypes: set) -> bool:
 
 def promote_inexact(*xs: Any) -> list:
     """:func:`promote`, then integers and bools to the default float."""
-    if len(xs) == 1 and isinstance(xs[0], (Array, Tracer)) and _dtypes.kind(xs[0].dtype) in "fc":
+    if len(xs) == 1 and isinstance(xs[0], (Array, Tracer)) and ((d := xs[0].dtype).kind in "fc"
+                                                                  or d is _dtypes.bfloat16):
         return list(xs)
     xs = promote(*xs)
     out = []
