@@ -17,7 +17,7 @@ from funcgrad._core import Array, Tracer, as_array
 from funcgrad._dtypes import describe
 from funcgrad.interpreters.forward import jvp_flat
 from funcgrad.interpreters.reverse import vjp_flat
-from funcgrad.tree_util import flatten_fun, tree_flatten, tree_unflatten
+from funcgrad.tree_util import PyTreeDef, flatten_fun, tree_flatten, tree_unflatten
 
 
 def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
@@ -109,7 +109,8 @@ class _AuxAsOutputs:
 
     def __init__(self, fun: Callable):
         self.fun = fun
-        self.n_out, self.aux_leaves, self.aux_tree, self.arrays = 0, [], None, []
+        self.n_out, self.aux_leaves, self.arrays = 0, [], []
+        self.aux_tree: PyTreeDef | None = None   # set by run, which split follows
 
     def run(self, *xs: Any) -> list:
         outs, aux = self.fun(*xs)
@@ -123,6 +124,7 @@ class _AuxAsOutputs:
         aux_leaves = list(self.aux_leaves)
         for i, a in zip(self.arrays, results[self.n_out:]):
             aux_leaves[i] = a
+        assert self.aux_tree is not None, "split before run"
         return list(results[:self.n_out]), tree_unflatten(self.aux_tree, aux_leaves)
 
 

@@ -247,7 +247,7 @@ def _add(a: Any, b: Any) -> Any:
 _NO_PARAMS: dict = {}
 
 
-def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False):
+def vjp_flat(fun: Callable, primals: Sequence[Any], has_aux: bool = False) -> tuple[Any, ...]:
     """Run ``fun`` on flat ``primals`` recording it; return ``(outs, pullback[, aux])``.
 
     ``pullback(cts)`` maps a list of output cotangents (``None`` = zero) to a

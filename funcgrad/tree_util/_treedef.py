@@ -177,13 +177,13 @@ def tree_map(f: Callable, tree: Any, *rest: Any, is_leaf: Callable | None = None
 
 
 def flatten_fun(f: Callable, in_tree: PyTreeDef, *, has_aux: bool = False,
-                where: str = "has_aux=True: the function") -> tuple[Callable, Callable[[], PyTreeDef | None]]:
+                where: str = "has_aux=True: the function") -> tuple[Callable, Callable[[], PyTreeDef]]:
     """``f`` on flat leaves, as the transforms run it: ``(flat_f, out_tree)``.
 
     ``flat_f(*leaves)`` rebuilds ``f``'s positional arguments from ``leaves``
     (``in_tree`` is the structure of the tuple of arguments), calls ``f`` and
     returns the leaves of its output; ``out_tree()`` is the output's
-    structure once ``flat_f`` has run (its latest run's; None before).  With
+    structure once ``flat_f`` has run (its latest run's; ask only after a run).  With
     ``has_aux``, ``f`` returns ``(output, aux)`` and ``flat_f`` returns
     ``(output leaves, aux)``, ``aux`` untouched; anything else is an error
     that starts with ``where`` (e.g. ``"grad(has_aux=True): loss"``).
@@ -224,8 +224,8 @@ class _Flat:
         out_leaves, self.tree = tree_flatten(out)
         return out_leaves
 
-    def out_tree(self) -> PyTreeDef | None:
-        return self.tree
+    def out_tree(self) -> PyTreeDef:
+        return self.tree   # type: ignore[return-value]   (set by the run that comes first)
 
 
 class _FlatWithAux(_Flat):
