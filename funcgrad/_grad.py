@@ -24,6 +24,8 @@ from funcgrad.tree_util import flatten_fun, tree_flatten, tree_structure, tree_u
 _SINGLE_LEAF = tree_structure((0,))
 
 
+_BFLOAT16 = _dtypes.bfloat16   # dtype tests inline on the per-call path (a call costs more)
+
 def _argnums_spec(f: Callable, argnums: Any, transform: str) -> ArgSpec:
     """``argnums`` checked (once, when the transform is made): the arguments to differentiate."""
     return ArgSpec(transform, "argnums", argnums, static=False, unique=True, fun=f)
@@ -103,7 +105,7 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool, 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         # A single float Array argument (the common case of tiny functions) needs no pytree work.
         single = (type(argnums) is int and 0 <= argnums < len(args) and type(args[argnums]) is Array
-                  and _dtypes.kind(args[argnums]._value.dtype) == "f" and not holomorphic)
+                  and ((d := args[argnums]._value.dtype).kind == "f" or d is _BFLOAT16) and not holomorphic)
         if single:
             nums, leaves, tree = (argnums,), [args[argnums]], _SINGLE_LEAF
         else:
@@ -119,7 +121,8 @@ def _value_and_grad(f: Callable, argnums: Any, has_aux: bool, with_value: bool, 
         outs, pullback, out_def = result[0], result[1], out_tree()
         # One array out (checked next); any other structure is rebuilt for _check_scalar_output to describe.
         value = outs[0] if out_def.node_type is None else tree_unflatten(out_def, outs)
-        if type(value) is Array and value._value.shape == () and _dtypes.kind(value._value.dtype) == "f" \
+        if type(value) is Array and value._value.shape == () and ((d := value._value.dtype).kind == "f"
+                                                                   or d is _BFLOAT16) \
                 and not holomorphic:
             seed = _unit(value._value.dtype)   # a host value: a new unit
         else:
@@ -143,7 +146,7 @@ def _float_array_positions(spec: ArgSpec, args: tuple) -> tuple[int, ...] | None
     nums = spec.positions(len(args))
     for i in nums:
         a = args[i]
-        if type(a) is not Array or _dtypes.kind(a._value.dtype) != "f":
+        if type(a) is not Array or not ((d := a._value.dtype).kind == "f" or d is _BFLOAT16):
             return None
     return nums
 
